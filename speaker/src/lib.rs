@@ -1,0 +1,11 @@
+//! ferrolb speaker: membership among speakers (SWIM), per-IP owner election (rendezvous hash),
+//! ARP/NDP responders and gratuitous announcements (DESIGN §5).
+//!
+//! Pure modules (no `kube`, no `tokio`): [`election`], [`eligibility`], [`wire`].
+//! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP).
+
+pub mod election;
+pub mod eligibility;
+pub mod l2;
+pub mod membership;
+pub mod wire;

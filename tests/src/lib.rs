@@ -1,0 +1,1 @@
+//! Test cluster harness (work in progress).
