@@ -202,10 +202,14 @@ impl fmt::Display for IpRange {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
     /// Empty or whitespace only.
-    #[error("addresses entry {0:?} is empty: write a CIDR like 198.51.100.0/24 or a range like 198.51.100.10-198.51.100.20")]
+    #[error(
+        "addresses entry {0:?} is empty: write a CIDR like 198.51.100.0/24 or a range like 198.51.100.10-198.51.100.20"
+    )]
     Empty(String),
     /// Neither a CIDR nor `start-end`.
-    #[error("addresses entry {0:?} is neither a CIDR (like 198.51.100.0/24) nor a range (like 198.51.100.10-198.51.100.20)")]
+    #[error(
+        "addresses entry {0:?} is neither a CIDR (like 198.51.100.0/24) nor a range (like 198.51.100.10-198.51.100.20)"
+    )]
     Syntax(String),
     /// A range whose ends are of different families.
     #[error("addresses entry {0:?} mixes IPv4 and IPv6 in one range")]
@@ -242,7 +246,8 @@ impl AddressEntry {
             if Family::of(start) != Family::of(end) {
                 return Err(EntryError::MixedFamilies(entry.to_owned()));
             }
-            let range = IpRange::new(start, end).ok_or_else(|| EntryError::Reversed(entry.to_owned()))?;
+            let range =
+                IpRange::new(start, end).ok_or_else(|| EntryError::Reversed(entry.to_owned()))?;
             return Ok(AddressEntry {
                 range,
                 prefix: None,
@@ -252,7 +257,8 @@ impl AddressEntry {
             .split_once('/')
             .ok_or_else(|| EntryError::Syntax(entry.to_owned()))?;
         let ip = parse_ip(ip).ok_or_else(|| EntryError::Syntax(entry.to_owned()))?;
-        let prefix = parse_prefix(prefix, Family::of(ip)).ok_or_else(|| EntryError::Syntax(entry.to_owned()))?;
+        let prefix = parse_prefix(prefix, Family::of(ip))
+            .ok_or_else(|| EntryError::Syntax(entry.to_owned()))?;
         let net = IpNetwork::new(ip, prefix).map_err(|_| EntryError::Syntax(entry.to_owned()))?;
         Ok(AddressEntry {
             range: IpRange::of_network(net),
@@ -289,7 +295,8 @@ pub fn parse_ip(s: &str) -> Option<IpAddr> {
 
 /// A decimal prefix length within the family's width, without sign or leading zeros.
 fn parse_prefix(s: &str, family: Family) -> Option<u8> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || (s.len() > 1 && s.starts_with('0')) {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || (s.len() > 1 && s.starts_with('0'))
+    {
         return None;
     }
     let p: u32 = s.parse().ok()?;
@@ -331,10 +338,14 @@ impl PoolAddresses {
     ///
     /// # Errors
     /// The first bad entry, with its index.
-    pub fn parse<S: AsRef<str>>(entries: &[S], avoid_buggy: bool) -> Result<PoolAddresses, PoolAddressError> {
+    pub fn parse<S: AsRef<str>>(
+        entries: &[S],
+        avoid_buggy: bool,
+    ) -> Result<PoolAddresses, PoolAddressError> {
         let mut ranges = Vec::with_capacity(entries.len());
         for (index, entry) in entries.iter().enumerate() {
-            let parsed = AddressEntry::parse(entry.as_ref()).map_err(|source| PoolAddressError { index, source })?;
+            let parsed = AddressEntry::parse(entry.as_ref())
+                .map_err(|source| PoolAddressError { index, source })?;
             ranges.push(parsed.usable());
         }
         Ok(PoolAddresses::from_ranges(ranges, avoid_buggy))
@@ -397,7 +408,11 @@ impl PoolAddresses {
     pub fn usable_in(&self, range: &IpRange) -> u128 {
         let len = range.len();
         if self.avoid_buggy && range.family == Family::V4 {
-            let below = if range.first == 0 { 0 } else { buggy_up_to(range.first - 1) };
+            let below = if range.first == 0 {
+                0
+            } else {
+                buggy_up_to(range.first - 1)
+            };
             len - (buggy_up_to(range.last) - below)
         } else {
             len
@@ -466,7 +481,11 @@ mod tests {
         let e = AddressEntry::parse("198.51.100.0/30").unwrap();
         assert_eq!(e.usable().len(), 2);
         let e = AddressEntry::parse("198.51.100.10/31").unwrap();
-        assert_eq!(e.usable().len(), 2, "/31 is point-to-point: both addresses usable");
+        assert_eq!(
+            e.usable().len(),
+            2,
+            "/31 is point-to-point: both addresses usable"
+        );
         let e = AddressEntry::parse("198.51.100.0/32").unwrap();
         assert_eq!(e.usable().len(), 1);
     }
@@ -511,7 +530,10 @@ mod tests {
         ] {
             let err = AddressEntry::parse(bad).unwrap_err().to_string();
             assert!(err.contains(want), "{bad:?}: {err}");
-            assert!(err.contains(&format!("{bad:?}")), "{bad:?} not named in: {err}");
+            assert!(
+                err.contains(&format!("{bad:?}")),
+                "{bad:?} not named in: {err}"
+            );
         }
     }
 
@@ -548,8 +570,15 @@ mod tests {
 
     #[test]
     fn overlapping_entries_merge() {
-        let p = PoolAddresses::parse(&["198.51.100.0/24", "198.51.100.0/32", "198.51.100.250-198.51.101.3"], false)
-            .unwrap();
+        let p = PoolAddresses::parse(
+            &[
+                "198.51.100.0/24",
+                "198.51.100.0/32",
+                "198.51.100.250-198.51.101.3",
+            ],
+            false,
+        )
+        .unwrap();
         assert_eq!(p.ranges().len(), 1);
         assert_eq!(p.count(Family::V4), 256 + 4);
     }

@@ -12,4 +12,6 @@ pub mod manifests;
 pub mod selector;
 pub mod v1beta1;
 
-pub use v1beta1::{IPAddressPool, IPAddressPoolSpec, IPAddressPoolStatus, L2Advertisement, L2AdvertisementSpec};
+pub use v1beta1::{
+    IPAddressPool, IPAddressPoolSpec, IPAddressPoolStatus, L2Advertisement, L2AdvertisementSpec,
+};

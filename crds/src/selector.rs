@@ -42,7 +42,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn req(key: &str, operator: SelectorOperator, values: &[&str]) -> LabelSelectorRequirement {
@@ -94,7 +97,10 @@ mod tests {
             match_labels: labels(&[("zone", "b")]),
             ..Default::default()
         };
-        assert!(any_matches(&[a.clone(), b.clone()], &labels(&[("zone", "b")])));
+        assert!(any_matches(
+            &[a.clone(), b.clone()],
+            &labels(&[("zone", "b")])
+        ));
         assert!(!any_matches(&[a, b], &labels(&[("zone", "c")])));
     }
 }

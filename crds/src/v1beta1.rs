@@ -5,6 +5,9 @@
 //! message naming the bad entry; ferrolb ships no admission webhook. Every list and string is
 //! bounded so the rules fit the API server's CEL cost budget.
 
+// clippy reads the repeated `type_ = …` inside separate `printcolumn(…)` groups as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -33,12 +36,36 @@ pub const VERSION: &str = "v1beta1";
     status = "IPAddressPoolStatus",
     printcolumn(name = "Addresses", type_ = "string", json_path = ".spec.addresses"),
     printcolumn(name = "AutoAssign", type_ = "boolean", json_path = ".spec.autoAssign"),
-    printcolumn(name = "Assigned IPv4", type_ = "integer", json_path = ".status.assignedIPv4"),
-    printcolumn(name = "Available IPv4", type_ = "integer", json_path = ".status.availableIPv4"),
-    printcolumn(name = "Assigned IPv6", type_ = "integer", json_path = ".status.assignedIPv6"),
-    printcolumn(name = "Available IPv6", type_ = "integer", json_path = ".status.availableIPv6"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Assigned IPv4",
+        type_ = "integer",
+        json_path = ".status.assignedIPv4"
+    ),
+    printcolumn(
+        name = "Available IPv4",
+        type_ = "integer",
+        json_path = ".status.availableIPv4"
+    ),
+    printcolumn(
+        name = "Assigned IPv6",
+        type_ = "integer",
+        json_path = ".status.assignedIPv6"
+    ),
+    printcolumn(
+        name = "Available IPv6",
+        type_ = "integer",
+        json_path = ".status.availableIPv6"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IPAddressPoolSpec {
@@ -120,7 +147,9 @@ pub struct IPAddressPoolStatus {
 
 /// Spec of an `L2Advertisement`: which pools are announced in layer-2 mode, from which nodes and on
 /// which interfaces.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[derive(
+    CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema,
+)]
 #[kube(
     group = "ferrolb.io",
     version = "v1beta1",
@@ -132,7 +161,11 @@ pub struct IPAddressPoolStatus {
     category = "ferrolb",
     printcolumn(name = "Pools", type_ = "string", json_path = ".spec.ipAddressPools"),
     printcolumn(name = "Interfaces", type_ = "string", json_path = ".spec.interfaces"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct L2AdvertisementSpec {
@@ -150,7 +183,10 @@ pub struct L2AdvertisementSpec {
     pub node_selectors: Vec<LabelSelector>,
     /// Only answer and announce on these interfaces. Empty = every eligible interface (S8).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32), inner(length(min = 1, max = 15), regex(pattern = r"^[^/\s:]+$")))]
+    #[schemars(
+        length(max = 32),
+        inner(length(min = 1, max = 15), regex(pattern = r"^[^/\s:]+$"))
+    )]
     pub interfaces: Vec<String>,
 }
 
@@ -161,7 +197,10 @@ impl L2AdvertisementSpec {
             return true;
         }
         self.ip_address_pools.iter().any(|p| p == name)
-            || self.ip_address_pool_selectors.iter().any(|s| s.matches(labels))
+            || self
+                .ip_address_pool_selectors
+                .iter()
+                .any(|s| s.matches(labels))
     }
 }
 
@@ -238,28 +277,42 @@ pub const ADDRESS_ENTRY_MAX_LEN: usize = 96;
 /// 1. not empty or whitespace;
 /// 2. a CIDR (`isCIDR`), or `a-b` where both ends are IPs (`isIP`, spaces allowed around `-`);
 /// 3. both ends of a range in one family;
-/// 4. start ≤ end. CEL has no IP ordering, so the rule finds the first bit `p` where the ends
-///    differ (the longest prefix `start/p` containing `end`) and checks that bit is 0 in `start`.
+/// 4. start ≤ end. CEL has no IP ordering, so the rule looks for the first bit `p` where the ends
+///    differ (`start/p` contains `end`, `start/(p+1)` does not) and refuses the range when that bit
+///    is 1 in `start` (the network address of `start/p` is then outside `start/(p+1)`). The search
+///    is split in two rules, bits 0–63 and bits 64–127, because one rule over 128 bits exceeds the
+///    API server's CEL cost budget at 64 entries.
+///
+/// The API server prices CEL by worst case, so the spelling matters: the ends are taken with
+/// `substring`/`indexOf` (a `split` is priced as a list of up to `maxLength` strings), prefix
+/// lengths come from string-keyed map literals (`string(int)` is priced as an unbounded string),
+/// and there is no `cel.bind` in CRD validation, so the ends are spelled out in each use.
 pub fn address_entry_rules() -> Vec<Rule> {
     let quote = "'addresses entry \"' + self + '\"";
-    let ends = "self.split('-').size() == 2 && isIP(self.split('-')[0].trim()) && isIP(self.split('-')[1].trim())";
-    let a = "self.split('-')[0].trim()";
-    let b = "self.split('-')[1].trim()";
-    let bits: Vec<String> = (0..128).map(|p| p.to_string()).collect();
-    let order = format!(
-        "cel.bind(a, {a}, cel.bind(b, {b}, a == b || [{bits}].exists(p, \
-         p < (ip(a).family() == 4 ? 32 : 128) \
-         && cidr(a + '/' + string(p)).containsIP(b) \
-         && !cidr(a + '/' + string(p + 1)).containsIP(b) \
-         && string(cidr(a + '/' + string(p + 1)).masked().ip()) == string(cidr(a + '/' + string(p)).masked().ip()))))",
-        bits = bits.join(",")
-    );
-    let range_ok = format!("self.contains('-') && {ends}");
+    let a = "self.substring(0, self.indexOf('-')).trim()";
+    let b = "self.substring(self.indexOf('-') + 1).trim()";
+    let ends = format!("self.indexOf('-') == self.lastIndexOf('-') && isIP({a}) && isIP({b})");
+    let range_ok = format!("self.indexOf('-') >= 0 && {ends}");
+    let next_prefix = |bits: std::ops::Range<u32>| {
+        let pairs: Vec<String> = bits.map(|p| format!("'{p}':'{}'", p + 1)).collect();
+        format!("{{{}}}", pairs.join(","))
+    };
+    let (v4, high, low) = (next_prefix(0..32), next_prefix(0..64), next_prefix(64..128));
+    // True when the first differing bit is at prefix length `p` and is set in the start address.
+    let reversed_at = |next: &str| {
+        format!(
+            "cidr({a} + '/' + p).containsIP({b}) && !cidr({a} + '/' + {next}[p]).containsIP({b}) \
+             && !cidr({a} + '/' + {next}[p]).containsIP(cidr({a} + '/' + p).masked().ip())"
+        )
+    };
+    let not_range_of_one_family = format!("!({range_ok}) || ip({a}).family() != ip({b}).family()");
+    let reversed_msg =
+        || Message::Expression(format!("{quote} is a range whose start is above its end'"));
     vec![
         Rule::new("self.trim() != ''").message(Message::Expression(format!(
             "{quote} is empty: write a CIDR like 198.51.100.0/24 or a range like 198.51.100.10-198.51.100.20'"
         ))),
-        Rule::new(format!("self.trim() == '' || (self.contains('-') ? ({ends}) : isCIDR(self))")).message(
+        Rule::new(format!("self.trim() == '' || (self.indexOf('-') >= 0 ? ({ends}) : isCIDR(self))")).message(
             Message::Expression(format!(
                 "{quote} is neither a CIDR (like 198.51.100.0/24) nor a range (like 198.51.100.10-198.51.100.20)'"
             )),
@@ -267,9 +320,15 @@ pub fn address_entry_rules() -> Vec<Rule> {
         Rule::new(format!("!({range_ok}) || ip({a}).family() == ip({b}).family()"))
             .message(Message::Expression(format!("{quote} mixes IPv4 and IPv6 in one range'"))),
         Rule::new(format!(
-            "!({range_ok}) || ip({a}).family() != ip({b}).family() || {order}"
+            "{not_range_of_one_family} || !(ip({a}).family() == 4 ? {v4} : {high}).exists(p, {})",
+            reversed_at(&high)
         ))
-        .message(Message::Expression(format!("{quote} is a range whose start is above its end'"))),
+        .message(reversed_msg()),
+        Rule::new(format!(
+            "{not_range_of_one_family} || ip({a}).family() == 4 || !{low}.exists(p, {})",
+            reversed_at(&low)
+        ))
+        .message(reversed_msg()),
     ]
 }
 

@@ -1,0 +1,88 @@
+//! Where the test cluster's binaries come from.
+//!
+//! - Kubernetes and etcd: built by `tests/cluster/build.sh` from the versions pinned in
+//!   `tests/cluster/go/go.mod`, cached outside the repository (`$FERROLB_CACHE`, default
+//!   `~/.cache/ferrolb`). `FERROLB_K8S_BIN` overrides the directory. The first call runs the build
+//!   script (a no-op once cached).
+//! - ferrolb's own binaries: the workspace's target directory (`CARGO_TARGET_DIR` or `target/`),
+//!   built on demand with `cargo build` when missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use anyhow::{Context, bail};
+
+/// The repository root (parent of the `tests/` crate).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Path of a Kubernetes/etcd binary: `etcd`, `kube-apiserver`, `kube-proxy` or `kubectl`.
+///
+/// # Errors
+/// The build script failed or did not produce the binary.
+pub fn k8s_bin(name: &str) -> anyhow::Result<PathBuf> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR
+        .get_or_init(|| k8s_bin_dir().map_err(|e| format!("{e:#}")))
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let path = dir.join(name);
+    if !path.is_file() {
+        bail!("{} is missing; run tests/cluster/build.sh", path.display());
+    }
+    Ok(path)
+}
+
+fn k8s_bin_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("FERROLB_K8S_BIN") {
+        return Ok(PathBuf::from(dir));
+    }
+    let script = repo_root().join("tests/cluster/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = stdout.lines().last().unwrap_or_default().trim();
+    Ok(PathBuf::from(dir))
+}
+
+/// The workspace target directory.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
+/// Path of one of ferrolb's binaries (`ferrolb-controller`, `ferrolb-speaker`, …) in the debug
+/// profile, building its package first if it is missing.
+///
+/// # Errors
+/// `cargo build` failed.
+pub fn workspace_bin(name: &str) -> anyhow::Result<PathBuf> {
+    let path = target_dir().join("debug").join(name);
+    if !path.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--bin", name])
+            .current_dir(repo_root())
+            .status()
+            .context("running cargo build")?;
+        if !status.success() || !path.is_file() {
+            bail!("could not build {name}");
+        }
+    }
+    Ok(path)
+}
