@@ -1,6 +1,16 @@
 //! ferrolb controller: assigns external IPs from `IPAddressPool`s to Services of type
 //! LoadBalancer and writes their status (DESIGN §4).
 //!
-//! Pure modules (no `kube`, no `tokio`): [`ipam`].
-
+//! Pure modules (no `kube`, no `tokio`): [`ipam`] (the allocator), [`annotations`], [`service`]
+//! (Service ↔ allocator translation), [`pool_status`].
+//!
+//! I/O edges: [`k8s`] (watches, Lease, writes, control loop), [`http`], [`metrics`], [`config`];
+//! the binary is `src/main.rs`.
+pub mod annotations;
+pub mod config;
+pub mod http;
 pub mod ipam;
+pub mod k8s;
+pub mod metrics;
+pub mod pool_status;
+pub mod service;

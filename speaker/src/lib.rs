@@ -5,7 +5,14 @@
 //! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP).
 
 pub mod election;
+pub mod daemon;
 pub mod eligibility;
+pub mod events;
+pub mod http;
 pub mod l2;
 pub mod membership;
+pub mod metrics;
+pub mod plan;
+pub mod view;
+pub mod watch;
 pub mod wire;

@@ -2,7 +2,11 @@
 //! network-namespace lab, and the end-to-end scenarios under `tests/tests/`.
 //!
 //! - [`cluster`]: start/stop a control plane with the ferrolb CRDs; clients and kubeconfigs.
+//! - [`lab`]: network namespaces on a bridge, with speakers in node namespaces.
 //! - [`namespace`]: a fresh namespace per test.
+//! - [`objects`]: builders for pools, advertisements, Services, status and EndpointSlices.
 
 pub mod cluster;
+pub mod lab;
 pub mod namespace;
+pub mod objects;

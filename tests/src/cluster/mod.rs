@@ -164,7 +164,13 @@ impl TestCluster {
         write_pidfile(&dir, "kube-apiserver", &apiserver, opts.detach)?;
 
         let kubeconfig = dir.join("kubeconfig");
-        write_kubeconfig(&kubeconfig, &format!("https://127.0.0.1:{port}"), &certs)?;
+        // Clients connect where the server listens: loopback unless it is bound to one address.
+        let connect = if opts.bind_address.is_unspecified() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            opts.bind_address
+        };
+        write_kubeconfig(&kubeconfig, &format!("https://{}", SocketAddr::new(connect, port)), &certs)?;
         let cluster = TestCluster {
             dir,
             // A detached cluster outlives this handle, so its directory must too.
@@ -196,7 +202,7 @@ impl TestCluster {
         self.port
     }
 
-    /// The admin kubeconfig, pointing at `https://127.0.0.1:<port>`.
+    /// The admin kubeconfig, pointing at the bound address (`https://127.0.0.1:<port>` by default).
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }
@@ -214,6 +220,18 @@ impl TestCluster {
             &format!("https://{}", SocketAddr::new(ip, self.port)),
             &certs,
         )?;
+        Ok(path)
+    }
+
+    /// Writes an admin kubeconfig named `file` in the state directory with server URL `server`
+    /// (e.g. a relay's `https://127.0.0.1:6443` inside a lab namespace; the host must be in the
+    /// serving certificate).
+    ///
+    /// # Errors
+    /// Writing the file failed.
+    pub fn kubeconfig_at(&self, server: &str, file: &str) -> anyhow::Result<PathBuf> {
+        let path = self.dir.join(file);
+        write_kubeconfig(&path, server, &self.cert_files())?;
         Ok(path)
     }
 

@@ -1,0 +1,966 @@
+//! The allocator: the in-memory index of pools, Nodes, Namespaces and Services, and the
+//! level-triggered reconcile pass that computes every Service's addresses from it.
+//!
+//! Feed it the current objects (`upsert_*`, `remove_*`, `set_nodes`), then call
+//! [`Ipam::reconcile`]: it validates every assignment against the index (R7, R9, R10, R2), adopts
+//! the statuses of Services it sees for the first time before handing out anything (R1, R8), then
+//! serves Services that still need addresses, requests first, oldest first (R3–R5, R11). Nothing
+//! depends on the order in which objects were fed.
+//!
+//! Costs: taking or releasing an address is O(log n) in the allocated addresses of its pool; a pass
+//! is O(S log S) for S Services; pool or Node changes rebuild the free sets in O(held · log).
+//! Memory is O(Services + held addresses + pool ranges), never O(pool size) (R12).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ferrolb_crds::addresses::{Family, to_offset};
+
+use super::free_set::FreeSet;
+use super::layout::Layout;
+use super::outcome::{Failure, Note, ServiceNote};
+use super::pool::PoolConfig;
+use super::request::{FamilyPolicy, ServiceKey, ServiceRequest};
+use super::sharing::incompatibility;
+
+/// The addresses a Service holds, all from one pool, in the order of its wanted families.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// The pool they come from.
+    pub pool: String,
+    /// One per family, primary family first.
+    pub ips: Vec<IpAddr>,
+}
+
+/// One held address: its pool and the Services on it (several only when sharing, R2).
+#[derive(Debug, Clone)]
+struct Holding {
+    pool: String,
+    members: BTreeSet<ServiceKey>,
+}
+
+/// Why a Service left the allocator's care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gone {
+    /// The Service object was deleted.
+    Deleted,
+    /// It still exists but is no longer ours: not `LoadBalancer`, or another class (R6). Its old
+    /// status is never adopted again.
+    NotHandled,
+}
+
+/// Per-pool counters and condition inputs, for the pool's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolReport {
+    /// Pool name.
+    pub name: String,
+    /// Held IPv4 addresses.
+    pub assigned_v4: u64,
+    /// Free usable IPv4 addresses (saturating).
+    pub available_v4: u64,
+    /// Held IPv6 addresses.
+    pub assigned_v6: u64,
+    /// Free usable IPv6 addresses (saturating at `u64::MAX`).
+    pub available_v6: u64,
+    /// Overlaps with older pools (R9), naming them.
+    pub overlaps: Vec<String>,
+    /// Node addresses inside the pool (R10), naming the Nodes.
+    pub node_conflicts: Vec<String>,
+    /// Why `spec.addresses` could not be used, naming the entry.
+    pub invalid: Option<String>,
+}
+
+/// What one pick in one pool and family would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pick {
+    /// Take a free address.
+    Take(IpAddr),
+    /// Join a sharing group on this held address.
+    Join(IpAddr),
+}
+
+impl Pick {
+    fn ip(self) -> IpAddr {
+        match self {
+            Pick::Take(ip) | Pick::Join(ip) => ip,
+        }
+    }
+}
+
+/// A full choice for one Service.
+struct Plan {
+    pool: String,
+    picks: Vec<Pick>,
+    missing: Option<(Family, Failure)>,
+}
+
+/// The allocator state. See the module docs.
+#[derive(Debug, Default)]
+pub struct Ipam {
+    pools: BTreeMap<String, PoolConfig>,
+    nodes: BTreeMap<IpAddr, String>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    services: BTreeMap<ServiceKey, ServiceRequest>,
+    /// Services that went through a pass: their status is never adopted again.
+    seen: BTreeSet<ServiceKey>,
+    layout: Layout,
+    layout_dirty: bool,
+    free: BTreeMap<(String, Family), FreeSet>,
+    assigned: BTreeMap<(String, Family), u128>,
+    holdings: BTreeMap<IpAddr, Holding>,
+    /// sharing key → held addresses with a member carrying it → number of such members.
+    groups: BTreeMap<String, BTreeMap<IpAddr, usize>>,
+    assignments: BTreeMap<ServiceKey, Assignment>,
+    pending: BTreeMap<ServiceKey, Failure>,
+    partial: BTreeMap<ServiceKey, Failure>,
+    /// What each holder looked like, as far as sharing goes, when last validated: when sharers
+    /// become incompatible, the one whose spec changed moves, not the others.
+    sigs: BTreeMap<ServiceKey, SharingSig>,
+}
+
+/// The fields of a Service that decide sharing (R2).
+type SharingSig = (Option<String>, BTreeSet<super::request::PortKey>, super::request::Backend);
+
+fn sig(req: &ServiceRequest) -> SharingSig {
+    (req.sharing_key.clone(), req.ports.clone(), req.backend.clone())
+}
+
+impl Ipam {
+    /// An empty allocator.
+    pub fn new() -> Ipam {
+        Ipam::default()
+    }
+
+    /// Adds or replaces a pool. Takes effect at the next [`Ipam::reconcile`].
+    pub fn upsert_pool(&mut self, pool: PoolConfig) {
+        if self.pools.get(&pool.name) != Some(&pool) {
+            self.pools.insert(pool.name.clone(), pool);
+            self.layout_dirty = true;
+        }
+    }
+
+    /// Removes a pool. Its Services are re-allocated at the next pass (R7).
+    pub fn remove_pool(&mut self, name: &str) {
+        if self.pools.remove(name).is_some() {
+            self.layout_dirty = true;
+        }
+    }
+
+    /// Replaces the set of Node addresses (`InternalIP`/`ExternalIP` → node name) (R10).
+    pub fn set_nodes(&mut self, nodes: BTreeMap<IpAddr, String>) {
+        if self.nodes != nodes {
+            self.nodes = nodes;
+            self.layout_dirty = true;
+        }
+    }
+
+    /// Records a Namespace's labels (for `namespaceSelectors`).
+    pub fn set_namespace(&mut self, name: &str, labels: BTreeMap<String, String>) {
+        self.namespaces.insert(name.to_owned(), labels);
+    }
+
+    /// Forgets a Namespace.
+    pub fn remove_namespace(&mut self, name: &str) {
+        self.namespaces.remove(name);
+    }
+
+    /// Adds or replaces a Service we handle.
+    pub fn upsert_service(&mut self, req: ServiceRequest) {
+        let key = req.key.clone();
+        let old_key = self.services.get(&key).and_then(|s| s.sharing_key.clone());
+        if old_key != req.sharing_key
+            && let Some(a) = self.assignments.get(&key)
+        {
+            let ips = a.ips.clone();
+            for ip in &ips {
+                if let Some(k) = &old_key {
+                    group_remove(&mut self.groups, k, *ip);
+                }
+                if let Some(k) = &req.sharing_key {
+                    *self.groups.entry(k.clone()).or_default().entry(*ip).or_default() += 1;
+                }
+            }
+        }
+        self.services.insert(key, req);
+    }
+
+    /// A Service is gone or no longer ours: frees its addresses (R6) and returns them.
+    pub fn remove_service(&mut self, key: &ServiceKey, gone: Gone) -> Vec<IpAddr> {
+        let mut freed = Vec::new();
+        if let Some(a) = self.assignments.remove(key) {
+            for ip in a.ips {
+                self.unhold(ip, key);
+                freed.push(ip);
+            }
+        }
+        self.services.remove(key);
+        self.pending.remove(key);
+        self.partial.remove(key);
+        self.sigs.remove(key);
+        match gone {
+            Gone::Deleted => self.seen.remove(key),
+            Gone::NotHandled => self.seen.insert(key.clone()),
+        };
+        freed
+    }
+
+    /// The addresses a Service holds.
+    pub fn assignment(&self, key: &ServiceKey) -> Option<&Assignment> {
+        self.assignments.get(key)
+    }
+
+    /// The addresses that should be in the Service's status: its assignment, or nothing.
+    pub fn desired_ips(&self, key: &ServiceKey) -> Vec<IpAddr> {
+        self.assignments.get(key).map(|a| a.ips.clone()).unwrap_or_default()
+    }
+
+    /// Why a Service without addresses is pending, if it is.
+    pub fn pending_reason(&self, key: &ServiceKey) -> Option<&Failure> {
+        self.pending.get(key)
+    }
+
+    /// The Services holding `ip`.
+    pub fn holders(&self, ip: IpAddr) -> Vec<ServiceKey> {
+        self.holdings
+            .get(&ip)
+            .map(|h| h.members.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every held address with its pool and holders, ascending.
+    pub fn held(&self) -> impl Iterator<Item = (IpAddr, &str, Vec<&ServiceKey>)> {
+        self.holdings
+            .iter()
+            .map(|(ip, h)| (*ip, h.pool.as_str(), h.members.iter().collect()))
+    }
+
+    /// Names of the known pools.
+    pub fn pool_names(&self) -> Vec<String> {
+        self.pools.keys().cloned().collect()
+    }
+
+    /// Names of the known Namespaces.
+    pub fn namespace_names(&self) -> Vec<String> {
+        self.namespaces.keys().cloned().collect()
+    }
+
+    /// The Services we handle.
+    pub fn services(&self) -> impl Iterator<Item = &ServiceRequest> {
+        self.services.values()
+    }
+
+    /// Status inputs of every pool.
+    pub fn pool_reports(&mut self) -> Vec<PoolReport> {
+        self.ensure_layout();
+        self.pools
+            .values()
+            .map(|p| {
+                let counts = |family: Family| -> (u64, u64) {
+                    let held = self.assigned.get(&(p.name.clone(), family)).copied().unwrap_or(0);
+                    let total = match &p.addresses {
+                        Ok(a) => self.layout.usable_count(&p.name, a, family),
+                        Err(_) => 0,
+                    };
+                    let sat = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+                    (sat(held), sat(total.saturating_sub(held)))
+                };
+                let (assigned_v4, available_v4) = counts(Family::V4);
+                let (assigned_v6, available_v6) = counts(Family::V6);
+                let pl = self.layout.pools.get(&p.name).cloned().unwrap_or_default();
+                PoolReport {
+                    name: p.name.clone(),
+                    assigned_v4,
+                    available_v4,
+                    assigned_v6,
+                    available_v6,
+                    overlaps: pl.overlaps,
+                    node_conflicts: pl.node_conflicts,
+                    invalid: p.addresses.as_ref().err().cloned(),
+                }
+            })
+            .collect()
+    }
+
+    fn ensure_layout(&mut self) {
+        if !self.layout_dirty {
+            return;
+        }
+        self.layout_dirty = false;
+        self.layout = Layout::build(self.pools.values(), &self.nodes);
+        self.free.clear();
+        self.assigned.clear();
+        for p in self.pools.values() {
+            let Ok(addrs) = &p.addresses else { continue };
+            let owned = self.layout.pools.get(&p.name).map(|pl| pl.owned.clone()).unwrap_or_default();
+            for family in [Family::V4, Family::V6] {
+                let mut fs = FreeSet::new(family, addrs.avoid_buggy());
+                for r in owned.iter().filter(|r| r.family() == family) {
+                    fs.insert_range(*r);
+                }
+                self.free.insert((p.name.clone(), family), fs);
+            }
+        }
+        let held: Vec<IpAddr> = self.holdings.keys().copied().collect();
+        for ip in held {
+            if let Some(pool) = self.pool_of(ip).map(str::to_owned) {
+                let o = to_offset(ip);
+                if let Some(fs) = self.free.get_mut(&(pool.clone(), Family::of(ip))) {
+                    fs.remove_range(o, o);
+                }
+                *self.assigned.entry((pool, Family::of(ip))).or_default() += 1;
+            }
+        }
+    }
+
+    /// The pool `ip` may be handed out from: owned after overlaps and Node addresses, and not
+    /// excluded by `avoidBuggyIPs`.
+    fn pool_of(&self, ip: IpAddr) -> Option<&str> {
+        let owner = self.layout.owner_of(ip)?;
+        let pool = self.pools.get(owner)?;
+        pool.addresses.as_ref().ok()?.is_usable(ip).then_some(owner)
+    }
+
+    fn order(&self, key: &ServiceKey) -> (i64, ServiceKey) {
+        (self.services.get(key).map_or(i64::MAX, |s| s.created), key.clone())
+    }
+
+    fn hold(&mut self, ip: IpAddr, pool: &str, key: &ServiceKey) {
+        if let Some(s) = self.services.get(key) {
+            self.sigs.insert(key.clone(), sig(s));
+        }
+        let sharing = self.services.get(key).and_then(|s| s.sharing_key.clone());
+        match self.holdings.get_mut(&ip) {
+            Some(h) => {
+                h.members.insert(key.clone());
+            }
+            None => {
+                let family = Family::of(ip);
+                if let Some(fs) = self.free.get_mut(&(pool.to_owned(), family)) {
+                    let o = to_offset(ip);
+                    fs.remove_range(o, o);
+                }
+                *self.assigned.entry((pool.to_owned(), family)).or_default() += 1;
+                self.holdings.insert(
+                    ip,
+                    Holding {
+                        pool: pool.to_owned(),
+                        members: [key.clone()].into(),
+                    },
+                );
+            }
+        }
+        if let Some(k) = sharing {
+            *self.groups.entry(k).or_default().entry(ip).or_default() += 1;
+        }
+    }
+
+    fn unhold(&mut self, ip: IpAddr, key: &ServiceKey) {
+        if let Some(k) = self.services.get(key).and_then(|s| s.sharing_key.clone()) {
+            group_remove(&mut self.groups, &k, ip);
+        }
+        let Some(h) = self.holdings.get_mut(&ip) else { return };
+        h.members.remove(key);
+        if !h.members.is_empty() {
+            return;
+        }
+        self.holdings.remove(&ip);
+        if let Some(pool) = self.pool_of(ip).map(str::to_owned) {
+            let family = Family::of(ip);
+            if let Some(fs) = self.free.get_mut(&(pool.clone(), family)) {
+                fs.insert(to_offset(ip));
+            }
+            if let Some(n) = self.assigned.get_mut(&(pool, family)) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Why `req` may not join the holders of `ip` (the oldest incompatible holder), if so.
+    /// `before`: only holders ranked before `req` in it count (validation order).
+    fn blocker(
+        &self,
+        req: &ServiceRequest,
+        ip: IpAddr,
+        before: Option<&BTreeMap<ServiceKey, usize>>,
+    ) -> Option<(ServiceKey, String)> {
+        let h = self.holdings.get(&ip)?;
+        let mut members: Vec<&ServiceKey> = h.members.iter().filter(|m| **m != req.key).collect();
+        members.sort_by_key(|m| self.order(m));
+        let rank = |k: &ServiceKey| before.and_then(|b| b.get(k)).copied().unwrap_or(usize::MAX);
+        members
+            .into_iter()
+            .filter(|m| before.is_none() || rank(m) < rank(&req.key))
+            .find_map(|m| {
+                let other = self.services.get(m)?;
+                incompatibility(other, req).map(|why| (m.clone(), why))
+            })
+    }
+
+    fn node_or_pool_why(&self, ip: IpAddr) -> String {
+        match self.nodes.get(&ip) {
+            Some(node) => format!("{ip} is an address of node {node}"),
+            None => format!("{ip} left every pool"),
+        }
+    }
+
+    /// Runs one level-triggered pass over the whole index and returns what changed.
+    pub fn reconcile(&mut self) -> Vec<ServiceNote> {
+        self.ensure_layout();
+        let mut notes = Vec::new();
+        let moved = self.validate(&mut notes);
+        self.adopt(&mut notes);
+        self.allocate(moved, &mut notes);
+        notes
+    }
+
+    /// Step 1: re-check every assignment against the index.
+    fn validate(&mut self, notes: &mut Vec<ServiceNote>) -> BTreeMap<ServiceKey, (Vec<IpAddr>, String)> {
+        let mut moved = BTreeMap::new();
+        // Unchanged holders first, then changed ones; oldest first within each.
+        let mut keys: Vec<(bool, i64, ServiceKey)> = self
+            .assignments
+            .keys()
+            .map(|k| {
+                let changed = match (self.services.get(k), self.sigs.get(k)) {
+                    (Some(s), Some(old)) => sig(s) != *old,
+                    _ => true,
+                };
+                let (created, k) = self.order(k);
+                (changed, created, k)
+            })
+            .collect();
+        keys.sort();
+        let rank: BTreeMap<ServiceKey, usize> =
+            keys.iter().enumerate().map(|(i, (_, _, k))| (k.clone(), i)).collect();
+        for (_, _, key) in keys {
+            let (Some(req), Some(a)) = (self.services.get(&key), self.assignments.get(&key)) else {
+                continue;
+            };
+            let req = req.clone();
+            let a = a.clone();
+            let wanted = req.wanted_families();
+            let honour_request = req.invalid.is_none();
+            // An address now owned by another pool that admits the Service keeps it (R7).
+            let mut pool = a.pool.clone();
+            let owners: BTreeSet<Option<&str>> = a.ips.iter().map(|ip| self.pool_of(*ip)).collect();
+            if let [Some(p)] = owners.into_iter().collect::<Vec<_>>()[..]
+                && p != a.pool
+                && self.pools.get(p).is_some_and(|pc| pc.admits(&req, self.namespaces.get(&key.namespace)))
+                && (!honour_request || req.pool.as_deref().is_none_or(|n| n == p))
+            {
+                pool = p.to_owned();
+            }
+            let (mut kept, mut dropped, mut unwanted, mut whys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for ip in &a.ips {
+                let family = Family::of(*ip);
+                if !wanted.contains(&family) || kept.iter().any(|k: &IpAddr| Family::of(*k) == family) {
+                    unwanted.push(*ip);
+                    continue;
+                }
+                let why = if honour_request && req.pool.as_deref().is_some_and(|n| n != pool) {
+                    Some(format!("the Service now names pool {}", req.pool.as_deref().unwrap_or_default()))
+                } else if let Some(r) = req.requested_of(family).filter(|r| honour_request && r != ip) {
+                    Some(format!("the Service now requests {r}"))
+                } else if self.pool_of(*ip) != Some(pool.as_str()) {
+                    Some(match self.pool_of(*ip) {
+                        Some(other) => format!("{ip} now belongs to pool {other}"),
+                        None => self.node_or_pool_why(*ip),
+                    })
+                } else {
+                    self.blocker(&req, *ip, Some(&rank)).map(|(_, why)| format!("{ip} can no longer be shared: {why}"))
+                };
+                match why {
+                    None => kept.push(*ip),
+                    Some(w) => {
+                        dropped.push(*ip);
+                        whys.push(w);
+                    }
+                }
+            }
+            if !kept.is_empty() {
+                self.sigs.insert(key.clone(), sig(&req));
+            }
+            if unwanted.is_empty() && dropped.is_empty() && pool == a.pool {
+                continue;
+            }
+            for ip in unwanted.iter().chain(&dropped) {
+                self.unhold(*ip, &key);
+            }
+            if let Some(h) = kept.first().and_then(|ip| self.holdings.get_mut(ip))
+                && h.pool != pool
+            {
+                h.pool = pool.clone();
+            }
+            for ip in &kept {
+                if let Some(h) = self.holdings.get_mut(ip) {
+                    h.pool = pool.clone();
+                }
+            }
+            if !unwanted.is_empty() {
+                notes.push(ServiceNote {
+                    key: key.clone(),
+                    note: Note::Released {
+                        ips: unwanted,
+                        why: "its ipFamilyPolicy/ipFamilies no longer ask for it".into(),
+                    },
+                });
+            }
+            if !dropped.is_empty() {
+                moved.insert(key.clone(), (dropped, whys.join("; ")));
+            }
+            if kept.is_empty() {
+                self.assignments.remove(&key);
+            } else {
+                self.assignments.insert(key, Assignment { pool, ips: kept });
+            }
+        }
+        moved
+    }
+
+    /// Step 2: Services seen for the first time keep the status they carry when it is valid (R1);
+    /// otherwise it is discarded with a note (R8).
+    fn adopt(&mut self, notes: &mut Vec<ServiceNote>) {
+        let mut fresh: Vec<ServiceKey> = self
+            .services
+            .keys()
+            .filter(|k| !self.seen.contains(*k) && !self.assignments.contains_key(*k))
+            .cloned()
+            .collect();
+        fresh.sort_by_key(|k| self.order(k));
+        for key in fresh {
+            let Some(req) = self.services.get(&key).cloned() else { continue };
+            if req.observed.is_empty() {
+                continue;
+            }
+            match self.adoptable(&req) {
+                Ok((pool, ips)) => {
+                    for ip in &ips {
+                        self.hold(*ip, &pool, &key);
+                    }
+                    self.assignments.insert(key, Assignment { pool, ips });
+                }
+                Err(discarded) => notes.push(ServiceNote {
+                    key,
+                    note: Note::StatusReplaced { discarded },
+                }),
+            }
+        }
+        self.seen.extend(self.services.keys().cloned());
+    }
+
+    fn adoptable(&self, req: &ServiceRequest) -> Result<(String, Vec<IpAddr>), Vec<String>> {
+        let wanted = req.wanted_families();
+        let honour_request = req.invalid.is_none();
+        let mut problems = req.observed.unusable.clone();
+        let mut by_family: BTreeMap<Family, IpAddr> = BTreeMap::new();
+        let mut pool: Option<&str> = None;
+        for ip in &req.observed.ips {
+            let family = Family::of(*ip);
+            let problem = if !wanted.contains(&family) {
+                Some(format!("{ip}: the Service does not ask for {family}"))
+            } else if let Some(first) = by_family.get(&family) {
+                Some(format!("{ip}: a second {family} address after {first}"))
+            } else {
+                match self.pool_of(*ip) {
+                    None => Some(format!("{ip}: {}", self.node_or_pool_why(*ip).replace(&format!("{ip} "), ""))),
+                    Some(p) if pool.is_some_and(|q| q != p) => Some(format!("{ip}: in pool {p}, the other address is not")),
+                    Some(p) if honour_request && req.pool.as_deref().is_some_and(|n| n != p) => {
+                        Some(format!("{ip}: in pool {p}, not in the pool the Service names"))
+                    }
+                    Some(_) if honour_request && req.requested_of(family).is_some_and(|r| r != *ip) => {
+                        Some(format!("{ip}: the Service requests another address"))
+                    }
+                    Some(p) => match self.blocker(req, *ip, None) {
+                        Some((holder, _)) => Some(format!("{ip}: held by {holder}")),
+                        None => {
+                            pool = Some(p);
+                            by_family.insert(family, *ip);
+                            None
+                        }
+                    },
+                }
+            };
+            problems.extend(problem);
+        }
+        match pool {
+            Some(p) if problems.is_empty() => {
+                let ips = wanted.iter().filter_map(|f| by_family.get(f).copied()).collect();
+                Ok((p.to_owned(), ips))
+            }
+            _ => {
+                // All or nothing: an entry that was fine is discarded too.
+                for ip in by_family.values() {
+                    problems.push(format!("{ip}: dropped with the rest of the status"));
+                }
+                Err(problems)
+            }
+        }
+    }
+
+    /// Step 3: Services missing addresses, requests first, then oldest first. Rounds repeat
+    /// while anything changes, so the reasons reported for Services left pending describe the
+    /// final state of the pass (a second pass over an unchanged index is silent).
+    fn allocate(&mut self, mut moved: BTreeMap<ServiceKey, (Vec<IpAddr>, String)>, notes: &mut Vec<ServiceNote>) {
+        let mut failures: BTreeMap<ServiceKey, Failure> = BTreeMap::new();
+        loop {
+            let mut progress = false;
+            let mut needy: Vec<(bool, i64, ServiceKey)> = self
+                .services
+                .values()
+                .filter(|s| match self.assignments.get(&s.key) {
+                    None => true,
+                    Some(a) => a.ips.len() < s.wanted_families().len(),
+                })
+                .map(|s| (s.requested.is_empty(), s.created, s.key.clone()))
+                .collect();
+            needy.sort();
+            for (_, _, key) in needy {
+                let Some(req) = self.services.get(&key).cloned() else { continue };
+                if self.assignments.contains_key(&key) {
+                    let before = self.assignments.get(&key).map(|a| a.ips.len());
+                    self.complete(&req, notes);
+                    if self.assignments.get(&key).map(|a| a.ips.len()) != before {
+                        progress = true;
+                    }
+                    if self.assignments.contains_key(&key) {
+                        continue;
+                    }
+                }
+                let result = match &req.invalid {
+                    Some(msg) => Err(Failure::Invalid(msg.clone())),
+                    None => self.choose(&req),
+                };
+                match result {
+                    Ok(plan) => {
+                        progress = true;
+                        failures.remove(&key);
+                        let wanted = req.wanted_families();
+                        let mut ips = self.commit(&req, &plan.pool, &plan.picks);
+                        ips.sort_by_key(|ip| wanted.iter().position(|f| *f == Family::of(*ip)));
+                        self.assignments.insert(key.clone(), Assignment { pool: plan.pool.clone(), ips: ips.clone() });
+                        self.pending.remove(&key);
+                        let note = match moved.remove(&key) {
+                            Some((from, why)) => Note::Reallocated { from, to: ips.clone(), why },
+                            None => Note::Allocated { ips, pool: plan.pool.clone() },
+                        };
+                        notes.push(ServiceNote { key: key.clone(), note });
+                        match plan.missing {
+                            Some((missing, why)) => {
+                                self.partial.insert(key.clone(), why.clone());
+                                notes.push(ServiceNote { key, note: Note::Partial { missing, why } });
+                            }
+                            None => {
+                                self.partial.remove(&key);
+                            }
+                        }
+                    }
+                    Err(failure) => {
+                        failures.insert(key, failure);
+                    }
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        for (key, failure) in failures {
+            if let Some((from, why)) = moved.remove(&key) {
+                notes.push(ServiceNote {
+                    key: key.clone(),
+                    note: Note::Reallocated { from, to: Vec::new(), why },
+                });
+            }
+            if self.pending.get(&key) != Some(&failure) {
+                self.pending.insert(key.clone(), failure.clone());
+                notes.push(ServiceNote { key, note: Note::Failed(failure) });
+            }
+        }
+    }
+
+    /// Adds missing families to a Service that has some, from its own pool (R5: PreferDualStack
+    /// later gains its second family without changing the first). A RequireDualStack Service
+    /// that cannot be completed gives its address back and is served afresh.
+    fn complete(&mut self, req: &ServiceRequest, notes: &mut Vec<ServiceNote>) {
+        let Some(a) = self.assignments.get(&req.key).cloned() else { return };
+        let wanted = req.wanted_families();
+        let mut added = Vec::new();
+        let mut failure = None;
+        for family in &wanted {
+            if a.ips.iter().any(|ip| Family::of(*ip) == *family) {
+                continue;
+            }
+            match self.pick(req, &a.pool, *family) {
+                Ok(pick) => added.extend(self.commit(req, &a.pool, &[pick])),
+                Err(f) => failure = Some((*family, f)),
+            }
+        }
+        if !added.is_empty() {
+            let mut ips = a.ips.clone();
+            ips.extend(&added);
+            ips.sort_by_key(|ip| wanted.iter().position(|f| *f == Family::of(*ip)));
+            self.assignments.insert(req.key.clone(), Assignment { pool: a.pool.clone(), ips });
+            notes.push(ServiceNote {
+                key: req.key.clone(),
+                note: Note::Allocated { ips: added, pool: a.pool.clone() },
+            });
+        }
+        match failure {
+            None => {
+                self.partial.remove(&req.key);
+            }
+            Some(_) if req.policy == FamilyPolicy::RequireDualStack => {
+                if let Some(a) = self.assignments.remove(&req.key) {
+                    for ip in &a.ips {
+                        self.unhold(*ip, &req.key);
+                    }
+                    notes.push(ServiceNote {
+                        key: req.key.clone(),
+                        note: Note::Released {
+                            ips: a.ips,
+                            why: "RequireDualStack needs both families from one pool".into(),
+                        },
+                    });
+                }
+            }
+            Some((missing, why)) => {
+                if self.partial.get(&req.key) != Some(&why) {
+                    self.partial.insert(req.key.clone(), why.clone());
+                    notes.push(ServiceNote {
+                        key: req.key.clone(),
+                        note: Note::Partial { missing, why },
+                    });
+                }
+            }
+        }
+    }
+
+    fn commit(&mut self, req: &ServiceRequest, pool: &str, picks: &[Pick]) -> Vec<IpAddr> {
+        let mut ips = Vec::new();
+        for pick in picks {
+            let ip = pick.ip();
+            self.hold(ip, pool, &req.key);
+            ips.push(ip);
+        }
+        ips
+    }
+
+    /// What `req` would get of `family` in `pool`, or why not.
+    fn pick(&self, req: &ServiceRequest, pool: &str, family: Family) -> Result<Pick, Failure> {
+        let Some(free) = self.free.get(&(pool.to_owned(), family)) else {
+            return Err(Failure::FamilyUnavailable(family));
+        };
+        let usable = match self.pools.get(pool).map(|p| &p.addresses) {
+            Some(Ok(a)) => self.layout.usable_count(pool, a, family),
+            _ => 0,
+        };
+        if usable == 0 {
+            return Err(Failure::FamilyUnavailable(family));
+        }
+        if let Some(r) = req.requested_of(family) {
+            if self.pool_of(r) != Some(pool) {
+                return Err(Failure::RequestedInNoPool {
+                    ip: r,
+                    detail: format!("it is not handed out by pool {pool}"),
+                });
+            }
+            if self.holdings.contains_key(&r) {
+                return match self.blocker(req, r, None) {
+                    Some((holder, _)) => Err(Failure::RequestedHeld { ip: r, holder }),
+                    None => Ok(Pick::Join(r)),
+                };
+            }
+            return if free.contains(to_offset(r)) {
+                Ok(Pick::Take(r))
+            } else {
+                Err(Failure::RequestedInNoPool {
+                    ip: r,
+                    detail: format!("pool {pool} does not hand it out"),
+                })
+            };
+        }
+        if let Some(k) = &req.sharing_key
+            && let Some(ips) = self.groups.get(k)
+        {
+            for ip in ips.keys() {
+                if Family::of(*ip) == family
+                    && self.holdings.get(ip).is_some_and(|h| h.pool == pool)
+                    && self.blocker(req, *ip, None).is_none()
+                {
+                    return Ok(Pick::Join(*ip));
+                }
+            }
+        }
+        match free.peek_lowest() {
+            Some(o) => Ok(Pick::Take(family.addr(o))),
+            None => Err(Failure::Exhausted {
+                family,
+                pools: vec![pool.to_owned()],
+            }),
+        }
+    }
+
+    /// The pools `req` may use, in the order they are tried (R4), or why none.
+    fn candidates(&self, req: &ServiceRequest) -> Result<Vec<&PoolConfig>, Failure> {
+        let ns = self.namespaces.get(&req.key.namespace);
+        if let Some(name) = &req.pool {
+            let Some(p) = self.pools.get(name) else {
+                return Err(Failure::NoPool(format!("the pool it names, {name}, does not exist")));
+            };
+            if let Err(e) = &p.addresses {
+                return Err(Failure::NoPool(format!("the pool it names, {name}, is invalid: {e}")));
+            }
+            if !p.admits(req, ns) {
+                return Err(Failure::NoPool(format!(
+                    "the pool it names, {name}, does not admit it (serviceAllocation)"
+                )));
+            }
+            return Ok(vec![p]);
+        }
+        if !req.requested.is_empty() {
+            let mut owner: Option<&str> = None;
+            for r in &req.requested {
+                let Some(p) = self.layout.owner_of(*r) else {
+                    let detail = match self.nodes.get(r) {
+                        Some(node) => format!("it is an address of node {node}"),
+                        None => "no pool contains it".to_owned(),
+                    };
+                    return Err(Failure::RequestedInNoPool { ip: *r, detail });
+                };
+                if owner.is_some_and(|o| o != p) {
+                    return Err(Failure::RequestedInNoPool {
+                        ip: *r,
+                        detail: "the requested addresses are in different pools".into(),
+                    });
+                }
+                owner = Some(p);
+            }
+            let p = owner.and_then(|o| self.pools.get(o));
+            return match p {
+                Some(p) if p.admits(req, ns) => Ok(vec![p]),
+                Some(p) => Err(Failure::RequestedInNoPool {
+                    ip: req.requested[0],
+                    detail: format!("pool {} does not admit it (serviceAllocation)", p.name),
+                }),
+                None => Err(Failure::NoPool("the requested addresses are in no pool".into())),
+            };
+        }
+        let mut v: Vec<&PoolConfig> = self
+            .pools
+            .values()
+            .filter(|p| p.auto_assign && p.addresses.is_ok() && p.admits(req, ns))
+            .collect();
+        v.sort_by(|a, b| a.choice_key().cmp(&b.choice_key()));
+        if v.is_empty() {
+            let detail = if self.pools.is_empty() {
+                "there is no IPAddressPool"
+            } else {
+                "no valid IPAddressPool with autoAssign admits it"
+            };
+            return Err(Failure::NoPool(detail.into()));
+        }
+        Ok(v)
+    }
+
+    /// Picks a pool and addresses for a Service that has none (R3–R5), or says why not.
+    fn choose(&self, req: &ServiceRequest) -> Result<Plan, Failure> {
+        let candidates = self.candidates(req)?;
+        let wanted = req.wanted_families();
+        let mut full: Option<Plan> = None;
+        let mut partial: Option<Plan> = None;
+        let mut errors: Vec<(Family, Failure)> = Vec::new();
+        for p in &candidates {
+            let results: Vec<(Family, Result<Pick, Failure>)> =
+                wanted.iter().map(|f| (*f, self.pick(req, &p.name, *f))).collect();
+            let ok: Vec<Pick> = results.iter().filter_map(|(_, r)| r.as_ref().ok().copied()).collect();
+            let failed: Vec<(Family, Failure)> = results
+                .iter()
+                .filter_map(|(f, r)| r.as_ref().err().map(|e| (*f, e.clone())))
+                .collect();
+            errors.extend(failed.iter().cloned());
+            if failed.is_empty() {
+                let joins = ok.iter().any(|p| matches!(p, Pick::Join(_)));
+                if joins {
+                    return Ok(Plan { pool: p.name.clone(), picks: ok, missing: None });
+                }
+                if full.is_none() {
+                    full = Some(Plan { pool: p.name.clone(), picks: ok, missing: None });
+                }
+            } else if req.policy == FamilyPolicy::PreferDualStack && !ok.is_empty() {
+                let has_primary = results[0].1.is_ok();
+                let better = match &partial {
+                    None => true,
+                    Some(prev) => has_primary && Family::of(prev.picks[0].ip()) != wanted[0],
+                };
+                if better {
+                    partial = Some(Plan {
+                        pool: p.name.clone(),
+                        picks: ok,
+                        missing: failed.first().cloned(),
+                    });
+                }
+            }
+        }
+        if let Some(plan) = full.or(partial) {
+            return Ok(plan);
+        }
+        // PreferDualStack would have taken any family: its primary family's reason is the one.
+        let required = if req.policy == FamilyPolicy::PreferDualStack { &wanted[..1] } else { &wanted[..] };
+        let errors = errors.into_iter().filter(|(f, _)| required.contains(f)).collect();
+        Err(summarise(&candidates, required, errors))
+    }
+}
+
+fn group_remove(groups: &mut BTreeMap<String, BTreeMap<IpAddr, usize>>, key: &str, ip: IpAddr) {
+    if let Some(g) = groups.get_mut(key) {
+        if let Some(n) = g.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                g.remove(&ip);
+            }
+        }
+        if g.is_empty() {
+            groups.remove(key);
+        }
+    }
+}
+
+/// The most precise reason among the per-pool, per-family failures.
+fn summarise(candidates: &[&PoolConfig], wanted: &[Family], errors: Vec<(Family, Failure)>) -> Failure {
+    if let Some((_, f)) = errors.iter().find(|(_, f)| matches!(f, Failure::RequestedHeld { .. })) {
+        return f.clone();
+    }
+    if let Some((_, f)) = errors.iter().find(|(_, f)| matches!(f, Failure::RequestedInNoPool { .. })) {
+        return f.clone();
+    }
+    let unavailable = |family: Family| {
+        errors
+            .iter()
+            .filter(|(f, e)| *f == family && matches!(e, Failure::FamilyUnavailable(_)))
+            .count()
+            == candidates.len()
+    };
+    if wanted.iter().all(|f| unavailable(*f)) {
+        let names: Vec<&str> = candidates.iter().map(|p| p.name.as_str()).collect();
+        return Failure::NoPool(format!(
+            "no usable {} address in the pools that admit it ({})",
+            wanted.iter().map(|f| f.as_k8s()).collect::<Vec<_>>().join("/"),
+            names.join(", ")
+        ));
+    }
+    if let Some(f) = wanted.iter().find(|f| unavailable(**f)) {
+        return Failure::FamilyUnavailable(*f);
+    }
+    let mut pools: Vec<String> = Vec::new();
+    let mut family = wanted[0];
+    for (f, e) in &errors {
+        if let Failure::Exhausted { pools: p, .. } = e {
+            family = *f;
+            for name in p {
+                if !pools.contains(name) {
+                    pools.push(name.clone());
+                }
+            }
+        }
+    }
+    Failure::Exhausted { family, pools }
+}

@@ -1,0 +1,25 @@
+//! IPAM: the pure allocator (DESIGN §4). Imports neither `kube` nor `tokio`.
+//!
+//! - [`free_set`]: free addresses of one pool and family as intervals (R12);
+//! - [`layout`]: which pool owns which address after overlaps (R9) and Node addresses (R10);
+//! - [`pool`]: a parsed pool and its `serviceAllocation` admission test (R4);
+//! - [`request`]: what a Service asks for;
+//! - [`sharing`]: when two Services may share an IP (R2);
+//! - [`outcome`]: failure reasons and notes that become Events (R14);
+//! - [`engine`]: the index and the level-triggered reconcile pass (R1–R11).
+
+pub mod engine;
+pub mod free_set;
+pub mod layout;
+pub mod outcome;
+pub mod pool;
+pub mod request;
+pub mod sharing;
+
+#[cfg(test)]
+mod tests;
+
+pub use engine::{Assignment, Gone, Ipam, PoolReport};
+pub use outcome::{Failure, Note, ServiceNote};
+pub use pool::PoolConfig;
+pub use request::{Backend, FamilyPolicy, ObservedStatus, PortKey, ServiceKey, ServiceRequest};

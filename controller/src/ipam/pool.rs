@@ -1,0 +1,129 @@
+//! A pool as the allocator sees it: parsed addresses, `autoAssign`, `serviceAllocation`, and the
+//! admission test of a Service against `serviceAllocation` (DESIGN §3, R3, R4).
+
+use std::collections::BTreeMap;
+
+use ferrolb_crds::IPAddressPoolSpec;
+use ferrolb_crds::addresses::PoolAddresses;
+use ferrolb_crds::selector::any_matches;
+use ferrolb_crds::v1beta1::ServiceAllocation;
+
+use super::request::ServiceRequest;
+
+/// One `IPAddressPool`, parsed. A pool whose addresses do not parse is kept (so its status can
+/// say why) but serves nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolConfig {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.creationTimestamp`, seconds since the Unix epoch. Older pools own overlapping
+    /// addresses (R9); ties are broken by name.
+    pub created: i64,
+    /// The usable addresses, or the message naming the bad entry (`spec.addresses[i]: …`).
+    pub addresses: Result<PoolAddresses, String>,
+    /// `spec.autoAssign`.
+    pub auto_assign: bool,
+    /// `spec.serviceAllocation`, with `{}` read as absent.
+    pub allocation: Option<ServiceAllocation>,
+}
+
+impl PoolConfig {
+    /// Parses a pool's spec. Never fails: a bad `addresses` entry becomes an `Err` message.
+    pub fn from_spec(name: &str, created: i64, spec: &IPAddressPoolSpec) -> PoolConfig {
+        PoolConfig {
+            name: name.to_owned(),
+            created,
+            addresses: PoolAddresses::parse(&spec.addresses, spec.avoid_buggy_ips).map_err(|e| e.to_string()),
+            auto_assign: spec.auto_assign,
+            allocation: spec.effective_service_allocation().cloned(),
+        }
+    }
+
+    /// A pool from entry strings, for tests and benchmarks: `autoAssign`, no `serviceAllocation`.
+    pub fn simple(name: &str, created: i64, entries: &[&str], avoid_buggy: bool) -> PoolConfig {
+        PoolConfig {
+            name: name.to_owned(),
+            created,
+            addresses: PoolAddresses::parse(entries, avoid_buggy).map_err(|e| e.to_string()),
+            auto_assign: true,
+            allocation: None,
+        }
+    }
+
+    /// Whether `serviceAllocation` lets this Service use the pool: its namespace is listed (or the
+    /// list is empty), its Namespace's labels match a `namespaceSelectors` entry (or there are
+    /// none) and its labels match a `serviceSelectors` entry (or there are none). Absent
+    /// `serviceAllocation` admits everything. `namespace_labels` is `None` for an unknown
+    /// Namespace (read as no labels).
+    pub fn admits(&self, svc: &ServiceRequest, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
+        let Some(a) = &self.allocation else {
+            return true;
+        };
+        let empty = BTreeMap::new();
+        (a.namespaces.is_empty() || a.namespaces.contains(&svc.key.namespace))
+            && any_matches(&a.namespace_selectors, namespace_labels.unwrap_or(&empty))
+            && any_matches(&a.service_selectors, &svc.labels)
+    }
+
+    /// Sort key for automatic choice (R4): pools with `serviceAllocation` first, by priority
+    /// (absent = after every number) then name; then pools without it, by name.
+    pub fn choice_key(&self) -> (u8, i64, &str) {
+        match &self.allocation {
+            Some(a) => (0, a.priority.map_or(i64::MAX, i64::from), self.name.as_str()),
+            None => (1, 0, self.name.as_str()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::ipam::request::ServiceKey;
+    use ferrolb_crds::v1beta1::LabelSelector;
+
+    fn svc(ns: &str, labels: &[(&str, &str)]) -> ServiceRequest {
+        ServiceRequest {
+            key: ServiceKey::new(ns, "s"),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn empty_service_allocation_is_absent() {
+        let spec = IPAddressPoolSpec {
+            addresses: vec!["198.51.100.0/28".into()],
+            auto_assign: true,
+            avoid_buggy_ips: false,
+            service_allocation: Some(ServiceAllocation::default()),
+        };
+        let p = PoolConfig::from_spec("p", 0, &spec);
+        assert_eq!(p.allocation, None);
+        assert_eq!(p.choice_key().0, 1);
+    }
+
+    #[test]
+    fn admission_ands_the_three_lists() {
+        let mut p = PoolConfig::simple("p", 0, &["198.51.100.0/28"], false);
+        p.allocation = Some(ServiceAllocation {
+            priority: Some(1),
+            namespaces: vec!["prod".into()],
+            namespace_selectors: vec![],
+            service_selectors: vec![LabelSelector {
+                match_labels: [("tier".to_string(), "web".to_string())].into(),
+                ..Default::default()
+            }],
+        });
+        assert!(p.admits(&svc("prod", &[("tier", "web")]), None));
+        assert!(!p.admits(&svc("dev", &[("tier", "web")]), None));
+        assert!(!p.admits(&svc("prod", &[]), None));
+    }
+
+    #[test]
+    fn bad_entry_is_named() {
+        let p = PoolConfig::simple("p", 0, &["198.51.100.30-198.51.100.20"], false);
+        let err = p.addresses.unwrap_err();
+        assert!(err.contains("spec.addresses[0]") && err.contains("198.51.100.30-198.51.100.20"), "{err}");
+    }
+}

@@ -1,0 +1,80 @@
+//! Reflectors (watch + in-memory store) for every kind the controller reads: Services,
+//! IPAddressPools, L2Advertisements (pool `Ready` condition), Namespaces (namespace selectors)
+//! and Nodes (R10). Each touched object wakes the control loop; the loop then reads the stores
+//! as a whole (level-triggered).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+use ferrolb_crds::{IPAddressPool, L2Advertisement};
+
+/// Read-only views of the watched objects.
+#[derive(Clone)]
+pub struct Stores {
+    /// All Services (every class: the class is decided per object).
+    pub services: Store<Service>,
+    /// All IPAddressPools.
+    pub pools: Store<IPAddressPool>,
+    /// All L2Advertisements.
+    pub l2: Store<L2Advertisement>,
+    /// All Namespaces.
+    pub namespaces: Store<Namespace>,
+    /// All Nodes.
+    pub nodes: Store<Node>,
+}
+
+fn spawn_reflector<K>(api: Api<K>, wake: Arc<Notify>) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let stream = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(_) => wake.notify_one(),
+                Err(e) => tracing::warn!(kind, error = %e, "watch error (retrying with backoff)"),
+            }
+        }
+        tracing::error!(kind, "watch stream ended");
+    });
+    reader
+}
+
+impl Stores {
+    /// Starts every watch. `wake` is notified on each change.
+    pub fn start(client: &Client, wake: Arc<Notify>) -> Stores {
+        Stores {
+            services: spawn_reflector(Api::<Service>::all(client.clone()), wake.clone()),
+            pools: spawn_reflector(Api::<IPAddressPool>::all(client.clone()), wake.clone()),
+            l2: spawn_reflector(Api::<L2Advertisement>::all(client.clone()), wake.clone()),
+            namespaces: spawn_reflector(Api::<Namespace>::all(client.clone()), wake.clone()),
+            nodes: spawn_reflector(Api::<Node>::all(client.clone()), wake),
+        }
+    }
+
+    /// Waits until every store holds its initial list.
+    ///
+    /// # Errors
+    /// A watch task ended before its first list.
+    pub async fn wait_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.services.wait_until_ready().await?;
+        self.pools.wait_until_ready().await?;
+        self.l2.wait_until_ready().await?;
+        self.namespaces.wait_until_ready().await?;
+        self.nodes.wait_until_ready().await
+    }
+}

@@ -1,0 +1,126 @@
+//! `ferrolb-controller`: watches Services, IPAddressPools, L2Advertisements, Namespaces and Nodes,
+//! assigns addresses while holding the Lease, and serves `/livez`, `/readyz`, `/metrics`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::sync::{Notify, watch};
+
+use ferrolb_controller::config::{Config, LogFormat};
+use ferrolb_controller::http::{Health, serve};
+use ferrolb_controller::k8s::control::Control;
+use ferrolb_controller::k8s::leader::{self, LeaseConfig};
+use ferrolb_controller::k8s::stores::Stores;
+use ferrolb_controller::metrics::Metrics;
+use ferrolb_controller::service::ClassConfig;
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FERROLB_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn client(cfg: &Config) -> anyhow::Result<Client> {
+    match &cfg.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .context("loading kubeconfig")?;
+            Client::try_from(config).context("building the API client")
+        }
+        None => Client::try_default().await.context("in-cluster or default kubeconfig"),
+    }
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cfg = Config::parse();
+    init_logs(cfg.log_format);
+    let client = client(&cfg).await?;
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    let health = Health { ready: ready.clone(), metrics: metrics.clone() };
+    let http_addr = cfg.http_addr;
+    let http = tokio::spawn(async move {
+        if let Err(e) = serve(http_addr, health).await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+
+    let wake = Arc::new(Notify::new());
+    let stores = Stores::start(&client, wake.clone());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let identity = cfg.identity();
+    let (leader_rx, lease_task) = leader::start(
+        client.clone(),
+        LeaseConfig {
+            name: cfg.lease_name.clone(),
+            namespace: cfg.lease_namespace(),
+            identity: identity.clone(),
+            duration: cfg.lease_duration_seconds,
+            grace: cfg.lease_grace_seconds,
+        },
+        stop_rx,
+    );
+
+    let ready_stores = stores.clone();
+    let ready_flag = ready.clone();
+    let control = Control {
+        client: client.clone(),
+        class: ClassConfig { lb_class: cfg.lb_class.clone(), default_class: cfg.default_class },
+        stores,
+        wake,
+        leader: leader_rx,
+        metrics,
+        recorder: Recorder::new(
+            client,
+            Reporter { controller: "ferrolb-controller".into(), instance: Some(identity.clone()) },
+        ),
+        resync: Duration::from_secs(cfg.resync_seconds.max(1)),
+        concurrency: cfg.write_concurrency,
+    };
+    tracing::info!(identity, lb_class = %cfg.lb_class, default_class = cfg.default_class, "starting");
+    let main_loop = tokio::spawn(async move {
+        if ready_stores.wait_ready().await.is_err() {
+            tracing::error!("a watch ended before its first list");
+            return;
+        }
+        ready_flag.store(true, Ordering::Relaxed);
+        tracing::info!("watches synced; ready");
+        control.run().await;
+    });
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: releasing the Lease");
+    main_loop.abort();
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(4), lease_task).await;
+    http.abort();
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! Prometheus metrics of the controller (R14), served on `/metrics` in the text exposition
+//! format.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of per-reason failure counts.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// `no_pool`, `exhausted`, `requested_held`, `requested_in_no_pool`, `family_unavailable`,
+    /// `invalid`.
+    pub reason: String,
+}
+
+/// Labels of per-pool gauges.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// Pool name.
+    pub pool: String,
+    /// `IPv4` or `IPv6`.
+    pub family: String,
+}
+
+/// Every metric, registered in [`Metrics::registry`].
+#[derive(Debug)]
+pub struct Metrics {
+    /// The registry to encode.
+    pub registry: Registry,
+    /// `ferrolb_controller_allocations_total`: addresses handed out (including re-allocations).
+    pub allocations: Counter,
+    /// `ferrolb_controller_allocation_failures_total{reason}`: Services that became pending.
+    pub failures: Family<ReasonLabels, Counter>,
+    /// `ferrolb_controller_releases_total`: Services whose addresses were freed.
+    pub releases: Counter,
+    /// `ferrolb_controller_status_writes_total`: Service status writes.
+    pub status_writes: Counter,
+    /// `ferrolb_controller_pool_assigned{pool,family}`.
+    pub pool_assigned: Family<PoolLabels, Gauge>,
+    /// `ferrolb_controller_pool_available{pool,family}` (saturating at i64::MAX).
+    pub pool_available: Family<PoolLabels, Gauge>,
+    /// `ferrolb_controller_reconcile_duration_seconds`: one pass over the index plus its writes.
+    pub reconcile_seconds: Histogram,
+    /// `ferrolb_controller_leader`: 1 while this replica holds the Lease.
+    pub leader: Gauge,
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("ferrolb_controller");
+        let m = Metrics {
+            allocations: Counter::default(),
+            failures: Family::default(),
+            releases: Counter::default(),
+            status_writes: Counter::default(),
+            pool_assigned: Family::default(),
+            pool_available: Family::default(),
+            reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("allocations", "Addresses handed out", m.allocations.clone());
+        registry.register("allocation_failures", "Services that became pending, by reason", m.failures.clone());
+        registry.register("releases", "Services whose addresses were freed", m.releases.clone());
+        registry.register("status_writes", "Service status writes", m.status_writes.clone());
+        registry.register("pool_assigned", "Addresses held per pool and family", m.pool_assigned.clone());
+        registry.register("pool_available", "Free addresses per pool and family", m.pool_available.clone());
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of one reconcile pass including its writes",
+            m.reconcile_seconds.clone(),
+        );
+        registry.register("leader", "1 while this replica holds the Lease", m.leader.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// The text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Encoding into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_named_metrics() {
+        let m = Metrics::new();
+        m.allocations.inc();
+        m.failures.get_or_create(&ReasonLabels { reason: "exhausted".into() }).inc();
+        m.leader.set(1);
+        let text = m.encode();
+        assert!(text.contains("ferrolb_controller_allocations_total 1"), "{text}");
+        assert!(text.contains("ferrolb_controller_allocation_failures_total{reason=\"exhausted\"} 1"), "{text}");
+        assert!(text.contains("ferrolb_controller_leader 1"), "{text}");
+    }
+}

@@ -1,0 +1,116 @@
+//! `IPAddressPool.status` from the allocator's [`PoolReport`]: per-family counters (int64,
+//! saturating) and the conditions `Ready`, `Overlapping`, `NodeAddressConflict`, `Invalid`
+//! (DESIGN §3). Pure; the caller supplies the clock.
+//!
+//! `lastTransitionTime` is kept from the current status while a condition's status is unchanged,
+//! so an unchanged pool produces an identical status and no write.
+
+use ferrolb_crds::IPAddressPoolStatus;
+use ferrolb_crds::addresses::api_count;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::ipam::PoolReport;
+
+/// Builds the status. `advertised`: some L2Advertisement covers the pool; `generation`: the
+/// pool's `metadata.generation`; `current`: its status now; `now`: the transition time to use.
+pub fn pool_status(
+    report: &PoolReport,
+    advertised: bool,
+    generation: Option<i64>,
+    current: Option<&IPAddressPoolStatus>,
+    now: &Time,
+) -> IPAddressPoolStatus {
+    let mut conditions = Vec::new();
+    let (ready, reason, message) = if let Some(invalid) = &report.invalid {
+        (false, "Invalid", format!("pool serves nothing: {invalid}"))
+    } else if !advertised {
+        (
+            false,
+            "NotAdvertised",
+            "addresses are allocated from this pool but not announced: no L2Advertisement covers it".to_owned(),
+        )
+    } else {
+        (true, "Serving", "addresses are allocated and announced".to_owned())
+    };
+    conditions.push(("Ready", ready, reason, message));
+    conditions.push(match report.overlaps.is_empty() {
+        true => ("Overlapping", false, "NoOverlap", "no address is shared with an older pool".into()),
+        false => (
+            "Overlapping",
+            true,
+            "OlderPoolOwnsAddresses",
+            format!("not handed out from this pool: {}", report.overlaps.join(", ")),
+        ),
+    });
+    conditions.push(match report.node_conflicts.is_empty() {
+        true => ("NodeAddressConflict", false, "NoConflict", "no Node address inside the pool".into()),
+        false => (
+            "NodeAddressConflict",
+            true,
+            "NodeAddressInPool",
+            format!("never handed out: {}", report.node_conflicts.join(", ")),
+        ),
+    });
+    conditions.push(match &report.invalid {
+        None => ("Invalid", false, "Valid", "every addresses entry is usable".into()),
+        Some(m) => ("Invalid", true, "BadAddressEntry", m.clone()),
+    });
+    let conditions = conditions
+        .into_iter()
+        .map(|(type_, status, reason, message)| {
+            let status = if status { "True" } else { "False" };
+            let last = current
+                .and_then(|c| c.conditions.iter().find(|c| c.type_ == type_ && c.status == status))
+                .map(|c| c.last_transition_time.clone())
+                .unwrap_or_else(|| now.clone());
+            Condition {
+                type_: type_.to_owned(),
+                status: status.to_owned(),
+                reason: reason.to_owned(),
+                message,
+                last_transition_time: last,
+                observed_generation: generation,
+            }
+        })
+        .collect();
+    IPAddressPoolStatus {
+        conditions,
+        assigned_ipv4: api_count(report.assigned_v4),
+        available_ipv4: api_count(report.available_v4),
+        assigned_ipv6: api_count(report.assigned_v6),
+        available_ipv6: api_count(report.available_v6),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> PoolReport {
+        PoolReport {
+            name: "p".into(),
+            assigned_v4: 1,
+            available_v4: 253,
+            assigned_v6: 3,
+            available_v6: u64::MAX,
+            overlaps: vec!["198.51.100.0-198.51.100.15 (also in older pool pool-a)".into()],
+            node_conflicts: vec![],
+            invalid: None,
+        }
+    }
+
+    #[test]
+    fn counters_saturate_and_conditions_name_the_other_pool() {
+        let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap_or_default());
+        let s = pool_status(&report(), true, Some(2), None, &t0);
+        assert_eq!(s.available_ipv6, i64::MAX);
+        let overlapping = s.conditions.iter().find(|c| c.type_ == "Overlapping").map(|c| (&c.status, &c.message));
+        assert!(matches!(overlapping, Some((st, m)) if st == "True" && m.contains("pool-a")));
+        // Same inputs later: identical status (no write).
+        let t1 = Time(k8s_openapi::jiff::Timestamp::from_second(2000).unwrap_or_default());
+        assert_eq!(pool_status(&report(), true, Some(2), Some(&s), &t1), s);
+        let not_adv = pool_status(&report(), false, Some(2), Some(&s), &t1);
+        let ready = not_adv.conditions.iter().find(|c| c.type_ == "Ready");
+        assert!(matches!(ready, Some(c) if c.status == "False" && c.reason == "NotAdvertised" && c.last_transition_time == t1));
+    }
+}

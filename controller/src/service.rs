@@ -1,0 +1,326 @@
+//! Translation of a Kubernetes `Service` into what the allocator needs, and of addresses back
+//! into `status.loadBalancer`. Pure: reads `k8s-openapi` types, no I/O.
+//!
+//! Bad input never fails the translation: unparseable requested IPs, a wrong family or two IPs of
+//! one family set [`ServiceRequest::invalid`] (the Service keeps what it holds, or waits); a
+//! disagreement between annotation spellings is a warning.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ferrolb_crds::addresses::{Family, parse_ip};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
+
+use crate::annotations::{ADDRESS_POOL, ALLOW_SHARED_IP, LOAD_BALANCER_IPS, lookup};
+use crate::ipam::{Backend, FamilyPolicy, ObservedStatus, ServiceKey, ServiceRequest};
+
+/// The field manager of every write (server-side apply).
+pub const FIELD_MANAGER: &str = "ferrolb-controller";
+
+/// Which Services this controller handles (`--lb-class`, `--default-class`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassConfig {
+    /// `spec.loadBalancerClass` we handle, e.g. `ferrolb.io/l2`.
+    pub lb_class: String,
+    /// Whether Services without `spec.loadBalancerClass` are ours too.
+    pub default_class: bool,
+}
+
+/// What a Service is to us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Classified {
+    /// `type: LoadBalancer` of our class: the request and warnings about its annotations.
+    Ours(Box<ServiceRequest>, Vec<String>),
+    /// Not `type: LoadBalancer`.
+    NotLoadBalancer,
+    /// `type: LoadBalancer` of another class: never read, written or announced.
+    OtherClass,
+}
+
+/// The key of a Service object.
+pub fn key_of(svc: &Service) -> ServiceKey {
+    ServiceKey::new(
+        svc.metadata.namespace.clone().unwrap_or_default(),
+        svc.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Whether the Service is `type: LoadBalancer` of our class.
+pub fn classify(svc: &Service, cfg: &ClassConfig) -> Classified {
+    let Some(spec) = &svc.spec else {
+        return Classified::NotLoadBalancer;
+    };
+    if spec.type_.as_deref() != Some("LoadBalancer") {
+        return Classified::NotLoadBalancer;
+    }
+    let ours = match &spec.load_balancer_class {
+        Some(c) => *c == cfg.lb_class,
+        None => cfg.default_class,
+    };
+    if !ours {
+        return Classified::OtherClass;
+    }
+    let (req, warnings) = request_of(svc);
+    Classified::Ours(Box::new(req), warnings)
+}
+
+/// Builds the allocator's request. Never fails; see the module docs.
+pub fn request_of(svc: &Service) -> (ServiceRequest, Vec<String>) {
+    let empty = BTreeMap::new();
+    let annotations = svc.metadata.annotations.as_ref().unwrap_or(&empty);
+    let spec = svc.spec.clone().unwrap_or_default();
+    let mut warnings = Vec::new();
+    let families: Vec<Family> = spec
+        .ip_families
+        .iter()
+        .flatten()
+        .filter_map(|f| Family::from_k8s(f))
+        .collect();
+    let policy = match spec.ip_family_policy.as_deref() {
+        Some("PreferDualStack") => FamilyPolicy::PreferDualStack,
+        Some("RequireDualStack") => FamilyPolicy::RequireDualStack,
+        _ => FamilyPolicy::SingleStack,
+    };
+    let (pool, w) = lookup(annotations, &ADDRESS_POOL);
+    warnings.extend(w);
+    let (sharing_key, w) = lookup(annotations, &ALLOW_SHARED_IP);
+    warnings.extend(w);
+    let (ips_annotation, w) = lookup(annotations, &LOAD_BALANCER_IPS);
+    warnings.extend(w);
+    let legacy = spec.load_balancer_ip.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let (source, text) = match (ips_annotation, legacy) {
+        (Some(a), Some(l)) => {
+            if a.split(',').map(str::trim).collect::<Vec<_>>() != [l] {
+                warnings.push(format!(
+                    "spec.loadBalancerIP={l:?} disagrees with {}={a:?}; using {}",
+                    LOAD_BALANCER_IPS[0], LOAD_BALANCER_IPS[0]
+                ));
+            }
+            (LOAD_BALANCER_IPS[0], Some(a))
+        }
+        (Some(a), None) => (LOAD_BALANCER_IPS[0], Some(a)),
+        (None, Some(l)) => ("spec.loadBalancerIP", Some(l.to_owned())),
+        (None, None) => ("", None),
+    };
+    let mut req = ServiceRequest {
+        key: key_of(svc),
+        created: svc.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+        labels: svc.metadata.labels.clone().unwrap_or_default(),
+        families,
+        policy,
+        requested: Vec::new(),
+        pool,
+        sharing_key,
+        ports: spec
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| {
+                (
+                    p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                    u16::try_from(p.port).unwrap_or(0),
+                )
+            })
+            .collect(),
+        backend: if spec.external_traffic_policy.as_deref() == Some("Local") {
+            Backend::Local(spec.selector.clone().unwrap_or_default())
+        } else {
+            Backend::Cluster
+        },
+        invalid: None,
+        observed: observed_of(svc),
+    };
+    if let Some(text) = text {
+        match parse_requested(&text, &req.wanted_families()) {
+            Ok(ips) => req.requested = ips,
+            Err(problem) => req.invalid = Some(format!("{source}: {problem}")),
+        }
+    }
+    (req, warnings)
+}
+
+/// Parses a comma list of requested addresses: each an IP, at most one per family, each of a
+/// family the Service asks for.
+///
+/// # Errors
+/// A message naming the offending item.
+pub fn parse_requested(text: &str, wanted: &[Family]) -> Result<Vec<IpAddr>, String> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let ip = parse_ip(item).ok_or_else(|| format!("{item:?} is not an IP address"))?;
+        let family = Family::of(ip);
+        if let Some(other) = out.iter().find(|o| Family::of(**o) == family) {
+            return Err(format!("two {family} addresses ({other} and {ip}); at most one per family"));
+        }
+        if !wanted.contains(&family) {
+            let names: Vec<&str> = wanted.iter().map(|f| f.as_k8s()).collect();
+            return Err(format!(
+                "{ip} is {family} but the Service only asks for {} (spec.ipFamilies/ipFamilyPolicy)",
+                names.join(" and ")
+            ));
+        }
+        out.push(ip);
+    }
+    Ok(out)
+}
+
+/// `status.loadBalancer.ingress` as the allocator sees it.
+pub fn observed_of(svc: &Service) -> ObservedStatus {
+    let mut out = ObservedStatus::default();
+    let ingress = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref());
+    for entry in ingress.into_iter().flatten() {
+        match (&entry.ip, &entry.hostname) {
+            (Some(ip), _) => match parse_ip(ip) {
+                Some(ip) => out.ips.push(ip),
+                None => out.unusable.push(format!("{ip:?}: not an IP address")),
+            },
+            (None, Some(h)) => out.unusable.push(format!("hostname-only entry {h:?}")),
+            (None, None) => out.unusable.push("an entry with neither ip nor hostname".into()),
+        }
+    }
+    out
+}
+
+/// The ingress entries we write for these addresses: one per IP, `ipMode: VIP`, in order.
+pub fn ingress_of(ips: &[IpAddr]) -> Vec<LoadBalancerIngress> {
+    ips.iter()
+        .map(|ip| LoadBalancerIngress {
+            ip: Some(ip.to_string()),
+            ip_mode: Some("VIP".into()),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Whether the Service's status is exactly what we would write (so no write is needed).
+pub fn status_matches(svc: &Service, ips: &[IpAddr]) -> bool {
+    let observed: Vec<LoadBalancerIngress> = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.clone())
+        .unwrap_or_default();
+    observed == ingress_of(ips)
+}
+
+/// Whether `status.loadBalancer.ingress` is non-empty and was written by us (our field manager
+/// owns it), so that we must clear it when the Service stops being ours (R6).
+pub fn we_own_ingress(svc: &Service) -> bool {
+    let has_ingress = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .is_some_and(|i| !i.is_empty());
+    has_ingress
+        && svc.metadata.managed_fields.iter().flatten().any(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER)
+                && m.fields_v1
+                    .as_ref()
+                    .and_then(|f| f.0.pointer("/f:status/f:loadBalancer/f:ingress"))
+                    .is_some()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use k8s_openapi::api::core::v1::{LoadBalancerStatus, ServicePort, ServiceSpec, ServiceStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn lb(annotations: &[(&str, &str)], families: &[&str], policy: &str) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some("svc".into()),
+                namespace: Some("ns".into()),
+                annotations: Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                ip_families: Some(families.iter().map(|f| f.to_string()).collect()),
+                ip_family_policy: Some(policy.into()),
+                ports: Some(vec![ServicePort { port: 80, protocol: Some("TCP".into()), ..Default::default() }]),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn cfg(default_class: bool) -> ClassConfig {
+        ClassConfig { lb_class: "ferrolb.io/l2".into(), default_class }
+    }
+
+    #[test]
+    fn classes() {
+        let mut s = lb(&[], &["IPv4"], "SingleStack");
+        assert!(matches!(classify(&s, &cfg(true)), Classified::Ours(..)));
+        assert_eq!(classify(&s, &cfg(false)), Classified::OtherClass);
+        s.spec.as_mut().unwrap().load_balancer_class = Some("ferrolb.io/l2".into());
+        assert!(matches!(classify(&s, &cfg(false)), Classified::Ours(..)));
+        s.spec.as_mut().unwrap().load_balancer_class = Some("example.com/other".into());
+        assert_eq!(classify(&s, &cfg(true)), Classified::OtherClass);
+        s.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
+        assert_eq!(classify(&s, &cfg(true)), Classified::NotLoadBalancer);
+    }
+
+    #[test]
+    fn bad_requests_are_named_not_fatal() {
+        for (value, want) in [
+            ("198.51.100.1, nope", "\"nope\" is not an IP address"),
+            ("198.51.100.1,198.51.100.2", "two IPv4 addresses"),
+            ("2001:db8::1", "is IPv6 but the Service only asks for IPv4"),
+        ] {
+            let (req, _) = request_of(&lb(&[("ferrolb.io/loadBalancerIPs", value)], &["IPv4"], "SingleStack"));
+            let msg = req.invalid.unwrap();
+            assert!(msg.starts_with("ferrolb.io/loadBalancerIPs: ") && msg.contains(want), "{msg}");
+        }
+        let (req, _) = request_of(&lb(
+            &[("metallb.universe.tf/loadBalancerIPs", "198.51.100.1,2001:db8::1")],
+            &["IPv4", "IPv6"],
+            "RequireDualStack",
+        ));
+        assert_eq!(req.invalid, None);
+        assert_eq!(req.requested.len(), 2);
+    }
+
+    #[test]
+    fn legacy_load_balancer_ip_is_honoured_and_loses_to_the_annotation() {
+        let mut s = lb(&[], &["IPv4"], "SingleStack");
+        s.spec.as_mut().unwrap().load_balancer_ip = Some("198.51.100.7".into());
+        let (req, w) = request_of(&s);
+        assert_eq!(req.requested, vec!["198.51.100.7".parse::<IpAddr>().unwrap()]);
+        assert!(w.is_empty());
+        s.metadata.annotations = Some([("ferrolb.io/loadBalancerIPs".to_string(), "198.51.100.8".to_string())].into());
+        let (req, w) = request_of(&s);
+        assert_eq!(req.requested, vec!["198.51.100.8".parse::<IpAddr>().unwrap()]);
+        assert!(w[0].contains("spec.loadBalancerIP"), "{w:?}");
+    }
+
+    #[test]
+    fn observed_and_written_status() {
+        let mut s = lb(&[], &["IPv4"], "SingleStack");
+        s.status = Some(ServiceStatus {
+            load_balancer: Some(LoadBalancerStatus {
+                ingress: Some(vec![
+                    LoadBalancerIngress { hostname: Some("lb.example.com".into()), ..Default::default() },
+                    LoadBalancerIngress { ip: Some("192.0.2.4".into()), ..Default::default() },
+                ]),
+            }),
+            ..Default::default()
+        });
+        let o = observed_of(&s);
+        assert_eq!(o.ips, vec!["192.0.2.4".parse::<IpAddr>().unwrap()]);
+        assert!(o.unusable[0].contains("lb.example.com"));
+        let ips: Vec<IpAddr> = vec!["198.51.100.1".parse().unwrap()];
+        assert!(!status_matches(&s, &ips));
+        s.status.as_mut().unwrap().load_balancer.as_mut().unwrap().ingress = Some(ingress_of(&ips));
+        assert!(status_matches(&s, &ips));
+        assert!(!we_own_ingress(&s), "no managedFields of ours");
+    }
+}

@@ -1,0 +1,145 @@
+//! Responder counters (DESIGN S9): plain atomics the glue exports through `prometheus-client`.
+//!
+//! Counters are process-wide (all interfaces added up) and only ever increase. Drop reasons are
+//! the stable labels of [`crate::wire::arp::ArpError::reason`], [`crate::wire::ndp::NdpError::reason`]
+//! and the responder's own ignore reasons ([`IgnoreReason`]).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a well-formed frame got no answer. [`IgnoreReason::label`] is the counter label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IgnoreReason {
+    /// A frame we sent ourselves (Ethernet or ARP sender MAC is the interface's MAC).
+    OwnFrame,
+    /// The target IP is not owned on this interface.
+    NotOwned,
+    /// Someone else announced an IP we own (gratuitous ARP from another MAC): logged, not answered.
+    Conflict,
+    /// An ARP reply (only requests are answered).
+    Reply,
+    /// A Neighbor Advertisement (only solicitations are answered).
+    Advertisement,
+    /// An NS whose IPv6 destination is neither the target's solicited-node group nor the target.
+    WrongDestination,
+}
+
+impl IgnoreReason {
+    /// Stable snake_case label.
+    pub fn label(self) -> &'static str {
+        match self {
+            IgnoreReason::OwnFrame => "own_frame",
+            IgnoreReason::NotOwned => "not_owned",
+            IgnoreReason::Conflict => "conflict",
+            IgnoreReason::Reply => "reply",
+            IgnoreReason::Advertisement => "advertisement",
+            IgnoreReason::WrongDestination => "wrong_destination",
+        }
+    }
+}
+
+/// The counters of all responders of one process. Share it as `Arc<Counters>`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// ARP requests received (after kernel filtering), any target.
+    pub arp_requests_received: AtomicU64,
+    /// ARP replies sent for owned IPs.
+    pub arp_replies_sent: AtomicU64,
+    /// Neighbor Solicitations received (after kernel filtering), any target.
+    pub ns_received: AtomicU64,
+    /// Solicited Neighbor Advertisements sent (including DAD defences).
+    pub na_sent: AtomicU64,
+    /// Gratuitous ARP frames sent (each form counts once).
+    pub gratuitous_arp_sent: AtomicU64,
+    /// Unsolicited Neighbor Advertisements sent.
+    pub unsolicited_na_sent: AtomicU64,
+    /// Sends that failed (the frame is lost; the next announcement or request retries).
+    pub send_errors: AtomicU64,
+    /// Socket (re)open failures of interface responders.
+    pub socket_errors: AtomicU64,
+    /// Frames dropped or ignored, by reason label.
+    dropped: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// A point-in-time copy of [`Counters`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CounterSnapshot {
+    /// See [`Counters::arp_requests_received`].
+    pub arp_requests_received: u64,
+    /// See [`Counters::arp_replies_sent`].
+    pub arp_replies_sent: u64,
+    /// See [`Counters::ns_received`].
+    pub ns_received: u64,
+    /// See [`Counters::na_sent`].
+    pub na_sent: u64,
+    /// See [`Counters::gratuitous_arp_sent`].
+    pub gratuitous_arp_sent: u64,
+    /// See [`Counters::unsolicited_na_sent`].
+    pub unsolicited_na_sent: u64,
+    /// See [`Counters::send_errors`].
+    pub send_errors: u64,
+    /// See [`Counters::socket_errors`].
+    pub socket_errors: u64,
+    /// Dropped or ignored frames by reason label.
+    pub dropped: BTreeMap<&'static str, u64>,
+}
+
+impl Counters {
+    /// Add one to `counter`.
+    pub fn inc(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Count one dropped or ignored frame under `reason`.
+    pub fn drop_frame(&self, reason: &'static str) {
+        let mut map = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+        *map.entry(reason).or_default() += 1;
+    }
+
+    /// The dropped count for one reason label.
+    pub fn dropped(&self, reason: &str) -> u64 {
+        let map = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(reason).copied().unwrap_or_default()
+    }
+
+    /// Copy every counter.
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CounterSnapshot {
+            arp_requests_received: get(&self.arp_requests_received),
+            arp_replies_sent: get(&self.arp_replies_sent),
+            ns_received: get(&self.ns_received),
+            na_sent: get(&self.na_sent),
+            gratuitous_arp_sent: get(&self.gratuitous_arp_sent),
+            unsolicited_na_sent: get(&self.unsolicited_na_sent),
+            send_errors: get(&self.send_errors),
+            socket_errors: get(&self.socket_errors),
+            dropped: self
+                .dropped
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_snapshots() {
+        let c = Counters::default();
+        Counters::inc(&c.arp_replies_sent);
+        Counters::inc(&c.arp_replies_sent);
+        c.drop_frame("arp_truncated");
+        c.drop_frame(IgnoreReason::NotOwned.label());
+        c.drop_frame(IgnoreReason::NotOwned.label());
+        let s = c.snapshot();
+        assert_eq!(s.arp_replies_sent, 2);
+        assert_eq!(s.dropped.get("not_owned"), Some(&2));
+        assert_eq!(c.dropped("arp_truncated"), 1);
+        assert_eq!(c.dropped("nothing"), 0);
+    }
+}

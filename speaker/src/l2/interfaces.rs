@@ -1,0 +1,355 @@
+//! Interface discovery and selection (DESIGN S8).
+//!
+//! [`scan`] lists the interfaces of the calling thread's network namespace with
+//! `nix::ifaddrs::getifaddrs` (netlink inside glibc) for names, flags, MACs and addresses, and
+//! `/proc/thread-self/net/if_inet6` for the IPv6 address flags (tentative, DAD failed) that
+//! `getifaddrs` does not report. Carrier is the `IFF_LOWER_UP` flag (the kernel's
+//! `netif_carrier_ok`, the same bit as `/sys/class/net/<if>/carrier`, but read from the calling
+//! thread's namespace, which `/sys` is not).
+//!
+//! [`select`] is pure: it applies the default set or an explicit list from
+//! `L2Advertisement.spec.interfaces`:
+//! - default: up, can broadcast, not loopback, name not matching [`EXCLUDED_PREFIXES`];
+//! - explicit list: exactly the named interfaces that exist and are up and not loopback (the
+//!   name exclusions and the broadcast check do not apply: the user asked for them);
+//! - in both cases ARP only where an IPv4 address is configured, NDP only where a usable
+//!   (non-tentative, not DAD-failed) link-local IPv6 address exists — it is the source of our
+//!   Neighbor Advertisements.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use nix::net::if_::InterfaceFlags;
+
+use crate::eligibility::Interfaces;
+use crate::wire::MacAddr;
+
+/// Name prefixes of virtual interfaces never used by default: container veths and bridges, CNI
+/// devices, kube-proxy's IPVS dummy, libvirt, tunnels and node-local DNS (DESIGN S8).
+pub const EXCLUDED_PREFIXES: &[&str] = &[
+    "veth",
+    "docker",
+    "cni",
+    "cali",
+    "flannel",
+    "cilium",
+    "kube-ipvs",
+    "lxc",
+    "virbr",
+    "dummy",
+    "tunl",
+    "nodelocaldns",
+];
+
+/// One interface as seen by [`scan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterfaceInfo {
+    /// Kernel name (`eth0`).
+    pub name: String,
+    /// Kernel index.
+    pub index: u32,
+    /// Hardware address; `None` for interfaces without one (tunnels, loopback has all zeroes).
+    pub mac: Option<MacAddr>,
+    /// `IFF_UP`.
+    pub up: bool,
+    /// `IFF_BROADCAST`.
+    pub broadcast: bool,
+    /// `IFF_LOOPBACK`.
+    pub loopback: bool,
+    /// `IFF_LOWER_UP`: carrier.
+    pub carrier: bool,
+    /// Configured IPv4 addresses.
+    pub ipv4: Vec<Ipv4Addr>,
+    /// Usable link-local IPv6 address (not tentative, not DAD-failed), lowest first.
+    pub link_local: Option<Ipv6Addr>,
+}
+
+/// An interface chosen for announcements, with the protocols it serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selected {
+    /// The interface.
+    pub info: InterfaceInfo,
+    /// Answer ARP and send gratuitous ARP here (an IPv4 address is configured).
+    pub arp: bool,
+    /// Answer NDP and send unsolicited NAs here (a usable link-local address exists).
+    pub ndp: bool,
+}
+
+/// Whether `name` matches one of [`EXCLUDED_PREFIXES`].
+pub fn is_excluded_name(name: &str) -> bool {
+    EXCLUDED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Choose interfaces and protocols (pure; rules in the module docs). An interface without a MAC
+/// is never selected. Output is sorted by name.
+pub fn select(interfaces: &[InterfaceInfo], which: &Interfaces) -> Vec<Selected> {
+    let mut out: Vec<Selected> = interfaces
+        .iter()
+        .filter(|i| i.up && !i.loopback && i.mac.is_some())
+        .filter(|i| match which {
+            Interfaces::All => i.broadcast && !is_excluded_name(&i.name),
+            Interfaces::Named(names) => names.contains(&i.name),
+        })
+        .map(|i| Selected {
+            info: i.clone(),
+            arp: !i.ipv4.is_empty(),
+            ndp: i.link_local.is_some(),
+        })
+        .filter(|s| s.arp || s.ndp)
+        .collect();
+    out.sort_by(|a, b| a.info.name.cmp(&b.info.name));
+    out
+}
+
+/// One line of `/proc/net/if_inet6`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inet6Entry {
+    /// The address.
+    pub addr: Ipv6Addr,
+    /// Interface index.
+    pub index: u32,
+    /// `IFA_F_*` flags.
+    pub flags: u32,
+    /// Interface name.
+    pub name: String,
+}
+
+/// `IFA_F_TENTATIVE`: duplicate address detection still running.
+pub const IFA_F_TENTATIVE: u32 = 0x40;
+/// `IFA_F_DADFAILED`: duplicate address detection failed.
+pub const IFA_F_DADFAILED: u32 = 0x08;
+
+/// Parse `/proc/net/if_inet6` (`address index prefixlen scope flags name`, all hex but the name).
+/// Malformed lines are skipped.
+pub fn parse_if_inet6(text: &str) -> Vec<Inet6Entry> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [addr, index, _plen, _scope, flags, name] = f.as_slice() else {
+                return None;
+            };
+            let addr = u128::from_str_radix(addr, 16)
+                .ok()
+                .filter(|_| addr.len() == 32)?;
+            Some(Inet6Entry {
+                addr: Ipv6Addr::from(addr),
+                index: u32::from_str_radix(index, 16).ok()?,
+                flags: u32::from_str_radix(flags, 16).ok()?,
+                name: (*name).to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Whether `addr` is in `fe80::/10`.
+pub fn is_link_local(addr: Ipv6Addr) -> bool {
+    addr.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// The usable link-local address per interface name from `/proc/net/if_inet6` entries.
+pub fn usable_link_locals(entries: &[Inet6Entry]) -> BTreeMap<String, Ipv6Addr> {
+    let mut out = BTreeMap::new();
+    for e in entries {
+        if is_link_local(e.addr) && e.flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED) == 0 {
+            out.entry(e.name.clone())
+                .and_modify(|a: &mut Ipv6Addr| *a = (*a).min(e.addr))
+                .or_insert(e.addr);
+        }
+    }
+    out
+}
+
+/// List the interfaces of the calling thread's network namespace (see module docs).
+///
+/// Errors: `getifaddrs` failing. A missing `/proc/thread-self/net/if_inet6` (IPv6 disabled)
+/// means no interface serves NDP.
+pub fn scan() -> io::Result<Vec<InterfaceInfo>> {
+    let inet6 = std::fs::read_to_string("/proc/thread-self/net/if_inet6").unwrap_or_default();
+    let link_locals = usable_link_locals(&parse_if_inet6(&inet6));
+    let mut by_name: BTreeMap<String, InterfaceInfo> = BTreeMap::new();
+    for ifa in nix::ifaddrs::getifaddrs().map_err(io::Error::from)? {
+        let entry = by_name
+            .entry(ifa.interface_name.clone())
+            .or_insert_with(|| InterfaceInfo {
+                name: ifa.interface_name.clone(),
+                index: 0,
+                mac: None,
+                up: ifa.flags.contains(InterfaceFlags::IFF_UP),
+                broadcast: ifa.flags.contains(InterfaceFlags::IFF_BROADCAST),
+                loopback: ifa.flags.contains(InterfaceFlags::IFF_LOOPBACK),
+                carrier: ifa.flags.contains(InterfaceFlags::IFF_LOWER_UP),
+                ipv4: Vec::new(),
+                link_local: link_locals.get(&ifa.interface_name).copied(),
+            });
+        let Some(addr) = ifa.address else { continue };
+        if let Some(link) = addr.as_link_addr() {
+            entry.index = u32::try_from(link.ifindex()).unwrap_or_default();
+            entry.mac = link
+                .addr()
+                .filter(|_| link.halen() == 6)
+                .map(|o| MacAddr(o[0], o[1], o[2], o[3], o[4], o[5]));
+        } else if let Some(v4) = addr.as_sockaddr_in() {
+            entry.ipv4.push(v4.ip());
+        }
+    }
+    Ok(by_name.into_values().filter(|i| i.index != 0).collect())
+}
+
+/// The names of interfaces in `selected` (for logs and status).
+pub fn names(selected: &[Selected]) -> BTreeSet<String> {
+    selected.iter().map(|s| s.info.name.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn iface(name: &str, v4: bool, ll: bool) -> InterfaceInfo {
+        InterfaceInfo {
+            name: name.into(),
+            index: 1,
+            mac: Some(MacAddr(2, 0, 0, 0, 0, 1)),
+            up: true,
+            broadcast: true,
+            loopback: false,
+            carrier: true,
+            ipv4: if v4 {
+                vec![Ipv4Addr::new(192, 0, 2, 10)]
+            } else {
+                vec![]
+            },
+            link_local: ll.then(|| "fe80::1".parse().unwrap()),
+        }
+    }
+
+    /// The C-12 node: eth0 v4, eth1 v6 only, eth2 no address, lo, a veth, eth3 v4.
+    fn c12() -> Vec<InterfaceInfo> {
+        let lo = InterfaceInfo {
+            loopback: true,
+            broadcast: false,
+            mac: Some(MacAddr(0, 0, 0, 0, 0, 0)),
+            ..iface("lo", true, false)
+        };
+        vec![
+            iface("eth0", true, true),
+            iface("eth1", false, true),
+            iface("eth2", false, false),
+            lo,
+            iface("veth1234", true, true),
+            iface("eth3", true, true),
+        ]
+    }
+
+    fn summary(s: &[Selected]) -> Vec<(String, bool, bool)> {
+        s.iter()
+            .map(|s| (s.info.name.clone(), s.arp, s.ndp))
+            .collect()
+    }
+
+    #[test]
+    fn c12_default_selection() {
+        let s = select(&c12(), &Interfaces::All);
+        assert_eq!(
+            summary(&s),
+            vec![
+                ("eth0".into(), true, true),
+                ("eth1".into(), false, true),
+                ("eth3".into(), true, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn c12_explicit_list_overrides() {
+        let named = |v: &[&str]| Interfaces::Named(v.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            summary(&select(&c12(), &named(&["eth0"]))),
+            vec![("eth0".into(), true, true)]
+        );
+        // An explicitly named veth is used; an unknown name and lo are not.
+        assert_eq!(
+            summary(&select(&c12(), &named(&["veth1234", "nope", "lo"]))),
+            vec![("veth1234".into(), true, true)]
+        );
+        // eth1 has no IPv4: never ARP there, even when named.
+        assert_eq!(
+            summary(&select(&c12(), &named(&["eth1"]))),
+            vec![("eth1".into(), false, true)]
+        );
+    }
+
+    #[test]
+    fn down_or_no_broadcast_or_no_mac_is_skipped() {
+        let down = InterfaceInfo {
+            up: false,
+            ..iface("eth0", true, true)
+        };
+        let p2p = InterfaceInfo {
+            broadcast: false,
+            ..iface("wg0", true, true)
+        };
+        let nomac = InterfaceInfo {
+            mac: None,
+            ..iface("eth5", true, true)
+        };
+        assert!(select(&[down, p2p, nomac], &Interfaces::All).is_empty());
+    }
+
+    #[test]
+    fn exclusions() {
+        for name in [
+            "veth0",
+            "docker0",
+            "cni0",
+            "cali123",
+            "flannel.1",
+            "cilium_host",
+            "kube-ipvs0",
+            "lxc1",
+            "virbr0",
+            "dummy0",
+            "tunl0",
+            "nodelocaldns",
+        ] {
+            assert!(is_excluded_name(name), "{name}");
+        }
+        for name in ["eth0", "ens3", "bond0", "br0", "enp0s31f6"] {
+            assert!(!is_excluded_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn if_inet6_parsing_and_tentative() {
+        let text = "\
+fe800000000000000000000000000002 03 40 20 c0 eth1
+fe800000000000000000000000000001 02 40 20 80 eth0
+20010db8000000070000000000000010 03 40 00 80 eth1
+fe800000000000000000000000000009 04 40 20 88 eth2
+garbage line
+fe80000000000000000000000000000a 05 40 20 80 eth3
+fe800000000000000000000000000003 05 40 20 80 eth3
+";
+        let entries = parse_if_inet6(text);
+        assert_eq!(entries.len(), 6);
+        assert_eq!(entries[0].flags, 0xc0);
+        let ll = usable_link_locals(&entries);
+        // eth1's link-local is tentative (0x40); eth2's failed DAD (0x08); eth3 keeps the lowest.
+        assert_eq!(ll.len(), 2);
+        assert_eq!(ll["eth0"], "fe80::1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(ll["eth3"], "fe80::3".parse::<Ipv6Addr>().unwrap());
+        assert!(
+            is_link_local("febf::1".parse().unwrap()) && !is_link_local("fec0::1".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn scan_sees_loopback() {
+        // Every namespace has lo; it is found, flagged loopback, and never selected.
+        let all = scan().unwrap();
+        let lo = all.iter().find(|i| i.name == "lo").unwrap();
+        assert!(lo.loopback);
+        assert!(select(&all, &Interfaces::Named(["lo".to_string()].into())).is_empty());
+    }
+}

@@ -1,0 +1,28 @@
+//! Layer-2 announcements: ARP and NDP responders and gratuitous announcements on the node's
+//! interfaces (DESIGN S4–S9).
+//!
+//! Pure parts: [`decide`] (what to answer to a frame), [`announce`] (when to announce),
+//! [`interfaces::select`] (which interfaces), the BPF programs and refcounts of [`socket`].
+//! I/O parts: [`socket`] (kernel-filtered `AF_PACKET` sockets), [`interfaces::scan`],
+//! [`responder`] (the Tokio tasks), [`capture`] (a blocking client for probes and tests).
+//!
+//! For the glue:
+//! ```text
+//! let counters = Arc::new(Counters::default());
+//! let responder = Responder::start(L2Config::default(), counters.clone())?;   // inside a Tokio runtime
+//! responder.set_owned(BTreeMap::from([(vip, Interfaces::All)]));             // level-triggered, full set
+//! responder.reannounce();                                                    // after a membership change
+//! counters.snapshot();                                                       // for /metrics
+//! ```
+
+pub mod announce;
+pub mod capture;
+pub mod counters;
+pub mod decide;
+pub mod interfaces;
+pub mod responder;
+pub mod socket;
+
+pub use announce::AnnounceSchedule;
+pub use counters::{CounterSnapshot, Counters, IgnoreReason};
+pub use responder::{InterfaceStatus, L2Config, Responder};

@@ -1,0 +1,524 @@
+//! The level-triggered responder: the glue says which IPs this node owns and where they may be
+//! announced; the responder converges its per-interface tasks to that (DESIGN S4–S8).
+//!
+//! - [`Responder::start`] scans interfaces once, then re-scans every
+//!   [`L2Config::rescan_interval`]; interfaces appearing, disappearing or changing (MAC, index,
+//!   addresses) get their task started, stopped or restarted.
+//! - [`Responder::set_owned`] replaces the whole owned set. It updates every interface task's view
+//!   synchronously, before returning, so a withdrawn IP is never answered again (S5); a newly owned
+//!   IP is announced at once and then on the [`AnnounceSchedule`].
+//! - [`Responder::reannounce`] restarts the announcement schedule of every owned IP (S4: after a
+//!   membership change in which this node re-confirmed ownership).
+//! - One task per interface; a task whose sockets fail logs, counts
+//!   ([`Counters::socket_errors`]), backs off (0.5 s doubling to 30 s) and retries, and never
+//!   touches the others.
+//!
+//! Runs on the Tokio runtime it is started from; every socket is opened by a task of that runtime,
+//! so a runtime on a thread that entered another network namespace serves that namespace.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::eligibility::Interfaces;
+use crate::wire::arp::{GratuitousForm, build_gratuitous_arp};
+use crate::wire::ndp::{build_unsolicited_advertisement, solicited_node_multicast};
+
+use super::announce::AnnounceSchedule;
+use super::counters::{Counters, IgnoreReason};
+use super::decide::{Decision, decide_arp, decide_ndp};
+use super::interfaces::{InterfaceInfo, Selected, scan, select};
+use super::socket::{Filter, Memberships, PacketSocket};
+
+/// Responder settings.
+#[derive(Clone, Debug)]
+pub struct L2Config {
+    /// Gratuitous ARP / unsolicited NA timing.
+    pub schedule: AnnounceSchedule,
+    /// How often interfaces are re-scanned (default 5 s).
+    pub rescan_interval: Duration,
+    /// First retry delay of a failed interface task (default 0.5 s), doubled up to `retry_max`.
+    pub retry_min: Duration,
+    /// Longest retry delay (default 30 s).
+    pub retry_max: Duration,
+}
+
+impl Default for L2Config {
+    fn default() -> Self {
+        L2Config {
+            schedule: AnnounceSchedule::default(),
+            rescan_interval: Duration::from_secs(5),
+            retry_min: Duration::from_millis(500),
+            retry_max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What one interface task is doing, for logs, `/readyz` and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct InterfaceStatus {
+    /// Interface name.
+    pub name: String,
+    /// Serving ARP here.
+    pub arp: bool,
+    /// Serving NDP here.
+    pub ndp: bool,
+    /// Carrier at the last scan.
+    pub carrier: bool,
+    /// Sockets are open and the task is answering.
+    pub running: bool,
+    /// The last socket error, if the task is backing off.
+    pub last_error: Option<String>,
+    /// IPs owned on this interface now.
+    pub owned: Vec<IpAddr>,
+}
+
+/// IPs owned on one interface, each with its announcement epoch (a change restarts the schedule).
+type OwnedHere = BTreeMap<IpAddr, u64>;
+
+struct Desired {
+    interfaces: Interfaces,
+    epoch: u64,
+}
+
+struct Task {
+    selected: Selected,
+    tx: watch::Sender<Arc<OwnedHere>>,
+    handle: JoinHandle<()>,
+    status: Arc<Mutex<InterfaceStatus>>,
+}
+
+#[derive(Default)]
+struct State {
+    desired: BTreeMap<IpAddr, Desired>,
+    scanned: Vec<InterfaceInfo>,
+    tasks: BTreeMap<String, Task>,
+    next_epoch: u64,
+}
+
+struct Inner {
+    config: L2Config,
+    counters: Arc<Counters>,
+    state: Mutex<State>,
+}
+
+/// The ARP/NDP responder of one node. Dropping it stops every task (sockets close, multicast
+/// groups are left).
+pub struct Responder {
+    inner: Arc<Inner>,
+    rescanner: JoinHandle<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Responder {
+    /// Scan interfaces and start the re-scan loop on the current Tokio runtime.
+    ///
+    /// Errors: the first interface scan failed (no netlink).
+    pub fn start(config: L2Config, counters: Arc<Counters>) -> io::Result<Responder> {
+        let scanned = scan()?;
+        let inner = Arc::new(Inner {
+            config,
+            counters,
+            state: Mutex::new(State::default()),
+        });
+        {
+            let mut state = lock(&inner.state);
+            state.scanned = scanned;
+            reconcile(&inner, &mut state);
+        }
+        let weak = Arc::downgrade(&inner);
+        let interval = inner.config.rescan_interval;
+        let rescanner = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                let Some(inner) = weak.upgrade() else { return };
+                rescan(&inner);
+            }
+        });
+        Ok(Responder { inner, rescanner })
+    }
+
+    /// Replace the owned set: every IP this node must answer for, with the interfaces it may use
+    /// (from `L2Advertisement.spec.interfaces`, [`Interfaces::All`] for the default set).
+    /// Level-triggered: pass the full set each time. IPs that stay owned keep their announcement
+    /// schedule; new ones are announced now; removed ones are not answered once this returns.
+    pub fn set_owned(&self, owned: BTreeMap<IpAddr, Interfaces>) {
+        let mut state = lock(&self.inner.state);
+        let mut desired = BTreeMap::new();
+        for (ip, interfaces) in owned {
+            let epoch = match state.desired.remove(&ip) {
+                Some(d) if d.interfaces == interfaces => d.epoch,
+                _ => {
+                    state.next_epoch += 1;
+                    state.next_epoch
+                }
+            };
+            desired.insert(ip, Desired { interfaces, epoch });
+        }
+        state.desired = desired;
+        reconcile(&self.inner, &mut state);
+    }
+
+    /// Announce every owned IP again from the start of the schedule (DESIGN S4).
+    pub fn reannounce(&self) {
+        let mut state = lock(&self.inner.state);
+        let mut epoch = state.next_epoch;
+        for d in state.desired.values_mut() {
+            epoch += 1;
+            d.epoch = epoch;
+        }
+        state.next_epoch = epoch;
+        reconcile(&self.inner, &mut state);
+    }
+
+    /// Re-scan interfaces now (also done every `rescan_interval`).
+    pub fn rescan(&self) {
+        rescan(&self.inner);
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> Arc<Counters> {
+        self.inner.counters.clone()
+    }
+
+    /// Status of every interface task, sorted by name.
+    pub fn interfaces(&self) -> Vec<InterfaceStatus> {
+        let state = lock(&self.inner.state);
+        state
+            .tasks
+            .values()
+            .map(|t| lock(&t.status).clone())
+            .collect()
+    }
+
+    /// Whether any interface usable for `which` (an IP's announce interfaces) is up with carrier
+    /// at the last scan. Feeds [`crate::eligibility::NodeFacts::carrier`] (DESIGN S1, case C-15c:
+    /// the announce interface going down makes the node ineligible).
+    pub fn carrier(&self, which: &Interfaces) -> bool {
+        let state = lock(&self.inner.state);
+        select(&state.scanned, which).iter().any(|s| s.info.carrier)
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.rescanner.abort();
+        for (_, t) in std::mem::take(&mut lock(&self.inner.state).tasks) {
+            t.handle.abort();
+        }
+    }
+}
+
+fn rescan(inner: &Arc<Inner>) {
+    match scan() {
+        Ok(scanned) => {
+            let mut state = lock(&inner.state);
+            state.scanned = scanned;
+            reconcile(inner, &mut state);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "interface scan failed; keeping the previous interface set")
+        }
+    }
+}
+
+/// Whether two selections need the same sockets (carrier changes do not restart a task).
+fn same_sockets(a: &Selected, b: &Selected) -> bool {
+    (a.arp, a.ndp, a.info.index, a.info.mac, a.info.link_local)
+        == (b.arp, b.ndp, b.info.index, b.info.mac, b.info.link_local)
+}
+
+/// Converge tasks and their owned sets to `state.desired` × `state.scanned`.
+fn reconcile(inner: &Arc<Inner>, state: &mut State) {
+    // Every interface any owned IP may use, plus the default set (so sockets are ready early).
+    let mut selections: BTreeMap<&Interfaces, Vec<Selected>> = BTreeMap::new();
+    selections.insert(&Interfaces::All, select(&state.scanned, &Interfaces::All));
+    for d in state.desired.values() {
+        selections
+            .entry(&d.interfaces)
+            .or_insert_with(|| select(&state.scanned, &d.interfaces));
+    }
+    let mut universe: BTreeMap<String, Selected> = BTreeMap::new();
+    for s in selections.values().flatten() {
+        universe
+            .entry(s.info.name.clone())
+            .or_insert_with(|| s.clone());
+    }
+    let mut owned: BTreeMap<String, OwnedHere> = universe
+        .keys()
+        .map(|n| (n.clone(), OwnedHere::new()))
+        .collect();
+    for (ip, d) in &state.desired {
+        for s in selections.get(&d.interfaces).into_iter().flatten() {
+            let serves = match ip {
+                IpAddr::V4(_) => s.arp,
+                IpAddr::V6(_) => s.ndp,
+            };
+            if serves && let Some(here) = owned.get_mut(&s.info.name) {
+                here.insert(*ip, d.epoch);
+            }
+        }
+    }
+    // Stop tasks of vanished or changed interfaces.
+    let stale: Vec<String> = state
+        .tasks
+        .iter()
+        .filter(|(name, t)| {
+            universe
+                .get(*name)
+                .is_none_or(|s| !same_sockets(s, &t.selected))
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in stale {
+        if let Some(t) = state.tasks.remove(&name) {
+            tracing::info!(interface = %name, "interface gone or changed; stopping its responder");
+            t.handle.abort();
+        }
+    }
+    for (name, selected) in universe {
+        let here = Arc::new(owned.remove(&name).unwrap_or_default());
+        if let Some(t) = state.tasks.get(&name) {
+            let mut st = lock(&t.status);
+            st.carrier = selected.info.carrier;
+            st.owned = here.keys().copied().collect();
+            drop(st);
+            t.tx.send_if_modified(|cur| {
+                let changed = **cur != *here;
+                *cur = here.clone();
+                changed
+            });
+            continue;
+        }
+        let (tx, rx) = watch::channel(here.clone());
+        let status = Arc::new(Mutex::new(InterfaceStatus {
+            name: name.clone(),
+            arp: selected.arp,
+            ndp: selected.ndp,
+            carrier: selected.info.carrier,
+            owned: here.keys().copied().collect(),
+            ..Default::default()
+        }));
+        tracing::info!(interface = %name, arp = selected.arp, ndp = selected.ndp, "starting responder");
+        let handle = tokio::spawn(run_interface(
+            selected.clone(),
+            rx,
+            inner.clone(),
+            status.clone(),
+        ));
+        state.tasks.insert(
+            name,
+            Task {
+                selected,
+                tx,
+                handle,
+                status,
+            },
+        );
+    }
+}
+
+/// One interface, forever: serve, and on error log, count, back off and retry.
+async fn run_interface(
+    selected: Selected,
+    rx: watch::Receiver<Arc<OwnedHere>>,
+    inner: Arc<Inner>,
+    status: Arc<Mutex<InterfaceStatus>>,
+) {
+    let mut backoff = inner.config.retry_min;
+    loop {
+        let err = match serve(&selected, rx.clone(), &inner, &status).await {
+            Ok(()) => return,
+            Err(e) => e,
+        };
+        Counters::inc(&inner.counters.socket_errors);
+        tracing::warn!(interface = %selected.info.name, error = %err, retry_in = ?backoff, "responder failed; retrying");
+        {
+            let mut st = lock(&status);
+            st.running = false;
+            st.last_error = Some(err.to_string());
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(inner.config.retry_max);
+    }
+}
+
+struct Announcing {
+    epoch: u64,
+    start: Instant,
+    sent: usize,
+}
+
+/// Wait for a frame on `fd` (never resolves when `fd` is `None`).
+async fn recv_frame(fd: Option<&AsyncFd<PacketSocket>>, buf: &mut [u8]) -> io::Result<usize> {
+    let Some(fd) = fd else {
+        return std::future::pending().await;
+    };
+    loop {
+        let mut guard = fd.readable().await?;
+        if let Ok(result) = guard.try_io(|s| s.get_ref().recv(buf)) {
+            return result.map(|(n, _)| n);
+        }
+    }
+}
+
+fn send(
+    fd: Option<&AsyncFd<PacketSocket>>,
+    frame: &[u8],
+    counters: &Counters,
+    counter: &std::sync::atomic::AtomicU64,
+) {
+    match fd.map(|fd| fd.get_ref().send(frame)) {
+        Some(Ok(_)) => Counters::inc(counter),
+        Some(Err(e)) => {
+            Counters::inc(&counters.send_errors);
+            tracing::debug!(error = %e, "send failed");
+        }
+        None => Counters::inc(&counters.send_errors),
+    }
+}
+
+/// Open the sockets of one interface and answer until the task is aborted or a socket fails.
+async fn serve(
+    selected: &Selected,
+    mut rx: watch::Receiver<Arc<OwnedHere>>,
+    inner: &Inner,
+    status: &Mutex<InterfaceStatus>,
+) -> io::Result<()> {
+    let info = &selected.info;
+    let mac = info
+        .mac
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "interface has no MAC"))?;
+    let arp = if selected.arp {
+        Some(PacketSocket::open(&info.name, Filter::ArpRequests, true)?.into_async()?)
+    } else {
+        None
+    };
+    let ndp = if selected.ndp {
+        Some(PacketSocket::open(&info.name, Filter::NeighborSolicitations, true)?.into_async()?)
+    } else {
+        None
+    };
+    let link_local = info.link_local.unwrap_or(Ipv6Addr::UNSPECIFIED);
+    let mut groups = if selected.ndp {
+        Some(Memberships::new(info.index)?)
+    } else {
+        None
+    };
+    let mut joined: BTreeSet<Ipv6Addr> = BTreeSet::new();
+    let mut announcing: BTreeMap<IpAddr, Announcing> = BTreeMap::new();
+    let counters = &inner.counters;
+    let schedule = &inner.config.schedule;
+    {
+        let mut st = lock(status);
+        st.running = true;
+        st.last_error = None;
+    }
+    rx.mark_changed();
+    let (mut arp_buf, mut ndp_buf) = (vec![0u8; 1600], vec![0u8; 1600]);
+    loop {
+        let next_due = announcing
+            .values()
+            .filter_map(|a| schedule.offset(a.sent).map(|o| a.start + o))
+            .min();
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    return Ok(()); // the responder dropped this interface
+                }
+                let owned = rx.borrow_and_update().clone();
+                if let Some(groups) = groups.as_mut() {
+                    let want: BTreeSet<Ipv6Addr> =
+                        owned.keys().filter_map(|ip| match ip { IpAddr::V6(v6) => Some(*v6), IpAddr::V4(_) => None }).collect();
+                    for gone in joined.difference(&want).copied().collect::<Vec<_>>() {
+                        groups.remove(solicited_node_multicast(gone))?;
+                        joined.remove(&gone);
+                    }
+                    for new in want.difference(&joined).copied().collect::<Vec<_>>() {
+                        groups.add(solicited_node_multicast(new))?;
+                        joined.insert(new);
+                    }
+                }
+                announcing.retain(|ip, _| owned.contains_key(ip));
+                let now = Instant::now();
+                for (ip, epoch) in owned.iter() {
+                    if announcing.get(ip).is_none_or(|a| a.epoch != *epoch) {
+                        announcing.insert(*ip, Announcing { epoch: *epoch, start: now, sent: 0 });
+                    }
+                }
+            }
+            n = recv_frame(arp.as_ref(), &mut arp_buf) => {
+                let n = n?;
+                Counters::inc(&counters.arp_requests_received);
+                let owned = rx.borrow().clone();
+                let frame = arp_buf.get(..n).unwrap_or_default();
+                let decision = decide_arp(frame, mac, |ip| owned.contains_key(&IpAddr::V4(ip)));
+                act(decision, arp.as_ref(), counters, &counters.arp_replies_sent, &info.name);
+            }
+            n = recv_frame(ndp.as_ref(), &mut ndp_buf) => {
+                let n = n?;
+                Counters::inc(&counters.ns_received);
+                let owned = rx.borrow().clone();
+                let frame = ndp_buf.get(..n).unwrap_or_default();
+                let decision = decide_ndp(frame, mac, link_local, |ip| owned.contains_key(&IpAddr::V6(ip)));
+                act(decision, ndp.as_ref(), counters, &counters.na_sent, &info.name);
+            }
+            () = sleep_until(next_due) => {
+                let now = Instant::now();
+                for (ip, a) in announcing.iter_mut() {
+                    while schedule.offset(a.sent).is_some_and(|o| a.start + o <= now) {
+                        a.sent += 1;
+                        match ip {
+                            IpAddr::V4(v4) => {
+                                for form in [GratuitousForm::Request, GratuitousForm::Reply] {
+                                    send(arp.as_ref(), &build_gratuitous_arp(mac, *v4, form), counters, &counters.gratuitous_arp_sent);
+                                }
+                            }
+                            IpAddr::V6(v6) => {
+                                let frame = build_unsolicited_advertisement(mac, link_local, *v6);
+                                send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
+                            }
+                        }
+                        tracing::debug!(interface = %info.name, %ip, n = a.sent, "announced");
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn act(
+    decision: Decision,
+    fd: Option<&AsyncFd<PacketSocket>>,
+    counters: &Counters,
+    sent: &std::sync::atomic::AtomicU64,
+    interface: &str,
+) {
+    match decision {
+        Decision::Answer(frame) => send(fd, &frame, counters, sent),
+        Decision::Ignore(reason) => {
+            if reason == IgnoreReason::Conflict {
+                tracing::warn!(%interface, "another host announced an IP this node owns");
+            }
+            counters.drop_frame(reason.label());
+        }
+        Decision::Drop(reason) => counters.drop_frame(reason),
+    }
+}

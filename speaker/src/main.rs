@@ -1,0 +1,117 @@
+//! `ferrolb-speaker`: the DaemonSet process of DESIGN §5. Every flag is also an environment
+//! variable (`FERROLB_…`, shown in `--help`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use ferrolb_crds::service::{ClassFilter, DEFAULT_LB_CLASS};
+use ferrolb_speaker::daemon::{SpeakerConfig, run};
+use ferrolb_speaker::l2::{AnnounceSchedule, L2Config};
+use ferrolb_speaker::membership::{DEFAULT_PORT, MembershipConfig};
+use ferrolb_speaker::view::ViewSettings;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+#[derive(Parser, Debug)]
+#[command(version, about = "ferrolb speaker: answers ARP/NDP for the LoadBalancer IPs this node owns")]
+struct Cli {
+    /// This node's name (the pod's spec.nodeName).
+    #[arg(long, env = "FERROLB_NODE_NAME")]
+    node_name: String,
+    /// Kubeconfig file; default: in-cluster configuration, then ~/.kube/config.
+    #[arg(long, env = "FERROLB_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The spec.loadBalancerClass this speaker announces.
+    #[arg(long, env = "FERROLB_LB_CLASS", default_value = DEFAULT_LB_CLASS)]
+    lb_class: String,
+    /// Also announce Services without a loadBalancerClass.
+    #[arg(long, env = "FERROLB_DEFAULT_CLASS", default_value_t = true, action = clap::ArgAction::Set)]
+    default_class: bool,
+    /// Ignore the node.kubernetes.io/exclude-from-external-load-balancers label (single-node clusters).
+    #[arg(long, env = "FERROLB_IGNORE_EXCLUDE_LB")]
+    ignore_exclude_lb: bool,
+    /// File holding the membership key (64 hex characters; mounted from the Secret).
+    #[arg(long, env = "FERROLB_MEMBERLIST_KEY_FILE", default_value = "/etc/ferrolb/memberlist/key")]
+    memberlist_key_file: PathBuf,
+    /// UDP port of the SWIM membership.
+    #[arg(long, env = "FERROLB_MEMBERLIST_PORT", default_value_t = DEFAULT_PORT)]
+    memberlist_port: u16,
+    /// Address other speakers reach this one at; default: this Node's InternalIP.
+    #[arg(long, env = "FERROLB_ADVERTISE_ADDRESS")]
+    advertise_address: Option<IpAddr>,
+    /// SWIM probe period in milliseconds.
+    #[arg(long, env = "FERROLB_PROBE_PERIOD_MS", default_value_t = 100)]
+    probe_period_ms: u64,
+    /// SWIM direct-probe timeout in milliseconds.
+    #[arg(long, env = "FERROLB_PROBE_RTT_MS", default_value_t = 40)]
+    probe_rtt_ms: u64,
+    /// How long a suspect member has to refute before it is declared down, in milliseconds.
+    #[arg(long, env = "FERROLB_SUSPECT_TIMEOUT_MS", default_value_t = 200)]
+    suspect_timeout_ms: u64,
+    /// Offsets (ms, comma-separated) of the gratuitous ARP / unsolicited NA burst after gaining an IP.
+    #[arg(long, env = "FERROLB_ANNOUNCE_OFFSETS_MS", value_delimiter = ',', default_value = "0,500,2000,5000")]
+    announce_offsets_ms: Vec<u64>,
+    /// Re-announce owned IPs every this many seconds after the burst (0 = never).
+    #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH_S", default_value_t = 0)]
+    announce_refresh_s: u64,
+    /// Where /livez, /readyz and /metrics listen.
+    #[arg(long, env = "FERROLB_METRICS_ADDRESS", default_value = "0.0.0.0:7473")]
+    metrics_address: SocketAddr,
+    /// Log as JSON.
+    #[arg(long, env = "FERROLB_LOG_JSON")]
+    log_json: bool,
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    if cli.log_json {
+        tracing_subscriber::fmt().json().with_env_filter(filter).init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+    let membership = MembershipConfig {
+        probe_period: Duration::from_millis(cli.probe_period_ms),
+        probe_rtt: Duration::from_millis(cli.probe_rtt_ms),
+        suspect_timeout: Duration::from_millis(cli.suspect_timeout_ms),
+        ..MembershipConfig::default()
+    };
+    let config = SpeakerConfig {
+        node_name: cli.node_name.clone(),
+        view: ViewSettings {
+            class: ClassFilter {
+                lb_class: cli.lb_class.clone(),
+                default_class: cli.default_class,
+            },
+            ignore_exclude_lb: cli.ignore_exclude_lb,
+        },
+        key_file: cli.memberlist_key_file.clone(),
+        memberlist_port: cli.memberlist_port,
+        advertise_address: cli.advertise_address,
+        membership,
+        l2: L2Config {
+            schedule: AnnounceSchedule {
+                offsets: cli.announce_offsets_ms.iter().map(|ms| Duration::from_millis(*ms)).collect(),
+                refresh: (cli.announce_refresh_s > 0).then(|| Duration::from_secs(cli.announce_refresh_s)),
+            },
+            ..L2Config::default()
+        },
+        metrics_address: cli.metrics_address,
+    };
+    let client = client(cli.kubeconfig.as_ref()).await?;
+    run(client, config).await
+}

@@ -1,0 +1,337 @@
+//! The tokio adapter around [`MembershipCore`]: one UDP socket, one task, a deadline timer, and
+//! the channels the rest of the speaker reads (DESIGN §5 S3). This is the only membership file
+//! that does I/O.
+//!
+//! ```text
+//!   set_peers ──watch──▶ ┌───────────────┐ ──watch──▶ members()  (BTreeSet<node name>)
+//!   leave ─────mpsc───▶ │ task: select! │ ──bcast──▶ events()   (Up / Down / Restarted)
+//!   UDP socket ◀──────▶ │ MembershipCore│ ──atomics▶ counters()
+//!                       └───────────────┘
+//! ```
+
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, SocketAddrV6};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::net::UdpSocket;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::config::{ConfigError, MembershipConfig};
+use super::counters::{Counters, CountersSnapshot};
+use super::identity::{IdentityError, SpeakerId, generation_now};
+use super::key::KeyRing;
+use super::machine::{Clock, MembershipCore, MembershipEvent};
+
+/// Capacity of the event broadcast channel; a receiver that lags further loses the oldest events
+/// (the member set in [`Membership::members`] stays exact).
+pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
+
+/// Receive buffer size: larger than any datagram a member sends (1403 bytes by default), so an
+/// oversized datagram is seen as such (and dropped) instead of silently truncated into a valid
+/// length.
+const RECV_BUFFER: usize = 65_536;
+
+/// Everything needed to start membership.
+#[derive(Debug, Clone)]
+pub struct MembershipSettings {
+    /// This speaker's Kubernetes Node name (the Pod's `spec.nodeName`).
+    pub node_name: String,
+    /// Address to bind the UDP socket to, e.g. `0.0.0.0:7947`, `[::]:7947` (IPv4 peers are then
+    /// reached as IPv4-mapped addresses) or the node's InternalIP with the port.
+    pub bind_addr: SocketAddr,
+    /// Address peers reach us at (Node InternalIP and port). `None`: the bound address, which
+    /// must then be a specific address (not `0.0.0.0` / `::`).
+    pub advertise_addr: Option<SocketAddr>,
+    /// The keys (first seals, all open).
+    pub keys: KeyRing,
+    /// Timings and limits.
+    pub config: MembershipConfig,
+    /// Start generation; `None` = wall-clock microseconds now (the normal case: every start
+    /// supersedes the previous one).
+    pub generation: Option<u64>,
+}
+
+/// Why membership could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Inconsistent timings.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Bad node name.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// The UDP socket could not be bound.
+    #[error("cannot bind membership UDP socket {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// No usable advertise address.
+    #[error(
+        "membership advertise address {0} is unspecified; set it to the node's InternalIP and port"
+    )]
+    AdvertiseUnspecified(SocketAddr),
+}
+
+enum Command {
+    Leave(oneshot::Sender<()>),
+}
+
+/// A running membership member: the handle the speaker's main loop holds.
+///
+/// Dropping it (or [`Membership::abort`]) stops the task **without** leaving — peers then detect
+/// the silence as a failure, exactly as after a crash. Call [`Membership::leave`] on SIGTERM.
+pub struct Membership {
+    commands: mpsc::Sender<Command>,
+    peers: watch::Sender<BTreeSet<SocketAddr>>,
+    members: watch::Receiver<BTreeSet<String>>,
+    events: broadcast::Sender<MembershipEvent>,
+    counters: Arc<Counters>,
+    identity: SpeakerId,
+    local_addr: SocketAddr,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Membership {
+    /// Binds the socket and starts the membership task on the current tokio runtime. The member
+    /// is alone until [`Membership::set_peers`] gives it addresses to announce to.
+    ///
+    /// # Errors
+    /// [`StartError`] for a bad name or config, a bind failure, or an unspecified advertise
+    /// address.
+    pub async fn start(settings: MembershipSettings) -> Result<Self, StartError> {
+        settings.config.validate()?;
+        let socket = UdpSocket::bind(settings.bind_addr)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: settings.bind_addr,
+                source,
+            })?;
+        let local_addr = socket.local_addr().map_err(|source| StartError::Bind {
+            addr: settings.bind_addr,
+            source,
+        })?;
+        let advertise = settings.advertise_addr.unwrap_or(local_addr);
+        if advertise.ip().is_unspecified() {
+            return Err(StartError::AdvertiseUnspecified(advertise));
+        }
+        let identity = SpeakerId::with_generation(
+            &settings.node_name,
+            advertise,
+            settings.generation.unwrap_or_else(generation_now),
+        )?;
+        let counters = Arc::new(Counters::default());
+        let core = MembershipCore::new(
+            identity.clone(),
+            settings.config,
+            &settings.keys,
+            Arc::clone(&counters),
+        )?;
+        let (commands, command_rx) = mpsc::channel(4);
+        let (peers, peers_rx) = watch::channel(BTreeSet::new());
+        let (members_tx, members) = watch::channel(core.alive().clone());
+        let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        let driver = Driver {
+            core,
+            socket,
+            command_rx,
+            peers_rx,
+            members_tx,
+            events: events.clone(),
+        };
+        tracing::info!(identity = ?identity, %local_addr, "membership: started");
+        let task = tokio::spawn(driver.run());
+        Ok(Self {
+            commands,
+            peers,
+            members,
+            events,
+            counters,
+            identity,
+            local_addr,
+            task: Some(task),
+        })
+    }
+
+    /// Sets the complete set of peer addresses now (level-triggered; e.g. every Node's
+    /// InternalIP with the membership port, recomputed on each Node watch event). Our own
+    /// address may be included; it is ignored.
+    pub fn set_peers(&self, peers: impl IntoIterator<Item = SocketAddr>) {
+        let peers: BTreeSet<SocketAddr> = peers.into_iter().collect();
+        self.peers.send_if_modified(|current| {
+            if *current == peers {
+                false
+            } else {
+                *current = peers;
+                true
+            }
+        });
+    }
+
+    /// The alive member set by node name, ourselves included (empty once we have left). Always
+    /// the complete current set; use it level-triggered.
+    pub fn members(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.members.clone()
+    }
+
+    /// Subscribes to transition events from now on.
+    pub fn events(&self) -> broadcast::Receiver<MembershipEvent> {
+        self.events.subscribe()
+    }
+
+    /// The current counter values.
+    pub fn counters(&self) -> CountersSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// The live counters, for a metrics collector that reads them on scrape.
+    pub fn counters_handle(&self) -> Arc<Counters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// The identity we started with (name, advertised address, generation).
+    pub fn identity(&self) -> &SpeakerId {
+        &self.identity
+    }
+
+    /// The address the UDP socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Leaves the cluster explicitly and waits until the leave datagrams were handed to the
+    /// socket and the task ended (bounded by `timeout`; the task is aborted after it).
+    pub async fn leave(mut self, timeout: Duration) {
+        let (done, done_rx) = oneshot::channel();
+        if self.commands.send(Command::Leave(done)).await.is_ok() {
+            let _ = tokio::time::timeout(timeout, done_rx).await;
+        }
+        if let Some(task) = self.task.take() {
+            let handle = task.abort_handle();
+            if tokio::time::timeout(timeout, task).await.is_err() {
+                handle.abort();
+            }
+        }
+    }
+
+    /// Stops the task without leaving (crash-like) and waits until its socket is closed.
+    pub async fn abort(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+struct Driver {
+    core: MembershipCore,
+    socket: UdpSocket,
+    command_rx: mpsc::Receiver<Command>,
+    peers_rx: watch::Receiver<BTreeSet<SocketAddr>>,
+    members_tx: watch::Sender<BTreeSet<String>>,
+    events: broadcast::Sender<MembershipEvent>,
+}
+
+fn clock() -> Clock {
+    Clock {
+        mono: std::time::Instant::now(),
+        wall_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0),
+    }
+}
+
+impl Driver {
+    async fn run(mut self) {
+        let mut buf = vec![0u8; RECV_BUFFER];
+        let far = Duration::from_secs(3600);
+        loop {
+            let deadline = self
+                .core
+                .next_deadline()
+                .map(tokio::time::Instant::from_std)
+                .unwrap_or_else(|| tokio::time::Instant::now() + far);
+            tokio::select! {
+                biased;
+                command = self.command_rx.recv() => match command {
+                    Some(Command::Leave(done)) => {
+                        self.core.leave(clock());
+                        self.flush().await;
+                        let _ = done.send(());
+                        tracing::info!("membership: left the cluster");
+                        return;
+                    }
+                    // Handle dropped without leave: stop like a crash.
+                    None => return,
+                },
+                // Timers before the socket: a flood of datagrams must not starve the probes.
+                () = tokio::time::sleep_until(deadline) => {
+                    self.core.handle_timers(clock());
+                }
+                changed = self.peers_rx.changed() => {
+                    if changed.is_ok() {
+                        let peers = self.peers_rx.borrow_and_update().clone();
+                        self.core.set_peers(peers, clock());
+                    }
+                }
+                received = self.socket.recv_from(&mut buf) => match received {
+                    Ok((len, from)) => {
+                        let data = buf.get(..len).unwrap_or_default();
+                        if let Err(reason) = self.core.handle_datagram(data, clock()) {
+                            tracing::trace!(%from, %reason, len, "membership: datagram dropped");
+                        }
+                    }
+                    Err(error) => {
+                        // E.g. ICMP errors surfacing on some platforms; never fatal.
+                        tracing::debug!(%error, "membership: recv error");
+                    }
+                },
+            }
+            self.flush().await;
+        }
+    }
+
+    /// Sends what the core produced and publishes the member set and events.
+    async fn flush(&mut self) {
+        let local_is_v6 = self.socket.local_addr().is_ok_and(|a| a.is_ipv6());
+        for out in self.core.take_outgoing() {
+            let to = match out.to {
+                SocketAddr::V4(v4) if local_is_v6 => {
+                    SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
+                }
+                other => other,
+            };
+            if let Err(error) = self.socket.send_to(&out.datagram, to).await {
+                self.core.counters().record_send_error();
+                tracing::debug!(%error, %to, "membership: send failed");
+            }
+        }
+        // Events first: whoever wakes up on the new member set finds its events already queued.
+        for event in self.core.take_events() {
+            // No receiver is fine: the member set is the source of truth.
+            let _ = self.events.send(event);
+        }
+        let alive = self.core.alive();
+        self.members_tx.send_if_modified(|current| {
+            if current == alive {
+                false
+            } else {
+                current.clone_from(alive);
+                true
+            }
+        });
+    }
+}

@@ -1,0 +1,468 @@
+//! The sans-IO membership state machine (DESIGN §5 S3): foca plus sealing, replay protection,
+//! peer announcements, timers and the alive set. Pure: no sockets, no tokio; time comes in as a
+//! [`Clock`] argument and datagrams go out through [`MembershipCore::take_outgoing`], so the
+//! whole protocol can be driven by a simulated network in tests.
+//!
+//! Driving contract (what [`super::agent`] does):
+//! 1. feed every received datagram to [`MembershipCore::handle_datagram`];
+//! 2. call [`MembershipCore::handle_timers`] whenever [`MembershipCore::next_deadline`] passes;
+//! 3. feed the current peer addresses to [`MembershipCore::set_peers`] whenever they change;
+//! 4. after each call, send [`MembershipCore::take_outgoing`] and publish
+//!    [`MembershipCore::alive`] / [`MembershipCore::take_events`];
+//! 5. on shutdown call [`MembershipCore::leave`] and send what it produced.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use foca::{AccumulatingRuntime, Codec, Foca, Message, NoCustomBroadcast, OwnedNotification};
+use foca::{PostcardCodec, Timer};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::config::{ConfigError, MembershipConfig};
+use super::counters::{Counter, Counters};
+use super::envelope::{OVERHEAD, OpenError, Opener, Sealer};
+use super::identity::{MAX_NODE_NAME_LEN, SpeakerId};
+use super::key::KeyRing;
+use super::replay::{ReplayError, ReplayGuard};
+use super::timers::TimerQueue;
+
+type Swim = Foca<SpeakerId, PostcardCodec, StdRng, NoCustomBroadcast>;
+
+/// The two clocks the state machine needs, read once per call by the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clock {
+    /// Monotonic time, for foca's timers.
+    pub mono: Instant,
+    /// Wall-clock milliseconds since the Unix epoch, for sealed timestamps and replay checks.
+    pub wall_ms: u64,
+}
+
+/// A sealed datagram to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// Destination (the member's advertised UDP address).
+    pub to: SocketAddr,
+    /// The sealed bytes (see [`super::envelope`]).
+    pub datagram: Vec<u8>,
+}
+
+/// A change of the alive member set, by node name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MembershipEvent {
+    /// The node's speaker became alive (joined, or came back after being down).
+    Up(String),
+    /// The node's speaker was declared down (crash, partition) or left explicitly.
+    Down(String),
+    /// The node's speaker restarted with a newer generation while it was alive: still a member,
+    /// but its state (e.g. what it announces) may have been reset.
+    Restarted(String),
+}
+
+/// Why an incoming datagram was not fed to (or was refused by) foca. Each is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DropReason {
+    /// Framing is wrong or the datagram is larger than any member sends.
+    #[error("malformed")]
+    Malformed,
+    /// No key authenticates it.
+    #[error("authentication failed")]
+    AuthFailed,
+    /// Authentic, but its timestamp is outside the replay window.
+    #[error("stale timestamp")]
+    Stale,
+    /// Authentic, but already accepted once.
+    #[error("replayed")]
+    Replayed,
+    /// Authentic, but addressed to another member.
+    #[error("addressed to another member")]
+    Misdirected,
+    /// Authentic, but foca refused it (undecodable, from ourselves, …).
+    #[error("refused by SWIM")]
+    Rejected,
+    /// We have left the cluster and ignore everything.
+    #[error("member has left")]
+    Left,
+}
+
+/// The membership state machine of one speaker.
+pub struct MembershipCore {
+    foca: Swim,
+    runtime: AccumulatingRuntime<SpeakerId>,
+    timers: TimerQueue<Timer<SpeakerId>>,
+    sealer: Sealer,
+    opener: Opener,
+    nonce_rng: StdRng,
+    replay: ReplayGuard,
+    counters: Arc<Counters>,
+    config: MembershipConfig,
+    peers: BTreeSet<SocketAddr>,
+    next_peer_announce: Option<Instant>,
+    alive: BTreeSet<String>,
+    events: Vec<MembershipEvent>,
+    outbox: Vec<Outgoing>,
+    left: bool,
+}
+
+impl MembershipCore {
+    /// A fresh member with identity `identity`, not yet joined (alive set = itself). Random
+    /// numbers (foca's member choice and the nonces) come from the OS-seeded `StdRng` CSPRNG.
+    ///
+    /// # Errors
+    /// [`ConfigError`] if `config` is inconsistent.
+    pub fn new(
+        identity: SpeakerId,
+        config: MembershipConfig,
+        keys: &KeyRing,
+        counters: Arc<Counters>,
+    ) -> Result<Self, ConfigError> {
+        Self::with_rngs(
+            identity,
+            config,
+            keys,
+            counters,
+            rand::make_rng(),
+            rand::make_rng(),
+        )
+    }
+
+    /// Like [`MembershipCore::new`] with a fixed seed, for deterministic simulations only
+    /// (nonces become predictable; every member must use a different seed).
+    ///
+    /// # Errors
+    /// [`ConfigError`] if `config` is inconsistent.
+    pub fn with_seed(
+        identity: SpeakerId,
+        config: MembershipConfig,
+        keys: &KeyRing,
+        counters: Arc<Counters>,
+        seed: u64,
+    ) -> Result<Self, ConfigError> {
+        Self::with_rngs(
+            identity,
+            config,
+            keys,
+            counters,
+            StdRng::seed_from_u64(seed),
+            StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15),
+        )
+    }
+
+    fn with_rngs(
+        identity: SpeakerId,
+        config: MembershipConfig,
+        keys: &KeyRing,
+        counters: Arc<Counters>,
+        foca_rng: StdRng,
+        nonce_rng: StdRng,
+    ) -> Result<Self, ConfigError> {
+        let foca_config = config.to_foca()?;
+        let alive = BTreeSet::from([identity.name.clone()]);
+        counters.set_members(alive.len());
+        Ok(Self {
+            foca: Foca::new(identity, foca_config, foca_rng, PostcardCodec),
+            runtime: AccumulatingRuntime::new(),
+            timers: TimerQueue::default(),
+            sealer: Sealer::new(keys.primary()),
+            opener: Opener::new(keys),
+            nonce_rng,
+            replay: ReplayGuard::new(config.replay_window_ms(), config.replay_cache_capacity),
+            counters,
+            config,
+            peers: BTreeSet::new(),
+            next_peer_announce: None,
+            alive,
+            events: Vec::new(),
+            outbox: Vec::new(),
+            left: false,
+        })
+    }
+
+    /// Our current identity (its generation grows if the cluster declared us down and we
+    /// rejoined).
+    pub fn identity(&self) -> &SpeakerId {
+        self.foca.identity()
+    }
+
+    /// Alive members by node name, ourselves included; empty after [`MembershipCore::leave`].
+    pub fn alive(&self) -> &BTreeSet<String> {
+        &self.alive
+    }
+
+    /// Whether [`MembershipCore::leave`] was called.
+    pub fn has_left(&self) -> bool {
+        self.left
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// The peer addresses currently configured (our own address excluded).
+    pub fn peers(&self) -> &BTreeSet<SocketAddr> {
+        &self.peers
+    }
+
+    /// Replaces the set of peer addresses (level-triggered: the complete set now, e.g. every
+    /// Node's InternalIP with the membership port). Announces at once to new peers that are not
+    /// alive members, and from then on every `peer_announce_interval` to any peer that is not.
+    /// Our own advertised address is ignored. Removing a peer never removes a member: a member
+    /// leaves only by failing, or leaving, in SWIM.
+    pub fn set_peers(&mut self, peers: impl IntoIterator<Item = SocketAddr>, now: Clock) {
+        let own = self.identity().addr;
+        let peers: BTreeSet<SocketAddr> = peers.into_iter().filter(|p| *p != own).collect();
+        let new: Vec<SocketAddr> = peers.difference(&self.peers).copied().collect();
+        self.peers = peers;
+        if self.left {
+            return;
+        }
+        let member_addrs = self.member_addrs();
+        for peer in new {
+            if !member_addrs.contains(&peer) {
+                self.announce_to(peer, now);
+            }
+        }
+        if self.next_peer_announce.is_none() {
+            self.next_peer_announce =
+                Some(self.after(now.mono, self.config.peer_announce_interval));
+        }
+    }
+
+    /// Processes one received datagram. Never panics, whatever the bytes.
+    ///
+    /// # Errors
+    /// The [`DropReason`] when the datagram was dropped (it is counted as well).
+    pub fn handle_datagram(&mut self, datagram: &[u8], now: Clock) -> Result<(), DropReason> {
+        self.counters.bump(Counter::DatagramsIn);
+        let result = self.accept(datagram, now);
+        if let Err(reason) = result {
+            self.counters.bump(match reason {
+                DropReason::Malformed => Counter::DroppedMalformed,
+                DropReason::AuthFailed => Counter::DroppedAuth,
+                DropReason::Stale => Counter::DroppedStale,
+                DropReason::Replayed => Counter::DroppedReplayed,
+                DropReason::Misdirected => Counter::DroppedMisdirected,
+                DropReason::Rejected | DropReason::Left => Counter::DroppedRejected,
+            });
+        }
+        self.process(now);
+        result
+    }
+
+    fn accept(&mut self, datagram: &[u8], now: Clock) -> Result<(), DropReason> {
+        if self.left {
+            return Err(DropReason::Left);
+        }
+        if datagram.len() > self.config.max_packet_size.saturating_add(OVERHEAD) {
+            return Err(DropReason::Malformed);
+        }
+        let opened = self.opener.open(datagram).map_err(|e| match e {
+            OpenError::Malformed => DropReason::Malformed,
+            OpenError::AuthFailed => DropReason::AuthFailed,
+        })?;
+        self.replay
+            .check(&opened.nonce, opened.sent_at_ms, now.wall_ms)
+            .map_err(|e| match e {
+                ReplayError::Stale => DropReason::Stale,
+                ReplayError::Replayed => DropReason::Replayed,
+            })?;
+        let header = Codec::<SpeakerId>::decode_header(&mut PostcardCodec, &opened.payload[..])
+            .map_err(|_| DropReason::Rejected)?;
+        if header.src.name.is_empty() || header.src.name.len() > MAX_NODE_NAME_LEN {
+            return Err(DropReason::Rejected);
+        }
+        // foca itself ignores, silently, payloads for another identity; checking here counts
+        // them (e.g. a datagram captured on its way to one member and replayed to another).
+        let for_us = header.dst == *self.identity()
+            || (header.message == Message::Announce && header.dst.addr == self.identity().addr);
+        if !for_us {
+            return Err(DropReason::Misdirected);
+        }
+        self.foca
+            .handle_data(&opened.payload, &mut self.runtime)
+            .map_err(|error| {
+                tracing::debug!(%error, from = ?header.src, "membership: datagram refused by foca");
+                DropReason::Rejected
+            })
+    }
+
+    /// The earliest instant at which [`MembershipCore::handle_timers`] has work.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match (self.timers.next_deadline(), self.next_peer_announce) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs every timer due at `now.mono`: foca's protocol timers and the peer re-announce.
+    pub fn handle_timers(&mut self, now: Clock) {
+        while let Some(timer) = self.timers.pop_due(now.mono) {
+            if let Err(error) = self.foca.handle_timer(timer, &mut self.runtime) {
+                tracing::debug!(%error, "membership: timer handling reported an error");
+            }
+            self.process(now);
+        }
+        if self.next_peer_announce.is_some_and(|at| at <= now.mono) {
+            self.next_peer_announce =
+                Some(self.after(now.mono, self.config.peer_announce_interval));
+            if !self.left {
+                let member_addrs = self.member_addrs();
+                let missing: Vec<SocketAddr> = self
+                    .peers
+                    .iter()
+                    .filter(|p| !member_addrs.contains(p))
+                    .copied()
+                    .collect();
+                for peer in missing {
+                    self.announce_to(peer, now);
+                }
+            }
+        }
+    }
+
+    /// Leaves the cluster explicitly (SIGTERM): declares our identity down and gossips that to
+    /// up to `max_transmissions` members at once (foca `leave_cluster` plus extra gossip rounds),
+    /// so the others drop us without waiting for failure detection. Afterwards the alive set is
+    /// empty and every datagram is ignored. Idempotent.
+    pub fn leave(&mut self, now: Clock) {
+        if self.left {
+            return;
+        }
+        if let Err(error) = self.foca.leave_cluster(&mut self.runtime) {
+            tracing::warn!(%error, "membership: leave_cluster failed");
+        }
+        // leave_cluster gossips to `indirect_probes` members; the "down" update may be carried
+        // `max_transmissions` times, so spend the rest on more random members.
+        let rounds = usize::from(self.config.max_transmissions)
+            .div_ceil(self.config.indirect_probes.max(1))
+            .saturating_sub(1);
+        for _ in 0..rounds {
+            if let Err(error) = self.foca.gossip(&mut self.runtime) {
+                tracing::debug!(%error, "membership: leave gossip failed");
+            }
+        }
+        self.left = true;
+        self.process(now);
+    }
+
+    /// Datagrams produced since the last call, sealed, in order.
+    pub fn take_outgoing(&mut self) -> Vec<Outgoing> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Membership events produced since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<MembershipEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn announce_to(&mut self, peer: SocketAddr, now: Clock) {
+        if let Err(error) = self
+            .foca
+            .announce(SpeakerId::placeholder(peer), &mut self.runtime)
+        {
+            tracing::debug!(%error, %peer, "membership: announce failed");
+        }
+        self.process(now);
+    }
+
+    fn member_addrs(&self) -> BTreeSet<SocketAddr> {
+        self.foca.iter_members().map(|m| m.id().addr).collect()
+    }
+
+    fn after(&self, now: Instant, delay: std::time::Duration) -> Instant {
+        now.checked_add(delay).unwrap_or(now)
+    }
+
+    /// Drains foca's runtime: seal and queue datagrams, schedule timers, react to notifications;
+    /// then recompute the alive set and derive events.
+    fn process(&mut self, now: Clock) {
+        let mut restarted = Vec::new();
+        loop {
+            let mut gossip_now = false;
+            while let Some((to, data)) = self.runtime.to_send() {
+                match self.sealer.seal(&data, now.wall_ms, &mut self.nonce_rng) {
+                    Some(datagram) => {
+                        self.counters.bump(Counter::DatagramsOut);
+                        self.outbox.push(Outgoing {
+                            to: to.addr,
+                            datagram,
+                        });
+                    }
+                    None => self.counters.bump(Counter::SendErrors),
+                }
+            }
+            while let Some((after, timer)) = self.runtime.to_schedule() {
+                self.timers.schedule(now.mono, after, timer);
+            }
+            while let Some(notification) = self.runtime.to_notify() {
+                match notification {
+                    OwnedNotification::MemberDown(id) => {
+                        tracing::info!(member = ?id, "membership: member down");
+                        // Spread the news now instead of at the next gossip tick.
+                        gossip_now = true;
+                    }
+                    OwnedNotification::MemberUp(id) => {
+                        tracing::info!(member = ?id, "membership: member up");
+                    }
+                    OwnedNotification::Rename(old, new) => {
+                        tracing::info!(?old, ?new, "membership: member restarted");
+                        restarted.push(new.name);
+                    }
+                    OwnedNotification::Rejoin(id) => {
+                        tracing::warn!(identity = ?id, "membership: we were declared down; rejoined with a new generation");
+                        self.counters.bump(Counter::SelfRejoins);
+                    }
+                    OwnedNotification::Defunct if !self.left => {
+                        tracing::error!("membership: declared down and unable to rejoin");
+                    }
+                    OwnedNotification::Active => tracing::info!("membership: joined the cluster"),
+                    OwnedNotification::Idle => {
+                        tracing::warn!("membership: no other member is alive");
+                    }
+                    _ => {}
+                }
+            }
+            if gossip_now && !self.left {
+                if let Err(error) = self.foca.gossip(&mut self.runtime) {
+                    tracing::debug!(%error, "membership: gossip failed");
+                }
+                continue;
+            }
+            break;
+        }
+        self.refresh_alive(restarted);
+    }
+
+    fn refresh_alive(&mut self, restarted: Vec<String>) {
+        let now_alive: BTreeSet<String> = if self.left {
+            BTreeSet::new()
+        } else {
+            self.foca
+                .iter_members()
+                .map(|m| m.id().name.clone())
+                .chain(std::iter::once(self.identity().name.clone()))
+                .collect()
+        };
+        if !self.left {
+            for name in now_alive.difference(&self.alive) {
+                self.counters.bump(Counter::TransitionsUp);
+                self.events.push(MembershipEvent::Up(name.clone()));
+            }
+            for name in self.alive.difference(&now_alive) {
+                self.counters.bump(Counter::TransitionsDown);
+                self.events.push(MembershipEvent::Down(name.clone()));
+            }
+            for name in restarted {
+                if self.alive.contains(&name) && now_alive.contains(&name) {
+                    self.counters.bump(Counter::RestartsSeen);
+                    self.events.push(MembershipEvent::Restarted(name));
+                }
+            }
+        }
+        self.alive = now_alive;
+        self.counters.set_members(self.alive.len());
+    }
+}

@@ -1,0 +1,52 @@
+//! Speaker membership: SWIM (crate `foca`) over UDP, every datagram sealed with
+//! XChaCha20-Poly1305 (DESIGN §5 S3; user documentation in `docs/membership.md`).
+//!
+//! Module map — everything but [`agent`] is pure (no tokio, no kube):
+//! - [`key`]: the key file format and weak-key checks;
+//! - [`envelope`]: the sealed datagram format (seal / open);
+//! - [`replay`]: timestamp window and nonce cache against replays;
+//! - [`identity`]: [`SpeakerId`] (node name, address, generation) as a foca identity;
+//! - [`config`]: [`MembershipConfig`] timings and their foca mapping;
+//! - [`counters`]: [`Counters`] for metrics;
+//! - [`timers`]: the deadline queue for foca timers;
+//! - [`machine`]: [`MembershipCore`], the sans-IO state machine;
+//! - [`agent`]: [`Membership`], the tokio task owning the socket.
+//!
+//! Glue usage:
+//! ```no_run
+//! # async fn demo(keys: ferrolb_speaker::membership::KeyRing) -> anyhow::Result<()> {
+//! use ferrolb_speaker::membership::{Membership, MembershipConfig, MembershipSettings, DEFAULT_PORT};
+//! use std::net::SocketAddr;
+//! let membership = Membership::start(MembershipSettings {
+//!     node_name: "node-1".into(),
+//!     bind_addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
+//!     advertise_addr: Some(SocketAddr::from(([192, 0, 2, 10], DEFAULT_PORT))),
+//!     keys,
+//!     config: MembershipConfig::default(),
+//!     generation: None,
+//! })
+//! .await?;
+//! membership.set_peers([SocketAddr::from(([192, 0, 2, 11], DEFAULT_PORT))]);
+//! let mut members = membership.members();
+//! members.changed().await?;
+//! println!("alive: {:?}", *members.borrow());
+//! membership.leave(std::time::Duration::from_secs(1)).await; // on SIGTERM
+//! # Ok(()) }
+//! ```
+
+pub mod agent;
+pub mod config;
+pub mod counters;
+pub mod envelope;
+pub mod identity;
+pub mod key;
+pub mod machine;
+pub mod replay;
+pub mod timers;
+
+pub use agent::{Membership, MembershipSettings, StartError};
+pub use config::{ConfigError, DEFAULT_PORT, MembershipConfig};
+pub use counters::{Counters, CountersSnapshot};
+pub use identity::SpeakerId;
+pub use key::{Key, KeyError, KeyRing};
+pub use machine::{Clock, DropReason, MembershipCore, MembershipEvent, Outgoing};

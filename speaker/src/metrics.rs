@@ -1,0 +1,114 @@
+//! Prometheus metrics of the speaker (S9), served on `/metrics`.
+//!
+//! The responder and the membership keep plain atomic counters; this collector reads their
+//! snapshots at scrape time, so the hot paths never touch the registry. Names
+//! (`ferrolb_speaker_…`):
+//! - `arp_requests_received_total`, `arp_replies_sent_total`, `ns_received_total`, `na_sent_total`,
+//!   `gratuitous_arp_sent_total`, `unsolicited_na_sent_total`, `frames_dropped_total{reason}`,
+//!   `send_errors_total`;
+//! - `owned_ips` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
+//!   `membership_datagrams_dropped_total{reason}`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::l2;
+use crate::membership;
+
+/// Shared sources of the speaker's metrics.
+#[derive(Debug)]
+pub struct SpeakerMetrics {
+    /// Responder counters.
+    pub l2: Arc<l2::Counters>,
+    /// Membership counters (replaced when the membership restarts).
+    pub membership: std::sync::Mutex<Option<Arc<membership::Counters>>>,
+    /// IPs this node owns now.
+    pub owned_ips: AtomicU64,
+}
+
+impl SpeakerMetrics {
+    /// A registry with this collector registered.
+    pub fn registry(self: &Arc<Self>) -> Registry {
+        let mut registry = Registry::with_prefix("ferrolb_speaker");
+        registry.register_collector(Box::new(Arc::clone(self)));
+        registry
+    }
+}
+
+fn counter(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> std::fmt::Result {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> std::fmt::Result {
+    let metric = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn labelled_counters<'a>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &'static str,
+    values: impl IntoIterator<Item = (&'a str, u64)>,
+) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, prometheus_client::metrics::MetricType::Counter)?;
+    for (value, count) in values {
+        let labels = [(label, value)];
+        ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+impl Collector for SpeakerMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let l2 = self.l2.snapshot();
+        counter(&mut encoder, "arp_requests_received", "ARP requests received for any IP", l2.arp_requests_received)?;
+        counter(&mut encoder, "arp_replies_sent", "ARP replies sent for owned IPs", l2.arp_replies_sent)?;
+        counter(&mut encoder, "ns_received", "Neighbor Solicitations received", l2.ns_received)?;
+        counter(&mut encoder, "na_sent", "Solicited Neighbor Advertisements sent", l2.na_sent)?;
+        counter(&mut encoder, "gratuitous_arp_sent", "Gratuitous ARP frames sent", l2.gratuitous_arp_sent)?;
+        counter(&mut encoder, "unsolicited_na_sent", "Unsolicited Neighbor Advertisements sent", l2.unsolicited_na_sent)?;
+        counter(&mut encoder, "send_errors", "Frames that could not be sent", l2.send_errors)?;
+        labelled_counters(
+            &mut encoder,
+            "frames_dropped",
+            "Frames dropped or ignored, by reason",
+            "reason",
+            l2.dropped.iter().map(|(k, v)| (*k, *v)),
+        )?;
+        gauge(&mut encoder, "owned_ips", "IPs this node answers for", self.owned_ips.load(Ordering::Relaxed))?;
+        let membership = self.membership.lock().ok().and_then(|m| m.clone());
+        if let Some(m) = membership {
+            let m = m.snapshot();
+            gauge(&mut encoder, "members", "Alive speakers in the SWIM membership, this one included", m.members)?;
+            labelled_counters(
+                &mut encoder,
+                "membership_transitions",
+                "Members that came up or went down",
+                "direction",
+                [("up", m.transitions_up), ("down", m.transitions_down)],
+            )?;
+            labelled_counters(
+                &mut encoder,
+                "membership_datagrams_dropped",
+                "Membership datagrams dropped, by reason",
+                "reason",
+                [
+                    ("malformed", m.dropped_malformed),
+                    ("auth", m.dropped_auth),
+                    ("stale", m.dropped_stale),
+                    ("replayed", m.dropped_replayed),
+                    ("misdirected", m.dropped_misdirected),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,145 @@
+//! From the [`View`] and the membership to a decision per IP: who owns it, what this node answers
+//! for and on which interfaces, and who reports an IP nobody may announce. Pure: no `kube`, no
+//! `tokio`. Level-triggered: the whole plan is recomputed from the current inputs every time.
+//!
+//! Every speaker computes the same plan from the same inputs (S2), so:
+//! - the owner of an IP is the eligible node with the highest rendezvous weight
+//!   ([`crate::election::owner`]);
+//! - the owner reports "announcing … from …" Events for its IPs;
+//! - for an IP with no eligible node, the alive speaker with the highest rendezvous weight for that
+//!   IP (eligible or not) is the *reporter* and alone emits the Warning Event, so a cluster of ten
+//!   speakers does not emit ten copies.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use crate::election::owner;
+use crate::eligibility::{Interfaces, eligible_nodes};
+use crate::view::View;
+
+/// The decision for one IP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IpPlan {
+    /// The announcing node, if any.
+    pub owner: Option<String>,
+    /// `namespace/name` of the Services on the IP.
+    pub services: Vec<String>,
+    /// Why nobody announces (the Warning Event text), when `owner` is `None`.
+    pub no_owner_reason: Option<String>,
+    /// Non-fatal notes for a Warning Event (e.g. endpoints without `nodeName`).
+    pub warnings: Vec<String>,
+    /// The speaker that reports problems of this IP (see the module docs).
+    pub reporter: Option<String>,
+}
+
+/// The decisions for every IP, and what this node answers for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// IPs this node owns, with the interfaces it may announce them on (feed to
+    /// [`crate::l2::Responder::set_owned`]).
+    pub owned: BTreeMap<IpAddr, Interfaces>,
+    /// Every announced-or-wanted IP.
+    pub ips: BTreeMap<IpAddr, IpPlan>,
+}
+
+/// Computes the plan for node `me`. `alive` is the SWIM membership (names of alive speakers);
+/// `my_carrier` is this node's own carrier state (other nodes' carrier is unknown here: a speaker
+/// without carrier leaves the membership instead).
+pub fn plan(view: &View, alive: &BTreeSet<String>, me: &str, my_carrier: Option<bool>) -> Plan {
+    let mut cluster = view.cluster.clone();
+    cluster.alive = alive.clone();
+    if let Some(facts) = cluster.nodes.get_mut(me) {
+        facts.carrier = my_carrier;
+    }
+    let mut out = Plan::default();
+    for (ip, services) in &view.ips {
+        let eligibility = eligible_nodes(&cluster, services);
+        let chosen = owner(*ip, eligibility.nodes.iter().map(String::as_str)).map(str::to_owned);
+        let reporter = owner(*ip, alive.iter().map(String::as_str)).map(str::to_owned);
+        if chosen.as_deref() == Some(me)
+            && let Some(first) = services.first()
+        {
+            out.owned.insert(*ip, cluster.announce_interfaces(&first.pool, me));
+        }
+        out.ips.insert(
+            *ip,
+            IpPlan {
+                owner: chosen,
+                services: services.iter().map(|s| s.name.clone()).collect(),
+                no_owner_reason: eligibility.reason.map(|r| r.to_string()),
+                warnings: eligibility.warnings,
+                reporter,
+            },
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eligibility::{NodeFacts, PoolRef, ServiceFacts};
+    use ferrolb_crds::L2AdvertisementSpec;
+
+    fn view(nodes: &[&str], labels: &[(&str, &str, &str)]) -> View {
+        let mut v = View::default();
+        for n in nodes {
+            v.cluster.nodes.insert(n.to_string(), NodeFacts::default());
+        }
+        for (n, k, val) in labels {
+            if let Some(f) = v.cluster.nodes.get_mut(*n) {
+                f.labels.insert(k.to_string(), val.to_string());
+            }
+        }
+        v.cluster.advertisements.insert("all".into(), L2AdvertisementSpec::default());
+        v.ips.insert(
+            "198.51.100.53".parse().unwrap(),
+            vec![ServiceFacts {
+                name: "default/svc-a".into(),
+                pool: PoolRef {
+                    name: "pool".into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+        );
+        v
+    }
+
+    fn alive(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn every_node_agrees_on_one_owner() {
+        let v = view(&["node-1", "node-2", "node-3"], &[]);
+        let members = alive(&["node-1", "node-2", "node-3"]);
+        let plans: Vec<Plan> = ["node-1", "node-2", "node-3"].iter().map(|me| plan(&v, &members, me, Some(true))).collect();
+        let owners: BTreeSet<_> = plans.iter().map(|p| p.ips.values().next().unwrap().owner.clone()).collect();
+        assert_eq!(owners.len(), 1, "all speakers compute the same owner");
+        let owning: Vec<_> = plans.iter().filter(|p| !p.owned.is_empty()).collect();
+        assert_eq!(owning.len(), 1, "exactly one node answers");
+    }
+
+    #[test]
+    fn own_carrier_loss_gives_up_ownership() {
+        let v = view(&["node-1"], &[]);
+        let p = plan(&v, &alive(&["node-1"]), "node-1", Some(false));
+        assert!(p.owned.is_empty());
+        assert!(p.ips.values().next().unwrap().no_owner_reason.is_some());
+    }
+
+    #[test]
+    fn all_excluded_has_reason_and_one_reporter() {
+        let label = crate::eligibility::EXCLUDE_LB_LABEL;
+        let v = view(&["node-1", "node-2"], &[("node-1", label, ""), ("node-2", label, "true")]);
+        let members = alive(&["node-1", "node-2"]);
+        let p1 = plan(&v, &members, "node-1", Some(true));
+        let p2 = plan(&v, &members, "node-2", Some(true));
+        let ip1 = p1.ips.values().next().unwrap();
+        assert_eq!(ip1.owner, None);
+        assert!(ip1.no_owner_reason.as_deref().unwrap().contains("excluded by label"), "{ip1:?}");
+        assert_eq!(ip1.reporter, p2.ips.values().next().unwrap().reporter);
+        assert!(ip1.reporter.is_some());
+    }
+}

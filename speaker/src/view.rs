@@ -1,0 +1,327 @@
+//! The speaker's view of the cluster: Kubernetes objects reduced to the inputs of
+//! [`crate::eligibility`], per announced IP. Pure: no `kube`, no `tokio` (it reads `k8s-openapi`
+//! structs handed over by the watch glue).
+//!
+//! What gets announced (DESIGN §1 data flow, §4 R9/R10, §5 S1):
+//! - the IPs in `status.loadBalancer.ingress` of LoadBalancer Services of our class — the Service
+//!   status is the single source of truth, the speaker never allocates;
+//! - only when the IP lies inside an IPAddressPool (a pool deleted or shrunk stops its IPs being
+//!   announced at once, case C-03); with overlapping pools the older pool (creationTimestamp, then
+//!   name) owns the IP, as the controller decides (R9) — unless the Service names a covering pool
+//!   with the `ferrolb.io/address-pool` annotation (or its MetalLB spellings), which then decides
+//!   which L2Advertisements apply to that Service;
+//! - never a Node's InternalIP/ExternalIP (R10), even if a Service status names one (R8: that is
+//!   foreign status the controller will replace).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ferrolb_crds::addresses::PoolAddresses;
+use ferrolb_crds::service::{ClassFilter, ingress_ips, key, requested_pool};
+use ferrolb_crds::{IPAddressPool, L2Advertisement};
+use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use crate::eligibility::{Cluster, EndpointFacts, NodeFacts, PoolRef, ServiceFacts, TrafficPolicy};
+
+/// The label EndpointSlices carry with their Service's name (Kubernetes API reference).
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Settings that shape the view.
+#[derive(Clone, Debug, Default)]
+pub struct ViewSettings {
+    /// Which Services are ours.
+    pub class: ClassFilter,
+    /// `--ignore-exclude-lb`.
+    pub ignore_exclude_lb: bool,
+}
+
+/// Everything the speaker derives from the API, before membership is applied.
+#[derive(Clone, Debug, Default)]
+pub struct View {
+    /// Nodes and L2Advertisements (with `alive` left empty: the caller fills it in).
+    pub cluster: Cluster,
+    /// Per announced IP: the Services holding it, with their facts.
+    pub ips: BTreeMap<IpAddr, Vec<ServiceFacts>>,
+    /// IPs in a Service status that are not announced, with why (for logs).
+    pub skipped: BTreeMap<IpAddr, String>,
+}
+
+/// Builds the [`View`] from the current contents of the watch stores.
+pub fn build(
+    settings: &ViewSettings,
+    services: &[&Service],
+    slices: &[&EndpointSlice],
+    nodes: &[&Node],
+    pools: &[&IPAddressPool],
+    advertisements: &[&L2Advertisement],
+) -> View {
+    let mut view = View {
+        cluster: Cluster {
+            ignore_exclude_lb: settings.ignore_exclude_lb,
+            advertisements: advertisements
+                .iter()
+                .filter_map(|a| Some((a.metadata.name.clone()?, a.spec.clone())))
+                .collect(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut node_ips = BTreeSet::new();
+    for node in nodes {
+        let Some(name) = node.metadata.name.clone() else { continue };
+        node_ips.extend(node_addresses(node));
+        view.cluster.nodes.insert(
+            name,
+            NodeFacts {
+                labels: node.metadata.labels.clone().unwrap_or_default(),
+                network_unavailable: network_unavailable(node),
+                carrier: None,
+            },
+        );
+    }
+
+    let pools = pools_oldest_first(pools);
+    let endpoints = endpoints_by_service(slices);
+    for svc in services.iter().filter(|s| settings.class.handles(s)) {
+        let name = key(&svc.metadata);
+        for ip in ingress_ips(svc) {
+            if node_ips.contains(&ip) {
+                view.skipped.insert(ip, format!("{ip} of {name} is a Node address"));
+                continue;
+            }
+            // The pool the Service names, if it covers the IP; else the oldest covering pool.
+            let named = requested_pool(svc).and_then(|want| pools.iter().find(|(n, _, a)| n == want && a.covers(ip)));
+            let Some(pool) = named.or_else(|| pools.iter().find(|(_, _, addrs)| addrs.covers(ip))) else {
+                view.skipped.insert(ip, format!("{ip} of {name} is in no IPAddressPool"));
+                continue;
+            };
+            view.ips.entry(ip).or_default().push(ServiceFacts {
+                name: name.clone(),
+                traffic_policy: traffic_policy(svc),
+                pool: PoolRef {
+                    name: pool.0.clone(),
+                    labels: pool.1.clone(),
+                },
+                endpoints: endpoints.get(&name).cloned().unwrap_or_default(),
+            });
+        }
+    }
+    view
+}
+
+/// `InternalIP` and `ExternalIP` addresses of a Node.
+pub fn node_addresses(node: &Node) -> Vec<IpAddr> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .map(|addrs| {
+            addrs
+                .iter()
+                .filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP")
+                .filter_map(|a| a.address.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn network_unavailable(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "NetworkUnavailable" && c.status == "True"))
+}
+
+fn traffic_policy(svc: &Service) -> TrafficPolicy {
+    match svc.spec.as_ref().and_then(|s| s.external_traffic_policy.as_deref()) {
+        Some("Local") => TrafficPolicy::Local,
+        _ => TrafficPolicy::Cluster,
+    }
+}
+
+/// Parsed pools, oldest first (creationTimestamp, then name): the first covering pool owns an IP
+/// (R9). Pools whose addresses do not parse are skipped (the API server refuses them at admission;
+/// the controller reports them as `Invalid`).
+fn pools_oldest_first(pools: &[&IPAddressPool]) -> Vec<(String, BTreeMap<String, String>, PoolAddresses)> {
+    let mut sorted: Vec<_> = pools
+        .iter()
+        .filter_map(|p| {
+            let addrs = PoolAddresses::parse(&p.spec.addresses, p.spec.avoid_buggy_ips).ok()?;
+            let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            Some((created, p.metadata.name.clone()?, p.metadata.labels.clone().unwrap_or_default(), addrs))
+        })
+        .collect();
+    sorted.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    sorted.into_iter().map(|(_, n, l, a)| (n, l, a)).collect()
+}
+
+/// Endpoints of every Service, keyed `namespace/name`, from the EndpointSlices labelled with
+/// [`SERVICE_NAME_LABEL`]. `conditions.ready` nil counts as true; `serving` nil counts as `ready`
+/// (EndpointSlice API reference).
+fn endpoints_by_service(slices: &[&EndpointSlice]) -> BTreeMap<String, Vec<EndpointFacts>> {
+    let mut out: BTreeMap<String, Vec<EndpointFacts>> = BTreeMap::new();
+    for slice in slices {
+        let Some(svc) = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL)) else {
+            continue;
+        };
+        let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
+        let facts = slice.endpoints.iter().flatten().map(|e| {
+            let cond = e.conditions.as_ref();
+            let ready = cond.and_then(|c| c.ready).unwrap_or(true);
+            EndpointFacts {
+                node_name: e.node_name.clone(),
+                ready,
+                serving: cond.and_then(|c| c.serving).unwrap_or(ready),
+            }
+        });
+        out.entry(format!("{ns}/{svc}")).or_default().extend(facts);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrolb_crds::IPAddressPoolSpec;
+    use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeStatus, ServiceSpec, ServiceStatus};
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    fn meta(ns: Option<&str>, name: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: ns.map(Into::into),
+            name: Some(name.into()),
+            ..Default::default()
+        }
+    }
+
+    fn lb(name: &str, ips: &[&str], etp: &str) -> Service {
+        Service {
+            metadata: meta(Some("default"), name),
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                external_traffic_policy: Some(etp.into()),
+                ..Default::default()
+            }),
+            status: Some(ServiceStatus {
+                load_balancer: Some(LoadBalancerStatus {
+                    ingress: Some(
+                        ips.iter()
+                            .map(|ip| LoadBalancerIngress {
+                                ip: Some(ip.to_string()),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    ),
+                }),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn pool(name: &str, addrs: &[&str], created_secs: i64) -> IPAddressPool {
+        let mut p = IPAddressPool::new(
+            name,
+            IPAddressPoolSpec {
+                addresses: addrs.iter().map(|a| (*a).into()).collect(),
+                auto_assign: true,
+                avoid_buggy_ips: false,
+                service_allocation: None,
+            },
+        );
+        p.metadata.creation_timestamp = Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(created_secs).unwrap(),
+        ));
+        p
+    }
+
+    fn node(name: &str, ip: &str) -> Node {
+        Node {
+            metadata: meta(None, name),
+            status: Some(NodeStatus {
+                addresses: Some(vec![NodeAddress {
+                    type_: "InternalIP".into(),
+                    address: ip.into(),
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn slice(svc: &str, eps: &[(Option<&str>, Option<bool>)]) -> EndpointSlice {
+        EndpointSlice {
+            metadata: ObjectMeta {
+                namespace: Some("default".into()),
+                name: Some(format!("{svc}-abc")),
+                labels: Some([(SERVICE_NAME_LABEL.to_string(), svc.to_string())].into()),
+                ..Default::default()
+            },
+            address_type: "IPv4".into(),
+            endpoints: Some(
+                eps.iter()
+                .map(|(n, ready)| Endpoint {
+                    node_name: n.map(Into::into),
+                    conditions: Some(EndpointConditions {
+                        ready: *ready,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            ),
+            ports: None,
+        }
+    }
+
+    #[test]
+    fn ips_outside_pools_and_node_ips_are_not_announced() {
+        let svcs = [lb("a", &["198.51.100.10"], "Cluster"), lb("b", &["203.0.113.1"], "Cluster"), lb("c", &["192.0.2.11"], "Cluster")];
+        let pools = [pool("pool-a", &["198.51.100.0/24", "192.0.2.0/24"], 1)];
+        let nodes = [node("node-1", "192.0.2.11")];
+        let v = build(
+            &ViewSettings::default(),
+            &svcs.iter().collect::<Vec<_>>(),
+            &[],
+            &nodes.iter().collect::<Vec<_>>(),
+            &pools.iter().collect::<Vec<_>>(),
+            &[],
+        );
+        assert_eq!(v.ips.keys().map(ToString::to_string).collect::<Vec<_>>(), vec!["198.51.100.10"]);
+        assert!(v.skipped[&"203.0.113.1".parse().unwrap()].contains("in no IPAddressPool"));
+        assert!(v.skipped[&"192.0.2.11".parse().unwrap()].contains("Node address"));
+    }
+
+    #[test]
+    fn older_pool_owns_overlap_and_endpoints_are_attached() {
+        let svcs = [lb("a", &["198.51.100.10"], "Local")];
+        let pools = [pool("newer", &["198.51.100.0/24"], 200), pool("older", &["198.51.100.0/28"], 100)];
+        let slices = [slice("a", &[(Some("node-2"), None), (Some("node-3"), Some(false)), (None, Some(true))])];
+        let v = build(
+            &ViewSettings::default(),
+            &svcs.iter().collect::<Vec<_>>(),
+            &slices.iter().collect::<Vec<_>>(),
+            &[],
+            &pools.iter().collect::<Vec<_>>(),
+            &[],
+        );
+        let facts = &v.ips[&"198.51.100.10".parse().unwrap()][0];
+        assert_eq!(facts.pool.name, "older");
+        assert_eq!(facts.traffic_policy, TrafficPolicy::Local);
+        assert_eq!(facts.endpoints.len(), 3);
+        assert!(facts.endpoints[0].ready, "nil ready counts as ready");
+        assert!(!facts.endpoints[1].ready);
+        assert_eq!(facts.endpoints[2].node_name, None);
+    }
+
+    #[test]
+    fn foreign_class_is_ignored() {
+        let mut s = lb("a", &["198.51.100.10"], "Cluster");
+        if let Some(spec) = s.spec.as_mut() {
+            spec.load_balancer_class = Some("example.com/other".into());
+        }
+        let pools = [pool("p", &["198.51.100.0/24"], 1)];
+        let v = build(&ViewSettings::default(), &[&s], &[], &[], &pools.iter().collect::<Vec<_>>(), &[]);
+        assert!(v.ips.is_empty());
+    }
+}

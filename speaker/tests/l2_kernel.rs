@@ -1,0 +1,163 @@
+//! The responders against real Linux neighbour tables: a client whose *kernel* resolves the VIP
+//! (ARP and NDP) learns the owner's MAC, follows gratuitous ARP / unsolicited NA to a new owner
+//! (S4, C-11), and solicited-node groups are joined and left with refcounts (S7).
+//! Needs root: `cargo test -p ferrolb-speaker --test l2_kernel`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod l2_common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ferrolb_speaker::eligibility::Interfaces;
+use ferrolb_speaker::l2::capture::{Client, Seen};
+use l2_common::{Lan, Netns, Node, fast_config, mac_of};
+
+const VIP4: &str = "192.0.2.200";
+const VIP6: &str = "2001:db8:0:8::100";
+
+/// The link-layer address the kernel of `ns` has for `ip` on eth0, if any (any state but FAILED
+/// and INCOMPLETE).
+fn neighbour(ns: &Netns, ip: &str) -> Option<String> {
+    let out = Command::new("ip").args(["-n", &ns.name, "neigh", "show", ip, "dev", "eth0"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let i = words.iter().position(|w| *w == "lladdr")?;
+    words.get(i + 1).map(|s| s.to_string())
+}
+
+/// Make the kernel of `ns` resolve `ip` by sending it a UDP datagram, then wait for the entry.
+fn resolve(ns: &Netns, ip: &str, want: &str) {
+    let target = format!("{}:9", if ip.contains(':') { format!("[{ip}]") } else { ip.to_owned() });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let t = target.clone();
+        ns.run(move || {
+            let bind = if t.starts_with('[') { "[::]:0" } else { "0.0.0.0:0" };
+            let s = std::net::UdpSocket::bind(bind).unwrap();
+            let _ = s.send_to(b"x", t.as_str());
+        });
+        if neighbour(ns, ip).as_deref() == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{ip} resolved to {:?}, want {want}", neighbour(ns, ip));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Wait until the kernel of `ns` maps `ip` to `want` (without prompting it).
+fn wait_neighbour(ns: &Netns, ip: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while neighbour(ns, ip).as_deref() != Some(want) {
+        assert!(Instant::now() < deadline, "{ip} is at {:?}, want {want}", neighbour(ns, ip));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Three {
+    nodes: Vec<Node>,
+    macs: Vec<String>,
+    client: Netns,
+    _node_ns: Vec<Netns>,
+    _lan: Lan,
+}
+
+fn three_nodes() -> Three {
+    let lan = Lan::new("lan");
+    let client = Netns::new("client");
+    lan.plug(&client, "eth0", &["192.0.2.20/24", "2001:db8:0:8::20/64"]);
+    let mut node_ns = Vec::new();
+    let mut nodes = Vec::new();
+    let mut macs = Vec::new();
+    for i in 1..=3 {
+        let ns = Netns::new(&format!("node{i}"));
+        lan.plug(&ns, "eth0", &[&format!("192.0.2.1{i}/24"), &format!("2001:db8:0:8::1{i}/64")]);
+        let node = Node::start(&ns, fast_config());
+        node.wait_running("eth0", true, true);
+        macs.push(mac_of(&ns, "eth0"));
+        nodes.push(node);
+        node_ns.push(ns);
+    }
+    Three { nodes, macs, client, _node_ns: node_ns, _lan: lan }
+}
+
+/// Count the distinct MACs answering one ARP request for `ip`.
+fn answering_macs(client: &Netns, ip: &str) -> Vec<String> {
+    let ip = ip.parse().unwrap();
+    client.run(move || {
+        let c = Client::open("eth0").unwrap();
+        c.drain();
+        c.send_arp_request(ip, None).unwrap();
+        let seen = c.listen(Duration::from_millis(400), |_| false).unwrap();
+        let mut macs: Vec<String> =
+            seen.iter().filter(|s| matches!(s, Seen::ArpReply { .. })).map(|s| s.mac().to_owned()).collect();
+        macs.sort();
+        macs
+    })
+}
+
+/// C-11 at the responder level: the owner changes three times; after each change exactly one MAC
+/// answers, and the client kernel's neighbour entry follows the new owner's gratuitous ARP /
+/// unsolicited NA without being asked.
+#[test]
+fn c11_owner_changes_one_mac_answers_and_neighbours_follow() {
+    let t = three_nodes();
+    t.nodes[0].own(&[(VIP4, Interfaces::All), (VIP6, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(500));
+    resolve(&t.client, VIP4, &t.macs[0]);
+    resolve(&t.client, VIP6, &t.macs[0]);
+    assert_eq!(answering_macs(&t.client, VIP4), vec![t.macs[0].clone()]);
+
+    let mut owner = 0;
+    for next in [1usize, 2, 0] {
+        // The glue withdraws from the old owner and hands the IP to the new one.
+        t.nodes[owner].own(&[]);
+        t.nodes[next].own(&[(VIP4, Interfaces::All), (VIP6, Interfaces::All)]);
+        wait_neighbour(&t.client, VIP4, &t.macs[next]);
+        wait_neighbour(&t.client, VIP6, &t.macs[next]);
+        assert_eq!(answering_macs(&t.client, VIP4), vec![t.macs[next].clone()], "after moving to node {next}");
+        owner = next;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let grat: u64 = t.nodes.iter().map(|n| n.counters.snapshot().gratuitous_arp_sent).sum();
+    // Four gains × a burst of 3 × 2 forms.
+    assert_eq!(grat, 24);
+}
+
+/// The multicast address list of eth0 in `ns` (`ip maddr`).
+fn maddrs(ns: &Netns) -> String {
+    let out = Command::new("ip").args(["-n", &ns.name, "maddr", "show", "dev", "eth0"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// S7: solicited-node groups are joined for owned IPv6 addresses, shared by addresses with the
+/// same low 24 bits (refcounted), and left when the last one goes.
+#[test]
+fn solicited_node_groups_are_refcounted() {
+    let lan = Lan::new("lan");
+    let ns = Netns::new("node");
+    lan.plug(&ns, "eth0", &["2001:db8:0:8::10/64"]);
+    let node = Node::start(&ns, fast_config());
+    node.wait_running("eth0", false, true);
+    let group = "ff02::1:ff00:100";
+    let mac = "33:33:ff:00:01:00";
+    assert!(!maddrs(&ns).contains(group));
+    // Two owned addresses, one group.
+    node.own(&[(VIP6, Interfaces::All), ("2001:db8:0:9::100", Interfaces::All)]);
+    wait_for("join", || maddrs(&ns).contains(group));
+    assert!(maddrs(&ns).contains(mac), "{}", maddrs(&ns));
+    node.own(&[("2001:db8:0:9::100", Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(maddrs(&ns).contains(group), "left while still used: {}", maddrs(&ns));
+    node.own(&[]);
+    wait_for("leave", || !maddrs(&ns).contains(group));
+}

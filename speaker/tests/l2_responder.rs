@@ -1,0 +1,520 @@
+//! ARP and NDP responders on real frames between network namespaces (DESIGN S4–S8, cases C-11,
+//! C-12, C-13). Needs root: run with `cargo test -p ferrolb-speaker --test l2_responder`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod l2_common;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use ferrolb_speaker::eligibility::Interfaces;
+use ferrolb_speaker::l2::capture::{Client, Seen};
+use ferrolb_speaker::wire::MacAddr;
+use l2_common::{Lan, Netns, Node, fast_config, mac_of};
+
+const VIP4: &str = "192.0.2.200";
+const VIP6: &str = "2001:db8:0:8::100";
+
+fn named(names: &[&str]) -> Interfaces {
+    Interfaces::Named(names.iter().map(|s| s.to_string()).collect())
+}
+
+fn replies(seen: &[Seen]) -> Vec<&Seen> {
+    seen.iter()
+        .filter(|s| matches!(s, Seen::ArpReply { .. }))
+        .collect()
+}
+
+/// Send an ARP request for `target` from `iface` in `ns` and collect what comes back in `wait`.
+fn arp_probe(ns: &Netns, iface: &str, target: &str, wait: Duration) -> Vec<Seen> {
+    let (iface, target) = (iface.to_owned(), target.parse::<Ipv4Addr>().unwrap());
+    ns.run(move || {
+        let c = Client::open(&iface).unwrap();
+        c.drain();
+        c.send_arp_request(target, None).unwrap();
+        c.listen(wait, |s| {
+            s.iter().any(|x| matches!(x, Seen::ArpReply { .. }))
+        })
+        .unwrap()
+    })
+}
+
+/// Listen on `iface` in `ns` for `wait` while `during` runs (on this thread) after the socket is
+/// open.
+fn listen_while(ns: &Netns, iface: &str, wait: Duration, during: impl FnOnce()) -> Vec<Seen> {
+    let iface = iface.to_owned();
+    let path = ns.name.clone();
+    let (open_tx, open_rx) = std::sync::mpsc::channel();
+    let listener = std::thread::spawn(move || {
+        let ns_file = std::fs::File::open(format!("/var/run/netns/{path}")).unwrap();
+        nix::sched::setns(ns_file, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        let c = Client::open(&iface).unwrap();
+        c.drain();
+        open_tx.send(()).unwrap();
+        c.listen(wait, |_| false).unwrap()
+    });
+    open_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    during();
+    listener.join().unwrap()
+}
+
+/// One node, one client on a LAN, both families.
+struct Pair {
+    // Field order is drop order: stop the responder before deleting namespaces.
+    node: Node,
+    node_mac: String,
+    client_ns: Netns,
+    _node_ns: Netns,
+    _lan: Lan,
+}
+
+fn pair() -> Pair {
+    let lan = Lan::new("lan");
+    let node_ns = Netns::new("node");
+    let client_ns = Netns::new("client");
+    lan.plug(&node_ns, "eth0", &["192.0.2.10/24", "2001:db8:0:8::10/64"]);
+    lan.plug(
+        &client_ns,
+        "eth0",
+        &["192.0.2.20/24", "2001:db8:0:8::20/64"],
+    );
+    let node = Node::start(&node_ns, fast_config());
+    node.wait_running("eth0", true, true);
+    let node_mac = mac_of(&node_ns, "eth0");
+    Pair {
+        node,
+        node_mac,
+        client_ns,
+        _node_ns: node_ns,
+        _lan: lan,
+    }
+}
+
+#[test]
+fn arp_reply_carries_the_interface_mac_and_unowned_ips_get_none() {
+    let p = pair();
+    p.node.own(&[(VIP4, Interfaces::All)]);
+    let seen = arp_probe(&p.client_ns, "eth0", VIP4, Duration::from_secs(2));
+    let r = replies(&seen);
+    assert_eq!(r.len(), 1, "{seen:?}");
+    assert_eq!(r[0].mac(), p.node_mac);
+    assert_eq!(r[0].ip().to_string(), VIP4);
+
+    let seen = arp_probe(
+        &p.client_ns,
+        "eth0",
+        "192.0.2.201",
+        Duration::from_millis(500),
+    );
+    assert!(replies(&seen).is_empty(), "{seen:?}");
+    let c = p.node.counters.snapshot();
+    assert!(
+        c.arp_replies_sent >= 1 && c.arp_requests_received >= 2,
+        "{c:?}"
+    );
+    assert!(
+        c.dropped.get("not_owned").copied().unwrap_or_default() >= 1,
+        "{c:?}"
+    );
+}
+
+/// S4/S5 and C-11 at the level of one node: gratuitous ARP in both forms on gain, silence after
+/// loss, and a fresh burst on re-announce.
+#[test]
+fn gratuitous_arp_on_gain_stop_on_loss_and_reannounce() {
+    let p = pair();
+    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(900), || {
+        p.node.own(&[(VIP4, Interfaces::All)])
+    });
+    let gratuitous: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::GratuitousArp { .. }))
+        .collect();
+    // Burst of 3 (0, 150, 400 ms) × 2 forms.
+    assert_eq!(gratuitous.len(), 6, "{seen:?}");
+    assert!(
+        gratuitous
+            .iter()
+            .all(|g| g.mac() == p.node_mac && g.ip().to_string() == VIP4)
+    );
+    let forms: std::collections::BTreeSet<_> = gratuitous
+        .iter()
+        .map(|g| {
+            if let Seen::GratuitousArp { form, .. } = g {
+                *form
+            } else {
+                ""
+            }
+        })
+        .collect();
+    assert_eq!(forms, ["reply", "request"].into());
+    if let Seen::GratuitousArp { t_ms, .. } = gratuitous[0] {
+        assert!(*t_ms < 300.0, "first announcement late: {t_ms} ms");
+    }
+    assert_eq!(p.node.counters.snapshot().gratuitous_arp_sent, 6);
+
+    // Loss: the very next request goes unanswered and nothing more is announced.
+    p.node.own(&[]);
+    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(600), || {
+        p.client_ns.run(|| {
+            Client::open("eth0")
+                .unwrap()
+                .send_arp_request(VIP4.parse().unwrap(), None)
+                .unwrap()
+        });
+    });
+    assert!(
+        seen.is_empty(),
+        "answered or announced after loss: {seen:?}"
+    );
+
+    // Gain again, then re-announce: each starts a burst.
+    p.node.own(&[(VIP4, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(600));
+    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(600), || {
+        p.node.call(|r| r.reannounce())
+    });
+    assert_eq!(
+        seen.iter()
+            .filter(|s| matches!(s, Seen::GratuitousArp { .. }))
+            .count(),
+        6,
+        "{seen:?}"
+    );
+}
+
+fn na_of(seen: &[Seen]) -> Vec<&Seen> {
+    seen.iter()
+        .filter(|s| matches!(s, Seen::NeighborAdvertisement { .. }))
+        .collect()
+}
+
+/// C-13: multicast NS, unicast NS from a link-local source, unicast NS from a global source — all
+/// answered with a solicited NA carrying the Target Link-Layer Address.
+#[test]
+fn c13_neighbor_solicitations_multicast_and_unicast() {
+    let p = pair();
+    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(800), || {
+        p.node.own(&[(VIP6, Interfaces::All)])
+    });
+    let unsolicited = na_of(&seen);
+    assert_eq!(unsolicited.len(), 3, "{seen:?}");
+    for na in &unsolicited {
+        let Seen::NeighborAdvertisement {
+            ip,
+            mac,
+            ip_dst,
+            solicited,
+            override_flag,
+            ..
+        } = na
+        else {
+            unreachable!()
+        };
+        assert_eq!(ip.to_string(), VIP6);
+        assert_eq!(mac.as_deref(), Some(p.node_mac.as_str()));
+        assert_eq!(*ip_dst, "ff02::1".parse::<Ipv6Addr>().unwrap());
+        assert!(!solicited && *override_flag);
+    }
+
+    let node_mac: MacAddr = p.node_mac.parse().unwrap();
+    let global: Ipv6Addr = "2001:db8:0:8::20".parse().unwrap();
+    for (label, unicast, source) in [
+        ("multicast", None, None),
+        ("unicast link-local", Some(node_mac), None),
+        ("unicast global", Some(node_mac), Some(global)),
+    ] {
+        let seen = p.client_ns.run(move || {
+            let c = Client::open("eth0").unwrap();
+            c.drain();
+            c.send_neighbor_solicitation(VIP6.parse().unwrap(), unicast, source)
+                .unwrap();
+            c.listen(Duration::from_secs(2), |s| !s.is_empty()).unwrap()
+        });
+        let na = na_of(&seen);
+        assert_eq!(na.len(), 1, "{label}: {seen:?}");
+        let Seen::NeighborAdvertisement {
+            ip,
+            mac,
+            ip_dst,
+            solicited,
+            override_flag,
+            ..
+        } = na[0]
+        else {
+            unreachable!()
+        };
+        assert_eq!(ip.to_string(), VIP6, "{label}");
+        assert_eq!(mac.as_deref(), Some(p.node_mac.as_str()), "{label}: TLLA");
+        assert!(*solicited && *override_flag, "{label}");
+        if let Some(src) = source {
+            assert_eq!(*ip_dst, src, "{label}");
+        } else {
+            assert!(ip_dst.segments()[0] == 0xfe80, "{label}: {ip_dst}");
+        }
+    }
+    assert!(p.node.counters.snapshot().na_sent >= 3);
+
+    // Unowned: no answer.
+    let seen = p.client_ns.run(|| {
+        let c = Client::open("eth0").unwrap();
+        c.drain();
+        c.send_neighbor_solicitation("2001:db8:0:8::101".parse().unwrap(), None, None)
+            .unwrap();
+        c.listen(Duration::from_millis(500), |s| !s.is_empty())
+            .unwrap()
+    });
+    assert!(na_of(&seen).is_empty(), "{seen:?}");
+}
+
+/// S7: a DAD probe for an owned address is defended with an NA to all-nodes (S=0, O=1).
+#[test]
+fn dad_probe_is_defended() {
+    let p = pair();
+    p.node.own(&[(VIP6, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(600)); // let the gain burst pass
+    let seen = p.client_ns.run(|| {
+        let c = Client::open("eth0").unwrap();
+        c.drain();
+        c.send_neighbor_solicitation(VIP6.parse().unwrap(), None, Some(Ipv6Addr::UNSPECIFIED))
+            .unwrap();
+        c.listen(Duration::from_secs(2), |s| !s.is_empty()).unwrap()
+    });
+    let na = na_of(&seen);
+    assert_eq!(na.len(), 1, "{seen:?}");
+    let Seen::NeighborAdvertisement {
+        ip_dst,
+        solicited,
+        override_flag,
+        mac,
+        ..
+    } = na[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(*ip_dst, "ff02::1".parse::<Ipv6Addr>().unwrap());
+    assert!(!solicited && *override_flag);
+    assert_eq!(mac.as_deref(), Some(p.node_mac.as_str()));
+}
+
+/// Bad frames are dropped and counted by reason; the responder keeps answering.
+#[test]
+fn malformed_frames_are_counted_and_harmless() {
+    use ferrolb_speaker::l2::socket::{Filter, PacketSocket};
+    use ferrolb_speaker::wire::arp::build_arp_request;
+    use ferrolb_speaker::wire::ndp::{
+        NeighborSolicitation, build_neighbor_solicitation, icmpv6_checksum, multicast_mac,
+        solicited_node_multicast,
+    };
+
+    let p = pair();
+    p.node
+        .own(&[(VIP4, Interfaces::All), (VIP6, Interfaces::All)]);
+    let node_mac: MacAddr = p.node_mac.parse().unwrap();
+    p.client_ns.run(move || {
+        let c = Client::open("eth0").unwrap();
+        let mac = c.mac();
+        let arp = PacketSocket::open("eth0", Filter::AllArp, false).unwrap();
+        let mut bad = build_arp_request(mac, "192.0.2.20".parse().unwrap(), VIP4.parse().unwrap());
+        bad[15] = 6; // hardware type 6
+        arp.send(&bad).unwrap();
+        let ip6 = PacketSocket::open("eth0", Filter::AllIcmpv6, false).unwrap();
+        let vip: Ipv6Addr = VIP6.parse().unwrap();
+        let group = solicited_node_multicast(vip);
+        let ns = NeighborSolicitation {
+            eth_dst: multicast_mac(group),
+            eth_src: mac,
+            ip_src: "fe80::99".parse().unwrap(),
+            ip_dst: group,
+            target: vip,
+            source_link_layer: Some(mac),
+        };
+        // Recompute the ICMPv6 checksum so each frame fails exactly the clause under test.
+        let fix = |mut f: Vec<u8>| {
+            f[56..58].copy_from_slice(&[0, 0]);
+            let sum = icmpv6_checksum(ns.ip_src, ns.ip_dst, &f[54..]);
+            f[56..58].copy_from_slice(&sum.to_be_bytes());
+            f
+        };
+        let mut hop = build_neighbor_solicitation(&ns);
+        hop[21] = 64;
+        ip6.send(&hop).unwrap();
+        let mut zero = build_neighbor_solicitation(&ns);
+        zero[79] = 0; // SLLA option length 0
+        ip6.send(&fix(zero)).unwrap();
+        let mut sum = build_neighbor_solicitation(&ns);
+        sum[57] ^= 0x55;
+        ip6.send(&sum).unwrap();
+        // An NS cut to 20 bytes of ICMPv6, IPv6 length consistent (a Linux bridge with MLD snooping
+        // drops IPv6 frames whose payload length exceeds the frame).
+        let mut short = build_neighbor_solicitation(&NeighborSolicitation {
+            eth_dst: node_mac,
+            ..ns
+        });
+        short.truncate(74);
+        short[18..20].copy_from_slice(&20u16.to_be_bytes());
+        ip6.send(&fix(short)).unwrap();
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let c = p.node.counters.snapshot();
+        let got = |k: &str| c.dropped.get(k).copied().unwrap_or_default();
+        if got("arp_hardware_type") == 1
+            && got("ndp_hop_limit") == 1
+            && got("ndp_checksum") == 1
+            && got("ndp_option_zero_length") == 1
+            && got("ndp_truncated") == 1
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "drops not counted: {c:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let seen = arp_probe(&p.client_ns, "eth0", VIP4, Duration::from_secs(2));
+    assert_eq!(replies(&seen).len(), 1, "{seen:?}");
+}
+
+/// The kernel filter keeps unrelated IPv6 traffic out of user space: UDP to the node's address
+/// (neighbour entry pinned, so no solicitations are needed) is never counted as received.
+#[test]
+fn unrelated_ipv6_traffic_never_reaches_user_space() {
+    let p = pair();
+    let mac = p.node_mac.clone();
+    p.client_ns.ip(&[
+        "neigh",
+        "replace",
+        "2001:db8:0:8::10",
+        "lladdr",
+        &mac,
+        "dev",
+        "eth0",
+        "nud",
+        "permanent",
+    ]);
+    let before = p.node.counters.snapshot().ns_received;
+    p.client_ns.run(|| {
+        let s = std::net::UdpSocket::bind("[2001:db8:0:8::20]:0").unwrap();
+        for _ in 0..500 {
+            s.send_to(&[0u8; 200], "[2001:db8:0:8::10]:9").unwrap();
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(p.node.counters.snapshot().ns_received, before);
+}
+
+/// C-12: eth0 v4, eth1 v6 only, eth2 no address, lo, a veth, eth3 v4 — default and explicit
+/// interface selection, and per-interface independence.
+#[test]
+fn c12_interfaces_default_explicit_and_independent() {
+    let (lan0, lan1, lan2, lan3) = (
+        Lan::new("l0"),
+        Lan::new("l1"),
+        Lan::new("l2"),
+        Lan::new("l3"),
+    );
+    let node_ns = Netns::new("node");
+    let pod_ns = Netns::new("pod");
+    let (c0, c1, c3) = (Netns::new("c0"), Netns::new("c1"), Netns::new("c3"));
+    lan0.plug(&node_ns, "eth0", &["192.0.2.10/24"]);
+    lan1.plug(&node_ns, "eth1", &["2001:db8:0:7::10/64"]);
+    lan2.plug(&node_ns, "eth2", &[]);
+    lan3.plug(&node_ns, "eth3", &["203.0.113.10/24"]);
+    node_ns.ip(&[
+        "link",
+        "add",
+        "veth0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        &pod_ns.name,
+    ]);
+    node_ns.ip(&["addr", "add", "198.51.100.1/24", "dev", "veth0"]);
+    node_ns.ip(&["link", "set", "veth0", "up"]);
+    pod_ns.ip(&["link", "set", "eth0", "up"]);
+    lan0.plug(&c0, "eth0", &["192.0.2.20/24"]);
+    lan1.plug(&c1, "eth0", &["192.0.2.21/24", "2001:db8:0:7::20/64"]);
+    lan3.plug(&c3, "eth0", &["203.0.113.20/24"]);
+
+    let node = Node::start(&node_ns, fast_config());
+    node.wait_running("eth0", true, true);
+    node.wait_running("eth1", false, true);
+    node.wait_running("eth3", true, true);
+    // eth2 has no configured address but the kernel gives it a link-local one: NDP only, no ARP.
+    node.wait_running("eth2", false, true);
+    // lo and the veth are never served.
+    let names: Vec<String> = node.status().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["eth0", "eth1", "eth2", "eth3"], "{names:?}");
+
+    let (mac0, mac3) = (mac_of(&node_ns, "eth0"), mac_of(&node_ns, "eth3"));
+    let seen1 = listen_while(&c1, "eth0", Duration::from_millis(700), || {
+        node.own(&[(VIP4, Interfaces::All)])
+    });
+    assert!(
+        seen1
+            .iter()
+            .all(|s| !matches!(s, Seen::GratuitousArp { .. } | Seen::ArpReply { .. })),
+        "ARP left eth1: {seen1:?}"
+    );
+    let r0 = arp_probe(&c0, "eth0", VIP4, Duration::from_secs(2));
+    let r3 = arp_probe(&c3, "eth0", VIP4, Duration::from_secs(2));
+    assert_eq!(
+        replies(&r0)
+            .iter()
+            .map(|s| s.mac().to_owned())
+            .collect::<Vec<_>>(),
+        vec![mac0.clone()]
+    );
+    assert_eq!(
+        replies(&r3)
+            .iter()
+            .map(|s| s.mac().to_owned())
+            .collect::<Vec<_>>(),
+        vec![mac3.clone()]
+    );
+    assert!(replies(&arp_probe(&c1, "eth0", VIP4, Duration::from_millis(500))).is_empty());
+
+    // interfaces: [eth0] — eth3's client gets nothing, eth0's still gets its reply.
+    node.own(&[(VIP4, named(&["eth0"]))]);
+    assert!(replies(&arp_probe(&c3, "eth0", VIP4, Duration::from_millis(500))).is_empty());
+    assert_eq!(
+        replies(&arp_probe(&c0, "eth0", VIP4, Duration::from_secs(2))).len(),
+        1
+    );
+
+    // Independence: eth3 goes down (its socket fails, the re-scan drops it); eth0 keeps answering;
+    // eth3 comes back and is served again without a restart.
+    node.own(&[(VIP4, Interfaces::All)]);
+    node_ns.ip(&["link", "set", "eth3", "down"]);
+    node.wait_gone("eth3");
+    assert!(!node.call(|r| r.carrier(&named(&["eth3"]))));
+    assert!(node.call(|r| r.carrier(&named(&["eth0"]))));
+    assert_eq!(
+        replies(&arp_probe(&c0, "eth0", VIP4, Duration::from_secs(2))).len(),
+        1
+    );
+    node_ns.ip(&["link", "set", "eth3", "up"]);
+    node.wait_running("eth3", true, true);
+    assert!(node.call(|r| r.carrier(&named(&["eth3"]))));
+    assert_eq!(
+        replies(&arp_probe(&c3, "eth0", VIP4, Duration::from_secs(2))).len(),
+        1
+    );
+
+    // A new interface appears and is picked up by the re-scan.
+    let lan4 = Lan::new("l4");
+    let c4 = Netns::new("c4");
+    lan4.plug(&node_ns, "eth4", &["192.0.2.110/25"]);
+    lan4.plug(&c4, "eth0", &["192.0.2.120/25"]);
+    node.wait_running("eth4", true, true);
+    assert_eq!(
+        replies(&arp_probe(&c4, "eth0", VIP4, Duration::from_secs(2))).len(),
+        1
+    );
+}

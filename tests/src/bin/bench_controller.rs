@@ -1,0 +1,235 @@
+//! `ferrolb-bench-controller`: the controller benchmark on the test cluster (DESIGN §7).
+//!
+//! 1. Creates N (default 5,000) LoadBalancer Services at once (IPv6 single-stack: the cluster's
+//!    IPv4 ClusterIP range is a /26) and reports the time until every one has its status.
+//! 2. Restarts the controller and reports the number of Service status writes (must be 0), the
+//!    time until `/readyz` answers 200, and the time until the new leader finished its first pass.
+//!
+//! ```text
+//! cargo build --release -p ferrolb-controller
+//! cargo run -p ferrolb-tests --bin ferrolb-bench-controller -- --services 5000
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use ferrolb_tests::cluster::{Supervised, TestCluster, target_dir, workspace_bin};
+use ferrolb_tests::namespace;
+use ferrolb_tests::objects::{create_pool, create_service, lb_service};
+
+#[derive(Parser)]
+#[command(about = "Benchmark the ferrolb controller on the test cluster")]
+struct Cli {
+    /// Number of Services.
+    #[arg(long, default_value_t = 5000)]
+    services: usize,
+    /// Concurrent creations.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Controller binary; default: target/release/ferrolb-controller if built, else debug.
+    #[arg(long)]
+    controller: Option<PathBuf>,
+}
+
+fn controller_bin(cli: &Cli) -> anyhow::Result<PathBuf> {
+    if let Some(p) = &cli.controller {
+        return Ok(p.clone());
+    }
+    let release = target_dir().join("release").join("ferrolb-controller");
+    if release.is_file() {
+        return Ok(release);
+    }
+    workspace_bin("ferrolb-controller")
+}
+
+fn start(cluster: &TestCluster, bin: &PathBuf, identity: &str, port: u16) -> anyhow::Result<Supervised> {
+    let args = vec![
+        format!("--kubeconfig={}", cluster.kubeconfig().display()),
+        format!("--http-addr=127.0.0.1:{port}"),
+        "--lease-namespace=default".to_owned(),
+        format!("--identity={identity}"),
+        "--lease-duration-seconds=5".to_owned(),
+        "--lease-grace-seconds=2".to_owned(),
+        "--log-format=json".to_owned(),
+    ];
+    let log = cluster.dir().join(format!("{identity}.log"));
+    Supervised::spawn(identity, bin, &args, &log, false)
+}
+
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Some((code, body))
+}
+
+fn metric(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn rss_kib(pid: Option<u32>) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn has_status(s: &Service) -> bool {
+    s.status
+        .as_ref()
+        .and_then(|st| st.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .is_some_and(|i| !i.is_empty())
+}
+
+async fn versions(client: &Client, ns: &str) -> anyhow::Result<BTreeMap<String, (Option<String>, bool)>> {
+    let list = Api::<Service>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|s| (s.name_any(), (s.resource_version(), has_status(s))))
+        .collect())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let bin = controller_bin(&cli)?;
+    println!("controller binary: {}", bin.display());
+    let cluster = TestCluster::start().await.context("test cluster")?;
+    let client = cluster.client().await?;
+    create_pool(&client, "bench", &["2001:db8:1::/112"]).await?;
+    let ns = namespace::fresh(&client, "bench").await?;
+    let port1 = free_port()?;
+    let first = start(&cluster, &bin, "bench-1", port1)?;
+    let t = Instant::now();
+    while http_get(port1, "/metrics").await.map(|(_, b)| metric(&b, "ferrolb_controller_leader")) != Some(Some(1.0)) {
+        if t.elapsed() > Duration::from_secs(30) {
+            bail!("controller did not lead: {}", first.log_tail(20));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Count Services with status as the watch sees them.
+    let api = Api::<Service>::namespaced(client.clone(), &ns);
+    let total = cli.services;
+    let watch_api = api.clone();
+    let done = tokio::spawn(async move {
+        let mut with_status = BTreeSet::new();
+        let mut stream = std::pin::pin!(watcher(watch_api, watcher::Config::default()).applied_objects());
+        while let Ok(Some(s)) = stream.try_next().await {
+            if has_status(&s) {
+                with_status.insert(s.name_any());
+                if with_status.len() == total {
+                    return Instant::now();
+                }
+            }
+        }
+        Instant::now()
+    });
+
+    let started = Instant::now();
+    futures::stream::iter(0..total)
+        .map(|i| {
+            let client = client.clone();
+            let ns = ns.clone();
+            async move {
+                let mut svc = lb_service(&ns, &format!("svc-{i:05}"), &[("TCP", 80)], "Cluster");
+                if let Some(spec) = svc.spec.as_mut() {
+                    spec.ip_families = Some(vec!["IPv6".into()]);
+                    spec.ip_family_policy = Some("SingleStack".into());
+                }
+                create_service(&client, &svc).await
+            }
+        })
+        .buffer_unordered(cli.concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let created = started.elapsed();
+    let all_done = tokio::time::timeout(Duration::from_secs(600), done)
+        .await
+        .context("Services did not all get status within 600 s")??;
+    let alloc = all_done.duration_since(started);
+    let m1 = http_get(port1, "/metrics").await.map(|(_, b)| b).unwrap_or_default();
+    println!("services: {total}");
+    println!("create calls finished after: {:.2} s", created.as_secs_f64());
+    println!("all have status after: {:.2} s", alloc.as_secs_f64());
+    println!(
+        "controller status writes: {:?}; RSS: {:?} KiB",
+        metric(&m1, "ferrolb_controller_status_writes_total"),
+        rss_kib(first.pid())
+    );
+
+    // Restart.
+    let before = versions(&client, &ns).await?;
+    if before.values().filter(|(_, s)| *s).count() != total {
+        bail!("not every Service has status before the restart");
+    }
+    first.stop(Duration::from_secs(5));
+    let port2 = free_port()?;
+    let restart = Instant::now();
+    let second = start(&cluster, &bin, "bench-2", port2)?;
+    while http_get(port2, "/readyz").await.map(|(c, _)| c) != Some(200) {
+        if restart.elapsed() > Duration::from_secs(120) {
+            bail!("restarted controller not ready: {}", second.log_tail(20));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ready = restart.elapsed();
+    // First pass done as leader: the reconcile histogram has a sample.
+    while http_get(port2, "/metrics")
+        .await
+        .and_then(|(_, b)| metric(&b, "ferrolb_controller_reconcile_duration_seconds_count"))
+        .unwrap_or(0.0)
+        < 1.0
+    {
+        if restart.elapsed() > Duration::from_secs(120) {
+            bail!("restarted controller did no pass: {}", second.log_tail(20));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first_pass = restart.elapsed();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = versions(&client, &ns).await?;
+    let changed = before.iter().filter(|(k, v)| after.get(*k) != Some(v)).count();
+    let m2 = http_get(port2, "/metrics").await.map(|(_, b)| b).unwrap_or_default();
+    println!("restart: ready (/readyz 200) after {:.3} s", ready.as_secs_f64());
+    println!("restart: first pass as leader done after {:.3} s", first_pass.as_secs_f64());
+    println!("restart: Services changed (resourceVersion): {changed}");
+    println!(
+        "restart: controller status writes: {:?}; RSS: {:?} KiB",
+        metric(&m2, "ferrolb_controller_status_writes_total"),
+        rss_kib(second.pid())
+    );
+    second.stop(Duration::from_secs(5));
+    if changed != 0 {
+        bail!("{changed} Services were written during the restart");
+    }
+    Ok(())
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}

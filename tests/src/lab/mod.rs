@@ -1,0 +1,519 @@
+//! The network-namespace lab (DESIGN §6): a bridge ("the LAN") inside its own network namespace,
+//! one network namespace per node running a real `ferrolb-speaker`, and client namespaces — all on
+//! `192.0.2.0/24`, with a real API server.
+//!
+//! **Nothing of the lab is in the root namespace.** DESIGN §6 suggests putting the bridge's address
+//! `192.0.2.1` in the root namespace so node processes reach the API server there; on machines
+//! whose own network is `192.0.2.0/24` (this project's CI machine has `eth0 192.0.2.2/24` with its
+//! gateway at `192.0.2.1`) that would shadow the real gateway and could leak lab traffic onto the
+//! real network. Instead the bridge lives in a `…-lan` namespace with no address, and each node
+//! namespace gets an in-process relay: a listener on the node's own `127.0.0.1:6443`, created
+//! inside that namespace, whose connections the test process forwards to the API server's loopback
+//! port. Node processes use [`Lab::node_kubeconfig`] (`https://127.0.0.1:6443`).
+//!
+//! Everything is created by the lab and torn down when the [`Lab`] is dropped (also after a
+//! failure): processes are stopped, namespaces deleted (their veths and the bridge go with them).
+//! Only one lab runs at a time per test process (they share names and addresses); test binaries
+//! run one after another.
+//!
+//! Nodes are `node-1…node-N` at `192.0.2.11…`, clients at `192.0.2.100…`. The lab creates the
+//! Node objects (InternalIP = the namespace's address, `Ready=True`) since there is no kubelet.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus};
+use kube::Client;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+
+use crate::cluster::{Supervised, TestCluster, workspace_bin};
+
+mod relay;
+
+/// Where node processes reach the API server, inside their own namespace (see the module docs).
+pub const NODE_API_PORT: u16 = 6443;
+
+static LAB_LOCK: LazyLock<Arc<tokio::sync::Mutex<()>>> = LazyLock::new(|| Arc::new(tokio::sync::Mutex::new(())));
+
+/// Runs `ip …` (or any command) and fails with its stderr.
+///
+/// # Errors
+/// The command could not start or exited non-zero.
+pub fn sh(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs a command inside network namespace `netns`.
+///
+/// # Errors
+/// As [`sh`].
+pub fn in_netns(netns: &str, program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let mut full = vec!["netns", "exec", netns, program];
+    full.extend_from_slice(args);
+    sh("ip", &full)
+}
+
+/// One node of the lab.
+pub struct LabNode {
+    /// Node name (`node-1`, …) — also the speaker's `--node-name`.
+    pub name: String,
+    /// Network namespace name.
+    pub netns: String,
+    /// Address of `eth0` in the namespace.
+    pub ip: Ipv4Addr,
+    /// MAC address of `eth0` (lowercase, colon-separated).
+    pub mac: String,
+    speaker: Option<Supervised>,
+}
+
+/// A client namespace on the LAN.
+pub struct LabClient {
+    /// Network namespace name.
+    pub netns: String,
+    /// Address of `eth0`.
+    pub ip: Ipv4Addr,
+}
+
+/// A running lab. See the module docs.
+pub struct Lab {
+    id: String,
+    /// The namespace holding the bridge `br0`.
+    pub lan: String,
+    /// The nodes.
+    pub nodes: Vec<LabNode>,
+    /// The clients.
+    pub clients: Vec<LabClient>,
+    dir: tempfile::TempDir,
+    key_file: PathBuf,
+    node_kubeconfig: PathBuf,
+    relays: Vec<tokio::task::JoinHandle<()>>,
+    // Field order matters for Drop: processes stop (nodes) before the cluster.
+    cluster: TestCluster,
+    _lock: tokio::sync::OwnedMutexGuard<()>,
+}
+
+fn mac_of(netns: &str, ifname: &str) -> anyhow::Result<String> {
+    let out = in_netns(netns, "cat", &[&format!("/sys/class/net/{ifname}/address")])?;
+    Ok(out.trim().to_owned())
+}
+
+impl Lab {
+    /// Builds a lab with `nodes` node namespaces and `clients` client namespaces, starts a test
+    /// cluster with a relay into every node namespace, and creates the Node objects. Speakers are not started:
+    /// call [`Lab::start_speaker`].
+    ///
+    /// # Errors
+    /// Not root, `ip` missing, or the cluster failed to start.
+    pub async fn start(nodes: usize, clients: usize) -> anyhow::Result<Lab> {
+        let lock = LAB_LOCK.clone().lock_owned().await;
+        let id = format!("{:04x}", std::process::id() & 0xffff);
+        let lan = format!("flb{id}-lan");
+        let mut pending = PendingLab { netns: vec![lan.clone()] };
+        let _ = sh("ip", &["netns", "del", &lan]);
+        sh("ip", &["netns", "add", &lan])?;
+        in_netns(&lan, "ip", &["link", "add", "br0", "type", "bridge"])?;
+        // Frames are forwarded at once (no STP learning delay) and multicast is flooded.
+        in_netns(&lan, "ip", &["link", "set", "br0", "type", "bridge", "forward_delay", "0", "mcast_snooping", "0"])?;
+        in_netns(&lan, "ip", &["link", "set", "br0", "up"])?;
+        let dir = tempfile::Builder::new().prefix("ferrolb-lab-").tempdir()?;
+        let mut lab_nodes = Vec::new();
+        let mut lab_clients = Vec::new();
+        for i in 1..=nodes {
+            let netns = format!("flb{id}-n{i}");
+            let ip = Ipv4Addr::new(192, 0, 2, 10 + i as u8);
+            pending.netns.push(netns.clone());
+            attach_netns(&lan, &netns, &format!("n{i}"), ip)?;
+            let mac = mac_of(&netns, "eth0")?;
+            lab_nodes.push(LabNode {
+                name: format!("node-{i}"),
+                netns,
+                ip,
+                mac,
+                speaker: None,
+            });
+        }
+        for i in 1..=clients {
+            let netns = format!("flb{id}-c{i}");
+            let ip = Ipv4Addr::new(192, 0, 2, 99 + i as u8);
+            pending.netns.push(netns.clone());
+            attach_netns(&lan, &netns, &format!("c{i}"), ip)?;
+            // Pool addresses are on the LAN: clients reach them on-link, as on a flat L2 network.
+            for pool_range in ["198.51.100.0/24", "203.0.113.0/24"] {
+                in_netns(&netns, "ip", &["route", "add", pool_range, "dev", "eth0"])?;
+            }
+            lab_clients.push(LabClient { netns, ip });
+        }
+        let cluster = TestCluster::start().await?;
+        let node_kubeconfig = cluster.kubeconfig_at(&format!("https://127.0.0.1:{NODE_API_PORT}"), "kubeconfig-node")?;
+        let mut relays = Vec::new();
+        for node in &lab_nodes {
+            relays.push(relay::start(&node.netns, NODE_API_PORT, cluster.port())?);
+        }
+        let key_file = dir.path().join("memberlist.key");
+        std::fs::write(&key_file, random_hex_key()?)?;
+        std::mem::forget(pending); // the Lab owns the teardown from here on
+        let lab = Lab {
+            id,
+            lan,
+            nodes: lab_nodes,
+            clients: lab_clients,
+            dir,
+            key_file,
+            node_kubeconfig,
+            relays,
+            cluster,
+            _lock: lock,
+        };
+        let client = lab.client().await?;
+        for node in &lab.nodes {
+            create_node(&client, &node.name, node.ip).await?;
+        }
+        Ok(lab)
+    }
+
+    /// An admin client of the lab's cluster.
+    ///
+    /// # Errors
+    /// The kubeconfig could not be read.
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        self.cluster.client().await
+    }
+
+    /// The lab's cluster.
+    pub fn cluster(&self) -> &TestCluster {
+        &self.cluster
+    }
+
+    /// The lab's state directory (logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kubeconfig for processes inside node namespaces (server `https://127.0.0.1:6443`, relayed).
+    pub fn node_kubeconfig(&self) -> &Path {
+        &self.node_kubeconfig
+    }
+
+    /// The membership key file shared by the lab's speakers.
+    pub fn key_file(&self) -> &Path {
+        &self.key_file
+    }
+
+    /// The node named `name`.
+    ///
+    /// # Panics
+    /// No such node (a test bug).
+    pub fn node(&self, name: &str) -> &LabNode {
+        self.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no lab node {name}"))
+    }
+
+    fn node_mut(&mut self, name: &str) -> anyhow::Result<&mut LabNode> {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+            .with_context(|| format!("no lab node {name}"))
+    }
+
+    /// The node owning MAC `mac`, if any.
+    pub fn node_by_mac(&self, mac: &str) -> Option<&LabNode> {
+        self.nodes.iter().find(|n| n.mac.eq_ignore_ascii_case(mac))
+    }
+
+    /// Starts (or restarts) the speaker of node `name` with extra arguments.
+    ///
+    /// # Errors
+    /// The binary could not be built or started.
+    pub fn start_speaker(&mut self, name: &str, extra_args: &[&str]) -> anyhow::Result<()> {
+        let bin = workspace_bin("ferrolb-speaker")?;
+        let kubeconfig = self.node_kubeconfig.clone();
+        let key = self.key_file.clone();
+        let log = self.dir.path().join(format!("speaker-{name}.log"));
+        let node = self.node_mut(name)?;
+        if let Some(old) = node.speaker.take() {
+            old.stop(Duration::from_secs(5));
+        }
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &node.netns])
+            .arg(&bin)
+            .args(["--node-name", &node.name])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--memberlist-key-file")
+            .arg(&key)
+            .args(["--metrics-address", "127.0.0.1:7473"])
+            .args(extra_args)
+            .env("RUST_LOG", "info,ferrolb_speaker=debug");
+        node.speaker = Some(Supervised::spawn_command(&format!("speaker {name}"), &mut cmd, &log, false)?);
+        Ok(())
+    }
+
+    /// Sends `signal` (`"KILL"`, `"TERM"`) to node `name`'s speaker and forgets it.
+    ///
+    /// # Errors
+    /// The node has no running speaker.
+    pub fn signal_speaker(&mut self, name: &str, signal: &str) -> anyhow::Result<()> {
+        let node = self.node_mut(name)?;
+        let speaker = node.speaker.take().with_context(|| format!("{name} has no speaker"))?;
+        speaker.signal(signal);
+        // Reap it (the signal above ends it; stop() only waits).
+        speaker.stop(Duration::from_secs(5));
+        Ok(())
+    }
+
+    /// The last lines of node `name`'s speaker log.
+    pub fn speaker_log(&self, name: &str, lines: usize) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join(format!("speaker-{name}.log"))).unwrap_or_default();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Runs a command in node `name`'s namespace.
+    ///
+    /// # Errors
+    /// As [`in_netns`].
+    pub fn exec(&self, netns: &str, program: &str, args: &[&str]) -> anyhow::Result<String> {
+        in_netns(netns, program, args)
+    }
+
+    /// A unique-per-lab prefix for names (e.g. extra interfaces).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(s) = node.speaker.take() {
+                s.stop(Duration::from_secs(3));
+            }
+        }
+        let netns: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| n.netns.clone())
+            .chain(self.clients.iter().map(|c| c.netns.clone()))
+            .chain([self.lan.clone()])
+            .collect();
+        for relay in &self.relays {
+            relay.abort();
+        }
+        teardown(&netns);
+        if std::env::var_os("FERROLB_KEEP_LAB_LOGS").is_some() {
+            let dir = std::mem::replace(&mut self.dir, tempfile::TempDir::new().unwrap_or_else(|_| unreachable_dir()));
+            eprintln!("lab logs kept in {}", dir.keep().display());
+        }
+    }
+}
+
+fn unreachable_dir() -> tempfile::TempDir {
+    // Only reached if /tmp is not writable, in which case nothing can be kept anyway.
+    std::process::abort()
+}
+
+/// Tears down a half-built lab when [`Lab::start`] fails.
+struct PendingLab {
+    netns: Vec<String>,
+}
+
+impl Drop for PendingLab {
+    fn drop(&mut self) {
+        teardown(&self.netns);
+    }
+}
+
+fn teardown(netns: &[String]) {
+    for ns in netns {
+        // Kill anything left in the namespace, then delete it (its veth end goes with it).
+        if let Ok(pids) = sh("ip", &["netns", "pids", ns]) {
+            for pid in pids.split_whitespace() {
+                let _ = sh("kill", &["-KILL", pid]);
+            }
+        }
+        let _ = sh("ip", &["netns", "del", ns]);
+    }
+}
+
+/// Creates namespace `netns` with `eth0` (`ip`/24) on a veth whose other end `port` is a port of
+/// `br0` in namespace `lan`, plus `lo` up. Nothing is created in the root namespace.
+fn attach_netns(lan: &str, netns: &str, port: &str, ip: Ipv4Addr) -> anyhow::Result<()> {
+    let _ = sh("ip", &["netns", "del", netns]);
+    sh("ip", &["netns", "add", netns])?;
+    sh("ip", &["link", "add", "name", port, "netns", lan, "type", "veth", "peer", "name", "eth0", "netns", netns])?;
+    in_netns(lan, "ip", &["link", "set", port, "master", "br0", "up"])?;
+    in_netns(netns, "ip", &["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
+    in_netns(netns, "ip", &["link", "set", "eth0", "up"])?;
+    in_netns(netns, "ip", &["link", "set", "lo", "up"])?;
+    Ok(())
+}
+
+fn random_hex_key() -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n")
+}
+
+/// Creates Node `name` with InternalIP `ip` and `Ready=True` (the lab has no kubelet).
+///
+/// # Errors
+/// The API server refused it.
+pub async fn create_node(client: &Client, name: &str, ip: Ipv4Addr) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &node).await?;
+    set_node_status(client, name, ip, false).await
+}
+
+/// Writes Node `name`'s status: InternalIP `ip`, `Ready=True`, and `NetworkUnavailable` as given.
+///
+/// # Errors
+/// The API server refused the patch.
+pub async fn set_node_status(client: &Client, name: &str, ip: Ipv4Addr, network_unavailable: bool) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let cond = |type_: &str, status: &str| NodeCondition {
+        type_: type_.into(),
+        status: status.into(),
+        last_transition_time: Some(now.clone()),
+        reason: Some("FerrolbLab".into()),
+        ..Default::default()
+    };
+    let status = NodeStatus {
+        addresses: Some(vec![NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.to_string(),
+        }]),
+        conditions: Some(vec![
+            cond("Ready", "True"),
+            cond("NetworkUnavailable", if network_unavailable { "True" } else { "False" }),
+        ]),
+        ..Default::default()
+    };
+    let patch = serde_json::json!({ "apiVersion": "v1", "kind": "Node", "status": status });
+    api.patch_status(name, &PatchParams::apply("ferrolb-lab").force(), &Patch::Apply(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Runs `f` on a fresh thread that has entered network namespace `netns` (only that thread moves;
+/// the test process stays where it is), and returns its result.
+///
+/// # Errors
+/// The namespace cannot be entered, or `f` failed.
+pub fn within_netns<T: Send + 'static>(
+    netns: &str,
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    use std::os::fd::AsFd;
+    let path = format!("/var/run/netns/{netns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
+        f()
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("thread in {netns} panicked"))?
+}
+
+/// What a client saw on the LAN (ARP replies, gratuitous ARP, Neighbor Advertisements).
+pub use ferrolb_speaker::l2::capture::Seen;
+
+impl Lab {
+    /// From client `client` (index), broadcasts an ARP request for `ip` and records every frame
+    /// seen on `eth0` for `listen` (replies from any number of MACs, plus gratuitous ARP).
+    ///
+    /// # Errors
+    /// The client sockets could not be opened.
+    pub async fn arp_probe(&self, client: usize, ip: Ipv4Addr, listen: Duration) -> anyhow::Result<Vec<Seen>> {
+        let netns = self.clients[client].netns.clone();
+        tokio::task::spawn_blocking(move || {
+            within_netns(&netns, move || {
+                let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+                c.drain();
+                c.send_arp_request(ip, None)?;
+                Ok(c.listen(listen, |_| false)?)
+            })
+        })
+        .await?
+    }
+
+    /// The distinct MACs that answered an ARP request for `ip` from client `client`.
+    ///
+    /// # Errors
+    /// As [`Lab::arp_probe`].
+    pub async fn arp_answers(&self, client: usize, ip: Ipv4Addr) -> anyhow::Result<std::collections::BTreeSet<String>> {
+        let seen = self.arp_probe(client, ip, Duration::from_millis(300)).await?;
+        Ok(seen
+            .iter()
+            .filter(|s| matches!(s, Seen::ArpReply { .. }) && s.ip() == IpAddr::V4(ip))
+            .map(|s| s.mac().to_owned())
+            .collect())
+    }
+
+    /// Records every frame client `client` sees for `duration` without sending anything.
+    ///
+    /// # Errors
+    /// The client sockets could not be opened.
+    pub async fn capture(&self, client: usize, duration: Duration) -> anyhow::Result<Vec<Seen>> {
+        let netns = self.clients[client].netns.clone();
+        tokio::task::spawn_blocking(move || {
+            within_netns(&netns, move || {
+                let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+                Ok(c.listen(duration, |_| false)?)
+            })
+        })
+        .await?
+    }
+
+    /// Polls until exactly one MAC answers ARP for `ip` and it is node `want`'s (or, with `want`
+    /// `None`, until nobody answers), for at most `timeout`. Returns the last answer set.
+    ///
+    /// # Errors
+    /// Probing failed.
+    pub async fn wait_for_owner(
+        &self,
+        client: usize,
+        ip: Ipv4Addr,
+        want: Option<&str>,
+        timeout: Duration,
+    ) -> anyhow::Result<std::collections::BTreeSet<String>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let answers = self.arp_answers(client, ip).await?;
+            let ok = match want {
+                Some(name) => answers.len() == 1 && answers.contains(&self.node(name).mac),
+                None => answers.is_empty(),
+            };
+            if ok || tokio::time::Instant::now() >= deadline {
+                return Ok(answers);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Builders for the objects the end-to-end tests create: pools, advertisements, LoadBalancer
+//! Services, their status (as a controller would write it) and EndpointSlices (as the
+//! EndpointSlice controller would — there is none in the test cluster).
+
+use std::collections::BTreeMap;
+
+use ferrolb_crds::{IPAddressPool, IPAddressPoolSpec, L2Advertisement, L2AdvertisementSpec};
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use kube::Client;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+
+/// Creates an IPAddressPool with default options.
+///
+/// # Errors
+/// The API server refused it.
+pub async fn create_pool(client: &Client, name: &str, addresses: &[&str]) -> anyhow::Result<()> {
+    let pool = IPAddressPool::new(
+        name,
+        IPAddressPoolSpec {
+            addresses: addresses.iter().map(|a| (*a).into()).collect(),
+            auto_assign: true,
+            avoid_buggy_ips: false,
+            service_allocation: None,
+        },
+    );
+    Api::<IPAddressPool>::all(client.clone())
+        .create(&PostParams::default(), &pool)
+        .await?;
+    Ok(())
+}
+
+/// Creates (or replaces, server-side apply) an L2Advertisement.
+///
+/// # Errors
+/// The API server refused it.
+pub async fn apply_l2(client: &Client, name: &str, spec: L2AdvertisementSpec) -> anyhow::Result<()> {
+    let adv = L2Advertisement::new(name, spec);
+    Api::<L2Advertisement>::all(client.clone())
+        .patch(name, &PatchParams::apply("ferrolb-tests").force(), &Patch::Apply(&adv))
+        .await?;
+    Ok(())
+}
+
+/// A LoadBalancer Service selecting `app=<name>` with the given `(protocol, port)` list.
+pub fn lb_service(namespace: &str, name: &str, ports: &[(&str, i32)], etp: &str) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            external_traffic_policy: Some(etp.into()),
+            selector: Some(BTreeMap::from([("app".to_string(), name.to_string())])),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(proto, port)| ServicePort {
+                        name: Some(format!("{}-{port}", proto.to_lowercase())),
+                        protocol: Some((*proto).into()),
+                        port: *port,
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Creates a Service.
+///
+/// # Errors
+/// The API server refused it.
+pub async fn create_service(client: &Client, svc: &Service) -> anyhow::Result<()> {
+    let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
+    Api::<Service>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), svc)
+        .await?;
+    Ok(())
+}
+
+/// Writes `status.loadBalancer.ingress` as a controller would (field manager `ferrolb-tests`).
+///
+/// # Errors
+/// The API server refused the patch.
+pub async fn set_ingress(client: &Client, namespace: &str, name: &str, ips: &[&str]) -> anyhow::Result<()> {
+    let ingress: Vec<_> = ips.iter().map(|ip| serde_json::json!({ "ip": ip, "ipMode": "VIP" })).collect();
+    let patch = serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "status": { "loadBalancer": { "ingress": ingress } }
+    });
+    Api::<Service>::namespaced(client.clone(), namespace)
+        .patch_status(name, &PatchParams::apply("ferrolb-tests").force(), &Patch::Apply(&patch))
+        .await?;
+    Ok(())
+}
+
+/// One endpoint for [`apply_endpoints`]: `(address, nodeName, ready, serving, terminating)`.
+pub type EndpointSpec<'a> = (&'a str, Option<&'a str>, bool, bool, bool);
+
+/// Creates or replaces the EndpointSlice `<service>-lab` of a Service.
+///
+/// # Errors
+/// The API server refused it.
+pub async fn apply_endpoints(client: &Client, namespace: &str, service: &str, port: i32, endpoints: &[EndpointSpec<'_>]) -> anyhow::Result<()> {
+    let slice = EndpointSlice {
+        metadata: ObjectMeta {
+            namespace: Some(namespace.into()),
+            name: Some(format!("{service}-lab")),
+            labels: Some(BTreeMap::from([
+                ("kubernetes.io/service-name".to_string(), service.to_string()),
+                ("endpointslice.kubernetes.io/managed-by".to_string(), "ferrolb-lab".to_string()),
+            ])),
+            ..Default::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: Some(
+            endpoints
+                .iter()
+                .map(|(addr, node, ready, serving, terminating)| Endpoint {
+                    addresses: vec![(*addr).into()],
+                    node_name: node.map(Into::into),
+                    conditions: Some(EndpointConditions {
+                        ready: Some(*ready),
+                        serving: Some(*serving),
+                        terminating: Some(*terminating),
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        ports: Some(vec![EndpointPort {
+            port: Some(port),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<EndpointSlice>::namespaced(client.clone(), namespace)
+        .patch(&format!("{service}-lab"), &PatchParams::apply("ferrolb-tests").force(), &Patch::Apply(&slice))
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,609 @@
+//! The controller cases C-01 … C-09 of `cases.md`, plus the HA failover test (R13), on the real
+//! API server, running the real `ferrolb-controller` binary as a process.
+//!
+//! Each test starts its own cluster (pools are cluster-scoped and the controller watches
+//! everything, so tests must not share one); a process-wide lock runs them one at a time because
+//! the machine is small. Every controller process is stopped when its handle drops, also when an
+//! assertion fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use ferrolb_crds::{IPAddressPool, IPAddressPoolSpec};
+use ferrolb_tests::cluster::{Supervised, TestCluster, workspace_bin};
+use ferrolb_tests::namespace;
+use ferrolb_tests::objects::{create_pool, create_service, lb_service, set_ingress};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// One running controller process.
+struct Controller {
+    process: Supervised,
+}
+
+fn start_controller(cluster: &TestCluster, identity: &str, extra: &[&str]) -> Controller {
+    let bin = workspace_bin("ferrolb-controller").expect("controller binary");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut args: Vec<String> = vec![
+        format!("--kubeconfig={}", cluster.kubeconfig().display()),
+        format!("--http-addr=127.0.0.1:{port}"),
+        "--lease-namespace=default".into(),
+        format!("--identity={identity}"),
+        "--lease-duration-seconds=3".into(),
+        "--lease-grace-seconds=1".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let log = cluster.dir().join(format!("controller-{identity}.log"));
+    let process = Supervised::spawn(identity, &bin, &args, &log, false).expect("start controller");
+    Controller { process }
+}
+
+impl Controller {
+    fn log(&self) -> String {
+        self.process.log_tail(40)
+    }
+}
+
+async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+async fn get_svc(client: &Client, ns: &str, name: &str) -> Service {
+    Api::<Service>::namespaced(client.clone(), ns).get(name).await.unwrap()
+}
+
+fn ips_of(svc: &Service) -> Vec<String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .map(|i| i.iter().filter_map(|e| e.ip.clone()).collect())
+        .unwrap_or_default()
+}
+
+async fn ips(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    ips_of(&get_svc(client, ns, name).await)
+}
+
+async fn wait_ips(client: &Client, ns: &str, name: &str, want: &[&str]) {
+    let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    let mut last = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        last = ips(client, ns, name).await;
+        if last == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{ns}/{name}: ingress {last:?}, want {want:?}");
+}
+
+/// `(type, reason, note)` of every Event regarding the Service.
+async fn events(client: &Client, ns: &str, name: &str) -> Vec<(String, String, String)> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str, contains: &str) -> String {
+    let mut seen = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        seen = events(client, ns, name).await;
+        if let Some((_, _, note)) = seen.iter().find(|(_, r, n)| r == reason && n.contains(contains)) {
+            return note.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    panic!("{ns}/{name}: no {reason} Event containing {contains:?}; saw {seen:#?}");
+}
+
+fn annotate(mut svc: Service, pairs: &[(&str, &str)]) -> Service {
+    let a = svc.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    for (k, v) in pairs {
+        a.insert(k.to_string(), v.to_string());
+    }
+    svc
+}
+
+fn families(mut svc: Service, fams: &[&str], policy: &str) -> Service {
+    let spec = svc.spec.as_mut().unwrap();
+    spec.ip_families = Some(fams.iter().map(|f| f.to_string()).collect());
+    spec.ip_family_policy = Some(policy.into());
+    svc
+}
+
+/// Whether `ferrolb-controller` ever wrote this Service (its managedFields entry).
+fn written_by_controller(svc: &Service) -> bool {
+    svc.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|m| m.manager.as_deref() == Some("ferrolb-controller"))
+}
+
+async fn apply_pool(client: &Client, name: &str, spec: serde_json::Value) {
+    let obj = json!({ "apiVersion": "ferrolb.io/v1beta1", "kind": "IPAddressPool", "metadata": { "name": name }, "spec": spec });
+    Api::<IPAddressPool>::all(client.clone())
+        .patch(name, &PatchParams::apply("ferrolb-tests").force(), &Patch::Apply(&obj))
+        .await
+        .unwrap();
+}
+
+async fn delete_pool(client: &Client, name: &str) {
+    Api::<IPAddressPool>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+async fn delete_svc(client: &Client, ns: &str, name: &str) {
+    let api = Api::<Service>::namespaced(client.clone(), ns);
+    api.delete(name, &DeleteParams::default()).await.unwrap();
+    wait_for("service deletion", Duration::from_secs(10), || {
+        let api = api.clone();
+        async move { api.get_opt(name).await.unwrap().is_none() }
+    })
+    .await;
+}
+
+async fn setup() -> (TestCluster, Client) {
+    let cluster = TestCluster::start().await.expect("test cluster");
+    let client = cluster.client().await.unwrap();
+    (cluster, client)
+}
+
+async fn c01_variant(a_requests: bool, b_first: bool) {
+    let (cluster, client) = setup().await;
+    create_pool(&client, "pool", &["198.51.100.10/32"]).await.unwrap();
+    // Namespaces order the watch's initial list: `aaa-…` is delivered before `zzz-…`.
+    let (ns_a, ns_b) = if b_first {
+        (namespace::fresh(&client, "zzz").await.unwrap(), namespace::fresh(&client, "aaa").await.unwrap())
+    } else {
+        (namespace::fresh(&client, "aaa").await.unwrap(), namespace::fresh(&client, "zzz").await.unwrap())
+    };
+    // svc-b is created first (it is the older one) and is pending; svc-a holds the IP, as a
+    // previous controller left it.
+    create_service(&client, &lb_service(&ns_b, "svc-b", &[("TCP", 80)], "Cluster")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut a = lb_service(&ns_a, "svc-a", &[("TCP", 80)], "Cluster");
+    if a_requests {
+        a = annotate(a, &[("ferrolb.io/loadBalancerIPs", "198.51.100.10")]);
+    }
+    create_service(&client, &a).await.unwrap();
+    set_ingress(&client, &ns_a, "svc-a", &["198.51.100.10"]).await.unwrap();
+    let rv = get_svc(&client, &ns_a, "svc-a").await.resource_version();
+
+    for round in 0..2 {
+        let ctl = start_controller(&cluster, &format!("c01-{round}"), &[]);
+        let note = wait_event(&client, &ns_b, "svc-b", "AllocationFailed", "exhausted").await;
+        assert!(note.contains("pool pool"), "{note}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let a_now = get_svc(&client, &ns_a, "svc-a").await;
+        assert_eq!(ips_of(&a_now), vec!["198.51.100.10"], "{}", ctl.log());
+        assert_eq!(a_now.resource_version(), rv, "svc-a must see no write at all (round {round})");
+        assert!(!written_by_controller(&a_now));
+        assert!(ips(&client, &ns_b, "svc-b").await.is_empty());
+        drop(ctl);
+    }
+}
+
+#[tokio::test]
+async fn c01_restart_must_not_steal_ips() {
+    let _serial = SERIAL.lock().await;
+    c01_variant(false, true).await;
+    c01_variant(false, false).await;
+    c01_variant(true, true).await;
+}
+
+#[tokio::test]
+async fn c02_sharing_groups_survive_restarts_and_recreation() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    create_pool(&client, "pool", &["198.51.100.0/28"]).await.unwrap();
+    let ns = namespace::fresh(&client, "c02").await.unwrap();
+    let shared = |name: &str, port: i32| {
+        let mut s = annotate(lb_service(&ns, name, &[("TCP", port)], "Cluster"), &[("ferrolb.io/allow-shared-ip", "k1")]);
+        s.spec.as_mut().unwrap().selector = Some(BTreeMap::from([("app".to_string(), "shared".to_string())]));
+        s
+    };
+    let ctl = start_controller(&cluster, "c02-0", &[]);
+    create_service(&client, &shared("svc-a", 80)).await.unwrap();
+    create_service(&client, &shared("svc-b", 8080)).await.unwrap();
+    wait_ips(&client, &ns, "svc-a", &["198.51.100.1"]).await;
+    wait_ips(&client, &ns, "svc-b", &["198.51.100.1"]).await;
+    // (a) restart: nothing changes, nothing is written.
+    let rvs = (
+        get_svc(&client, &ns, "svc-a").await.resource_version(),
+        get_svc(&client, &ns, "svc-b").await.resource_version(),
+    );
+    drop(ctl);
+    let ctl = start_controller(&cluster, "c02-1", &[]);
+    wait_for("restarted controller leads", Duration::from_secs(15), || lease_holder_is(&client, "c02-1")).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        rvs,
+        (
+            get_svc(&client, &ns, "svc-a").await.resource_version(),
+            get_svc(&client, &ns, "svc-b").await.resource_version()
+        ),
+        "{}",
+        ctl.log()
+    );
+    // (b) delete svc-b and create it again unchanged: same IP.
+    delete_svc(&client, &ns, "svc-b").await;
+    create_service(&client, &shared("svc-b", 8080)).await.unwrap();
+    wait_ips(&client, &ns, "svc-b", &["198.51.100.1"]).await;
+    assert_eq!(ips(&client, &ns, "svc-a").await, vec!["198.51.100.1"]);
+    // The IP returns to the pool only when the last member goes: a newcomer without the key
+    // does not get .1 while svc-a holds it, and gets it once both are gone.
+    delete_svc(&client, &ns, "svc-b").await;
+    create_service(&client, &lb_service(&ns, "svc-c", &[("TCP", 9000)], "Cluster")).await.unwrap();
+    wait_ips(&client, &ns, "svc-c", &["198.51.100.2"]).await;
+    delete_svc(&client, &ns, "svc-a").await;
+    create_service(&client, &lb_service(&ns, "svc-d", &[("TCP", 9000)], "Cluster")).await.unwrap();
+    wait_ips(&client, &ns, "svc-d", &["198.51.100.1"]).await;
+    drop(ctl);
+}
+
+async fn lease_holder_is(client: &Client, identity: &str) -> bool {
+    holder(client).await.as_deref() == Some(identity)
+}
+
+async fn holder(client: &Client) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), "default")
+        .get_opt("ferrolb-controller")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+#[tokio::test]
+async fn c03_pool_deleted_while_in_use() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    create_pool(&client, "pool-a", &["198.51.100.0/24"]).await.unwrap();
+    create_pool(&client, "pool-b", &["203.0.113.0/24"]).await.unwrap();
+    let ns = namespace::fresh(&client, "c03").await.unwrap();
+    for (name, ip) in [("svc-a", "198.51.100.1"), ("svc-b", "203.0.113.1"), ("svc-c", "203.0.113.2")] {
+        create_service(&client, &annotate(lb_service(&ns, name, &[("TCP", 80)], "Cluster"), &[("ferrolb.io/loadBalancerIPs", ip)]))
+            .await
+            .unwrap();
+    }
+    let ctl = start_controller(&cluster, "c03", &[]);
+    wait_ips(&client, &ns, "svc-c", &["203.0.113.2"]).await;
+    // The requests pinned the first allocation; drop them so the Services may move.
+    for name in ["svc-a", "svc-b", "svc-c"] {
+        Api::<Service>::namespaced(client.clone(), &ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"ferrolb.io/loadBalancerIPs": null}}})))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(ips(&client, &ns, "svc-b").await, vec!["203.0.113.1"], "dropping a request moves nothing");
+    delete_pool(&client, "pool-b").await;
+    wait_ips(&client, &ns, "svc-b", &["198.51.100.2"]).await;
+    wait_ips(&client, &ns, "svc-c", &["198.51.100.3"]).await;
+    assert_eq!(ips(&client, &ns, "svc-a").await, vec!["198.51.100.1"]);
+    for name in ["svc-b", "svc-c"] {
+        let note = wait_event(&client, &ns, name, "Reallocated", "left every pool").await;
+        assert!(note.contains("203.0.113."), "{note}");
+    }
+    // Re-created svc-b (carrying the old status, as a restore would) does not get it back.
+    delete_svc(&client, &ns, "svc-b").await;
+    create_service(&client, &lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster")).await.unwrap();
+    set_ingress(&client, &ns, "svc-b", &["203.0.113.1"]).await.unwrap();
+    wait_ips(&client, &ns, "svc-b", &["198.51.100.2"]).await;
+    // pool-b comes back smaller: nothing moves.
+    let before: Vec<_> = snapshot(&client, &ns, &["svc-a", "svc-b", "svc-c"]).await;
+    create_pool(&client, "pool-b", &["203.0.113.128/25"]).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(before, snapshot(&client, &ns, &["svc-a", "svc-b", "svc-c"]).await, "{}", ctl.log());
+}
+
+/// `(ips, resourceVersion)` of each Service.
+async fn snapshot(client: &Client, ns: &str, names: &[&str]) -> Vec<(Vec<String>, Option<String>)> {
+    let mut out = Vec::new();
+    for n in names {
+        let s = get_svc(client, ns, n).await;
+        out.push((ips_of(&s), s.resource_version()));
+    }
+    out
+}
+
+#[tokio::test]
+async fn c04_type_change_frees_the_ip_for_waiting_services() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    create_pool(&client, "pool", &["198.51.100.10/31"]).await.unwrap();
+    let ns = namespace::fresh(&client, "c04").await.unwrap();
+    let _ctl = start_controller(&cluster, "c04", &[]);
+    create_service(&client, &lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster")).await.unwrap();
+    wait_ips(&client, &ns, "svc-a", &["198.51.100.10"]).await;
+    create_service(&client, &lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster")).await.unwrap();
+    wait_ips(&client, &ns, "svc-b", &["198.51.100.11"]).await;
+    create_service(&client, &lb_service(&ns, "svc-c", &[("TCP", 80)], "Cluster")).await.unwrap();
+    create_service(&client, &annotate(lb_service(&ns, "svc-d", &[("TCP", 80)], "Cluster"), &[("ferrolb.io/loadBalancerIPs", "198.51.100.11")]))
+        .await
+        .unwrap();
+    wait_event(&client, &ns, "svc-d", "AllocationFailed", &format!("held by {ns}/svc-b")).await;
+    // (1) svc-a → ClusterIP: status cleared, svc-c gets the IP at once.
+    let api = Api::<Service>::namespaced(client.clone(), &ns);
+    api.patch("svc-a", &PatchParams::default(), &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})))
+        .await
+        .unwrap();
+    wait_ips(&client, &ns, "svc-a", &[]).await;
+    wait_ips(&client, &ns, "svc-c", &["198.51.100.10"]).await;
+    // (2) back to LoadBalancer: no stale IP, pending.
+    api.patch("svc-a", &PatchParams::default(), &Patch::Merge(json!({"spec": {"type": "LoadBalancer"}})))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(ips(&client, &ns, "svc-a").await.is_empty());
+    // (3) svc-b deleted: svc-d gets .11 (its request wins over the older pending svc-a).
+    delete_svc(&client, &ns, "svc-b").await;
+    wait_ips(&client, &ns, "svc-d", &["198.51.100.11"]).await;
+    assert!(ips(&client, &ns, "svc-a").await.is_empty());
+}
+
+#[tokio::test]
+async fn c05_dual_stack_with_a_single_family_pool() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    apply_pool(&client, "pool", json!({"addresses": ["198.51.100.0/28"]})).await;
+    let ns = namespace::fresh(&client, "c05").await.unwrap();
+    let _ctl = start_controller(&cluster, "c05", &[]);
+    let a = families(lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster"), &["IPv4", "IPv6"], "PreferDualStack");
+    create_service(&client, &a).await.unwrap();
+    wait_ips(&client, &ns, "svc-a", &["198.51.100.1"]).await;
+    wait_event(&client, &ns, "svc-a", "AllocationFailed", "IPv6 address not available").await;
+    let b = families(lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster"), &["IPv4", "IPv6"], "RequireDualStack");
+    create_service(&client, &b).await.unwrap();
+    wait_event(&client, &ns, "svc-b", "AllocationFailed", "family unavailable").await;
+    assert!(ips(&client, &ns, "svc-b").await.is_empty());
+    // Adding IPv6 to the pool: svc-a gains IPv6 without changing IPv4; svc-b is served.
+    apply_pool(&client, "pool", json!({"addresses": ["198.51.100.0/28", "2001:db8:0:1::/120"]})).await;
+    wait_ips(&client, &ns, "svc-a", &["198.51.100.1", "2001:db8:0:1::"]).await;
+    wait_ips(&client, &ns, "svc-b", &["198.51.100.2", "2001:db8:0:1::1"]).await;
+    // SingleStack IPv4 on the mixed pool: exactly one IPv4 address.
+    create_service(&client, &families(lb_service(&ns, "svc-c", &[("TCP", 80)], "Cluster"), &["IPv4"], "SingleStack"))
+        .await
+        .unwrap();
+    wait_ips(&client, &ns, "svc-c", &["198.51.100.3"]).await;
+}
+
+#[tokio::test]
+async fn c06_priority_without_selectors() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    apply_pool(&client, "pool-b", json!({"addresses": ["203.0.113.0/28"], "serviceAllocation": {"priority": 2}})).await;
+    apply_pool(&client, "pool-a", json!({"addresses": ["198.51.100.0/28"], "serviceAllocation": {"priority": 1}})).await;
+    let ns = namespace::fresh(&client, "c06").await.unwrap();
+    let _ctl = start_controller(&cluster, "c06", &[]);
+    create_service(&client, &lb_service(&ns, "svc-1", &[("TCP", 80)], "Cluster")).await.unwrap();
+    wait_ips(&client, &ns, "svc-1", &["198.51.100.1"]).await;
+    // `serviceAllocation: {}` behaves as if absent: after the selecting pools, by name.
+    delete_pool(&client, "pool-a").await;
+    delete_pool(&client, "pool-b").await;
+    apply_pool(&client, "pool-z", json!({"addresses": ["203.0.113.16/28"], "serviceAllocation": {}})).await;
+    apply_pool(&client, "pool-y", json!({"addresses": ["203.0.113.32/28"]})).await;
+    create_service(&client, &lb_service(&ns, "svc-2", &[("TCP", 80)], "Cluster")).await.unwrap();
+    wait_ips(&client, &ns, "svc-2", &["203.0.113.33"]).await;
+}
+
+#[tokio::test]
+async fn c07_foreign_status_is_replaced_not_looped_on() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    create_pool(&client, "pool", &["198.51.100.0/28"]).await.unwrap();
+    let ns = namespace::fresh(&client, "c07").await.unwrap();
+    let api = Api::<Service>::namespaced(client.clone(), &ns);
+    let variants: Vec<(&str, serde_json::Value)> = vec![
+        ("two-node-ips", json!([{"ip": "192.0.2.4"}, {"ip": "192.0.2.5"}])),
+        ("three", json!([{"ip": "192.0.2.4"}, {"ip": "192.0.2.5"}, {"ip": "192.0.2.6"}])),
+        ("hostname", json!([{"hostname": "lb.example.com"}])),
+        ("v6-on-v4", json!([{"ip": "2001:db8::5"}])),
+    ];
+    for (name, ingress) in &variants {
+        create_service(&client, &families(lb_service(&ns, name, &[("TCP", 80)], "Cluster"), &["IPv4"], "SingleStack"))
+            .await
+            .unwrap();
+        let patch = json!({"apiVersion": "v1", "kind": "Service", "status": {"loadBalancer": {"ingress": ingress}}});
+        api.patch_status(name, &PatchParams::apply("other-implementation").force(), &Patch::Apply(&patch))
+            .await
+            .unwrap();
+    }
+    let ctl = start_controller(&cluster, "c07", &[]);
+    let mut rvs = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    for (name, _) in &variants {
+        wait_for("a fresh pool address", Duration::from_secs(20), || async {
+            let got = ips(&client, &ns, name).await;
+            got.len() == 1 && got[0].starts_with("198.51.100.")
+        })
+        .await;
+        let ip = ips(&client, &ns, name).await.remove(0);
+        assert!(seen.insert(ip), "two Services on one IP");
+        let note = wait_event(&client, &ns, name, "StatusReplaced", "discarded").await;
+        let named = match *name {
+            "hostname" => "lb.example.com",
+            "v6-on-v4" => "2001:db8::5",
+            _ => "192.0.2.4",
+        };
+        assert!(note.contains(named), "{note}");
+        rvs.insert(name.to_string(), get_svc(&client, &ns, name).await.resource_version());
+    }
+    // No further writes for 30 s.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    for (name, _) in &variants {
+        assert_eq!(
+            rvs[*name],
+            get_svc(&client, &ns, name).await.resource_version(),
+            "{name} written again: {}",
+            ctl.log()
+        );
+    }
+}
+
+#[tokio::test]
+async fn c08_unusable_pool_entries_are_named() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    let pools = Api::<IPAddressPool>::all(client.clone());
+    for bad in ["-", "", "198.51.100.30-198.51.100.20", "198.51.100.300/32"] {
+        let pool = IPAddressPool::new(
+            "bad",
+            IPAddressPoolSpec { addresses: vec![bad.into()], auto_assign: true, avoid_buggy_ips: false, service_allocation: None },
+        );
+        match pools.create(&PostParams::default(), &pool).await {
+            Err(kube::Error::Api(e)) => assert!(e.message.contains(&format!("\"{bad}\"")), "{bad:?}: {}", e.message),
+            other => panic!("{bad:?} accepted: {other:?}"),
+        }
+    }
+    let ns = namespace::fresh(&client, "c08").await.unwrap();
+    let _ctl = start_controller(&cluster, "c08", &[]);
+    create_service(&client, &lb_service(&ns, "svc", &[("TCP", 80)], "Cluster")).await.unwrap();
+    wait_event(&client, &ns, "svc", "AllocationFailed", "no pool can serve this Service").await;
+    create_pool(&client, "fixed", &["198.51.100.20-198.51.100.30"]).await.unwrap();
+    wait_ips(&client, &ns, "svc", &["198.51.100.20"]).await;
+}
+
+async fn pool_counts(client: &Client, name: &str) -> Option<(i64, i64, i64, i64)> {
+    let p = Api::<IPAddressPool>::all(client.clone()).get(name).await.ok()?;
+    let s = p.status?;
+    Some((s.assigned_ipv4, s.available_ipv4, s.assigned_ipv6, s.available_ipv6))
+}
+
+#[tokio::test]
+async fn c09_big_ipv6_pools() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    let ns = namespace::fresh(&client, "c09").await.unwrap();
+    let _ctl = start_controller(&cluster, "c09", &[]);
+    let mut counts = Vec::new();
+    for entries in [["2001:db8:0:3::/64", "198.51.100.0/24"], ["198.51.100.0/24", "2001:db8:0:3::/64"]] {
+        create_pool(&client, "big", &entries).await.unwrap();
+        wait_for("pool status", Duration::from_secs(20), || async { pool_counts(&client, "big").await.is_some() }).await;
+        counts.push(pool_counts(&client, "big").await.unwrap());
+        delete_pool(&client, "big").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(counts[0], counts[1]);
+    assert_eq!(counts[0], (0, 254, 0, i64::MAX));
+
+    create_pool(&client, "three", &["2001:db8:0:4::/64", "2001:db8:0:5::/64", "2001:db8:0:6::/64"]).await.unwrap();
+    for i in 0..3 {
+        create_service(&client, &families(lb_service(&ns, &format!("v6-{i}"), &[("TCP", 80)], "Cluster"), &["IPv6"], "SingleStack"))
+            .await
+            .unwrap();
+    }
+    // cases.md writes this address as `2001:db8:0:6::ffff:ffff:ffff:fffe`, which is not valid IPv6
+    // (`::` standing for no group); the address meant is the one below.
+    let req = annotate(
+        families(lb_service(&ns, "req", &[("TCP", 80)], "Cluster"), &["IPv6"], "SingleStack"),
+        &[("ferrolb.io/loadBalancerIPs", "2001:db8:0:6:ffff:ffff:ffff:fffe")],
+    );
+    create_service(&client, &req).await.unwrap();
+    wait_ips(&client, &ns, "req", &["2001:db8:0:6:ffff:ffff:ffff:fffe"]).await;
+    let mut all = BTreeSet::new();
+    for i in 0..3 {
+        wait_for("v6 address", Duration::from_secs(20), || async { ips(&client, &ns, &format!("v6-{i}")).await.len() == 1 }).await;
+        all.insert(ips(&client, &ns, &format!("v6-{i}")).await.remove(0));
+    }
+    assert_eq!(all.len(), 3);
+    wait_for("counts of three /64s", Duration::from_secs(20), || async {
+        pool_counts(&client, "three").await == Some((0, 0, 4, i64::MAX))
+    })
+    .await;
+    delete_pool(&client, "three").await;
+
+    apply_pool(&client, "tiny", json!({"addresses": ["198.51.100.0/32"], "avoidBuggyIPs": true})).await;
+    wait_for("tiny pool status", Duration::from_secs(20), || async {
+        pool_counts(&client, "tiny").await == Some((0, 0, 0, 0))
+    })
+    .await;
+    create_service(&client, &families(lb_service(&ns, "v4", &[("TCP", 80)], "Cluster"), &["IPv4"], "SingleStack"))
+        .await
+        .unwrap();
+    wait_event(&client, &ns, "v4", "AllocationFailed", "no pool can serve this Service").await;
+}
+
+#[tokio::test]
+async fn ha_leader_killed_in_a_burst_of_creations() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    // IPv6 Services: the cluster's IPv4 ClusterIP range (/26) is too small for the burst.
+    create_pool(&client, "pool", &["2001:db8:1::/112"]).await.unwrap();
+    let ns = namespace::fresh(&client, "ha").await.unwrap();
+    let one = start_controller(&cluster, "ha-1", &[]);
+    wait_for("a leader", Duration::from_secs(15), || async { holder(&client).await.is_some() }).await;
+    let two = start_controller(&cluster, "ha-2", &[]);
+    let leader = holder(&client).await.unwrap();
+    let total = 200;
+    let create = |range: std::ops::Range<usize>| {
+        let tasks: Vec<_> = range
+            .map(|i| {
+                let client = client.clone();
+                let ns = ns.clone();
+                tokio::spawn(async move {
+                    let svc = lb_service(&ns, &format!("svc-{i:03}"), &[("TCP", 80)], "Cluster");
+                    create_service(&client, &families(svc, &["IPv6"], "SingleStack")).await
+                })
+            })
+            .collect();
+        async move {
+            for t in tasks {
+                t.await.unwrap().unwrap();
+            }
+        }
+    };
+    create(0..total / 2).await;
+    // Kill the leader while it is writing the first half, without letting it release the Lease.
+    let victim = if leader == "ha-1" { &one } else { &two };
+    victim.process.signal("KILL");
+    create(total / 2..total).await;
+    let survivor = if leader == "ha-1" { "ha-2" } else { "ha-1" };
+    wait_for("the standby takes over", Duration::from_secs(20), || lease_holder_is(&client, survivor)).await;
+    let api = Api::<Service>::namespaced(client.clone(), &ns);
+    wait_for("every Service has its IP", Duration::from_secs(60), || {
+        let api = api.clone();
+        async move {
+            let list = api.list(&ListParams::default()).await.unwrap();
+            list.items.iter().filter(|s| ips_of(s).len() == 1).count() == total
+        }
+    })
+    .await;
+    let list = api.list(&ListParams::default()).await.unwrap();
+    let distinct: BTreeSet<String> = list.items.iter().flat_map(ips_of).collect();
+    assert_eq!(distinct.len(), total, "duplicated addresses");
+    let survivor_log = if survivor == "ha-1" { &one } else { &two };
+    let log = std::fs::read_to_string(survivor_log.process.log_path()).unwrap();
+    assert!(log.contains("leading: rebuilding the allocation table"), "{log}");
+}
