@@ -17,9 +17,15 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use crate::plan::Plan;
 use crate::watch::Stores;
 
+/// Warnings are held back this long after start-up, while the membership converges: until every
+/// speaker has been seen alive, eligibility is computed from a partial member set and would warn
+/// about nodes that are fine.
+pub const STARTUP_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Remembers what was last said per IP, so each statement is made once.
 pub struct Announcer {
     recorder: Recorder,
+    quiet_until: std::time::Instant,
     me: String,
     announced: BTreeMap<IpAddr, String>,
     no_owner: BTreeMap<IpAddr, String>,
@@ -31,6 +37,7 @@ impl Announcer {
     pub fn new(recorder: Recorder, me: &str) -> Self {
         Announcer {
             recorder,
+            quiet_until: std::time::Instant::now() + STARTUP_GRACE,
             me: me.to_owned(),
             announced: BTreeMap::new(),
             no_owner: BTreeMap::new(),
@@ -57,7 +64,7 @@ impl Announcer {
             } else {
                 self.announced.remove(ip);
             }
-            let reporting = p.reporter.as_deref() == Some(self.me.as_str());
+            let reporting = p.reporter.as_deref() == Some(self.me.as_str()) && std::time::Instant::now() >= self.quiet_until;
             match (&p.no_owner_reason, reporting) {
                 (Some(reason), true) => {
                     let text = format!("{ip}: {reason}");

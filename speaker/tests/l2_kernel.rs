@@ -20,7 +20,10 @@ const VIP6: &str = "2001:db8:0:8::100";
 /// The link-layer address the kernel of `ns` has for `ip` on eth0, if any (any state but FAILED
 /// and INCOMPLETE).
 fn neighbour(ns: &Netns, ip: &str) -> Option<String> {
-    let out = Command::new("ip").args(["-n", &ns.name, "neigh", "show", ip, "dev", "eth0"]).output().unwrap();
+    let out = Command::new("ip")
+        .args(["-n", &ns.name, "neigh", "show", ip, "dev", "eth0"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let words: Vec<&str> = text.split_whitespace().collect();
     let i = words.iter().position(|w| *w == "lladdr")?;
@@ -29,19 +32,34 @@ fn neighbour(ns: &Netns, ip: &str) -> Option<String> {
 
 /// Make the kernel of `ns` resolve `ip` by sending it a UDP datagram, then wait for the entry.
 fn resolve(ns: &Netns, ip: &str, want: &str) {
-    let target = format!("{}:9", if ip.contains(':') { format!("[{ip}]") } else { ip.to_owned() });
+    let target = format!(
+        "{}:9",
+        if ip.contains(':') {
+            format!("[{ip}]")
+        } else {
+            ip.to_owned()
+        }
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let t = target.clone();
         ns.run(move || {
-            let bind = if t.starts_with('[') { "[::]:0" } else { "0.0.0.0:0" };
+            let bind = if t.starts_with('[') {
+                "[::]:0"
+            } else {
+                "0.0.0.0:0"
+            };
             let s = std::net::UdpSocket::bind(bind).unwrap();
             let _ = s.send_to(b"x", t.as_str());
         });
         if neighbour(ns, ip).as_deref() == Some(want) {
             return;
         }
-        assert!(Instant::now() < deadline, "{ip} resolved to {:?}, want {want}", neighbour(ns, ip));
+        assert!(
+            Instant::now() < deadline,
+            "{ip} resolved to {:?}, want {want}",
+            neighbour(ns, ip)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -50,7 +68,11 @@ fn resolve(ns: &Netns, ip: &str, want: &str) {
 fn wait_neighbour(ns: &Netns, ip: &str, want: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while neighbour(ns, ip).as_deref() != Some(want) {
-        assert!(Instant::now() < deadline, "{ip} is at {:?}, want {want}", neighbour(ns, ip));
+        assert!(
+            Instant::now() < deadline,
+            "{ip} is at {:?}, want {want}",
+            neighbour(ns, ip)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -72,14 +94,27 @@ fn three_nodes() -> Three {
     let mut macs = Vec::new();
     for i in 1..=3 {
         let ns = Netns::new(&format!("node{i}"));
-        lan.plug(&ns, "eth0", &[&format!("192.0.2.1{i}/24"), &format!("2001:db8:0:8::1{i}/64")]);
+        lan.plug(
+            &ns,
+            "eth0",
+            &[
+                &format!("192.0.2.1{i}/24"),
+                &format!("2001:db8:0:8::1{i}/64"),
+            ],
+        );
         let node = Node::start(&ns, fast_config());
         node.wait_running("eth0", true, true);
         macs.push(mac_of(&ns, "eth0"));
         nodes.push(node);
         node_ns.push(ns);
     }
-    Three { nodes, macs, client, _node_ns: node_ns, _lan: lan }
+    Three {
+        nodes,
+        macs,
+        client,
+        _node_ns: node_ns,
+        _lan: lan,
+    }
 }
 
 /// Count the distinct MACs answering one ARP request for `ip`.
@@ -90,8 +125,11 @@ fn answering_macs(client: &Netns, ip: &str) -> Vec<String> {
         c.drain();
         c.send_arp_request(ip, None).unwrap();
         let seen = c.listen(Duration::from_millis(400), |_| false).unwrap();
-        let mut macs: Vec<String> =
-            seen.iter().filter(|s| matches!(s, Seen::ArpReply { .. })).map(|s| s.mac().to_owned()).collect();
+        let mut macs: Vec<String> = seen
+            .iter()
+            .filter(|s| matches!(s, Seen::ArpReply { .. }))
+            .map(|s| s.mac().to_owned())
+            .collect();
         macs.sort();
         macs
     })
@@ -116,18 +154,29 @@ fn c11_owner_changes_one_mac_answers_and_neighbours_follow() {
         t.nodes[next].own(&[(VIP4, Interfaces::All), (VIP6, Interfaces::All)]);
         wait_neighbour(&t.client, VIP4, &t.macs[next]);
         wait_neighbour(&t.client, VIP6, &t.macs[next]);
-        assert_eq!(answering_macs(&t.client, VIP4), vec![t.macs[next].clone()], "after moving to node {next}");
+        assert_eq!(
+            answering_macs(&t.client, VIP4),
+            vec![t.macs[next].clone()],
+            "after moving to node {next}"
+        );
         owner = next;
         std::thread::sleep(Duration::from_secs(1));
     }
-    let grat: u64 = t.nodes.iter().map(|n| n.counters.snapshot().gratuitous_arp_sent).sum();
+    let grat: u64 = t
+        .nodes
+        .iter()
+        .map(|n| n.counters.snapshot().gratuitous_arp_sent)
+        .sum();
     // Four gains × a burst of 3 × 2 forms.
     assert_eq!(grat, 24);
 }
 
 /// The multicast address list of eth0 in `ns` (`ip maddr`).
 fn maddrs(ns: &Netns) -> String {
-    let out = Command::new("ip").args(["-n", &ns.name, "maddr", "show", "dev", "eth0"]).output().unwrap();
+    let out = Command::new("ip")
+        .args(["-n", &ns.name, "maddr", "show", "dev", "eth0"])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -152,12 +201,19 @@ fn solicited_node_groups_are_refcounted() {
     let mac = "33:33:ff:00:01:00";
     assert!(!maddrs(&ns).contains(group));
     // Two owned addresses, one group.
-    node.own(&[(VIP6, Interfaces::All), ("2001:db8:0:9::100", Interfaces::All)]);
+    node.own(&[
+        (VIP6, Interfaces::All),
+        ("2001:db8:0:9::100", Interfaces::All),
+    ]);
     wait_for("join", || maddrs(&ns).contains(group));
     assert!(maddrs(&ns).contains(mac), "{}", maddrs(&ns));
     node.own(&[("2001:db8:0:9::100", Interfaces::All)]);
     std::thread::sleep(Duration::from_millis(300));
-    assert!(maddrs(&ns).contains(group), "left while still used: {}", maddrs(&ns));
+    assert!(
+        maddrs(&ns).contains(group),
+        "left while still used: {}",
+        maddrs(&ns)
+    );
     node.own(&[]);
     wait_for("leave", || !maddrs(&ns).contains(group));
 }

@@ -124,7 +124,7 @@ fn arp_reply_carries_the_interface_mac_and_unowned_ips_get_none() {
 #[test]
 fn gratuitous_arp_on_gain_stop_on_loss_and_reannounce() {
     let p = pair();
-    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(900), || {
+    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(1500), || {
         p.node.own(&[(VIP4, Interfaces::All)])
     });
     let gratuitous: Vec<&Seen> = seen
@@ -150,7 +150,7 @@ fn gratuitous_arp_on_gain_stop_on_loss_and_reannounce() {
         .collect();
     assert_eq!(forms, ["reply", "request"].into());
     if let Seen::GratuitousArp { t_ms, .. } = gratuitous[0] {
-        assert!(*t_ms < 300.0, "first announcement late: {t_ms} ms");
+        assert!(*t_ms < 700.0, "first announcement late: {t_ms} ms");
     }
     assert_eq!(p.node.counters.snapshot().gratuitous_arp_sent, 6);
 
@@ -171,8 +171,8 @@ fn gratuitous_arp_on_gain_stop_on_loss_and_reannounce() {
 
     // Gain again, then re-announce: each starts a burst.
     p.node.own(&[(VIP4, Interfaces::All)]);
-    std::thread::sleep(Duration::from_millis(600));
-    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(600), || {
+    std::thread::sleep(Duration::from_millis(1000));
+    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(1500), || {
         p.node.call(|r| r.reannounce())
     });
     assert_eq!(
@@ -273,7 +273,7 @@ fn c13_neighbor_solicitations_multicast_and_unicast() {
 fn dad_probe_is_defended() {
     let p = pair();
     p.node.own(&[(VIP6, Interfaces::All)]);
-    std::thread::sleep(Duration::from_millis(600)); // let the gain burst pass
+    std::thread::sleep(Duration::from_millis(1000)); // let the gain burst pass
     let seen = p.client_ns.run(|| {
         let c = Client::open("eth0").unwrap();
         c.drain();

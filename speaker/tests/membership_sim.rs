@@ -21,11 +21,14 @@ use rand::rngs::StdRng;
 
 const WALL0: u64 = 1_800_000_000_000;
 
-fn ring(hex_seed: u8) -> KeyRing {
-    let hex: String = (0..32u8)
-        .map(|i| format!("{:02x}", i.wrapping_mul(41).wrapping_add(hex_seed)))
-        .collect();
-    KeyRing::parse(hex.as_bytes()).unwrap()
+fn key_hex(seed: u8) -> String {
+    (0..32u8)
+        .map(|i| format!("{:02x}", i.wrapping_mul(41).wrapping_add(seed)))
+        .collect()
+}
+
+fn ring(seed: u8) -> KeyRing {
+    KeyRing::parse(key_hex(seed).as_bytes()).unwrap()
 }
 
 fn addr(i: usize) -> SocketAddr {
@@ -85,6 +88,15 @@ impl Sim {
 
     /// (Re)starts member `i` with `generation` and tells it about every member address.
     fn add(&mut self, i: usize, generation: u64, config: &MembershipConfig, keys: &KeyRing) {
+        self.add_quiet(i, generation, config, keys);
+        let peers: Vec<SocketAddr> = (0..self.nodes.len()).map(addr).collect();
+        let clock = self.clock();
+        self.node(i).set_peers(peers, clock);
+        self.flush(i);
+    }
+
+    /// (Re)starts member `i` without giving it any peer.
+    fn add_quiet(&mut self, i: usize, generation: u64, config: &MembershipConfig, keys: &KeyRing) {
         self.seed += 1;
         let id = SpeakerId::with_generation(&name(i), addr(i), generation).unwrap();
         let core = MembershipCore::with_seed(
@@ -100,10 +112,6 @@ impl Sim {
             self.events.push(Vec::new());
         }
         self.nodes[i] = Some(core);
-        let peers: Vec<SocketAddr> = (0..self.nodes.len()).map(addr).collect();
-        let clock = self.clock();
-        self.node(i).set_peers(peers, clock);
-        self.flush(i);
     }
 
     fn node(&mut self, i: usize) -> &mut MembershipCore {
@@ -248,6 +256,34 @@ fn membership_members_converge_to_the_full_set() {
 }
 
 #[test]
+fn membership_peers_are_level_triggered_and_reannounced() {
+    let config = MembershipConfig::default();
+    let keys = ring(1);
+    let mut sim = Sim::new(1, &config, &keys, 5);
+    // Node 0 is told about itself and about node 1, which is not running yet.
+    let clock = sim.clock();
+    sim.node(0).set_peers([addr(0), addr(1)], clock);
+    assert_eq!(
+        sim.node(0).peers(),
+        &BTreeSet::from([addr(1)]),
+        "own address ignored"
+    );
+    let out = sim.node(0).take_outgoing();
+    assert_eq!(out.iter().map(|o| o.to).collect::<Vec<_>>(), vec![addr(1)]);
+    // The same set again announces nothing new.
+    sim.node(0).set_peers([addr(1), addr(0)], clock);
+    assert!(sim.node(0).take_outgoing().is_empty());
+    sim.run_for(Duration::from_secs(3));
+    // Node 1 starts knowing nobody; node 0's periodic re-announce finds it.
+    sim.add_quiet(1, 1_000, &config, &keys);
+    assert!(
+        sim.run_until(Duration::from_secs(3), |s| s
+            .all_see(&[0, 1], &Sim::names(&[0, 1])))
+            .is_some()
+    );
+}
+
+#[test]
 fn membership_crashed_member_is_declared_down_by_everyone() {
     let config = MembershipConfig::default();
     let mut sim = Sim::new(5, &config, &ring(1), 20);
@@ -381,6 +417,57 @@ fn membership_member_with_wrong_key_is_never_admitted() {
     }
     assert_eq!(sim.alive(3), Sim::names(&[3]));
     assert!(sim.node(3).counters().snapshot().dropped_auth > 0);
+}
+
+#[test]
+fn membership_key_rotation_never_splits_the_cluster() {
+    let config = MembershipConfig::default();
+    let mut sim = Sim::new(3, &config, &ring(1), 100);
+    let all: Vec<usize> = (0..3).collect();
+    sim.run_until(Duration::from_secs(10), |s| {
+        s.all_see(&all, &Sim::names(&all))
+    })
+    .unwrap();
+    let (old, new) = (key_hex(1), key_hex(2));
+    let steps = [
+        format!("{old}\n{new}\n"),
+        format!("{new}\n{old}\n"),
+        format!("{new}\n"),
+    ];
+    // Each step is rolled out one member at a time, with traffic in between.
+    for step in &steps {
+        let keys = KeyRing::parse(step.as_bytes()).unwrap();
+        for i in 0..3 {
+            sim.node(i).set_keys(&keys);
+            sim.run_for(Duration::from_millis(700));
+        }
+    }
+    sim.run_for(Duration::from_secs(2));
+    for i in 0..3 {
+        assert_eq!(sim.alive(i), Sim::names(&all));
+        assert_eq!(
+            sim.node(i).counters().snapshot().dropped_auth,
+            0,
+            "member {i}"
+        );
+        assert!(
+            !sim.events[i]
+                .iter()
+                .any(|e| matches!(e, MembershipEvent::Down(_)))
+        );
+    }
+    // The old key is now refused.
+    let target = sim.node(0).identity().clone();
+    let victim = sim.node(1).identity().clone();
+    let sealed_with_old = forged_down_gossip(&target, &victim, &ring(1), sim.clock().wall_ms);
+    assert_eq!(
+        sim.deliver(addr(0), &sealed_with_old),
+        Some(Err(DropReason::AuthFailed))
+    );
+    // Control: swapping a member straight to an unrelated key cuts it off at once.
+    sim.node(0).set_keys(&ring(3));
+    sim.run_for(Duration::from_millis(500));
+    assert!(sim.node(0).counters().snapshot().dropped_auth > 1);
 }
 
 /// Builds, with foca itself, the gossip an attacker would send to `to` claiming `victim` is

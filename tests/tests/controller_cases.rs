@@ -607,3 +607,43 @@ async fn ha_leader_killed_in_a_burst_of_creations() {
     let log = std::fs::read_to_string(survivor_log.process.log_path()).unwrap();
     assert!(log.contains("leading: rebuilding the allocation table"), "{log}");
 }
+
+#[tokio::test]
+async fn classes_and_bad_annotations() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    create_pool(&client, "pool", &["198.51.100.0/28"]).await.unwrap();
+    let ns = namespace::fresh(&client, "cls").await.unwrap();
+    let ctl = start_controller(&cluster, "cls", &["--default-class=false"]);
+    let with_class = |name: &str, class: Option<&str>| {
+        let mut s = lb_service(&ns, name, &[("TCP", 80)], "Cluster");
+        s.spec.as_mut().unwrap().load_balancer_class = class.map(str::to_owned);
+        s
+    };
+    create_service(&client, &with_class("classless", None)).await.unwrap();
+    create_service(&client, &with_class("other", Some("example.com/other"))).await.unwrap();
+    create_service(&client, &with_class("ours", Some("ferrolb.io/l2"))).await.unwrap();
+    wait_ips(&client, &ns, "ours", &["198.51.100.1"]).await;
+    // Bad input: a Warning naming the problem, no address, no crash.
+    let bad = annotate(with_class("bad", Some("ferrolb.io/l2")), &[("ferrolb.io/loadBalancerIPs", "198.51.100.5,nope")]);
+    create_service(&client, &bad).await.unwrap();
+    wait_event(&client, &ns, "bad", "AllocationFailed", "\"nope\" is not an IP address").await;
+    // Conflicting spellings: ours wins, with a Warning.
+    let conflict = annotate(
+        with_class("conflict", Some("ferrolb.io/l2")),
+        &[("ferrolb.io/loadBalancerIPs", "198.51.100.7"), ("metallb.universe.tf/loadBalancerIPs", "198.51.100.8")],
+    );
+    create_service(&client, &conflict).await.unwrap();
+    wait_ips(&client, &ns, "conflict", &["198.51.100.7"]).await;
+    wait_event(&client, &ns, "conflict", "AnnotationConflict", "metallb.universe.tf/loadBalancerIPs").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for name in ["classless", "other"] {
+        let s = get_svc(&client, &ns, name).await;
+        assert!(ips_of(&s).is_empty() && !written_by_controller(&s), "{name} was touched: {}", ctl.log());
+        assert!(events(&client, &ns, name).await.is_empty(), "{name} got Events");
+    }
+    assert!(ips(&client, &ns, "bad").await.is_empty());
+    // The controller is still alive and serving after the bad input.
+    create_service(&client, &with_class("after", Some("ferrolb.io/l2"))).await.unwrap();
+    wait_ips(&client, &ns, "after", &["198.51.100.2"]).await;
+}

@@ -486,11 +486,6 @@ impl Ipam {
             for ip in unwanted.iter().chain(&dropped) {
                 self.unhold(*ip, &key);
             }
-            if let Some(h) = kept.first().and_then(|ip| self.holdings.get_mut(ip))
-                && h.pool != pool
-            {
-                h.pool = pool.clone();
-            }
             for ip in &kept {
                 if let Some(h) = self.holdings.get_mut(ip) {
                     h.pool = pool.clone();

@@ -79,6 +79,7 @@ pub enum StartError {
 
 enum Command {
     Leave(oneshot::Sender<()>),
+    SetKeys(KeyRing),
 }
 
 /// A running membership member: the handle the speaker's main loop holds.
@@ -170,6 +171,14 @@ impl Membership {
                 true
             }
         });
+    }
+
+    /// Replaces the keys at run time, e.g. when the Secret-mounted key file changed (kubelet
+    /// updates it in place); parse the new file with [`KeyRing::from_file`] first and keep the
+    /// old keys on a parse error. See `docs/membership.md` for a rotation that never splits the
+    /// cluster.
+    pub async fn set_keys(&self, keys: KeyRing) {
+        let _ = self.commands.send(Command::SetKeys(keys)).await;
     }
 
     /// The alive member set by node name, ourselves included (empty once we have left). Always
@@ -273,6 +282,10 @@ impl Driver {
                         let _ = done.send(());
                         tracing::info!("membership: left the cluster");
                         return;
+                    }
+                    Some(Command::SetKeys(keys)) => {
+                        self.core.set_keys(&keys);
+                        tracing::info!(keys = keys.keys().len(), "membership: keys replaced");
                     }
                     // Handle dropped without leave: stop like a crash.
                     None => return,

@@ -206,6 +206,13 @@ impl MembershipCore {
         &self.peers
     }
 
+    /// Replaces the keys (e.g. after the Secret-mounted key file changed): the new ring's first
+    /// key seals from now on and all its keys open. Remembered nonces are kept.
+    pub fn set_keys(&mut self, keys: &KeyRing) {
+        self.sealer = Sealer::new(keys.primary());
+        self.opener = Opener::new(keys);
+    }
+
     /// Replaces the set of peer addresses (level-triggered: the complete set now, e.g. every
     /// Node's InternalIP with the membership port). Announces at once to new peers that are not
     /// alive members, and from then on every `peer_announce_interval` to any peer that is not.

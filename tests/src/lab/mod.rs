@@ -517,3 +517,105 @@ impl Lab {
         }
     }
 }
+
+impl Lab {
+    /// From client `client`, sends a Neighbor Solicitation for `target` — to the solicited-node
+    /// group, or unicast to `unicast_to` (a MAC) — from `source` (default: the client's
+    /// link-local), and records what comes back for `listen`.
+    ///
+    /// # Errors
+    /// The client sockets could not be opened or the frame not sent.
+    pub async fn ndp_probe(
+        &self,
+        client: usize,
+        target: std::net::Ipv6Addr,
+        unicast_to: Option<&str>,
+        source: Option<std::net::Ipv6Addr>,
+        listen: Duration,
+    ) -> anyhow::Result<Vec<Seen>> {
+        let netns = self.clients[client].netns.clone();
+        let unicast_to = match unicast_to {
+            Some(mac) => Some(mac.parse::<ferrolb_speaker::wire::MacAddr>().map_err(|e| anyhow::anyhow!("bad MAC {mac}: {e:?}"))?),
+            None => None,
+        };
+        tokio::task::spawn_blocking(move || {
+            within_netns(&netns, move || {
+                let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+                c.drain();
+                c.send_neighbor_solicitation(target, unicast_to, source)?;
+                Ok(c.listen(listen, |_| false)?)
+            })
+        })
+        .await?
+    }
+
+    /// Sets a label on Node `node` (`None` removes it).
+    ///
+    /// # Errors
+    /// The API server refused the patch.
+    pub async fn label_node(&self, node: &str, key: &str, value: Option<&str>) -> anyhow::Result<()> {
+        let api: Api<Node> = Api::all(self.client().await?);
+        let patch = serde_json::json!({ "metadata": { "labels": { key: value } } });
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        Ok(())
+    }
+
+    /// Sets interface `ifname` of node `node` up or down (carrier loss as seen by the speaker).
+    ///
+    /// # Errors
+    /// `ip link` failed.
+    pub fn set_link(&self, node: &str, ifname: &str, up: bool) -> anyhow::Result<()> {
+        in_netns(&self.node(node).netns, "ip", &["link", "set", ifname, if up { "up" } else { "down" }])?;
+        Ok(())
+    }
+
+    /// Adds `addr` (with prefix, e.g. `2001:db8:0:8::1/64`) to `eth0` of namespace `netns`
+    /// without duplicate address detection.
+    ///
+    /// # Errors
+    /// `ip addr` failed.
+    pub fn add_address(&self, netns: &str, addr: &str) -> anyhow::Result<()> {
+        in_netns(netns, "ip", &["addr", "add", addr, "dev", "eth0", "nodad"])?;
+        Ok(())
+    }
+}
+
+impl Lab {
+    /// Adds a point-to-point link from node `node` (interface `node_if`, optional address with
+    /// prefix) to a new client namespace (its `eth0`, optional address). Returns the client's
+    /// index for [`Lab::arp_probe`] and friends. IPv6 addresses are added without DAD.
+    ///
+    /// # Errors
+    /// `ip` failed.
+    pub fn add_client_link(&mut self, node: &str, node_if: &str, node_addr: Option<&str>, client_addr: Option<&str>) -> anyhow::Result<usize> {
+        let index = self.clients.len();
+        let netns = format!("flb{}-x{index}", self.id);
+        let node_ns = self.node(node).netns.clone();
+        let _ = sh("ip", &["netns", "del", &netns]);
+        sh("ip", &["netns", "add", &netns])?;
+        self.clients.push(LabClient {
+            netns: netns.clone(),
+            ip: Ipv4Addr::UNSPECIFIED,
+        });
+        sh("ip", &["link", "add", "name", node_if, "netns", &node_ns, "type", "veth", "peer", "name", "eth0", "netns", &netns])?;
+        for (ns, ifname, addr) in [(&node_ns, node_if, node_addr), (&netns, "eth0", client_addr)] {
+            if let Some(addr) = addr {
+                let mut args = vec!["addr", "add", addr, "dev", ifname];
+                if addr.contains(':') {
+                    args.push("nodad");
+                }
+                in_netns(ns, "ip", &args)?;
+            }
+            in_netns(ns, "ip", &["link", "set", ifname, "up"])?;
+        }
+        in_netns(&netns, "ip", &["link", "set", "lo", "up"])?;
+        if let Some(ip) = client_addr.and_then(|a| a.split('/').next()).and_then(|a| a.parse().ok()) {
+            self.clients[index].ip = ip;
+        }
+        // Any pool address is on-link from every client.
+        for pool_range in ["198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/24"] {
+            let _ = in_netns(&netns, "ip", &["route", "add", pool_range, "dev", "eth0"]);
+        }
+        Ok(index)
+    }
+}
