@@ -74,6 +74,24 @@ async fn c10_one_ip_one_announcer() {
         let answers = lab.arp_answers(0, ip).await.unwrap();
         assert_eq!(answers, BTreeSet::from([lab.node(&owner).mac.clone()]));
     }
+    // S9: health endpoints and metrics of the owner.
+    assert_eq!(lab.speaker_http(&owner, "/livez").await.unwrap().0, 200);
+    assert_eq!(lab.speaker_http(&owner, "/readyz").await.unwrap().0, 200);
+    let (code, metrics) = lab.speaker_http(&owner, "/metrics").await.unwrap();
+    assert_eq!(code, 200);
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in:\n{metrics}"))
+    };
+    assert!(value("ferrolb_speaker_arp_replies_sent_total") >= 5.0, "{metrics}");
+    assert!(value("ferrolb_speaker_arp_requests_received_total") >= 5.0);
+    assert!(value("ferrolb_speaker_gratuitous_arp_sent_total") >= 1.0);
+    assert_eq!(value("ferrolb_speaker_owned_ips"), 1.0);
+    assert_eq!(value("ferrolb_speaker_members"), 3.0);
     let events = wait_for_event(&client, "default", "svc-a", "AnnouncingIP", &format!("announcing 198.51.100.53 from {owner} on eth0")).await;
     assert!(
         events.iter().any(|(r, n)| r == "AnnouncingIP" && n.contains(&owner)),

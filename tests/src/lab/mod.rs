@@ -619,3 +619,33 @@ impl Lab {
         Ok(index)
     }
 }
+
+impl Lab {
+    /// `GET path` from the speaker's HTTP endpoint (`127.0.0.1:7473` inside node `node`'s
+    /// namespace). Returns `(status code, body)`.
+    ///
+    /// # Errors
+    /// The connection failed or the response was not HTTP.
+    pub async fn speaker_http(&self, node: &str, path: &str) -> anyhow::Result<(u16, String)> {
+        use std::io::{Read, Write};
+        let netns = self.node(node).netns.clone();
+        let path = path.to_owned();
+        tokio::task::spawn_blocking(move || {
+            within_netns(&netns, move || {
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", 7473))?;
+                s.set_read_timeout(Some(Duration::from_secs(5)))?;
+                write!(s, "GET {path} HTTP/1.1\r\nHost: speaker\r\nConnection: close\r\n\r\n")?;
+                let mut raw = String::new();
+                s.read_to_string(&mut raw)?;
+                let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw.as_str(), ""));
+                let code = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|c| c.parse().ok())
+                    .with_context(|| format!("not an HTTP response: {head}"))?;
+                Ok((code, body.to_owned()))
+            })
+        })
+        .await?
+    }
+}
