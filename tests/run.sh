@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 FERROLB_K8S_BIN="$(tests/cluster/build.sh | tail -n 1)"
 export FERROLB_K8S_BIN
 cargo build --workspace --bins --locked
-cargo test --workspace --locked "$@"
+cargo test --workspace --locked --no-fail-fast "$@"

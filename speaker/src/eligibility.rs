@@ -870,4 +870,122 @@ mod tests {
         );
         assert_eq!(c.announce_interfaces(&pool(), "node-2"), Interfaces::All);
     }
+
+    fn arb_cluster() -> impl proptest::strategy::Strategy<Value = Cluster> {
+        use proptest::prelude::*;
+        // Per node-0..5: (alive, exists, network_unavailable, excluded, carrier, zone a/b).
+        proptest::collection::vec(
+            (
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+            ),
+            6,
+        )
+        .prop_flat_map(|flags| (Just(flags), any::<bool>(), 0u8..3))
+        .prop_map(|(flags, ignore_exclude_lb, adv)| {
+            let mut c = Cluster {
+                ignore_exclude_lb,
+                ..Default::default()
+            };
+            for (i, (alive, exists, unavailable, excluded, carrier, zone_a)) in
+                flags.into_iter().enumerate()
+            {
+                let name = format!("node-{i}");
+                if alive {
+                    c.alive.insert(name.clone());
+                }
+                if exists {
+                    let mut l = labels(&[("zone", if zone_a { "a" } else { "b" })]);
+                    if excluded {
+                        l.insert(EXCLUDE_LB_LABEL.into(), String::new());
+                    }
+                    c.nodes.insert(
+                        name,
+                        NodeFacts {
+                            labels: l,
+                            network_unavailable: unavailable,
+                            carrier: Some(carrier),
+                        },
+                    );
+                }
+            }
+            match adv {
+                0 => {}
+                1 => {
+                    c.advertisements
+                        .insert("all".into(), L2AdvertisementSpec::default());
+                }
+                _ => {
+                    c.advertisements.insert(
+                        "zone-a".into(),
+                        L2AdvertisementSpec {
+                            node_selectors: zone_selector("a"),
+                            ..Default::default()
+                        },
+                    );
+                }
+            }
+            c
+        })
+    }
+
+    fn arb_service() -> impl proptest::strategy::Strategy<Value = ServiceFacts> {
+        use proptest::prelude::*;
+        (
+            any::<bool>(),
+            proptest::collection::vec(
+                (
+                    proptest::option::of(0usize..6),
+                    any::<bool>(),
+                    any::<bool>(),
+                ),
+                0..4,
+            ),
+        )
+            .prop_map(|(is_local, eps)| ServiceFacts {
+                name: "ns/s".into(),
+                traffic_policy: if is_local {
+                    TrafficPolicy::Local
+                } else {
+                    TrafficPolicy::Cluster
+                },
+                pool: pool(),
+                endpoints: eps
+                    .into_iter()
+                    .map(|(n, ready, serving)| EndpointFacts {
+                        node_name: n.map(|i| format!("node-{i}")),
+                        ready,
+                        serving: serving || ready,
+                    })
+                    .collect(),
+            })
+    }
+
+    proptest::proptest! {
+        /// Invariants over random clusters: the result passes every clause, a reason is given
+        /// exactly when it is empty, and sharing an IP only ever narrows the set.
+        #[test]
+        fn eligibility_invariants(c in arb_cluster(), a in arb_service(), b in arb_service()) {
+            let one = eligible_nodes(&c, std::slice::from_ref(&a));
+            proptest::prop_assert_eq!(one.reason.is_some(), one.nodes.is_empty());
+            for n in &one.nodes {
+                proptest::prop_assert_eq!(c.node_exclusion(n), None);
+                proptest::prop_assert!(c.advertised_on(&a.pool, n));
+                if a.traffic_policy == TrafficPolicy::Local {
+                    proptest::prop_assert!(
+                        a.endpoints.iter().any(|e| e.node_name.as_deref() == Some(n.as_str()) && e.serving)
+                    );
+                }
+            }
+            let both = eligible_nodes(&c, &[a.clone(), b.clone()]);
+            let other = eligible_nodes(&c, std::slice::from_ref(&b));
+            proptest::prop_assert!(both.nodes.is_subset(&one.nodes));
+            proptest::prop_assert!(both.nodes.is_subset(&other.nodes));
+            proptest::prop_assert_eq!(both.reason.is_some(), both.nodes.is_empty());
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! (`ferrolb_speaker_…`):
 //! - `arp_requests_received_total`, `arp_replies_sent_total`, `ns_received_total`, `na_sent_total`,
 //!   `gratuitous_arp_sent_total`, `unsolicited_na_sent_total`, `frames_dropped_total{reason}`,
-//!   `send_errors_total`;
+//!   `send_errors_total`, `socket_errors_total`, `multicast_errors_total`;
 //! - `owned_ips` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`.
 
@@ -76,6 +76,8 @@ impl Collector for SpeakerMetrics {
         counter(&mut encoder, "gratuitous_arp_sent", "Gratuitous ARP frames sent", l2.gratuitous_arp_sent)?;
         counter(&mut encoder, "unsolicited_na_sent", "Unsolicited Neighbor Advertisements sent", l2.unsolicited_na_sent)?;
         counter(&mut encoder, "send_errors", "Frames that could not be sent", l2.send_errors)?;
+        counter(&mut encoder, "socket_errors", "Packet socket failures (the interface task retries)", l2.socket_errors)?;
+        counter(&mut encoder, "multicast_errors", "Failed solicited-node multicast joins or leaves", l2.multicast_errors)?;
         labelled_counters(
             &mut encoder,
             "frames_dropped",

@@ -217,3 +217,47 @@ fn solicited_node_groups_are_refcounted() {
     node.own(&[]);
     wait_for("leave", || !maddrs(&ns).contains(group));
 }
+
+/// Many owned IPv6 addresses: the joins are spread over several membership sockets, so the
+/// per-socket option memory limit never caps the number of groups; all are left afterwards.
+#[test]
+fn hundreds_of_solicited_node_groups() {
+    let lan = Lan::new("lan");
+    let ns = Netns::new("node");
+    // Older kernels' default socket option memory (20 KiB ≈ 300 groups per socket). The sysctl is
+    // per network namespace since Linux 6.9; on older kernels it is left alone (it would be global).
+    if kernel_at_least(6, 9) {
+        ns.exec(&["sysctl", "-qw", "net.core.optmem_max=20480"]);
+    }
+    lan.plug(&ns, "eth0", &["2001:db8:0:8::10/64"]);
+    let node = Node::start(&ns, fast_config());
+    node.wait_running("eth0", false, true);
+    let n = 600;
+    // 2001:db8:0:8::a:<i>: distinct low 24 bits, so one group each (ff02::1:ff0a:<i>).
+    let ips: Vec<String> = (0..n).map(|i| format!("2001:db8:0:8::a:{i:x}")).collect();
+    let owned: Vec<(&str, Interfaces)> = ips
+        .iter()
+        .map(|ip| (ip.as_str(), Interfaces::All))
+        .collect();
+    node.own(&owned);
+    let count = |ns: &Netns| {
+        maddrs(ns)
+            .lines()
+            .filter(|l| l.contains("ff02::1:ff0a:"))
+            .count()
+    };
+    wait_for("600 joins", || count(&ns) == n);
+    assert_eq!(node.counters.snapshot().multicast_errors, 0);
+    node.own(&[]);
+    wait_for("600 leaves", || count(&ns) == 0);
+}
+
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}

@@ -9,6 +9,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use ferrolb_speaker::eligibility::Interfaces;
+use ferrolb_speaker::l2::L2Config;
 use ferrolb_speaker::l2::capture::{Client, Seen};
 use ferrolb_speaker::wire::MacAddr;
 use l2_common::{Lan, Netns, Node, fast_config, mac_of};
@@ -65,7 +66,7 @@ struct Pair {
     node: Node,
     node_mac: String,
     client_ns: Netns,
-    _node_ns: Netns,
+    node_ns: Netns,
     _lan: Lan,
 }
 
@@ -86,7 +87,7 @@ fn pair() -> Pair {
         node,
         node_mac,
         client_ns,
-        _node_ns: node_ns,
+        node_ns,
         _lan: lan,
     }
 }
@@ -355,6 +356,12 @@ fn malformed_frames_are_counted_and_harmless() {
         short.truncate(74);
         short[18..20].copy_from_slice(&20u16.to_be_bytes());
         ip6.send(&fix(short)).unwrap();
+        // A multicast NS without the Source Link-Layer Address option (RFC 4861 §4.3 MUST).
+        let bare = NeighborSolicitation {
+            source_link_layer: None,
+            ..ns
+        };
+        ip6.send(&build_neighbor_solicitation(&bare)).unwrap();
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
     loop {
@@ -365,6 +372,7 @@ fn malformed_frames_are_counted_and_harmless() {
             && got("ndp_checksum") == 1
             && got("ndp_option_zero_length") == 1
             && got("ndp_truncated") == 1
+            && got("ndp_multicast_without_source_link_layer") == 1
         {
             break;
         }
@@ -442,7 +450,12 @@ fn c12_interfaces_default_explicit_and_independent() {
     lan1.plug(&c1, "eth0", &["192.0.2.21/24", "2001:db8:0:7::20/64"]);
     lan3.plug(&c3, "eth0", &["203.0.113.20/24"]);
 
-    let node = Node::start(&node_ns, fast_config());
+    // Re-scans only on demand here, so the failure below is seen before the scan drops eth3.
+    let config = L2Config {
+        rescan_interval: Duration::from_secs(3600),
+        ..fast_config()
+    };
+    let node = Node::start(&node_ns, config);
     node.wait_running("eth0", true, true);
     node.wait_running("eth1", false, true);
     node.wait_running("eth3", true, true);
@@ -488,33 +501,71 @@ fn c12_interfaces_default_explicit_and_independent() {
         1
     );
 
-    // Independence: eth3 goes down (its socket fails, the re-scan drops it); eth0 keeps answering;
-    // eth3 comes back and is served again without a restart.
+    // Independence and retry: eth3 goes down under its running task. Its socket fails
+    // (ENETDOWN); the task logs, counts and keeps retrying with back-off; eth0 is untouched.
     node.own(&[(VIP4, Interfaces::All)]);
+    let errors_before = node.counters.snapshot().socket_errors;
     node_ns.ip(&["link", "set", "eth3", "down"]);
-    node.wait_gone("eth3");
-    assert!(!node.call(|r| r.carrier(&named(&["eth3"]))));
-    assert!(node.call(|r| r.carrier(&named(&["eth0"]))));
+    wait_until("eth3 failing", || {
+        node.status()
+            .iter()
+            .any(|s| s.name == "eth3" && !s.running && s.last_error.is_some())
+    });
+    assert!(node.counters.snapshot().socket_errors > errors_before);
     assert_eq!(
         replies(&arp_probe(&c0, "eth0", VIP4, Duration::from_secs(2))).len(),
         1
     );
+    // The next scan drops it (not up) …
+    node.call(|r| r.rescan());
+    node.wait_gone("eth3");
+    assert!(!node.call(|r| r.carrier(&named(&["eth3"]))));
+    assert!(node.call(|r| r.carrier(&named(&["eth0"]))));
+    // … and picks it up again when it is back, without a restart.
     node_ns.ip(&["link", "set", "eth3", "up"]);
+    // Its link-local address is tentative for a moment after link-up (NDP waits for it).
+    node_ns.wait_no_tentative("eth3");
+    node.call(|r| r.rescan());
     node.wait_running("eth3", true, true);
     assert!(node.call(|r| r.carrier(&named(&["eth3"]))));
     assert_eq!(
         replies(&arp_probe(&c3, "eth0", VIP4, Duration::from_secs(2))).len(),
         1
     );
+}
 
-    // A new interface appears and is picked up by the re-scan.
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// S8: interfaces appearing and disappearing are picked up by the periodic re-scan, without a
+/// restart.
+#[test]
+fn interfaces_come_and_go_with_the_periodic_rescan() {
+    let p = pair();
+    p.node.own(&[(VIP4, Interfaces::All)]);
     let lan4 = Lan::new("l4");
     let c4 = Netns::new("c4");
-    lan4.plug(&node_ns, "eth4", &["192.0.2.110/25"]);
+    lan4.plug(&p.node_ns, "eth4", &["192.0.2.110/25"]);
     lan4.plug(&c4, "eth0", &["192.0.2.120/25"]);
-    node.wait_running("eth4", true, true);
+    p.node.wait_running("eth4", true, true);
+    let mac4 = mac_of(&p.node_ns, "eth4");
+    let seen = arp_probe(&c4, "eth0", VIP4, Duration::from_secs(2));
     assert_eq!(
-        replies(&arp_probe(&c4, "eth0", VIP4, Duration::from_secs(2))).len(),
-        1
+        replies(&seen)
+            .iter()
+            .map(|s| s.mac().to_owned())
+            .collect::<Vec<_>>(),
+        vec![mac4]
     );
+    p.node_ns.ip(&["link", "del", "eth4"]);
+    p.node.wait_gone("eth4");
+    p.node.wait_running("eth0", true, true);
 }

@@ -385,7 +385,7 @@ impl Ipam {
     ) -> Option<(ServiceKey, String)> {
         let h = self.holdings.get(&ip)?;
         let mut members: Vec<&ServiceKey> = h.members.iter().filter(|m| **m != req.key).collect();
-        members.sort_by_key(|m| self.order(m));
+        members.sort_by_cached_key(|m| self.order(m));
         let rank = |k: &ServiceKey| before.and_then(|b| b.get(k)).copied().unwrap_or(usize::MAX);
         members
             .into_iter()
@@ -521,7 +521,7 @@ impl Ipam {
             .filter(|k| !self.seen.contains(*k) && !self.assignments.contains_key(*k))
             .cloned()
             .collect();
-        fresh.sort_by_key(|k| self.order(k));
+        fresh.sort_by_cached_key(|k| self.order(k));
         for key in fresh {
             let Some(req) = self.services.get(&key).cloned() else { continue };
             if req.observed.is_empty() {

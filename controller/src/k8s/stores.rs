@@ -30,7 +30,30 @@ pub struct Stores {
     pub nodes: Store<Node>,
 }
 
-fn spawn_reflector<K>(api: Api<K>, wake: Arc<Notify>) -> Store<K>
+/// Drops what the controller never reads before an object enters a store, to keep memory
+/// O(what we use): `managedFields` of other managers (ours tell whether we own a Service's
+/// ingress) and the `last-applied-configuration` annotation.
+fn slim<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    if let Some(fields) = meta.managed_fields.as_mut() {
+        fields.retain(|m| m.manager.as_deref() == Some(crate::service::FIELD_MANAGER));
+    }
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// Node objects carry image lists and more; only addresses and labels are read.
+fn slim_node(node: &mut Node) {
+    slim(node);
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.conditions = None;
+        status.node_info = None;
+    }
+}
+
+fn spawn_reflector<K>(api: Api<K>, wake: Arc<Notify>, trim: fn(&mut K)) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
@@ -39,6 +62,7 @@ where
     let kind = K::kind(&K::DynamicType::default()).to_string();
     let stream = watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
+        .modify(trim)
         .reflect(writer)
         .touched_objects();
     tokio::spawn(async move {
@@ -58,11 +82,11 @@ impl Stores {
     /// Starts every watch. `wake` is notified on each change.
     pub fn start(client: &Client, wake: Arc<Notify>) -> Stores {
         Stores {
-            services: spawn_reflector(Api::<Service>::all(client.clone()), wake.clone()),
-            pools: spawn_reflector(Api::<IPAddressPool>::all(client.clone()), wake.clone()),
-            l2: spawn_reflector(Api::<L2Advertisement>::all(client.clone()), wake.clone()),
-            namespaces: spawn_reflector(Api::<Namespace>::all(client.clone()), wake.clone()),
-            nodes: spawn_reflector(Api::<Node>::all(client.clone()), wake),
+            services: spawn_reflector(Api::<Service>::all(client.clone()), wake.clone(), slim),
+            pools: spawn_reflector(Api::<IPAddressPool>::all(client.clone()), wake.clone(), slim),
+            l2: spawn_reflector(Api::<L2Advertisement>::all(client.clone()), wake.clone(), slim),
+            namespaces: spawn_reflector(Api::<Namespace>::all(client.clone()), wake.clone(), slim),
+            nodes: spawn_reflector(Api::<Node>::all(client.clone()), wake, slim_node),
         }
     }
 

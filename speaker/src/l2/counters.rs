@@ -58,6 +58,8 @@ pub struct Counters {
     pub send_errors: AtomicU64,
     /// Socket (re)open failures of interface responders.
     pub socket_errors: AtomicU64,
+    /// Failed joins/leaves of solicited-node multicast groups.
+    pub multicast_errors: AtomicU64,
     /// Frames dropped or ignored, by reason label.
     dropped: Mutex<BTreeMap<&'static str, u64>>,
 }
@@ -81,6 +83,8 @@ pub struct CounterSnapshot {
     pub send_errors: u64,
     /// See [`Counters::socket_errors`].
     pub socket_errors: u64,
+    /// See [`Counters::multicast_errors`].
+    pub multicast_errors: u64,
     /// Dropped or ignored frames by reason label.
     pub dropped: BTreeMap<&'static str, u64>,
 }
@@ -115,6 +119,7 @@ impl Counters {
             unsolicited_na_sent: get(&self.unsolicited_na_sent),
             send_errors: get(&self.send_errors),
             socket_errors: get(&self.socket_errors),
+            multicast_errors: get(&self.multicast_errors),
             dropped: self
                 .dropped
                 .lock()

@@ -12,6 +12,7 @@
 //! let responder = Responder::start(L2Config::default(), counters.clone())?;   // inside a Tokio runtime
 //! responder.set_owned(BTreeMap::from([(vip, Interfaces::All)]));             // level-triggered, full set
 //! responder.reannounce();                                                    // after a membership change
+//! responder.carrier(&Interfaces::All);                                       // NodeFacts::carrier
 //! counters.snapshot();                                                       // for /metrics
 //! ```
 

@@ -22,6 +22,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -359,15 +360,28 @@ struct Announcing {
     sent: usize,
 }
 
-/// Wait for a frame on `fd` (never resolves when `fd` is `None`).
+/// Wait for a frame on `fd` (never resolves when `fd` is `None`). A pending socket error (e.g.
+/// `ENETDOWN` when the interface goes down, `ENODEV` when it is deleted) is returned too: it
+/// wakes only the error interest, so both are awaited.
 async fn recv_frame(fd: Option<&AsyncFd<PacketSocket>>, buf: &mut [u8]) -> io::Result<usize> {
     let Some(fd) = fd else {
         return std::future::pending().await;
     };
     loop {
-        let mut guard = fd.readable().await?;
-        if let Ok(result) = guard.try_io(|s| s.get_ref().recv(buf)) {
-            return result.map(|(n, _)| n);
+        tokio::select! {
+            guard = fd.readable() => {
+                if let Ok(result) = guard?.try_io(|s| s.get_ref().recv(buf)) {
+                    return result.map(|(n, _)| n);
+                }
+            }
+            guard = fd.ready(Interest::ERROR) => {
+                let mut guard = guard?;
+                match fd.get_ref().recv(buf) {
+                    Ok((n, _)) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                    Err(e) => return Err(e),
+                }
+            }
         }
     }
 }
@@ -410,11 +424,7 @@ async fn serve(
         None
     };
     let link_local = info.link_local.unwrap_or(Ipv6Addr::UNSPECIFIED);
-    let mut groups = if selected.ndp {
-        Some(Memberships::new(info.index)?)
-    } else {
-        None
-    };
+    let mut groups = selected.ndp.then(|| Memberships::new(info.index));
     let mut joined: BTreeSet<Ipv6Addr> = BTreeSet::new();
     let mut announcing: BTreeMap<IpAddr, Announcing> = BTreeMap::new();
     let counters = &inner.counters;
@@ -440,13 +450,25 @@ async fn serve(
                 if let Some(groups) = groups.as_mut() {
                     let want: BTreeSet<Ipv6Addr> =
                         owned.keys().filter_map(|ip| match ip { IpAddr::V6(v6) => Some(*v6), IpAddr::V4(_) => None }).collect();
+                    // A failed join or leave is logged and counted but never stops the
+                    // responder; a failed join is retried at the next change of the owned set.
                     for gone in joined.difference(&want).copied().collect::<Vec<_>>() {
-                        groups.remove(solicited_node_multicast(gone))?;
+                        if let Err(e) = groups.remove(solicited_node_multicast(gone)) {
+                            Counters::inc(&counters.multicast_errors);
+                            tracing::warn!(interface = %info.name, %gone, error = %e, "leaving the solicited-node group failed");
+                        }
                         joined.remove(&gone);
                     }
                     for new in want.difference(&joined).copied().collect::<Vec<_>>() {
-                        groups.add(solicited_node_multicast(new))?;
-                        joined.insert(new);
+                        match groups.add(solicited_node_multicast(new)) {
+                            Ok(()) => {
+                                joined.insert(new);
+                            }
+                            Err(e) => {
+                                Counters::inc(&counters.multicast_errors);
+                                tracing::warn!(interface = %info.name, %new, error = %e, "joining the solicited-node group failed");
+                            }
+                        }
                     }
                 }
                 announcing.retain(|ip, _| owned.contains_key(ip));

@@ -281,43 +281,96 @@ impl RefCounts {
     }
 }
 
+/// Groups joined per membership socket. Each join costs the socket option memory
+/// (`net.core.optmem_max`, 20 KiB on older kernels ≈ 300 groups), so groups are spread over as
+/// many sockets as needed.
+pub const GROUPS_PER_SOCKET: usize = 128;
+
 /// Refcounted solicited-node group memberships on one interface (see the module docs).
-/// Dropping it leaves every group (the kernel does so when the socket closes).
+/// Dropping it leaves every group (the kernel does so when the sockets close).
 #[derive(Debug)]
 pub struct Memberships {
-    socket: Socket,
     ifindex: u32,
     counts: RefCounts,
+    /// Membership sockets with the number of groups each has joined.
+    sockets: Vec<(Socket, usize)>,
+    /// Which socket joined each group.
+    joined_on: BTreeMap<Ipv6Addr, usize>,
 }
 
 impl Memberships {
-    /// A membership socket for interface `ifindex`.
-    pub fn new(ifindex: u32) -> io::Result<Memberships> {
-        let socket = Socket::new(Domain::IPV6, Type::DGRAM, None)?;
-        Ok(Memberships {
-            socket,
+    /// Memberships for interface `ifindex` (sockets are opened on demand).
+    pub fn new(ifindex: u32) -> Memberships {
+        Memberships {
             ifindex,
             counts: RefCounts::default(),
-        })
+            sockets: Vec::new(),
+            joined_on: BTreeMap::new(),
+        }
     }
 
     /// One more owned address in `group`; joins on the first.
+    ///
+    /// Errors: the kernel refused the join (the refcount is left unchanged, so a later call retries).
     pub fn add(&mut self, group: Ipv6Addr) -> io::Result<()> {
-        if self.counts.add(group) == MembershipChange::Join
-            && let Err(e) = self.socket.join_multicast_v6(&group, self.ifindex)
-        {
-            self.counts.remove(group);
-            return Err(e);
+        if self.counts.add(group) != MembershipChange::Join {
+            return Ok(());
         }
+        let joined = self.join(group);
+        if joined.is_err() {
+            self.counts.remove(group);
+        }
+        joined
+    }
+
+    fn join(&mut self, group: Ipv6Addr) -> io::Result<()> {
+        let index = match self
+            .sockets
+            .iter()
+            .position(|(_, n)| *n < GROUPS_PER_SOCKET)
+        {
+            Some(i) => i,
+            None => {
+                self.sockets
+                    .push((Socket::new(Domain::IPV6, Type::DGRAM, None)?, 0));
+                self.sockets.len() - 1
+            }
+        };
+        let (socket, count) = self
+            .sockets
+            .get_mut(index)
+            .ok_or_else(|| io::Error::other("no membership socket"))?;
+        socket.join_multicast_v6(&group, self.ifindex)?;
+        *count += 1;
+        self.joined_on.insert(group, index);
         Ok(())
     }
 
     /// One owned address fewer in `group`; leaves after the last.
     pub fn remove(&mut self, group: Ipv6Addr) -> io::Result<()> {
-        if self.counts.remove(group) == MembershipChange::Leave {
-            self.socket.leave_multicast_v6(&group, self.ifindex)?;
+        if self.counts.remove(group) != MembershipChange::Leave {
+            return Ok(());
         }
-        Ok(())
+        let Some(index) = self.joined_on.remove(&group) else {
+            return Ok(());
+        };
+        match self.sockets.get_mut(index) {
+            Some((socket, count)) => {
+                *count = count.saturating_sub(1);
+                socket.leave_multicast_v6(&group, self.ifindex)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Number of groups joined.
+    pub fn len(&self) -> usize {
+        self.joined_on.len()
+    }
+
+    /// Whether no group is joined.
+    pub fn is_empty(&self) -> bool {
+        self.joined_on.is_empty()
     }
 }
 

@@ -140,6 +140,10 @@ pub enum NdpError {
     /// A DAD probe (unspecified source) is not sent to a solicited-node multicast address (§7.1.1).
     #[error("DAD probe sent to {0}, not to a solicited-node multicast address")]
     DadNotToSolicitedNode(Ipv6Addr),
+    /// A multicast NS from a specified source without the Source Link-Layer Address option, which
+    /// RFC 4861 §4.3 says MUST be included (we would not know where to send the answer).
+    #[error("multicast Neighbor Solicitation without a source link-layer address option")]
+    MulticastWithoutSourceLinkLayer,
     /// An NA to a multicast destination has the Solicited flag set (§7.1.2).
     #[error("solicited Neighbor Advertisement sent to multicast {0}")]
     SolicitedToMulticast(Ipv6Addr),
@@ -166,6 +170,7 @@ impl NdpError {
             NdpError::LinkLayerOptionLength(_) => "ndp_link_layer_option_length",
             NdpError::DadWithSourceLinkLayer => "ndp_dad_with_source_link_layer",
             NdpError::DadNotToSolicitedNode(_) => "ndp_dad_not_to_solicited_node",
+            NdpError::MulticastWithoutSourceLinkLayer => "ndp_multicast_without_source_link_layer",
             NdpError::SolicitedToMulticast(_) => "ndp_solicited_to_multicast",
         }
     }
@@ -308,6 +313,8 @@ pub fn parse_ndp(frame: &[u8]) -> Result<NdpMessage, NdpError> {
             if source_link_layer.is_some() {
                 return Err(NdpError::DadWithSourceLinkLayer);
             }
+        } else if ip_dst.is_multicast() && source_link_layer.is_none() {
+            return Err(NdpError::MulticastWithoutSourceLinkLayer);
         }
         Ok(NdpMessage::Solicitation(NeighborSolicitation {
             eth_dst,
@@ -689,6 +696,25 @@ mod tests {
             parse_ndp(&fix_checksum(stray)),
             Err(NdpError::OptionOverrun)
         );
+    }
+
+    #[test]
+    fn multicast_ns_needs_source_link_layer() {
+        let bare = NeighborSolicitation {
+            source_link_layer: None,
+            ..multicast_ns()
+        };
+        assert_eq!(
+            parse_ndp(&build_neighbor_solicitation(&bare)),
+            Err(NdpError::MulticastWithoutSourceLinkLayer)
+        );
+        // Unicast without it is fine (RFC 4861 §4.3: SHOULD), and so is DAD (MUST NOT).
+        let unicast = NeighborSolicitation {
+            ip_dst: VIP,
+            eth_dst: OURS,
+            ..bare
+        };
+        assert!(parse_ndp(&build_neighbor_solicitation(&unicast)).is_ok());
     }
 
     #[test]

@@ -88,6 +88,30 @@ impl Netns {
         ip(&all);
     }
 
+    /// Wait (up to 5 s) until `dev` has a link-local address and none is tentative: even with DAD
+    /// off the kernel clears the tentative flag from a work queue, a moment after link-up.
+    pub fn wait_no_tentative(&self, dev: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let show = |extra: &[&str]| {
+                let mut args = vec!["-n", &self.name, "-6", "addr", "show", "dev", dev];
+                args.extend_from_slice(extra);
+                let out = Command::new("ip").args(&args).output().expect("run ip");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            if show(&["tentative"]).trim().is_empty() && show(&["scope", "link"]).contains("fe80::")
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{dev} in {} keeps tentative addresses",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Run `f` on a fresh thread that has entered this namespace.
     pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
         let path = format!("/var/run/netns/{}", self.name);
@@ -162,6 +186,7 @@ impl Lan {
             ns.ip(&["addr", "add", a, "dev", name, "nodad"]);
         }
         ns.ip(&["link", "set", name, "up"]);
+        ns.wait_no_tentative(name);
     }
 }
 

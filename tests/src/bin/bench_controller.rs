@@ -1,7 +1,8 @@
 //! `ferrolb-bench-controller`: the controller benchmark on the test cluster (DESIGN §7).
 //!
 //! 1. Creates N (default 5,000) LoadBalancer Services at once (IPv6 single-stack: the cluster's
-//!    IPv4 ClusterIP range is a /26) and reports the time until every one has its status.
+//!    IPv4 ClusterIP range is a /26; `allocateLoadBalancerNodePorts: false`: the NodePort range
+//!    holds only 2,768 ports) and reports the time until every one has its status.
 //! 2. Restarts the controller and reports the number of Service status writes (must be 0), the
 //!    time until `/readyz` answers 200, and the time until the new leader finished its first pass.
 //!
@@ -160,6 +161,8 @@ async fn main() -> anyhow::Result<()> {
                 if let Some(spec) = svc.spec.as_mut() {
                     spec.ip_families = Some(vec!["IPv6".into()]);
                     spec.ip_family_policy = Some("SingleStack".into());
+                    // The default NodePort range holds 2,768 ports; the bench needs none.
+                    spec.allocate_load_balancer_node_ports = Some(false);
                 }
                 create_service(&client, &svc).await
             }

@@ -32,6 +32,11 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
 use crate::cluster::{Supervised, TestCluster, workspace_bin};
 
+pub mod bench;
+pub mod demo;
+pub mod http_client;
+pub mod kube_proxy;
+pub mod pods;
 mod relay;
 
 /// Where node processes reach the API server, inside their own namespace (see the module docs).

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The one-command demo (README, docs/demo.md). Run as root on Linux:
+#
+#   ./demo.sh [--verbose]
+#
+# Installs the system tools it needs if they are missing (apt-get: iproute2, nftables, conntrack),
+# builds the pinned etcd/kube-apiserver/kube-proxy/kubectl once into ~/.cache/ferrolb (Go, ~10 min
+# the first time), builds ferrolb's controller, speaker and the demo, then runs `ferrolb-demo`:
+# a real API server, three node network namespaces each with a real kube-proxy (nftables mode) and
+# a speaker, one controller, three backend pods and a client — a LoadBalancer Service, ARP, 300
+# HTTP requests and a speaker failover. Everything happens in namespaces the demo creates and
+# deletes again; nothing is added to this machine's own network.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "demo.sh creates network namespaces: run it as root (e.g. sudo -E ./demo.sh)" >&2
+  exit 1
+fi
+need=()
+command -v ip >/dev/null || need+=(iproute2)
+command -v nft >/dev/null || need+=(nftables)
+command -v conntrack >/dev/null || need+=(conntrack)
+if [ ${#need[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null; then
+    echo "installing ${need[*]} ..." >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "please install: ${need[*]} (ip, nft and conntrack commands)" >&2
+    exit 1
+  fi
+fi
+command -v go >/dev/null || { echo "Go is required once, to build kube-apiserver, etcd, kube-proxy and kubectl" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "Rust (cargo) is required to build ferrolb" >&2; exit 1; }
+
+echo "building (first run: ~10 minutes for the Kubernetes binaries, cached afterwards) ..." >&2
+FERROLB_K8S_BIN="$(tests/cluster/build.sh | tail -n 1)"
+export FERROLB_K8S_BIN
+cargo build --quiet --locked -p ferrolb-controller -p ferrolb-speaker --bins
+cargo build --quiet --locked -p ferrolb-tests --bin ferrolb-demo
+exec "${CARGO_TARGET_DIR:-target}/debug/ferrolb-demo" "$@"

@@ -1,0 +1,733 @@
+//! `ferrolb-bench-lab`: the speaker benchmarks of DESIGN §7 in the network-namespace lab.
+//!
+//! - `failover`: a lab of N nodes and one client, one Service holding `198.51.100.77`. Each trial
+//!   finds the owner by ARP, starts a capture in the client namespace, signals the owner's speaker
+//!   (SIGKILL or SIGTERM) and measures from a wall-clock timestamp taken right before the signal to
+//!   the capture's timestamp (`unix_us`) of the first gratuitous ARP for the IP from another MAC.
+//!   Then the speaker is restarted and the lab waits for exactly one owner again before the next
+//!   trial. A trial without such a gratuitous ARP within the timeout (10 s) is a failure.
+//! - `cpu`: one speaker node and two clients A, B on the same bridge. The speaker's CPU time
+//!   (`utime + stime` of `/proc/<pid>/stat`) over S seconds idle, then while A floods UDP to B
+//!   (a learned unicast destination: the bridge sends it to B's port only), then while A floods UDP
+//!   to an address whose neighbour entry is pinned to a MAC that is not on the LAN (unknown
+//!   unicast: the bridge floods every frame to all ports, the speaker's included).
+//!
+//! Speakers run with default timings. The speaker binary is `--speaker-bin` /
+//! `FERROLB_SPEAKER_BIN`, else the debug build (`target/debug/ferrolb-speaker`).
+//!
+//! ```text
+//! cargo build --release -p ferrolb-speaker && cargo build -p ferrolb-tests --bin ferrolb-bench-lab
+//! FERROLB_SPEAKER_BIN=target/release/ferrolb-speaker \
+//!     target/debug/ferrolb-bench-lab failover --nodes 3 --trials 20 --signal KILL
+//! FERROLB_SPEAKER_BIN=target/release/ferrolb-speaker target/debug/ferrolb-bench-lab cpu --seconds 10
+//! ```
+//!
+//! Only addresses of the documentation ranges are used, only inside namespaces the lab created
+//! (see `ferrolb_tests::lab`); nothing is added to the root namespace.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use ferrolb_crds::L2AdvertisementSpec;
+use ferrolb_speaker::election;
+use ferrolb_speaker::l2::capture::Client as CaptureClient;
+use ferrolb_tests::cluster::{Supervised, workspace_bin};
+use ferrolb_tests::lab::bench::{
+    ArmedSignal, CpuSample, clock_ticks_per_second, cpu_sample, percentile, rx_packets,
+    speaker_pid, start_speaker_with, unix_now_us,
+};
+use ferrolb_tests::lab::{Lab, Seen, in_netns, within_netns};
+use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
+
+/// The Service IP of both benchmarks (a documentation range, on-link from the clients).
+const FAILOVER_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 77);
+/// A LAN address nobody holds; client A pins its neighbour entry to [`ABSENT_MAC`].
+const UNKNOWN_UNICAST_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 250);
+/// A locally administered MAC that is not on the LAN, so the bridge never learns it.
+const ABSENT_MAC: &str = "02:00:00:00:00:99";
+/// UDP port of the flood (B binds it and never reads).
+const FLOOD_PORT: u16 = 9;
+/// How long the lab may take to reach exactly one owner (startup, after a restart).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Parser)]
+#[command(about = "Speaker benchmarks in the network-namespace lab (DESIGN §7)")]
+struct Cli {
+    /// The speaker binary; default: target/debug/ferrolb-speaker (built if missing).
+    #[arg(long, env = "FERROLB_SPEAKER_BIN", global = true)]
+    speaker_bin: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Owner speaker signalled → first gratuitous ARP from another node, seen by a client.
+    Failover {
+        /// Node namespaces (each runs a speaker).
+        #[arg(long, env = "FERROLB_BENCH_NODES", default_value_t = 3)]
+        nodes: usize,
+        /// Trials.
+        #[arg(long, env = "FERROLB_BENCH_TRIALS", default_value_t = 20)]
+        trials: usize,
+        /// Signal sent to the owner's speaker.
+        #[arg(long, env = "FERROLB_BENCH_SIGNAL", value_enum, default_value_t = Sig::Kill)]
+        signal: Sig,
+        /// A trial without a gratuitous ARP from another MAC within this many ms fails.
+        #[arg(long, env = "FERROLB_BENCH_TIMEOUT_MS", default_value_t = 10_000)]
+        timeout_ms: u64,
+        /// Quiet time after the lab is back to one owner, so that no announcement of the previous
+        /// trial (default offsets 0, 0.5, 2, 5 s) is still due, in ms.
+        #[arg(long, env = "FERROLB_BENCH_SETTLE_MS", default_value_t = 6_000)]
+        settle_ms: u64,
+    },
+    /// Speaker CPU time idle vs. while UDP floods cross the bridge.
+    Cpu {
+        /// Length of each phase, seconds.
+        #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 10)]
+        seconds: u64,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Sig {
+    #[value(name = "KILL", alias = "kill")]
+    Kill,
+    #[value(name = "TERM", alias = "term")]
+    Term,
+}
+
+impl Sig {
+    fn name(self) -> &'static str {
+        match self {
+            Sig::Kill => "KILL",
+            Sig::Term => "TERM",
+        }
+    }
+}
+
+/// A lab and the speakers this benchmark started in it. Field order: speakers stop before the lab
+/// is torn down.
+struct BenchLab {
+    speakers: BTreeMap<String, Supervised>,
+    bin: PathBuf,
+    lab: Lab,
+}
+
+impl BenchLab {
+    /// A lab of `nodes` nodes and `clients` clients with pool `198.51.100.0/24` advertised on every
+    /// node and Service `default/bench` (TCP 80, ETP Cluster) holding `ip`; speakers started.
+    async fn start(
+        bin: PathBuf,
+        nodes: usize,
+        clients: usize,
+        ip: Ipv4Addr,
+    ) -> anyhow::Result<BenchLab> {
+        let lab = Lab::start(nodes, clients).await?;
+        let client = lab.client().await?;
+        create_pool(&client, "bench", &["198.51.100.0/24"]).await?;
+        apply_l2(&client, "bench", L2AdvertisementSpec::default()).await?;
+        create_service(
+            &client,
+            &lb_service("default", "bench", &[("TCP", 80)], "Cluster"),
+        )
+        .await?;
+        set_ingress(&client, "default", "bench", &[&ip.to_string()]).await?;
+        let mut bench = BenchLab {
+            speakers: BTreeMap::new(),
+            bin,
+            lab,
+        };
+        for i in 1..=nodes {
+            bench.start_speaker(&format!("node-{i}"))?;
+        }
+        Ok(bench)
+    }
+
+    fn start_speaker(&mut self, node: &str) -> anyhow::Result<()> {
+        if let Some(old) = self.speakers.remove(node) {
+            old.stop(Duration::from_secs(5));
+        }
+        let s = start_speaker_with(&self.lab, &self.bin, node, &[])?;
+        self.speakers.insert(node.to_owned(), s);
+        Ok(())
+    }
+
+    /// The real `ferrolb-speaker` pid of node `node`.
+    fn pid(&self, node: &str) -> anyhow::Result<u32> {
+        let s = self
+            .speakers
+            .get(node)
+            .with_context(|| format!("{node} has no speaker"))?;
+        let launched = s
+            .pid()
+            .with_context(|| format!("{node}'s speaker is gone"))?;
+        speaker_pid(launched, &self.lab.node(node).netns)
+    }
+
+    /// Polls until exactly one MAC answers ARP for `ip` and it is node `want`'s.
+    async fn wait_for_single_owner(&self, ip: Ipv4Addr, want: &str) -> anyhow::Result<()> {
+        let answers = self
+            .lab
+            .wait_for_owner(0, ip, Some(want), SETTLE_TIMEOUT)
+            .await?;
+        if answers.len() != 1 || !answers.contains(&self.lab.node(want).mac) {
+            bail!(
+                "expected {want} ({}) alone to answer for {ip}, got {answers:?}; its log:\n{}",
+                self.lab.node(want).mac,
+                self.lab.speaker_log(want, 30)
+            );
+        }
+        Ok(())
+    }
+}
+
+fn speaker_bin(cli: &Cli) -> anyhow::Result<PathBuf> {
+    let bin = match &cli.speaker_bin {
+        Some(p) => p.clone(),
+        None => workspace_bin("ferrolb-speaker")?,
+    };
+    if !bin.is_file() {
+        bail!("speaker binary {} does not exist", bin.display());
+    }
+    Ok(std::fs::canonicalize(&bin)?)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let bin = speaker_bin(&cli)?;
+    println!("speaker binary: {}", bin.display());
+    let run = async {
+        match cli.command {
+            Command::Failover {
+                nodes,
+                trials,
+                signal,
+                timeout_ms,
+                settle_ms,
+            } => {
+                failover(
+                    bin,
+                    nodes,
+                    trials,
+                    signal,
+                    Duration::from_millis(timeout_ms),
+                    Duration::from_millis(settle_ms),
+                )
+                .await
+            }
+            Command::Cpu { seconds } => cpu(bin, Duration::from_secs(seconds)).await,
+        }
+    };
+    // On Ctrl-C the run future is dropped, so the lab is torn down (its Drop) before exiting.
+    tokio::select! {
+        r = run => r,
+        _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+    }
+}
+
+/// One failover trial's outcome.
+struct Trial {
+    victim: String,
+    /// Microseconds from the timestamp before the signal to the first gratuitous ARP, if any.
+    latency_us: Option<u64>,
+    /// Node whose MAC the first gratuitous ARP carried (`?` for a MAC of no node).
+    new_owner: Option<String>,
+    expected_new_owner: String,
+    /// From the timestamp to the exit of the shell that sent the signal: the uncertainty on
+    /// when the signal was delivered.
+    kill_window_us: u64,
+    /// Gratuitous ARPs for the IP seen between the capture start and the signal (should be 0).
+    stray_before: usize,
+    /// MACs answering ARP right after the failover (should be exactly the new owner's).
+    answers_after: Vec<String>,
+}
+
+async fn failover(
+    bin: PathBuf,
+    nodes: usize,
+    trials: usize,
+    signal: Sig,
+    timeout: Duration,
+    settle: Duration,
+) -> anyhow::Result<()> {
+    if nodes < 2 {
+        bail!("failover needs at least 2 nodes");
+    }
+    let ip = FAILOVER_IP;
+    let names: Vec<String> = (1..=nodes).map(|i| format!("node-{i}")).collect();
+    let owner_of = |excluded: Option<&str>| -> anyhow::Result<String> {
+        election::owner(
+            IpAddr::V4(ip),
+            names
+                .iter()
+                .map(String::as_str)
+                .filter(|n| Some(*n) != excluded),
+        )
+        .map(str::to_owned)
+        .context("no eligible node")
+    };
+    let first_owner = owner_of(None)?;
+    println!(
+        "failover: {nodes} nodes, {trials} trials, SIG{}, IP {ip}, timeout {} ms, settle {} ms",
+        signal.name(),
+        timeout.as_millis(),
+        settle.as_millis()
+    );
+    let started = Instant::now();
+    let mut bench = BenchLab::start(bin, nodes, 1, ip).await?;
+    bench.wait_for_single_owner(ip, &first_owner).await?;
+    println!(
+        "lab up in {:.1} s; owner {first_owner}",
+        started.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(settle).await;
+
+    let mut results = Vec::new();
+    for trial in 1..=trials {
+        let answers = bench.lab.arp_answers(0, ip).await?;
+        let [owner_mac] = answers.iter().collect::<Vec<_>>()[..] else {
+            bail!("trial {trial}: not exactly one owner before the signal: {answers:?}");
+        };
+        let victim = bench
+            .lab
+            .node_by_mac(owner_mac)
+            .with_context(|| format!("owner MAC {owner_mac} is no node's"))?
+            .name
+            .clone();
+        let t = run_trial(
+            &mut bench,
+            ip,
+            &victim,
+            owner_of(Some(&victim))?,
+            signal,
+            timeout,
+        )
+        .await?;
+        print_trial(trial, &t);
+        results.push(t);
+        // Restart the signalled speaker; the IP goes back to the owner by election.
+        bench.start_speaker(&victim)?;
+        let restart = Instant::now();
+        bench.wait_for_single_owner(ip, &first_owner).await?;
+        let back = restart.elapsed();
+        tokio::time::sleep(settle).await;
+        let answers = bench.lab.arp_answers(0, ip).await?;
+        if answers.len() != 1 {
+            bail!(
+                "trial {trial}: after the restart and {} ms of quiet, answers {answers:?}",
+                settle.as_millis()
+            );
+        }
+        println!(
+            "         restarted {victim}; one owner again after {:.2} s",
+            back.as_secs_f64()
+        );
+    }
+    summarize(&results, signal, nodes);
+    drop(bench);
+    Ok(())
+}
+
+async fn run_trial(
+    bench: &mut BenchLab,
+    ip: Ipv4Addr,
+    victim: &str,
+    expected_new_owner: String,
+    signal: Sig,
+    timeout: Duration,
+) -> anyhow::Result<Trial> {
+    let victim_mac = bench.lab.node(victim).mac.clone();
+    let pid = bench.pid(victim)?;
+    let armed = ArmedSignal::arm(pid, signal.name())?;
+    // The timestamp right before the signal; 0 until then. The capture stops at the first
+    // gratuitous ARP for the IP from another MAC captured after it.
+    let t0 = Arc::new(AtomicU64::new(0));
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let netns = bench.lab.clients[0].netns.clone();
+    let capture = {
+        let t0 = t0.clone();
+        let victim_mac = victim_mac.clone();
+        tokio::task::spawn_blocking(move || {
+            within_netns(&netns, move || {
+                let c = CaptureClient::open("eth0")?;
+                c.drain();
+                let _ = ready_tx.send(());
+                // Long enough for the signal to be sent plus the timeout.
+                let seen = c.listen(timeout + Duration::from_secs(2), |seen| {
+                    let t0 = t0.load(Ordering::SeqCst);
+                    t0 != 0 && seen.iter().any(|s| is_takeover(s, ip, &victim_mac, t0))
+                })?;
+                Ok(seen)
+            })
+        })
+    };
+    ready_rx.await.context("the capture did not start")?;
+    // t0 is published just before the release; a frame cannot be a reaction before it.
+    t0.store(unix_now_us(), Ordering::SeqCst);
+    let (before, kill_window_us) = armed.fire()?;
+    t0.store(before, Ordering::SeqCst);
+    let seen = capture.await??;
+    // Reap the signalled speaker (it is gone or leaving; stop() waits, then escalates).
+    if let Some(s) = bench.speakers.remove(victim) {
+        tokio::task::spawn_blocking(move || s.stop(Duration::from_secs(5))).await?;
+    }
+    let first = seen
+        .iter()
+        .find(|s| is_takeover(s, ip, &victim_mac, before));
+    let latency_us = first
+        .map(|s| seen_unix_us(s).saturating_sub(before))
+        .filter(|us| *us <= u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX));
+    let new_owner = first.filter(|_| latency_us.is_some()).map(|s| {
+        bench
+            .lab
+            .node_by_mac(s.mac())
+            .map_or_else(|| format!("?{}", s.mac()), |n| n.name.clone())
+    });
+    let stray_before = seen
+        .iter()
+        .filter(|s| {
+            matches!(s, Seen::GratuitousArp { .. })
+                && s.ip() == IpAddr::V4(ip)
+                && seen_unix_us(s) < before
+        })
+        .count();
+    let answers_after = bench.lab.arp_answers(0, ip).await?.into_iter().collect();
+    Ok(Trial {
+        victim: victim.to_owned(),
+        latency_us,
+        new_owner,
+        expected_new_owner,
+        kill_window_us,
+        stray_before,
+        answers_after,
+    })
+}
+
+/// A gratuitous ARP for `ip` from a MAC other than `old_mac`, captured at or after `t0` (µs).
+fn is_takeover(s: &Seen, ip: Ipv4Addr, old_mac: &str, t0: u64) -> bool {
+    matches!(s, Seen::GratuitousArp { .. })
+        && s.ip() == IpAddr::V4(ip)
+        && !s.mac().eq_ignore_ascii_case(old_mac)
+        && seen_unix_us(s) >= t0
+}
+
+fn seen_unix_us(s: &Seen) -> u64 {
+    match s {
+        Seen::ArpReply { unix_us, .. }
+        | Seen::GratuitousArp { unix_us, .. }
+        | Seen::NeighborAdvertisement { unix_us, .. } => *unix_us,
+    }
+}
+
+fn print_trial(trial: usize, t: &Trial) {
+    let what = match (&t.latency_us, &t.new_owner) {
+        (Some(us), Some(owner)) => format!(
+            "{:>9.1} ms  new owner {owner} (expected {})",
+            *us as f64 / 1000.0,
+            t.expected_new_owner
+        ),
+        _ => format!(
+            "   FAILED    no gratuitous ARP from another MAC in time (expected {})",
+            t.expected_new_owner
+        ),
+    };
+    println!(
+        "trial {trial:>3}: SIG to {:<8} {what}  kill window {:.2} ms  stray before {}  answers after {:?}",
+        t.victim,
+        t.kill_window_us as f64 / 1000.0,
+        t.stray_before,
+        t.answers_after
+    );
+}
+
+fn summarize(results: &[Trial], signal: Sig, nodes: usize) {
+    let mut ok: Vec<u64> = results.iter().filter_map(|t| t.latency_us).collect();
+    ok.sort_unstable();
+    let failures = results.len() - ok.len();
+    let wrong_owner = results
+        .iter()
+        .filter(|t| {
+            t.new_owner
+                .as_ref()
+                .is_some_and(|o| *o != t.expected_new_owner)
+        })
+        .count();
+    let not_single = results
+        .iter()
+        .filter(|t| t.answers_after.len() != 1)
+        .count();
+    let max_window = results.iter().map(|t| t.kill_window_us).max().unwrap_or(0);
+    // The signal reached the speaker somewhere inside the kill window; measured from the window's
+    // end instead, the figures are lower bounds.
+    let mut lower: Vec<u64> = results
+        .iter()
+        .filter_map(|t| t.latency_us.map(|us| us.saturating_sub(t.kill_window_us)))
+        .collect();
+    lower.sort_unstable();
+    let ms = |v: &[u64], p: u32| {
+        percentile(v, p).map_or_else(|| "-".to_owned(), |us| format!("{:.1}", us as f64 / 1000.0))
+    };
+    println!(
+        "summary SIG{} {nodes} nodes: {} trials, {} ok, {failures} failed (no gratuitous ARP from another MAC within the timeout)",
+        signal.name(),
+        results.len(),
+        ok.len()
+    );
+    println!(
+        "  signal → first gratuitous ARP from the new owner (ms): p50 {}  p90 {}  p99 {}  max {}  min {}",
+        ms(&ok, 50),
+        ms(&ok, 90),
+        ms(&ok, 99),
+        ms(&ok, 100),
+        ok.first().map_or_else(
+            || "-".to_owned(),
+            |us| format!("{:.1}", *us as f64 / 1000.0)
+        ),
+    );
+    println!(
+        "  the same from the end of the kill window (lower bound, ms): p50 {}  p90 {}  p99 {}  max {}",
+        ms(&lower, 50),
+        ms(&lower, 90),
+        ms(&lower, 99),
+        ms(&lower, 100),
+    );
+    if ok.len() < 100 {
+        println!(
+            "  (nearest-rank percentiles; with {} < 100 samples p99 is the max)",
+            ok.len()
+        );
+    }
+    println!(
+        "  new owner other than the election's choice: {wrong_owner}; not exactly one ARP answer right after: {not_single}; largest kill window {:.2} ms",
+        max_window as f64 / 1000.0
+    );
+}
+
+/// One CPU phase's figures.
+struct Phase {
+    name: &'static str,
+    wall: Duration,
+    cpu_ms: f64,
+    thread_ms: Option<f64>,
+    rx_packets: u64,
+    /// UDP packets sent over the whole flood (`flood_time`, a little longer than `wall`).
+    sent: u64,
+    send_errors: u64,
+    flood_time: Duration,
+}
+
+async fn cpu(bin: PathBuf, seconds: Duration) -> anyhow::Result<()> {
+    let ip = Ipv4Addr::new(198, 51, 100, 78);
+    println!(
+        "cpu: 1 speaker node, clients A and B, {} s per phase, speaker owns {ip}",
+        seconds.as_secs()
+    );
+    let bench = BenchLab::start(bin, 1, 2, ip).await?;
+    bench.wait_for_single_owner(ip, "node-1").await?;
+    let pid = bench.pid("node-1")?;
+    let tck = clock_ticks_per_second()?;
+    let node_ns = bench.lab.node("node-1").netns.clone();
+    let a_ns = bench.lab.clients[0].netns.clone();
+    let b_ns = bench.lab.clients[1].netns.clone();
+    let a_ip = bench.lab.clients[0].ip;
+    let b_ip = bench.lab.clients[1].ip;
+    println!("speaker pid {pid}; CLK_TCK {tck}; A {a_ns} {a_ip}, B {b_ns} {b_ip}");
+    // Let start-up and the announcements (last one 5 s after gaining) pass.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+
+    // B listens on the flood port and never reads (so it sends no ICMP port unreachable).
+    let sink = within_netns(&b_ns, move || {
+        Ok(UdpSocket::bind(SocketAddr::from((b_ip, FLOOD_PORT)))?)
+    })?;
+    in_netns(
+        &a_ns,
+        "ip",
+        &[
+            "neigh",
+            "replace",
+            &UNKNOWN_UNICAST_IP.to_string(),
+            "lladdr",
+            ABSENT_MAC,
+            "nud",
+            "permanent",
+            "dev",
+            "eth0",
+        ],
+    )?;
+
+    let mut phases = Vec::new();
+    phases.push(measure(pid, tck, &node_ns, "idle", seconds, None).await?);
+    let to_b = SocketAddr::from((b_ip, FLOOD_PORT));
+    phases.push(
+        measure(
+            pid,
+            tck,
+            &node_ns,
+            "flood A→B (learned unicast)",
+            seconds,
+            Some((a_ns.clone(), a_ip, to_b)),
+        )
+        .await?,
+    );
+    let unknown = SocketAddr::from((UNKNOWN_UNICAST_IP, FLOOD_PORT));
+    phases.push(
+        measure(
+            pid,
+            tck,
+            &node_ns,
+            "flood A→absent MAC (unknown unicast, flooded)",
+            seconds,
+            Some((a_ns.clone(), a_ip, unknown)),
+        )
+        .await?,
+    );
+    phases.push(measure(pid, tck, &node_ns, "idle again", seconds, None).await?);
+    drop(sink);
+
+    let idle = phases.first().map_or(0.0, |p| p.cpu_ms);
+    println!();
+    println!(
+        "{:<46} {:>7} {:>10} {:>10} {:>9} {:>10} {:>10} {:>14} {:>12}",
+        "phase",
+        "wall s",
+        "sent pkts",
+        "sent/s",
+        "send errs",
+        "speaker rx",
+        "rx/s",
+        "speaker cpu ms",
+        "threads ms"
+    );
+    for p in &phases {
+        println!(
+            "{:<46} {:>7.2} {:>10} {:>10.0} {:>9} {:>10} {:>10.0} {:>14.0} {:>12}",
+            p.name,
+            p.wall.as_secs_f64(),
+            p.sent,
+            if p.flood_time.is_zero() {
+                0.0
+            } else {
+                p.sent as f64 / p.flood_time.as_secs_f64()
+            },
+            p.send_errors,
+            p.rx_packets,
+            p.rx_packets as f64 / p.wall.as_secs_f64(),
+            p.cpu_ms,
+            p.thread_ms
+                .map_or_else(|| "-".to_owned(), |m| format!("{m:.1}"))
+        );
+    }
+    for p in phases.iter().skip(1) {
+        let ratio = if idle > 0.0 {
+            format!("{:.2}", p.cpu_ms / idle)
+        } else {
+            "n/a (idle 0 ticks)".to_owned()
+        };
+        let thread_ratio = match (phases.first().and_then(|i| i.thread_ms), p.thread_ms) {
+            (Some(i), Some(f)) if i > 0.0 => format!("{:.2}", f / i),
+            _ => "n/a".to_owned(),
+        };
+        println!(
+            "{} / idle: utime+stime ratio {ratio}, thread schedstat ratio {thread_ratio}",
+            p.name
+        );
+    }
+    println!(
+        "(utime+stime resolution: {:.0} ms per tick; CPU shares are of one core over the phase)",
+        1000.0 / tck as f64
+    );
+    drop(bench);
+    Ok(())
+}
+
+/// Measures the speaker's CPU time and its interface's received frames over `length`, while
+/// (optionally) a thread in namespace `flood.0` sends UDP from `flood.1` to `flood.2` as fast as it
+/// can for the same time.
+async fn measure(
+    pid: u32,
+    tck: u64,
+    node_ns: &str,
+    name: &'static str,
+    length: Duration,
+    flood: Option<(String, Ipv4Addr, SocketAddr)>,
+) -> anyhow::Result<Phase> {
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let flooder = flood.map(|(netns, from, to)| {
+        tokio::task::spawn_blocking(move || {
+            within_netns(&netns, move || {
+                let socket = UdpSocket::bind(SocketAddr::from((from, 0)))?;
+                socket.connect(to)?;
+                let payload = [0u8; 18]; // a minimum-size Ethernet frame (60 bytes + FCS)
+                let (mut sent, mut errors) = (0u64, 0u64);
+                let _ = ready_tx.send(());
+                // Bounded: a little longer than the measured window so it covers all of it.
+                let start = Instant::now();
+                let deadline = start + length + Duration::from_millis(300);
+                while Instant::now() < deadline {
+                    match socket.send(&payload) {
+                        Ok(_) => sent += 1,
+                        Err(_) => errors += 1,
+                    }
+                }
+                Ok((sent, errors, start.elapsed()))
+            })
+        })
+    });
+    if flooder.is_some() {
+        ready_rx.await.context("the flood did not start")?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rx0 = rx_packets(node_ns, "eth0")?;
+    let c0 = cpu_sample(pid)?;
+    let start = Instant::now();
+    tokio::time::sleep(length).await;
+    let c1 = cpu_sample(pid)?;
+    let wall = start.elapsed();
+    let rx1 = rx_packets(node_ns, "eth0")?;
+    let (sent, send_errors, flood_time) = match flooder {
+        Some(f) => f.await??,
+        None => (0, 0, Duration::ZERO),
+    };
+    let phase = Phase {
+        name,
+        wall,
+        cpu_ms: cpu_ms(c0, c1, tck),
+        thread_ms: match (c0.thread_ns, c1.thread_ns) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e6),
+            _ => None,
+        },
+        rx_packets: rx1.saturating_sub(rx0),
+        sent,
+        send_errors,
+        flood_time,
+    };
+    println!(
+        "{name}: speaker {:.0} ms CPU ({:.2} % of a core) in {:.2} s; its eth0 received {} frames; {} UDP packets sent in {:.2} s",
+        phase.cpu_ms,
+        phase.cpu_ms / wall.as_secs_f64() / 10.0,
+        wall.as_secs_f64(),
+        phase.rx_packets,
+        phase.sent,
+        phase.flood_time.as_secs_f64()
+    );
+    Ok(phase)
+}
+
+fn cpu_ms(a: CpuSample, b: CpuSample, tck: u64) -> f64 {
+    b.ticks.saturating_sub(a.ticks) as f64 * 1000.0 / tck as f64
+}

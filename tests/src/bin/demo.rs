@@ -1,0 +1,66 @@
+//! `ferrolb-demo`: the one-command demo of issue 5 (see `docs/demo.md`; `demo.sh` builds and runs
+//! it). Needs root on Linux, `ip`, `nft` (package `nftables`) and, for one line of evidence,
+//! `conntrack`.
+//!
+//! ```text
+//! ferrolb-demo [--verbose] [--requests N]
+//! ```
+//! Exits 0 when every step reached its goal, 1 otherwise. Ctrl-C tears the lab down too.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use ferrolb_tests::lab::demo::{self, DemoOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "ferrolb-demo",
+    about = "ferrolb end to end: a real API server, kube-proxy (nftables) and speakers in network namespaces, one LoadBalancer Service, ARP, HTTP and a failover"
+)]
+struct Cli {
+    /// Also show kube-proxy's nftables rules for the external IP on the owner node, and the log directory.
+    #[arg(long, short)]
+    verbose: bool,
+    /// HTTP requests sent in step 5.
+    #[arg(long, default_value_t = 300)]
+    requests: usize,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("ferrolb-demo creates network namespaces: run it as root (sudo ./demo.sh)");
+        return ExitCode::FAILURE;
+    }
+    let opts = DemoOptions {
+        verbose: cli.verbose,
+        requests: cli.requests,
+    };
+    let mut out = std::io::stdout();
+    // Dropping the demo's future (Ctrl-C) drops the lab, which stops every process and deletes
+    // every namespace.
+    let outcome = tokio::select! {
+        r = demo::run(&opts, &mut out) => r.map(|_| ()),
+        _ = tokio::signal::ctrl_c() => {
+            // The demo's future, and with it the lab, is dropped by now; don't wait for
+            // requests still in flight on blocking threads.
+            eprintln!("ferrolb-demo: interrupted; lab torn down");
+            std::process::exit(130);
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferrolb-demo failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

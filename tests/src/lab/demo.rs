@@ -1,0 +1,801 @@
+//! The one-command demo (issue 5; `demo.sh`, `ferrolb-demo`, `docs/demo.md`): a real API server,
+//! three node namespaces each running a real kube-proxy (nftables mode) and a speaker, one
+//! controller, three backend pods, a client on the LAN — then a LoadBalancer Service is created,
+//! ARP shows which node answers for its IP, 300 HTTP requests spread over the pods through
+//! kube-proxy's DNAT, and the owning speaker is killed to show the failover.
+//!
+//! [`run`] prints what a person would look at, step by step, to the given writer and returns a
+//! [`DemoReport`] for tests to assert on. Every step that does not reach its goal returns an error
+//! (after printing the relevant log tails); everything is torn down on return, also after an error.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+
+use super::http_client::{self, Attempt};
+use super::kube_proxy::KubeProxy;
+use super::pods::{POD_CIDR, POD_PORT, Pods};
+use super::{Lab, Seen, within_netns};
+use crate::cluster::{Supervised, k8s_bin, workspace_bin};
+use crate::objects::{EndpointSpec, apply_endpoints};
+
+/// Node namespaces in the demo.
+pub const NODES: usize = 3;
+/// The demo's IPAddressPool range (issue 5).
+pub const POOL_RANGE: &str = "198.51.100.200-198.51.100.220";
+/// The Service's namespace and name.
+pub const SERVICE: (&str, &str) = ("default", "web");
+/// The Service port (its `targetPort` is [`POD_PORT`]).
+pub const SERVICE_PORT: u16 = 80;
+/// How long the demo waits for anything to settle (allocation, rules, ownership).
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// How to run the demo.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Also print kube-proxy's nftables rules for the external IP from the owner node, and where
+    /// the logs are.
+    pub verbose: bool,
+    /// HTTP requests in step 5 (issue 5: 300).
+    pub requests: usize,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            verbose: false,
+            requests: 300,
+        }
+    }
+}
+
+/// What the ARP request of step 4 showed.
+#[derive(Debug, Clone)]
+pub struct ArpOutcome {
+    /// Every MAC that answered, with the lab node it belongs to (if any).
+    pub responders: Vec<(String, Option<String>)>,
+    /// The node whose MAC answered.
+    pub owner: String,
+    /// That node's MAC.
+    pub owner_mac: String,
+    /// The owner the rendezvous hash predicts for the IP over all nodes (DESIGN S2).
+    pub expected_owner: String,
+}
+
+/// What the failover of step 6 showed.
+#[derive(Debug, Clone)]
+pub struct FailoverOutcome {
+    /// The node whose speaker was killed.
+    pub old_owner: String,
+    /// The node that announced next (gratuitous ARP sender).
+    pub new_owner: String,
+    /// The owner the rendezvous hash predicts over the remaining nodes.
+    pub expected_new_owner: String,
+    /// SIGKILL → first gratuitous ARP from the new owner.
+    pub gratuitous_arp_after: Duration,
+    /// SIGKILL → first HTTP answer received through the new owner's MAC.
+    pub http_via_new_owner_after: Duration,
+    /// HTTP requests sent after the kill (until traffic had moved).
+    pub requests_after_kill: usize,
+    /// How many of those failed.
+    pub failed_after_kill: usize,
+    /// The MACs answering ARP for the IP after the failover.
+    pub arp_after: Vec<String>,
+}
+
+/// The outcome of a demo run.
+#[derive(Debug, Clone)]
+pub struct DemoReport {
+    /// The Service's allocated external IP.
+    pub external_ip: Ipv4Addr,
+    /// `kubectl get svc web` as printed.
+    pub kubectl_get_svc: String,
+    /// The pods: `(name, node, address)`.
+    pub pods: Vec<(String, String, Ipv4Addr)>,
+    /// Step 4.
+    pub arp: ArpOutcome,
+    /// Step 5: answers per backend name.
+    pub per_backend: BTreeMap<String, usize>,
+    /// Step 5: failed requests.
+    pub http_errors: usize,
+    /// Step 5: conntrack entries with original destination = the external IP, per node (`None`
+    /// when the `conntrack` command is missing).
+    pub conntrack: Option<BTreeMap<String, usize>>,
+    /// Step 6.
+    pub failover: FailoverOutcome,
+}
+
+/// What steps 2–5 observed (the report without the failover).
+struct Observed {
+    external_ip: Ipv4Addr,
+    kubectl_get_svc: String,
+    pods: Vec<(String, String, Ipv4Addr)>,
+    arp: ArpOutcome,
+    per_backend: BTreeMap<String, usize>,
+    http_errors: usize,
+    conntrack: Option<BTreeMap<String, usize>>,
+}
+
+/// Everything the demo runs. Field order is drop order: processes and pods go before the lab.
+struct Running {
+    proxies: Vec<KubeProxy>,
+    controller: Supervised,
+    pods: Pods,
+    lab: Lab,
+}
+
+/// Runs the demo, printing each step to `out`. See the module docs.
+///
+/// # Errors
+/// A step failed (the message says which and why); the lab is torn down before returning.
+pub async fn run(opts: &DemoOptions, out: &mut (dyn Write + Send)) -> anyhow::Result<DemoReport> {
+    let started = Instant::now();
+    writeln!(
+        out,
+        "[1/7] Starting the test cluster (etcd + kube-apiserver) and a lab of {NODES} node namespaces"
+    )?;
+    let mut running = start(out).await?;
+    if opts.verbose {
+        writeln!(
+            out,
+            "  logs in {} (FERROLB_KEEP_LAB_LOGS=1 keeps them)",
+            running.lab.dir().display()
+        )?;
+    }
+    let lab_id = running.lab.id().to_owned();
+    let result = steps(&running, opts, out).await;
+    let seen = match result {
+        Ok(seen) => seen,
+        Err(e) => {
+            let _ = writeln!(out, "\nFAILED: {e:#}");
+            let _ = print_logs(&running, out);
+            return Err(e);
+        }
+    };
+    let failover = match failover(&mut running, &seen, out).await {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = writeln!(out, "\nFAILED: {e:#}");
+            let _ = print_logs(&running, out);
+            return Err(e);
+        }
+    };
+
+    writeln!(out, "\n[7/7] Cleaning up")?;
+    drop(running);
+    let prefix = format!("flb{lab_id}-");
+    let leftover: Vec<String> = super::sh("ip", &["netns", "list"])?
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect();
+    if !leftover.is_empty() {
+        bail!("namespaces left behind: {leftover:?}");
+    }
+    writeln!(
+        out,
+        "  processes stopped, namespaces {prefix}* deleted, cluster state removed"
+    )?;
+    writeln!(out, "\ndemo OK in {:.1} s", started.elapsed().as_secs_f64())?;
+    Ok(DemoReport {
+        external_ip: seen.external_ip,
+        kubectl_get_svc: seen.kubectl_get_svc,
+        pods: seen.pods,
+        arp: seen.arp,
+        per_backend: seen.per_backend,
+        http_errors: seen.http_errors,
+        conntrack: seen.conntrack,
+        failover,
+    })
+}
+
+/// Step 1: the lab, pods, controller, kube-proxies and speakers.
+async fn start(out: &mut (dyn Write + Send)) -> anyhow::Result<Running> {
+    let mut lab = Lab::start(NODES, 1).await?;
+    let node_names: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
+    let pod_specs: Vec<(String, String)> = node_names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (format!("web-{}", i + 1), n.clone()))
+        .collect();
+    let pod_refs: Vec<(&str, &str)> = pod_specs
+        .iter()
+        .map(|(p, n)| (p.as_str(), n.as_str()))
+        .collect();
+    let pods = lab.add_pods(&pod_refs)?;
+    let controller = start_controller(&lab)?;
+    let mut proxies = Vec::new();
+    for name in &node_names {
+        proxies.push(lab.start_kube_proxy(name)?);
+        lab.start_speaker(name, &[])?;
+    }
+    writeln!(
+        out,
+        "  API server       https://127.0.0.1:{} (kubeconfig {})",
+        lab.cluster().port(),
+        lab.cluster().kubeconfig().display()
+    )?;
+    writeln!(
+        out,
+        "  controller       ferrolb-controller (one replica, holds the Lease)"
+    )?;
+    for node in &lab.nodes {
+        writeln!(
+            out,
+            "  {:<16} {:<14} MAC {}  runs kube-proxy (nftables) + ferrolb-speaker",
+            node.name, node.ip, node.mac
+        )?;
+    }
+    for pod in &pods.pods {
+        writeln!(
+            out,
+            "  pod {:<12} {:<14} on {}, answers GET /hostname on :{POD_PORT}",
+            pod.name, pod.ip, pod.node
+        )?;
+    }
+    for client in &lab.clients {
+        writeln!(out, "  client           {:<14} on the LAN", client.ip)?;
+    }
+    Ok(Running {
+        proxies,
+        controller,
+        pods,
+        lab,
+    })
+}
+
+fn start_controller(lab: &Lab) -> anyhow::Result<Supervised> {
+    let bin = workspace_bin("ferrolb-controller")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let args = vec![
+        format!("--kubeconfig={}", lab.cluster().kubeconfig().display()),
+        format!("--http-addr=127.0.0.1:{port}"),
+        "--lease-namespace=default".into(),
+        "--identity=demo-controller".into(),
+    ];
+    Supervised::spawn(
+        "ferrolb-controller",
+        &bin,
+        &args,
+        &lab.dir().join("controller.log"),
+        false,
+    )
+}
+
+/// Steps 2–5.
+async fn steps(
+    r: &Running,
+    opts: &DemoOptions,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<Observed> {
+    let kubeconfig = r.lab.cluster().kubeconfig().to_path_buf();
+    let client = r.lab.client().await?;
+
+    writeln!(
+        out,
+        "\n[2/7] Creating an IPAddressPool and an L2Advertisement"
+    )?;
+    let pool_yaml = format!(
+        "apiVersion: ferrolb.io/v1beta1\nkind: IPAddressPool\nmetadata:\n  name: demo\nspec:\n  addresses:\n  - {POOL_RANGE}\n---\n\
+         apiVersion: ferrolb.io/v1beta1\nkind: L2Advertisement\nmetadata:\n  name: demo\nspec: {{}}\n"
+    );
+    print_indented(out, &pool_yaml, "    ")?;
+    writeln!(out, "  $ kubectl apply -f -")?;
+    print_indented(
+        out,
+        &kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&pool_yaml))?,
+        "    ",
+    )?;
+
+    writeln!(
+        out,
+        "\n[3/7] Creating the backends' EndpointSlice and Service {}/{} (port {SERVICE_PORT} -> {POD_PORT}, type LoadBalancer)",
+        SERVICE.0, SERVICE.1
+    )?;
+    let addresses: Vec<String> = r.pods.pods.iter().map(|p| p.ip.to_string()).collect();
+    let endpoints: Vec<EndpointSpec<'_>> = r
+        .pods
+        .pods
+        .iter()
+        .zip(&addresses)
+        .map(|(p, a)| (a.as_str(), Some(p.node.as_str()), true, true, false))
+        .collect();
+    apply_endpoints(
+        &client,
+        SERVICE.0,
+        SERVICE.1,
+        i32::from(POD_PORT),
+        &endpoints,
+    )
+    .await?;
+    writeln!(
+        out,
+        "  EndpointSlice {}-lab: {} (ready, with nodeName; written by the lab: there is no kubelet)",
+        SERVICE.1,
+        {
+            let list: Vec<String> = r
+                .pods
+                .pods
+                .iter()
+                .map(|p| format!("{}:{POD_PORT}@{}", p.ip, p.node))
+                .collect();
+            list.join(", ")
+        }
+    )?;
+    let svc_yaml = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {}\n  namespace: {}\nspec:\n  type: LoadBalancer\n  selector:\n    app: web\n  ports:\n  - protocol: TCP\n    port: {SERVICE_PORT}\n    targetPort: {POD_PORT}\n",
+        SERVICE.1, SERVICE.0
+    );
+    print_indented(out, &svc_yaml, "    ")?;
+    writeln!(out, "  $ kubectl apply -f -")?;
+    print_indented(
+        out,
+        &kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&svc_yaml))?,
+        "    ",
+    )?;
+    let external_ip = wait_for_external_ip(r, &client).await?;
+    writeln!(out, "  $ kubectl get svc {}", SERVICE.1)?;
+    let kubectl_get_svc = kubectl(
+        &kubeconfig,
+        &["get", "svc", SERVICE.1, "-n", SERVICE.0],
+        None,
+    )?;
+    print_indented(out, &kubectl_get_svc, "    ")?;
+    if !kubectl_get_svc.contains(&external_ip.to_string()) {
+        bail!("kubectl get svc does not show the external IP {external_ip}");
+    }
+    writeln!(out, "  $ kubectl get ipaddresspools")?;
+    print_indented(
+        out,
+        &kubectl(&kubeconfig, &["get", "ipaddresspools"], None)?,
+        "    ",
+    )?;
+    for proxy in &r.proxies {
+        proxy.wait_for_rules(external_ip, SETTLE).await?;
+    }
+    writeln!(
+        out,
+        "  kube-proxy on every node has nftables rules for {external_ip}"
+    )?;
+
+    writeln!(
+        out,
+        "\n[4/7] ARP: who has {external_ip}? (broadcast from the client)"
+    )?;
+    let arp = step_arp(r, external_ip, out).await?;
+    if opts.verbose {
+        let proxy = r
+            .proxies
+            .iter()
+            .find(|p| p.node == arp.owner)
+            .context("no kube-proxy on the owner")?;
+        writeln!(
+            out,
+            "  kube-proxy's rules for {external_ip} on {} (nft list table ip kube-proxy, followed chains):",
+            arp.owner
+        )?;
+        print_indented(out, &proxy.evidence_for(external_ip)?, "  ")?;
+    }
+
+    writeln!(
+        out,
+        "\n[5/7] {} HTTP requests from the client to http://{external_ip}/hostname (a new connection each)",
+        opts.requests
+    )?;
+    let addr = SocketAddr::from((external_ip, SERVICE_PORT));
+    let netns = r.lab.clients.first().context("no client")?.netns.clone();
+    let n = opts.requests;
+    let tally = tokio::task::spawn_blocking(move || {
+        within_netns(&netns, move || {
+            Ok(http_client::tally(addr, n, Duration::from_secs(2)))
+        })
+    })
+    .await??;
+    let width = r.pods.pods.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    for pod in &r.pods.pods {
+        let count = tally.per_backend.get(&pod.name).copied().unwrap_or(0);
+        writeln!(
+            out,
+            "  {:<width$} ({}) {count:>4}  {}",
+            pod.name,
+            pod.node,
+            "#".repeat(count.div_ceil(5))
+        )?;
+    }
+    for (name, count) in &tally.per_backend {
+        if !r.pods.pods.iter().any(|p| &p.name == name) {
+            writeln!(out, "  unexpected answer {name:?}: {count}")?;
+        }
+    }
+    if !tally.errors.is_empty() {
+        writeln!(
+            out,
+            "  {} requests failed, first: {}",
+            tally.errors.len(),
+            tally.errors.first().map_or("", String::as_str)
+        )?;
+    }
+    let conntrack = conntrack_counts(r, external_ip)?;
+    match &conntrack {
+        Some(counts) => {
+            let list: Vec<String> = counts.iter().map(|(n, c)| format!("{n}: {c}")).collect();
+            writeln!(
+                out,
+                "  conntrack entries to {external_ip} per node (DNAT happens on the owner): {}",
+                list.join(", ")
+            )?;
+        }
+        None => writeln!(
+            out,
+            "  (conntrack command not installed; skipping the per-node connection count)"
+        )?,
+    }
+    if !tally.errors.is_empty() {
+        bail!(
+            "{} of {} HTTP requests failed",
+            tally.errors.len(),
+            opts.requests
+        );
+    }
+    let silent: Vec<&str> = r
+        .pods
+        .pods
+        .iter()
+        .filter(|p| !tally.per_backend.contains_key(&p.name))
+        .map(|p| p.name.as_str())
+        .collect();
+    if !silent.is_empty() {
+        bail!("backends that never answered: {silent:?}");
+    }
+    Ok(Observed {
+        external_ip,
+        kubectl_get_svc,
+        pods: r
+            .pods
+            .pods
+            .iter()
+            .map(|p| (p.name.clone(), p.node.clone(), p.ip))
+            .collect(),
+        arp,
+        per_backend: tally.per_backend,
+        http_errors: tally.errors.len(),
+        conntrack,
+    })
+}
+
+async fn wait_for_external_ip(r: &Running, client: &kube::Client) -> anyhow::Result<Ipv4Addr> {
+    let api: Api<Service> = Api::namespaced(client.clone(), SERVICE.0);
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        if let Some(status) = r.controller.exit_status() {
+            bail!(
+                "ferrolb-controller exited ({status}):\n{}",
+                r.controller.log_tail(30)
+            );
+        }
+        let svc = api.get(SERVICE.1).await?;
+        let ip = svc
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .and_then(|i| i.into_iter().find_map(|i| i.ip))
+            .and_then(|ip| ip.parse::<Ipv4Addr>().ok());
+        if let Some(ip) = ip {
+            return Ok(ip);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the controller gave {}/{} no external IP within {SETTLE:?}",
+                SERVICE.0,
+                SERVICE.1
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Step 4: wait for the predicted owner to answer alone, then show one probe's answers.
+async fn step_arp(
+    r: &Running,
+    ip: Ipv4Addr,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<ArpOutcome> {
+    let names: Vec<&str> = r.lab.nodes.iter().map(|n| n.name.as_str()).collect();
+    let expected_owner = ferrolb_speaker::election::owner(IpAddr::V4(ip), names.iter().copied())
+        .context("no nodes")?
+        .to_owned();
+    r.lab
+        .wait_for_owner(0, ip, Some(&expected_owner), SETTLE)
+        .await?;
+    let seen = r.lab.arp_probe(0, ip, Duration::from_millis(300)).await?;
+    let mut responders: Vec<(String, Option<String>)> = Vec::new();
+    for s in &seen {
+        if let Seen::ArpReply { ip: sip, mac, .. } = s
+            && *sip == ip
+        {
+            let node = r.lab.node_by_mac(mac).map(|n| n.name.clone());
+            writeln!(
+                out,
+                "  reply: {ip} is-at {mac}  ({})",
+                node.as_deref().unwrap_or("not a lab node")
+            )?;
+            if !responders.iter().any(|(m, _)| m == mac) {
+                responders.push((mac.clone(), node));
+            }
+        }
+    }
+    let [(owner_mac, Some(owner))] = responders.as_slice() else {
+        bail!("expected exactly one lab node to answer ARP for {ip}, got {responders:?}");
+    };
+    writeln!(
+        out,
+        "  {owner} answers for {ip} (the rendezvous hash over node-1..node-{NODES} picks {expected_owner}); the other nodes stay silent"
+    )?;
+    if *owner != expected_owner {
+        bail!("{owner} answered, but the election picks {expected_owner}");
+    }
+    Ok(ArpOutcome {
+        owner: owner.clone(),
+        owner_mac: owner_mac.clone(),
+        responders,
+        expected_owner,
+    })
+}
+
+/// Conntrack entries whose original destination is `ip`, per node; `None` without `conntrack`.
+fn conntrack_counts(r: &Running, ip: Ipv4Addr) -> anyhow::Result<Option<BTreeMap<String, usize>>> {
+    if Command::new("conntrack").arg("--version").output().is_err() {
+        return Ok(None);
+    }
+    let mut counts = BTreeMap::new();
+    for node in &r.lab.nodes {
+        let listing = super::in_netns(
+            &node.netns,
+            "conntrack",
+            &["-L", "-p", "tcp", "--orig-dst", &ip.to_string()],
+        )?;
+        counts.insert(
+            node.name.clone(),
+            listing.lines().filter(|l| !l.trim().is_empty()).count(),
+        );
+    }
+    Ok(Some(counts))
+}
+
+/// Step 6: SIGKILL the owner's speaker while capturing on the client and sending HTTP requests.
+async fn failover(
+    r: &mut Running,
+    report: &Observed,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<FailoverOutcome> {
+    let ip = report.external_ip;
+    let old_owner = report.arp.owner.clone();
+    let old_mac = report.arp.owner_mac.clone();
+    writeln!(
+        out,
+        "\n[6/7] Failover: SIGKILL the speaker on {old_owner} (the owner) while the client keeps sending requests"
+    )?;
+    let netns = r.lab.clients.first().context("no client")?.netns.clone();
+
+    // The capture is open before the kill: it records the new owner's gratuitous ARP.
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let cap_ns = netns.clone();
+    let cap_old = old_mac.clone();
+    let capture = tokio::task::spawn_blocking(move || {
+        within_netns(&cap_ns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            c.drain();
+            let _ = ready_tx.send(());
+            let moved = |seen: &[Seen]| {
+                seen.iter().any(|s| {
+                    matches!(s, Seen::GratuitousArp { .. })
+                        && s.ip() == IpAddr::V4(ip)
+                        && !s.mac().eq_ignore_ascii_case(&cap_old)
+                })
+            };
+            Ok(c.listen(Duration::from_secs(10), moved)?)
+        })
+    });
+    if ready_rx.await.is_err() {
+        capture.await??;
+        bail!("the capture on the client ended before it started");
+    }
+    let addr = SocketAddr::from((ip, SERVICE_PORT));
+    let http_old = old_mac.clone();
+    let http_ns = netns.clone();
+    let http = tokio::task::spawn_blocking(move || {
+        within_netns(&http_ns, move || {
+            Ok(http_client::until_moved(
+                addr,
+                &http_old,
+                5,
+                Duration::from_millis(10),
+                Duration::from_millis(500),
+                Duration::from_secs(15),
+            ))
+        })
+    });
+    // Let a few requests go through the old owner first.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let killed_us = http_client::unix_us();
+    r.lab.signal_speaker(&old_owner, "KILL")?;
+    let seen = capture.await??;
+    let attempts = http.await??;
+
+    let garp = seen.iter().find(|s| {
+        matches!(s, Seen::GratuitousArp { .. })
+            && s.ip() == IpAddr::V4(ip)
+            && !s.mac().eq_ignore_ascii_case(&old_mac)
+    });
+    let Some(Seen::GratuitousArp {
+        unix_us, mac, form, ..
+    }) = garp
+    else {
+        bail!("no gratuitous ARP for {ip} from another node within 10 s of the kill");
+    };
+    let new_owner = r
+        .lab
+        .node_by_mac(mac)
+        .map(|n| n.name.clone())
+        .with_context(|| format!("gratuitous ARP from {mac}, not a lab node"))?;
+    let gratuitous_arp_after = micros_between(killed_us, *unix_us);
+    writeln!(
+        out,
+        "  +{:>6.1} ms  gratuitous ARP ({form} form): {ip} is-at {mac} ({new_owner})",
+        ms(gratuitous_arp_after)
+    )?;
+
+    let after: Vec<&Attempt> = attempts.iter().filter(|a| a.unix_us >= killed_us).collect();
+    let failed_after_kill = after.iter().filter(|a| a.outcome.is_err()).count();
+    let first_new = after.iter().find(|a| {
+        a.outcome.is_ok()
+            && a.via_mac
+                .as_deref()
+                .is_some_and(|m| m.eq_ignore_ascii_case(mac))
+    });
+    let Some(first_new) = first_new else {
+        bail!(
+            "no HTTP request succeeded through {new_owner} within 15 s ({} sent after the kill, {failed_after_kill} failed)",
+            after.len()
+        );
+    };
+    let http_via_new_owner_after = micros_between(killed_us, first_new.done_unix_us);
+    writeln!(
+        out,
+        "  +{:>6.1} ms  first HTTP answer through {new_owner}'s MAC ({})",
+        ms(http_via_new_owner_after),
+        first_new.outcome.as_deref().unwrap_or_default()
+    )?;
+    writeln!(
+        out,
+        "  {} requests sent after the kill, {failed_after_kill} failed (until the client's ARP entry moved, {old_owner}'s kube-proxy still forwarded: only its speaker died)",
+        after.len()
+    )?;
+    let remaining: Vec<&str> = r
+        .lab
+        .nodes
+        .iter()
+        .map(|n| n.name.as_str())
+        .filter(|n| *n != old_owner)
+        .collect();
+    let expected_new_owner =
+        ferrolb_speaker::election::owner(IpAddr::V4(ip), remaining.iter().copied())
+            .context("no nodes left")?
+            .to_owned();
+    let arp_after: Vec<String> = r.lab.arp_answers(0, ip).await?.into_iter().collect();
+    let names: Vec<String> = arp_after
+        .iter()
+        .map(|m| {
+            r.lab
+                .node_by_mac(m)
+                .map_or_else(|| m.clone(), |n| n.name.clone())
+        })
+        .collect();
+    writeln!(
+        out,
+        "  ARP for {ip} is now answered by: {}",
+        names.join(", ")
+    )?;
+    if new_owner != expected_new_owner {
+        bail!(
+            "{new_owner} took over, but the election over the remaining nodes picks {expected_new_owner}"
+        );
+    }
+    if arp_after != [r.lab.node(&new_owner).mac.clone()] {
+        bail!("after the failover ARP should be answered by {new_owner} alone, got {names:?}");
+    }
+    Ok(FailoverOutcome {
+        old_owner,
+        new_owner,
+        expected_new_owner,
+        gratuitous_arp_after,
+        http_via_new_owner_after,
+        requests_after_kill: after.len(),
+        failed_after_kill,
+        arp_after,
+    })
+}
+
+fn micros_between(from_us: u64, to_us: u64) -> Duration {
+    Duration::from_micros(to_us.saturating_sub(from_us))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Runs the real `kubectl` against `kubeconfig`, with `stdin` piped in if given; returns stdout.
+fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+    let mut child = Command::new(k8s_bin("kubectl")?)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting kubectl")?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())?;
+    }
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!(
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn print_indented(out: &mut (dyn Write + Send), text: &str, indent: &str) -> std::io::Result<()> {
+    for line in text.lines() {
+        writeln!(out, "{indent}{line}")?;
+    }
+    Ok(())
+}
+
+/// After a failure: the tails of the controller's, kube-proxies' and speakers' logs.
+fn print_logs(r: &Running, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\n--- ferrolb-controller log (last 20 lines) ---\n{}",
+        r.controller.log_tail(20)
+    )?;
+    for proxy in &r.proxies {
+        writeln!(
+            out,
+            "--- kube-proxy {} log (last 10 lines) ---\n{}",
+            proxy.node,
+            proxy.log_tail(10)
+        )?;
+    }
+    for node in &r.lab.nodes {
+        writeln!(
+            out,
+            "--- speaker {} log (last 10 lines) ---\n{}",
+            node.name,
+            r.lab.speaker_log(&node.name, 10)
+        )?;
+    }
+    writeln!(
+        out,
+        "(all logs: {}; set FERROLB_KEEP_LAB_LOGS=1 to keep them; pod range {POD_CIDR})",
+        r.lab.dir().display()
+    )
+}
