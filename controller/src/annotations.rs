@@ -27,7 +27,10 @@ pub const ALLOW_SHARED_IP: [&str; 3] = [
 
 /// The value of the first spelling present (in priority order; empty values count as absent),
 /// and a warning for each other spelling present with a different value.
-pub fn lookup(annotations: &BTreeMap<String, String>, spellings: &[&str]) -> (Option<String>, Vec<String>) {
+pub fn lookup(
+    annotations: &BTreeMap<String, String>,
+    spellings: &[&str],
+) -> (Option<String>, Vec<String>) {
     let present: Vec<(&str, &str)> = spellings
         .iter()
         .filter_map(|k| {
@@ -43,7 +46,9 @@ pub fn lookup(annotations: &BTreeMap<String, String>, spellings: &[&str]) -> (Op
     let warnings = present[1..]
         .iter()
         .filter(|(_, v)| *v != value)
-        .map(|(k, v)| format!("annotation {k}={v:?} disagrees with {winner}={value:?}; using {winner}"))
+        .map(|(k, v)| {
+            format!("annotation {k}={v:?} disagrees with {winner}={value:?}; using {winner}")
+        })
         .collect();
     (Some(value.to_owned()), warnings)
 }
@@ -53,22 +58,37 @@ mod tests {
     use super::*;
 
     fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn ours_win_and_disagreement_is_named() {
-        let a = ann(&[("metallb.universe.tf/address-pool", "old"), ("ferrolb.io/address-pool", "new")]);
+        let a = ann(&[
+            ("metallb.universe.tf/address-pool", "old"),
+            ("ferrolb.io/address-pool", "new"),
+        ]);
         let (v, w) = lookup(&a, &ADDRESS_POOL);
         assert_eq!(v.as_deref(), Some("new"));
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("metallb.universe.tf/address-pool=\"old\"") && w[0].contains("using ferrolb.io/address-pool"));
+        assert!(
+            w[0].contains("metallb.universe.tf/address-pool=\"old\"")
+                && w[0].contains("using ferrolb.io/address-pool")
+        );
     }
 
     #[test]
     fn aliases_alone_are_accepted_and_agreement_is_silent() {
-        let a = ann(&[("metallb.io/allow-shared-ip", "k1"), ("metallb.universe.tf/allow-shared-ip", "k1")]);
+        let a = ann(&[
+            ("metallb.io/allow-shared-ip", "k1"),
+            ("metallb.universe.tf/allow-shared-ip", "k1"),
+        ]);
         assert_eq!(lookup(&a, &ALLOW_SHARED_IP), (Some("k1".into()), vec![]));
-        assert_eq!(lookup(&ann(&[("ferrolb.io/address-pool", " ")]), &ADDRESS_POOL), (None, vec![]));
+        assert_eq!(
+            lookup(&ann(&[("ferrolb.io/address-pool", " ")]), &ADDRESS_POOL),
+            (None, vec![])
+        );
     }
 }

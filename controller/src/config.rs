@@ -17,7 +17,11 @@ pub enum LogFormat {
 
 /// Flags of the controller binary.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "ferrolb-controller", version, about = "ferrolb controller: IPAM for LoadBalancer Services")]
+#[command(
+    name = "ferrolb-controller",
+    version,
+    about = "ferrolb controller: IPAM for LoadBalancer Services"
+)]
 pub struct Config {
     /// `spec.loadBalancerClass` handled by this controller.
     #[arg(long, env = "FERROLB_LB_CLASS", default_value = "ferrolb.io/l2")]
@@ -90,7 +94,13 @@ mod tests {
         let c = Config::try_parse_from(["ferrolb-controller"]).unwrap();
         assert_eq!(c.lb_class, "ferrolb.io/l2");
         assert!(c.default_class);
-        let c = Config::try_parse_from(["ferrolb-controller", "--default-class=false", "--lb-class", "x/y"]).unwrap();
+        let c = Config::try_parse_from([
+            "ferrolb-controller",
+            "--default-class=false",
+            "--lb-class",
+            "x/y",
+        ])
+        .unwrap();
         assert!(!c.default_class);
         assert_eq!(c.lb_class, "x/y");
     }

@@ -23,7 +23,9 @@ use ferrolb_controller::service::ClassConfig;
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FERROLB_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -33,13 +35,16 @@ fn init_logs(format: LogFormat) {
 async fn client(cfg: &Config) -> anyhow::Result<Client> {
     match &cfg.kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .context("loading kubeconfig")?;
             Client::try_from(config).context("building the API client")
         }
-        None => Client::try_default().await.context("in-cluster or default kubeconfig"),
+        None => Client::try_default()
+            .await
+            .context("in-cluster or default kubeconfig"),
     }
 }
 
@@ -58,14 +63,18 @@ async fn shutdown_signal() {
     }
 }
 
-#[tokio::main]
+// Two workers: the controller is I-O bound, and fewer threads mean fewer malloc arenas (RSS).
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let cfg = Config::parse();
     init_logs(cfg.log_format);
     let client = client(&cfg).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    let health = Health { ready: ready.clone(), metrics: metrics.clone() };
+    let health = Health {
+        ready: ready.clone(),
+        metrics: metrics.clone(),
+    };
     let http_addr = cfg.http_addr;
     let http = tokio::spawn(async move {
         if let Err(e) = serve(http_addr, health).await {
@@ -93,14 +102,20 @@ async fn main() -> anyhow::Result<()> {
     let ready_flag = ready.clone();
     let control = Control {
         client: client.clone(),
-        class: ClassConfig { lb_class: cfg.lb_class.clone(), default_class: cfg.default_class },
+        class: ClassConfig {
+            lb_class: cfg.lb_class.clone(),
+            default_class: cfg.default_class,
+        },
         stores,
         wake,
         leader: leader_rx,
         metrics,
         recorder: Recorder::new(
             client,
-            Reporter { controller: "ferrolb-controller".into(), instance: Some(identity.clone()) },
+            Reporter {
+                controller: "ferrolb-controller".into(),
+                instance: Some(identity.clone()),
+            },
         ),
         resync: Duration::from_secs(cfg.resync_seconds.max(1)),
         concurrency: cfg.write_concurrency,

@@ -64,17 +64,41 @@ impl Metrics {
             registry: Registry::default(),
         };
         registry.register("allocations", "Addresses handed out", m.allocations.clone());
-        registry.register("allocation_failures", "Services that became pending, by reason", m.failures.clone());
-        registry.register("releases", "Services whose addresses were freed", m.releases.clone());
-        registry.register("status_writes", "Service status writes", m.status_writes.clone());
-        registry.register("pool_assigned", "Addresses held per pool and family", m.pool_assigned.clone());
-        registry.register("pool_available", "Free addresses per pool and family", m.pool_available.clone());
+        registry.register(
+            "allocation_failures",
+            "Services that became pending, by reason",
+            m.failures.clone(),
+        );
+        registry.register(
+            "releases",
+            "Services whose addresses were freed",
+            m.releases.clone(),
+        );
+        registry.register(
+            "status_writes",
+            "Service status writes",
+            m.status_writes.clone(),
+        );
+        registry.register(
+            "pool_assigned",
+            "Addresses held per pool and family",
+            m.pool_assigned.clone(),
+        );
+        registry.register(
+            "pool_available",
+            "Free addresses per pool and family",
+            m.pool_available.clone(),
+        );
         registry.register(
             "reconcile_duration_seconds",
             "Duration of one reconcile pass including its writes",
             m.reconcile_seconds.clone(),
         );
-        registry.register("leader", "1 while this replica holds the Lease", m.leader.clone());
+        registry.register(
+            "leader",
+            "1 while this replica holds the Lease",
+            m.leader.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -101,11 +125,21 @@ mod tests {
     fn encodes_named_metrics() {
         let m = Metrics::new();
         m.allocations.inc();
-        m.failures.get_or_create(&ReasonLabels { reason: "exhausted".into() }).inc();
+        m.failures
+            .get_or_create(&ReasonLabels {
+                reason: "exhausted".into(),
+            })
+            .inc();
         m.leader.set(1);
         let text = m.encode();
-        assert!(text.contains("ferrolb_controller_allocations_total 1"), "{text}");
-        assert!(text.contains("ferrolb_controller_allocation_failures_total{reason=\"exhausted\"} 1"), "{text}");
+        assert!(
+            text.contains("ferrolb_controller_allocations_total 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ferrolb_controller_allocation_failures_total{reason=\"exhausted\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("ferrolb_controller_leader 1"), "{text}");
     }
 }

@@ -30,20 +30,37 @@ pub fn pool_status(
             "addresses are allocated from this pool but not announced: no L2Advertisement covers it".to_owned(),
         )
     } else {
-        (true, "Serving", "addresses are allocated and announced".to_owned())
+        (
+            true,
+            "Serving",
+            "addresses are allocated and announced".to_owned(),
+        )
     };
     conditions.push(("Ready", ready, reason, message));
     conditions.push(match report.overlaps.is_empty() {
-        true => ("Overlapping", false, "NoOverlap", "no address is shared with an older pool".into()),
+        true => (
+            "Overlapping",
+            false,
+            "NoOverlap",
+            "no address is shared with an older pool".into(),
+        ),
         false => (
             "Overlapping",
             true,
             "OlderPoolOwnsAddresses",
-            format!("not handed out from this pool: {}", report.overlaps.join(", ")),
+            format!(
+                "not handed out from this pool: {}",
+                report.overlaps.join(", ")
+            ),
         ),
     });
     conditions.push(match report.node_conflicts.is_empty() {
-        true => ("NodeAddressConflict", false, "NoConflict", "no Node address inside the pool".into()),
+        true => (
+            "NodeAddressConflict",
+            false,
+            "NoConflict",
+            "no Node address inside the pool".into(),
+        ),
         false => (
             "NodeAddressConflict",
             true,
@@ -52,7 +69,12 @@ pub fn pool_status(
         ),
     });
     conditions.push(match &report.invalid {
-        None => ("Invalid", false, "Valid", "every addresses entry is usable".into()),
+        None => (
+            "Invalid",
+            false,
+            "Valid",
+            "every addresses entry is usable".into(),
+        ),
         Some(m) => ("Invalid", true, "BadAddressEntry", m.clone()),
     });
     let conditions = conditions
@@ -60,7 +82,11 @@ pub fn pool_status(
         .map(|(type_, status, reason, message)| {
             let status = if status { "True" } else { "False" };
             let last = current
-                .and_then(|c| c.conditions.iter().find(|c| c.type_ == type_ && c.status == status))
+                .and_then(|c| {
+                    c.conditions
+                        .iter()
+                        .find(|c| c.type_ == type_ && c.status == status)
+                })
                 .map(|c| c.last_transition_time.clone())
                 .unwrap_or_else(|| now.clone());
             Condition {
@@ -104,13 +130,19 @@ mod tests {
         let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap_or_default());
         let s = pool_status(&report(), true, Some(2), None, &t0);
         assert_eq!(s.available_ipv6, i64::MAX);
-        let overlapping = s.conditions.iter().find(|c| c.type_ == "Overlapping").map(|c| (&c.status, &c.message));
+        let overlapping = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Overlapping")
+            .map(|c| (&c.status, &c.message));
         assert!(matches!(overlapping, Some((st, m)) if st == "True" && m.contains("pool-a")));
         // Same inputs later: identical status (no write).
         let t1 = Time(k8s_openapi::jiff::Timestamp::from_second(2000).unwrap_or_default());
         assert_eq!(pool_status(&report(), true, Some(2), Some(&s), &t1), s);
         let not_adv = pool_status(&report(), false, Some(2), Some(&s), &t1);
         let ready = not_adv.conditions.iter().find(|c| c.type_ == "Ready");
-        assert!(matches!(ready, Some(c) if c.status == "False" && c.reason == "NotAdvertised" && c.last_transition_time == t1));
+        assert!(
+            matches!(ready, Some(c) if c.status == "False" && c.reason == "NotAdvertised" && c.last_transition_time == t1)
+        );
     }
 }

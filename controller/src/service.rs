@@ -87,7 +87,11 @@ pub fn request_of(svc: &Service) -> (ServiceRequest, Vec<String>) {
     warnings.extend(w);
     let (ips_annotation, w) = lookup(annotations, &LOAD_BALANCER_IPS);
     warnings.extend(w);
-    let legacy = spec.load_balancer_ip.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let legacy = spec
+        .load_balancer_ip
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
     let (source, text) = match (ips_annotation, legacy) {
         (Some(a), Some(l)) => {
             if a.split(',').map(str::trim).collect::<Vec<_>>() != [l] {
@@ -104,7 +108,11 @@ pub fn request_of(svc: &Service) -> (ServiceRequest, Vec<String>) {
     };
     let mut req = ServiceRequest {
         key: key_of(svc),
-        created: svc.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+        created: svc
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second()),
         labels: svc.metadata.labels.clone().unwrap_or_default(),
         families,
         policy,
@@ -150,7 +158,9 @@ pub fn parse_requested(text: &str, wanted: &[Family]) -> Result<Vec<IpAddr>, Str
         let ip = parse_ip(item).ok_or_else(|| format!("{item:?} is not an IP address"))?;
         let family = Family::of(ip);
         if let Some(other) = out.iter().find(|o| Family::of(**o) == family) {
-            return Err(format!("two {family} addresses ({other} and {ip}); at most one per family"));
+            return Err(format!(
+                "two {family} addresses ({other} and {ip}); at most one per family"
+            ));
         }
         if !wanted.contains(&family) {
             let names: Vec<&str> = wanted.iter().map(|f| f.as_k8s()).collect();
@@ -179,7 +189,9 @@ pub fn observed_of(svc: &Service) -> ObservedStatus {
                 None => out.unusable.push(format!("{ip:?}: not an IP address")),
             },
             (None, Some(h)) => out.unusable.push(format!("hostname-only entry {h:?}")),
-            (None, None) => out.unusable.push("an entry with neither ip nor hostname".into()),
+            (None, None) => out
+                .unusable
+                .push("an entry with neither ip nor hostname".into()),
         }
     }
     out
@@ -238,14 +250,23 @@ mod tests {
             metadata: ObjectMeta {
                 name: Some("svc".into()),
                 namespace: Some("ns".into()),
-                annotations: Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
                 ..Default::default()
             },
             spec: Some(ServiceSpec {
                 type_: Some("LoadBalancer".into()),
                 ip_families: Some(families.iter().map(|f| f.to_string()).collect()),
                 ip_family_policy: Some(policy.into()),
-                ports: Some(vec![ServicePort { port: 80, protocol: Some("TCP".into()), ..Default::default() }]),
+                ports: Some(vec![ServicePort {
+                    port: 80,
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                }]),
                 ..Default::default()
             }),
             status: None,
@@ -253,7 +274,10 @@ mod tests {
     }
 
     fn cfg(default_class: bool) -> ClassConfig {
-        ClassConfig { lb_class: "ferrolb.io/l2".into(), default_class }
+        ClassConfig {
+            lb_class: "ferrolb.io/l2".into(),
+            default_class,
+        }
     }
 
     #[test]
@@ -276,12 +300,22 @@ mod tests {
             ("198.51.100.1,198.51.100.2", "two IPv4 addresses"),
             ("2001:db8::1", "is IPv6 but the Service only asks for IPv4"),
         ] {
-            let (req, _) = request_of(&lb(&[("ferrolb.io/loadBalancerIPs", value)], &["IPv4"], "SingleStack"));
+            let (req, _) = request_of(&lb(
+                &[("ferrolb.io/loadBalancerIPs", value)],
+                &["IPv4"],
+                "SingleStack",
+            ));
             let msg = req.invalid.unwrap();
-            assert!(msg.starts_with("ferrolb.io/loadBalancerIPs: ") && msg.contains(want), "{msg}");
+            assert!(
+                msg.starts_with("ferrolb.io/loadBalancerIPs: ") && msg.contains(want),
+                "{msg}"
+            );
         }
         let (req, _) = request_of(&lb(
-            &[("metallb.universe.tf/loadBalancerIPs", "198.51.100.1,2001:db8::1")],
+            &[(
+                "metallb.universe.tf/loadBalancerIPs",
+                "198.51.100.1,2001:db8::1",
+            )],
             &["IPv4", "IPv6"],
             "RequireDualStack",
         ));
@@ -294,11 +328,23 @@ mod tests {
         let mut s = lb(&[], &["IPv4"], "SingleStack");
         s.spec.as_mut().unwrap().load_balancer_ip = Some("198.51.100.7".into());
         let (req, w) = request_of(&s);
-        assert_eq!(req.requested, vec!["198.51.100.7".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            req.requested,
+            vec!["198.51.100.7".parse::<IpAddr>().unwrap()]
+        );
         assert!(w.is_empty());
-        s.metadata.annotations = Some([("ferrolb.io/loadBalancerIPs".to_string(), "198.51.100.8".to_string())].into());
+        s.metadata.annotations = Some(
+            [(
+                "ferrolb.io/loadBalancerIPs".to_string(),
+                "198.51.100.8".to_string(),
+            )]
+            .into(),
+        );
         let (req, w) = request_of(&s);
-        assert_eq!(req.requested, vec!["198.51.100.8".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            req.requested,
+            vec!["198.51.100.8".parse::<IpAddr>().unwrap()]
+        );
         assert!(w[0].contains("spec.loadBalancerIP"), "{w:?}");
     }
 
@@ -308,8 +354,14 @@ mod tests {
         s.status = Some(ServiceStatus {
             load_balancer: Some(LoadBalancerStatus {
                 ingress: Some(vec![
-                    LoadBalancerIngress { hostname: Some("lb.example.com".into()), ..Default::default() },
-                    LoadBalancerIngress { ip: Some("192.0.2.4".into()), ..Default::default() },
+                    LoadBalancerIngress {
+                        hostname: Some("lb.example.com".into()),
+                        ..Default::default()
+                    },
+                    LoadBalancerIngress {
+                        ip: Some("192.0.2.4".into()),
+                        ..Default::default()
+                    },
                 ]),
             }),
             ..Default::default()
@@ -319,7 +371,13 @@ mod tests {
         assert!(o.unusable[0].contains("lb.example.com"));
         let ips: Vec<IpAddr> = vec!["198.51.100.1".parse().unwrap()];
         assert!(!status_matches(&s, &ips));
-        s.status.as_mut().unwrap().load_balancer.as_mut().unwrap().ingress = Some(ingress_of(&ips));
+        s.status
+            .as_mut()
+            .unwrap()
+            .load_balancer
+            .as_mut()
+            .unwrap()
+            .ingress = Some(ingress_of(&ips));
         assert!(status_matches(&s, &ips));
         assert!(!we_own_ingress(&s), "no managedFields of ours");
     }

@@ -30,7 +30,11 @@ struct Controller {
 
 fn start_controller(cluster: &TestCluster, identity: &str, extra: &[&str]) -> Controller {
     let bin = workspace_bin("ferrolb-controller").expect("controller binary");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut args: Vec<String> = vec![
         format!("--kubeconfig={}", cluster.kubeconfig().display()),
         format!("--http-addr=127.0.0.1:{port}"),
@@ -67,7 +71,10 @@ where
 }
 
 async fn get_svc(client: &Client, ns: &str, name: &str) -> Service {
-    Api::<Service>::namespaced(client.clone(), ns).get(name).await.unwrap()
+    Api::<Service>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
 }
 
 fn ips_of(svc: &Service) -> Vec<String> {
@@ -106,7 +113,13 @@ async fn events(client: &Client, ns: &str, name: &str) -> Vec<(String, String, S
         .items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
         .collect()
 }
 
@@ -115,7 +128,10 @@ async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str, contain
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(20) {
         seen = events(client, ns, name).await;
-        if let Some((_, _, note)) = seen.iter().find(|(_, r, n)| r == reason && n.contains(contains)) {
+        if let Some((_, _, note)) = seen
+            .iter()
+            .find(|(_, r, n)| r == reason && n.contains(contains))
+        {
             return note.clone();
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -150,7 +166,11 @@ fn written_by_controller(svc: &Service) -> bool {
 async fn apply_pool(client: &Client, name: &str, spec: serde_json::Value) {
     let obj = json!({ "apiVersion": "ferrolb.io/v1beta1", "kind": "IPAddressPool", "metadata": { "name": name }, "spec": spec });
     Api::<IPAddressPool>::all(client.clone())
-        .patch(name, &PatchParams::apply("ferrolb-tests").force(), &Patch::Apply(&obj))
+        .patch(
+            name,
+            &PatchParams::apply("ferrolb-tests").force(),
+            &Patch::Apply(&obj),
+        )
         .await
         .unwrap();
 }
@@ -180,23 +200,38 @@ async fn setup() -> (TestCluster, Client) {
 
 async fn c01_variant(a_requests: bool, b_first: bool) {
     let (cluster, client) = setup().await;
-    create_pool(&client, "pool", &["198.51.100.10/32"]).await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.10/32"])
+        .await
+        .unwrap();
     // Namespaces order the watch's initial list: `aaa-…` is delivered before `zzz-…`.
     let (ns_a, ns_b) = if b_first {
-        (namespace::fresh(&client, "zzz").await.unwrap(), namespace::fresh(&client, "aaa").await.unwrap())
+        (
+            namespace::fresh(&client, "zzz").await.unwrap(),
+            namespace::fresh(&client, "aaa").await.unwrap(),
+        )
     } else {
-        (namespace::fresh(&client, "aaa").await.unwrap(), namespace::fresh(&client, "zzz").await.unwrap())
+        (
+            namespace::fresh(&client, "aaa").await.unwrap(),
+            namespace::fresh(&client, "zzz").await.unwrap(),
+        )
     };
     // svc-b is created first (it is the older one) and is pending; svc-a holds the IP, as a
     // previous controller left it.
-    create_service(&client, &lb_service(&ns_b, "svc-b", &[("TCP", 80)], "Cluster")).await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns_b, "svc-b", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut a = lb_service(&ns_a, "svc-a", &[("TCP", 80)], "Cluster");
     if a_requests {
         a = annotate(a, &[("ferrolb.io/loadBalancerIPs", "198.51.100.10")]);
     }
     create_service(&client, &a).await.unwrap();
-    set_ingress(&client, &ns_a, "svc-a", &["198.51.100.10"]).await.unwrap();
+    set_ingress(&client, &ns_a, "svc-a", &["198.51.100.10"])
+        .await
+        .unwrap();
     let rv = get_svc(&client, &ns_a, "svc-a").await.resource_version();
 
     for round in 0..2 {
@@ -206,7 +241,11 @@ async fn c01_variant(a_requests: bool, b_first: bool) {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let a_now = get_svc(&client, &ns_a, "svc-a").await;
         assert_eq!(ips_of(&a_now), vec!["198.51.100.10"], "{}", ctl.log());
-        assert_eq!(a_now.resource_version(), rv, "svc-a must see no write at all (round {round})");
+        assert_eq!(
+            a_now.resource_version(),
+            rv,
+            "svc-a must see no write at all (round {round})"
+        );
         assert!(!written_by_controller(&a_now));
         assert!(ips(&client, &ns_b, "svc-b").await.is_empty());
         drop(ctl);
@@ -225,16 +264,24 @@ async fn c01_restart_must_not_steal_ips() {
 async fn c02_sharing_groups_survive_restarts_and_recreation() {
     let _serial = SERIAL.lock().await;
     let (cluster, client) = setup().await;
-    create_pool(&client, "pool", &["198.51.100.0/28"]).await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
     let ns = namespace::fresh(&client, "c02").await.unwrap();
     let shared = |name: &str, port: i32| {
-        let mut s = annotate(lb_service(&ns, name, &[("TCP", port)], "Cluster"), &[("ferrolb.io/allow-shared-ip", "k1")]);
-        s.spec.as_mut().unwrap().selector = Some(BTreeMap::from([("app".to_string(), "shared".to_string())]));
+        let mut s = annotate(
+            lb_service(&ns, name, &[("TCP", port)], "Cluster"),
+            &[("ferrolb.io/allow-shared-ip", "k1")],
+        );
+        s.spec.as_mut().unwrap().selector =
+            Some(BTreeMap::from([("app".to_string(), "shared".to_string())]));
         s
     };
     let ctl = start_controller(&cluster, "c02-0", &[]);
     create_service(&client, &shared("svc-a", 80)).await.unwrap();
-    create_service(&client, &shared("svc-b", 8080)).await.unwrap();
+    create_service(&client, &shared("svc-b", 8080))
+        .await
+        .unwrap();
     wait_ips(&client, &ns, "svc-a", &["198.51.100.1"]).await;
     wait_ips(&client, &ns, "svc-b", &["198.51.100.1"]).await;
     // (a) restart: nothing changes, nothing is written.
@@ -244,7 +291,12 @@ async fn c02_sharing_groups_survive_restarts_and_recreation() {
     );
     drop(ctl);
     let ctl = start_controller(&cluster, "c02-1", &[]);
-    wait_for("restarted controller leads", Duration::from_secs(15), || lease_holder_is(&client, "c02-1")).await;
+    wait_for(
+        "restarted controller leads",
+        Duration::from_secs(15),
+        || lease_holder_is(&client, "c02-1"),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         rvs,
@@ -257,16 +309,28 @@ async fn c02_sharing_groups_survive_restarts_and_recreation() {
     );
     // (b) delete svc-b and create it again unchanged: same IP.
     delete_svc(&client, &ns, "svc-b").await;
-    create_service(&client, &shared("svc-b", 8080)).await.unwrap();
+    create_service(&client, &shared("svc-b", 8080))
+        .await
+        .unwrap();
     wait_ips(&client, &ns, "svc-b", &["198.51.100.1"]).await;
     assert_eq!(ips(&client, &ns, "svc-a").await, vec!["198.51.100.1"]);
     // The IP returns to the pool only when the last member goes: a newcomer without the key
     // does not get .1 while svc-a holds it, and gets it once both are gone.
     delete_svc(&client, &ns, "svc-b").await;
-    create_service(&client, &lb_service(&ns, "svc-c", &[("TCP", 9000)], "Cluster")).await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-c", &[("TCP", 9000)], "Cluster"),
+    )
+    .await
+    .unwrap();
     wait_ips(&client, &ns, "svc-c", &["198.51.100.2"]).await;
     delete_svc(&client, &ns, "svc-a").await;
-    create_service(&client, &lb_service(&ns, "svc-d", &[("TCP", 9000)], "Cluster")).await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-d", &[("TCP", 9000)], "Cluster"),
+    )
+    .await
+    .unwrap();
     wait_ips(&client, &ns, "svc-d", &["198.51.100.1"]).await;
     drop(ctl);
 }
@@ -289,25 +353,49 @@ async fn holder(client: &Client) -> Option<String> {
 async fn c03_pool_deleted_while_in_use() {
     let _serial = SERIAL.lock().await;
     let (cluster, client) = setup().await;
-    create_pool(&client, "pool-a", &["198.51.100.0/24"]).await.unwrap();
-    create_pool(&client, "pool-b", &["203.0.113.0/24"]).await.unwrap();
+    create_pool(&client, "pool-a", &["198.51.100.0/24"])
+        .await
+        .unwrap();
+    create_pool(&client, "pool-b", &["203.0.113.0/24"])
+        .await
+        .unwrap();
     let ns = namespace::fresh(&client, "c03").await.unwrap();
-    for (name, ip) in [("svc-a", "198.51.100.1"), ("svc-b", "203.0.113.1"), ("svc-c", "203.0.113.2")] {
-        create_service(&client, &annotate(lb_service(&ns, name, &[("TCP", 80)], "Cluster"), &[("ferrolb.io/loadBalancerIPs", ip)]))
-            .await
-            .unwrap();
+    for (name, ip) in [
+        ("svc-a", "198.51.100.1"),
+        ("svc-b", "203.0.113.1"),
+        ("svc-c", "203.0.113.2"),
+    ] {
+        create_service(
+            &client,
+            &annotate(
+                lb_service(&ns, name, &[("TCP", 80)], "Cluster"),
+                &[("ferrolb.io/loadBalancerIPs", ip)],
+            ),
+        )
+        .await
+        .unwrap();
     }
     let ctl = start_controller(&cluster, "c03", &[]);
     wait_ips(&client, &ns, "svc-c", &["203.0.113.2"]).await;
     // The requests pinned the first allocation; drop them so the Services may move.
     for name in ["svc-a", "svc-b", "svc-c"] {
         Api::<Service>::namespaced(client.clone(), &ns)
-            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"ferrolb.io/loadBalancerIPs": null}}})))
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"annotations": {"ferrolb.io/loadBalancerIPs": null}}}),
+                ),
+            )
             .await
             .unwrap();
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(ips(&client, &ns, "svc-b").await, vec!["203.0.113.1"], "dropping a request moves nothing");
+    assert_eq!(
+        ips(&client, &ns, "svc-b").await,
+        vec!["203.0.113.1"],
+        "dropping a request moves nothing"
+    );
     delete_pool(&client, "pool-b").await;
     wait_ips(&client, &ns, "svc-b", &["198.51.100.2"]).await;
     wait_ips(&client, &ns, "svc-c", &["198.51.100.3"]).await;
@@ -318,14 +406,28 @@ async fn c03_pool_deleted_while_in_use() {
     }
     // Re-created svc-b (carrying the old status, as a restore would) does not get it back.
     delete_svc(&client, &ns, "svc-b").await;
-    create_service(&client, &lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster")).await.unwrap();
-    set_ingress(&client, &ns, "svc-b", &["203.0.113.1"]).await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    set_ingress(&client, &ns, "svc-b", &["203.0.113.1"])
+        .await
+        .unwrap();
     wait_ips(&client, &ns, "svc-b", &["198.51.100.2"]).await;
     // pool-b comes back smaller: nothing moves.
     let before: Vec<_> = snapshot(&client, &ns, &["svc-a", "svc-b", "svc-c"]).await;
-    create_pool(&client, "pool-b", &["203.0.113.128/25"]).await.unwrap();
+    create_pool(&client, "pool-b", &["203.0.113.128/25"])
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(before, snapshot(&client, &ns, &["svc-a", "svc-b", "svc-c"]).await, "{}", ctl.log());
+    assert_eq!(
+        before,
+        snapshot(&client, &ns, &["svc-a", "svc-b", "svc-c"]).await,
+        "{}",
+        ctl.log()
+    );
 }
 
 /// `(ips, resourceVersion)` of each Service.
@@ -342,29 +444,67 @@ async fn snapshot(client: &Client, ns: &str, names: &[&str]) -> Vec<(Vec<String>
 async fn c04_type_change_frees_the_ip_for_waiting_services() {
     let _serial = SERIAL.lock().await;
     let (cluster, client) = setup().await;
-    create_pool(&client, "pool", &["198.51.100.10/31"]).await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.10/31"])
+        .await
+        .unwrap();
     let ns = namespace::fresh(&client, "c04").await.unwrap();
     let _ctl = start_controller(&cluster, "c04", &[]);
-    create_service(&client, &lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster")).await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
     wait_ips(&client, &ns, "svc-a", &["198.51.100.10"]).await;
-    create_service(&client, &lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster")).await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
     wait_ips(&client, &ns, "svc-b", &["198.51.100.11"]).await;
-    create_service(&client, &lb_service(&ns, "svc-c", &[("TCP", 80)], "Cluster")).await.unwrap();
-    create_service(&client, &annotate(lb_service(&ns, "svc-d", &[("TCP", 80)], "Cluster"), &[("ferrolb.io/loadBalancerIPs", "198.51.100.11")]))
-        .await
-        .unwrap();
-    wait_event(&client, &ns, "svc-d", "AllocationFailed", &format!("held by {ns}/svc-b")).await;
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-c", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    create_service(
+        &client,
+        &annotate(
+            lb_service(&ns, "svc-d", &[("TCP", 80)], "Cluster"),
+            &[("ferrolb.io/loadBalancerIPs", "198.51.100.11")],
+        ),
+    )
+    .await
+    .unwrap();
+    wait_event(
+        &client,
+        &ns,
+        "svc-d",
+        "AllocationFailed",
+        &format!("held by {ns}/svc-b"),
+    )
+    .await;
     // (1) svc-a → ClusterIP: status cleared, svc-c gets the IP at once.
     let api = Api::<Service>::namespaced(client.clone(), &ns);
-    api.patch("svc-a", &PatchParams::default(), &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})))
-        .await
-        .unwrap();
+    api.patch(
+        "svc-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+    )
+    .await
+    .unwrap();
     wait_ips(&client, &ns, "svc-a", &[]).await;
     wait_ips(&client, &ns, "svc-c", &["198.51.100.10"]).await;
     // (2) back to LoadBalancer: no stale IP, pending.
-    api.patch("svc-a", &PatchParams::default(), &Patch::Merge(json!({"spec": {"type": "LoadBalancer"}})))
-        .await
-        .unwrap();
+    api.patch(
+        "svc-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"type": "LoadBalancer"}})),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(ips(&client, &ns, "svc-a").await.is_empty());
     // (3) svc-b deleted: svc-d gets .11 (its request wins over the older pending svc-a).
@@ -380,22 +520,56 @@ async fn c05_dual_stack_with_a_single_family_pool() {
     apply_pool(&client, "pool", json!({"addresses": ["198.51.100.0/28"]})).await;
     let ns = namespace::fresh(&client, "c05").await.unwrap();
     let _ctl = start_controller(&cluster, "c05", &[]);
-    let a = families(lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster"), &["IPv4", "IPv6"], "PreferDualStack");
+    let a = families(
+        lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster"),
+        &["IPv4", "IPv6"],
+        "PreferDualStack",
+    );
     create_service(&client, &a).await.unwrap();
     wait_ips(&client, &ns, "svc-a", &["198.51.100.1"]).await;
-    wait_event(&client, &ns, "svc-a", "AllocationFailed", "IPv6 address not available").await;
-    let b = families(lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster"), &["IPv4", "IPv6"], "RequireDualStack");
+    wait_event(
+        &client,
+        &ns,
+        "svc-a",
+        "AllocationFailed",
+        "IPv6 address not available",
+    )
+    .await;
+    let b = families(
+        lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster"),
+        &["IPv4", "IPv6"],
+        "RequireDualStack",
+    );
     create_service(&client, &b).await.unwrap();
-    wait_event(&client, &ns, "svc-b", "AllocationFailed", "family unavailable").await;
+    wait_event(
+        &client,
+        &ns,
+        "svc-b",
+        "AllocationFailed",
+        "family unavailable",
+    )
+    .await;
     assert!(ips(&client, &ns, "svc-b").await.is_empty());
     // Adding IPv6 to the pool: svc-a gains IPv6 without changing IPv4; svc-b is served.
-    apply_pool(&client, "pool", json!({"addresses": ["198.51.100.0/28", "2001:db8:0:1::/120"]})).await;
+    apply_pool(
+        &client,
+        "pool",
+        json!({"addresses": ["198.51.100.0/28", "2001:db8:0:1::/120"]}),
+    )
+    .await;
     wait_ips(&client, &ns, "svc-a", &["198.51.100.1", "2001:db8:0:1::"]).await;
     wait_ips(&client, &ns, "svc-b", &["198.51.100.2", "2001:db8:0:1::1"]).await;
     // SingleStack IPv4 on the mixed pool: exactly one IPv4 address.
-    create_service(&client, &families(lb_service(&ns, "svc-c", &[("TCP", 80)], "Cluster"), &["IPv4"], "SingleStack"))
-        .await
-        .unwrap();
+    create_service(
+        &client,
+        &families(
+            lb_service(&ns, "svc-c", &[("TCP", 80)], "Cluster"),
+            &["IPv4"],
+            "SingleStack",
+        ),
+    )
+    .await
+    .unwrap();
     wait_ips(&client, &ns, "svc-c", &["198.51.100.3"]).await;
 }
 
@@ -403,18 +577,45 @@ async fn c05_dual_stack_with_a_single_family_pool() {
 async fn c06_priority_without_selectors() {
     let _serial = SERIAL.lock().await;
     let (cluster, client) = setup().await;
-    apply_pool(&client, "pool-b", json!({"addresses": ["203.0.113.0/28"], "serviceAllocation": {"priority": 2}})).await;
-    apply_pool(&client, "pool-a", json!({"addresses": ["198.51.100.0/28"], "serviceAllocation": {"priority": 1}})).await;
+    apply_pool(
+        &client,
+        "pool-b",
+        json!({"addresses": ["203.0.113.0/28"], "serviceAllocation": {"priority": 2}}),
+    )
+    .await;
+    apply_pool(
+        &client,
+        "pool-a",
+        json!({"addresses": ["198.51.100.0/28"], "serviceAllocation": {"priority": 1}}),
+    )
+    .await;
     let ns = namespace::fresh(&client, "c06").await.unwrap();
     let _ctl = start_controller(&cluster, "c06", &[]);
-    create_service(&client, &lb_service(&ns, "svc-1", &[("TCP", 80)], "Cluster")).await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-1", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
     wait_ips(&client, &ns, "svc-1", &["198.51.100.1"]).await;
     // `serviceAllocation: {}` behaves as if absent: after the selecting pools, by name.
+    // (svc-1 goes first so it does not move into the new pools.)
+    delete_svc(&client, &ns, "svc-1").await;
     delete_pool(&client, "pool-a").await;
     delete_pool(&client, "pool-b").await;
-    apply_pool(&client, "pool-z", json!({"addresses": ["203.0.113.16/28"], "serviceAllocation": {}})).await;
+    apply_pool(
+        &client,
+        "pool-z",
+        json!({"addresses": ["203.0.113.16/28"], "serviceAllocation": {}}),
+    )
+    .await;
     apply_pool(&client, "pool-y", json!({"addresses": ["203.0.113.32/28"]})).await;
-    create_service(&client, &lb_service(&ns, "svc-2", &[("TCP", 80)], "Cluster")).await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-2", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
     wait_ips(&client, &ns, "svc-2", &["203.0.113.33"]).await;
 }
 
@@ -422,23 +623,42 @@ async fn c06_priority_without_selectors() {
 async fn c07_foreign_status_is_replaced_not_looped_on() {
     let _serial = SERIAL.lock().await;
     let (cluster, client) = setup().await;
-    create_pool(&client, "pool", &["198.51.100.0/28"]).await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
     let ns = namespace::fresh(&client, "c07").await.unwrap();
     let api = Api::<Service>::namespaced(client.clone(), &ns);
     let variants: Vec<(&str, serde_json::Value)> = vec![
-        ("two-node-ips", json!([{"ip": "192.0.2.4"}, {"ip": "192.0.2.5"}])),
-        ("three", json!([{"ip": "192.0.2.4"}, {"ip": "192.0.2.5"}, {"ip": "192.0.2.6"}])),
+        (
+            "two-node-ips",
+            json!([{"ip": "192.0.2.4"}, {"ip": "192.0.2.5"}]),
+        ),
+        (
+            "three",
+            json!([{"ip": "192.0.2.4"}, {"ip": "192.0.2.5"}, {"ip": "192.0.2.6"}]),
+        ),
         ("hostname", json!([{"hostname": "lb.example.com"}])),
         ("v6-on-v4", json!([{"ip": "2001:db8::5"}])),
     ];
     for (name, ingress) in &variants {
-        create_service(&client, &families(lb_service(&ns, name, &[("TCP", 80)], "Cluster"), &["IPv4"], "SingleStack"))
-            .await
-            .unwrap();
+        create_service(
+            &client,
+            &families(
+                lb_service(&ns, name, &[("TCP", 80)], "Cluster"),
+                &["IPv4"],
+                "SingleStack",
+            ),
+        )
+        .await
+        .unwrap();
         let patch = json!({"apiVersion": "v1", "kind": "Service", "status": {"loadBalancer": {"ingress": ingress}}});
-        api.patch_status(name, &PatchParams::apply("other-implementation").force(), &Patch::Apply(&patch))
-            .await
-            .unwrap();
+        api.patch_status(
+            name,
+            &PatchParams::apply("other-implementation").force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .unwrap();
     }
     let ctl = start_controller(&cluster, "c07", &[]);
     let mut rvs = BTreeMap::new();
@@ -458,7 +678,10 @@ async fn c07_foreign_status_is_replaced_not_looped_on() {
             _ => "192.0.2.4",
         };
         assert!(note.contains(named), "{note}");
-        rvs.insert(name.to_string(), get_svc(&client, &ns, name).await.resource_version());
+        rvs.insert(
+            name.to_string(),
+            get_svc(&client, &ns, name).await.resource_version(),
+        );
     }
     // No further writes for 30 s.
     tokio::time::sleep(Duration::from_secs(30)).await;
@@ -480,25 +703,53 @@ async fn c08_unusable_pool_entries_are_named() {
     for bad in ["-", "", "198.51.100.30-198.51.100.20", "198.51.100.300/32"] {
         let pool = IPAddressPool::new(
             "bad",
-            IPAddressPoolSpec { addresses: vec![bad.into()], auto_assign: true, avoid_buggy_ips: false, service_allocation: None },
+            IPAddressPoolSpec {
+                addresses: vec![bad.into()],
+                auto_assign: true,
+                avoid_buggy_ips: false,
+                service_allocation: None,
+            },
         );
         match pools.create(&PostParams::default(), &pool).await {
-            Err(kube::Error::Api(e)) => assert!(e.message.contains(&format!("\"{bad}\"")), "{bad:?}: {}", e.message),
+            Err(kube::Error::Api(e)) => assert!(
+                e.message.contains(&format!("\"{bad}\"")),
+                "{bad:?}: {}",
+                e.message
+            ),
             other => panic!("{bad:?} accepted: {other:?}"),
         }
     }
     let ns = namespace::fresh(&client, "c08").await.unwrap();
     let _ctl = start_controller(&cluster, "c08", &[]);
-    create_service(&client, &lb_service(&ns, "svc", &[("TCP", 80)], "Cluster")).await.unwrap();
-    wait_event(&client, &ns, "svc", "AllocationFailed", "no pool can serve this Service").await;
-    create_pool(&client, "fixed", &["198.51.100.20-198.51.100.30"]).await.unwrap();
+    create_service(&client, &lb_service(&ns, "svc", &[("TCP", 80)], "Cluster"))
+        .await
+        .unwrap();
+    wait_event(
+        &client,
+        &ns,
+        "svc",
+        "AllocationFailed",
+        "no pool can serve this Service",
+    )
+    .await;
+    create_pool(&client, "fixed", &["198.51.100.20-198.51.100.30"])
+        .await
+        .unwrap();
     wait_ips(&client, &ns, "svc", &["198.51.100.20"]).await;
 }
 
 async fn pool_counts(client: &Client, name: &str) -> Option<(i64, i64, i64, i64)> {
-    let p = Api::<IPAddressPool>::all(client.clone()).get(name).await.ok()?;
+    let p = Api::<IPAddressPool>::all(client.clone())
+        .get(name)
+        .await
+        .ok()?;
     let s = p.status?;
-    Some((s.assigned_ipv4, s.available_ipv4, s.assigned_ipv6, s.available_ipv6))
+    Some((
+        s.assigned_ipv4,
+        s.available_ipv4,
+        s.assigned_ipv6,
+        s.available_ipv6,
+    ))
 }
 
 #[tokio::test]
@@ -508,9 +759,15 @@ async fn c09_big_ipv6_pools() {
     let ns = namespace::fresh(&client, "c09").await.unwrap();
     let _ctl = start_controller(&cluster, "c09", &[]);
     let mut counts = Vec::new();
-    for entries in [["2001:db8:0:3::/64", "198.51.100.0/24"], ["198.51.100.0/24", "2001:db8:0:3::/64"]] {
+    for entries in [
+        ["2001:db8:0:3::/64", "198.51.100.0/24"],
+        ["198.51.100.0/24", "2001:db8:0:3::/64"],
+    ] {
         create_pool(&client, "big", &entries).await.unwrap();
-        wait_for("pool status", Duration::from_secs(20), || async { pool_counts(&client, "big").await.is_some() }).await;
+        wait_for("pool status", Duration::from_secs(20), || async {
+            pool_counts(&client, "big").await.is_some()
+        })
+        .await;
         counts.push(pool_counts(&client, "big").await.unwrap());
         delete_pool(&client, "big").await;
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -518,23 +775,50 @@ async fn c09_big_ipv6_pools() {
     assert_eq!(counts[0], counts[1]);
     assert_eq!(counts[0], (0, 254, 0, i64::MAX));
 
-    create_pool(&client, "three", &["2001:db8:0:4::/64", "2001:db8:0:5::/64", "2001:db8:0:6::/64"]).await.unwrap();
+    create_pool(
+        &client,
+        "three",
+        &[
+            "2001:db8:0:4::/64",
+            "2001:db8:0:5::/64",
+            "2001:db8:0:6::/64",
+        ],
+    )
+    .await
+    .unwrap();
     for i in 0..3 {
-        create_service(&client, &families(lb_service(&ns, &format!("v6-{i}"), &[("TCP", 80)], "Cluster"), &["IPv6"], "SingleStack"))
-            .await
-            .unwrap();
+        create_service(
+            &client,
+            &families(
+                lb_service(&ns, &format!("v6-{i}"), &[("TCP", 80)], "Cluster"),
+                &["IPv6"],
+                "SingleStack",
+            ),
+        )
+        .await
+        .unwrap();
     }
     // cases.md writes this address as `2001:db8:0:6::ffff:ffff:ffff:fffe`, which is not valid IPv6
     // (`::` standing for no group); the address meant is the one below.
     let req = annotate(
-        families(lb_service(&ns, "req", &[("TCP", 80)], "Cluster"), &["IPv6"], "SingleStack"),
-        &[("ferrolb.io/loadBalancerIPs", "2001:db8:0:6:ffff:ffff:ffff:fffe")],
+        families(
+            lb_service(&ns, "req", &[("TCP", 80)], "Cluster"),
+            &["IPv6"],
+            "SingleStack",
+        ),
+        &[(
+            "ferrolb.io/loadBalancerIPs",
+            "2001:db8:0:6:ffff:ffff:ffff:fffe",
+        )],
     );
     create_service(&client, &req).await.unwrap();
     wait_ips(&client, &ns, "req", &["2001:db8:0:6:ffff:ffff:ffff:fffe"]).await;
     let mut all = BTreeSet::new();
     for i in 0..3 {
-        wait_for("v6 address", Duration::from_secs(20), || async { ips(&client, &ns, &format!("v6-{i}")).await.len() == 1 }).await;
+        wait_for("v6 address", Duration::from_secs(20), || async {
+            ips(&client, &ns, &format!("v6-{i}")).await.len() == 1
+        })
+        .await;
         all.insert(ips(&client, &ns, &format!("v6-{i}")).await.remove(0));
     }
     assert_eq!(all.len(), 3);
@@ -544,15 +828,34 @@ async fn c09_big_ipv6_pools() {
     .await;
     delete_pool(&client, "three").await;
 
-    apply_pool(&client, "tiny", json!({"addresses": ["198.51.100.0/32"], "avoidBuggyIPs": true})).await;
+    apply_pool(
+        &client,
+        "tiny",
+        json!({"addresses": ["198.51.100.0/32"], "avoidBuggyIPs": true}),
+    )
+    .await;
     wait_for("tiny pool status", Duration::from_secs(20), || async {
         pool_counts(&client, "tiny").await == Some((0, 0, 0, 0))
     })
     .await;
-    create_service(&client, &families(lb_service(&ns, "v4", &[("TCP", 80)], "Cluster"), &["IPv4"], "SingleStack"))
-        .await
-        .unwrap();
-    wait_event(&client, &ns, "v4", "AllocationFailed", "no pool can serve this Service").await;
+    create_service(
+        &client,
+        &families(
+            lb_service(&ns, "v4", &[("TCP", 80)], "Cluster"),
+            &["IPv4"],
+            "SingleStack",
+        ),
+    )
+    .await
+    .unwrap();
+    wait_event(
+        &client,
+        &ns,
+        "v4",
+        "AllocationFailed",
+        "no pool can serve this Service",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -560,10 +863,15 @@ async fn ha_leader_killed_in_a_burst_of_creations() {
     let _serial = SERIAL.lock().await;
     let (cluster, client) = setup().await;
     // IPv6 Services: the cluster's IPv4 ClusterIP range (/26) is too small for the burst.
-    create_pool(&client, "pool", &["2001:db8:1::/112"]).await.unwrap();
+    create_pool(&client, "pool", &["2001:db8:1::/112"])
+        .await
+        .unwrap();
     let ns = namespace::fresh(&client, "ha").await.unwrap();
     let one = start_controller(&cluster, "ha-1", &[]);
-    wait_for("a leader", Duration::from_secs(15), || async { holder(&client).await.is_some() }).await;
+    wait_for("a leader", Duration::from_secs(15), || async {
+        holder(&client).await.is_some()
+    })
+    .await;
     let two = start_controller(&cluster, "ha-2", &[]);
     let leader = holder(&client).await.unwrap();
     let total = 200;
@@ -590,7 +898,10 @@ async fn ha_leader_killed_in_a_burst_of_creations() {
     victim.process.signal("KILL");
     create(total / 2..total).await;
     let survivor = if leader == "ha-1" { "ha-2" } else { "ha-1" };
-    wait_for("the standby takes over", Duration::from_secs(20), || lease_holder_is(&client, survivor)).await;
+    wait_for("the standby takes over", Duration::from_secs(20), || {
+        lease_holder_is(&client, survivor)
+    })
+    .await;
     let api = Api::<Service>::namespaced(client.clone(), &ns);
     wait_for("every Service has its IP", Duration::from_secs(60), || {
         let api = api.clone();
@@ -605,14 +916,19 @@ async fn ha_leader_killed_in_a_burst_of_creations() {
     assert_eq!(distinct.len(), total, "duplicated addresses");
     let survivor_log = if survivor == "ha-1" { &one } else { &two };
     let log = std::fs::read_to_string(survivor_log.process.log_path()).unwrap();
-    assert!(log.contains("leading: rebuilding the allocation table"), "{log}");
+    assert!(
+        log.contains("leading: rebuilding the allocation table"),
+        "{log}"
+    );
 }
 
 #[tokio::test]
 async fn classes_and_bad_annotations() {
     let _serial = SERIAL.lock().await;
     let (cluster, client) = setup().await;
-    create_pool(&client, "pool", &["198.51.100.0/28"]).await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
     let ns = namespace::fresh(&client, "cls").await.unwrap();
     let ctl = start_controller(&cluster, "cls", &["--default-class=false"]);
     let with_class = |name: &str, class: Option<&str>| {
@@ -620,30 +936,65 @@ async fn classes_and_bad_annotations() {
         s.spec.as_mut().unwrap().load_balancer_class = class.map(str::to_owned);
         s
     };
-    create_service(&client, &with_class("classless", None)).await.unwrap();
-    create_service(&client, &with_class("other", Some("example.com/other"))).await.unwrap();
-    create_service(&client, &with_class("ours", Some("ferrolb.io/l2"))).await.unwrap();
+    create_service(&client, &with_class("classless", None))
+        .await
+        .unwrap();
+    create_service(&client, &with_class("other", Some("example.com/other")))
+        .await
+        .unwrap();
+    create_service(&client, &with_class("ours", Some("ferrolb.io/l2")))
+        .await
+        .unwrap();
     wait_ips(&client, &ns, "ours", &["198.51.100.1"]).await;
     // Bad input: a Warning naming the problem, no address, no crash.
-    let bad = annotate(with_class("bad", Some("ferrolb.io/l2")), &[("ferrolb.io/loadBalancerIPs", "198.51.100.5,nope")]);
+    let bad = annotate(
+        with_class("bad", Some("ferrolb.io/l2")),
+        &[("ferrolb.io/loadBalancerIPs", "198.51.100.5,nope")],
+    );
     create_service(&client, &bad).await.unwrap();
-    wait_event(&client, &ns, "bad", "AllocationFailed", "\"nope\" is not an IP address").await;
+    wait_event(
+        &client,
+        &ns,
+        "bad",
+        "AllocationFailed",
+        "\"nope\" is not an IP address",
+    )
+    .await;
     // Conflicting spellings: ours wins, with a Warning.
     let conflict = annotate(
         with_class("conflict", Some("ferrolb.io/l2")),
-        &[("ferrolb.io/loadBalancerIPs", "198.51.100.7"), ("metallb.universe.tf/loadBalancerIPs", "198.51.100.8")],
+        &[
+            ("ferrolb.io/loadBalancerIPs", "198.51.100.7"),
+            ("metallb.universe.tf/loadBalancerIPs", "198.51.100.8"),
+        ],
     );
     create_service(&client, &conflict).await.unwrap();
     wait_ips(&client, &ns, "conflict", &["198.51.100.7"]).await;
-    wait_event(&client, &ns, "conflict", "AnnotationConflict", "metallb.universe.tf/loadBalancerIPs").await;
+    wait_event(
+        &client,
+        &ns,
+        "conflict",
+        "AnnotationConflict",
+        "metallb.universe.tf/loadBalancerIPs",
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     for name in ["classless", "other"] {
         let s = get_svc(&client, &ns, name).await;
-        assert!(ips_of(&s).is_empty() && !written_by_controller(&s), "{name} was touched: {}", ctl.log());
-        assert!(events(&client, &ns, name).await.is_empty(), "{name} got Events");
+        assert!(
+            ips_of(&s).is_empty() && !written_by_controller(&s),
+            "{name} was touched: {}",
+            ctl.log()
+        );
+        assert!(
+            events(&client, &ns, name).await.is_empty(),
+            "{name} got Events"
+        );
     }
     assert!(ips(&client, &ns, "bad").await.is_empty());
     // The controller is still alive and serving after the bad input.
-    create_service(&client, &with_class("after", Some("ferrolb.io/l2"))).await.unwrap();
+    create_service(&client, &with_class("after", Some("ferrolb.io/l2")))
+        .await
+        .unwrap();
     wait_ips(&client, &ns, "after", &["198.51.100.2"]).await;
 }

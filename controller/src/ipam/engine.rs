@@ -16,6 +16,7 @@ use std::net::IpAddr;
 
 use ferrolb_crds::addresses::{Family, to_offset};
 
+use super::choice::Pick;
 use super::free_set::FreeSet;
 use super::layout::Layout;
 use super::outcome::{Failure, Note, ServiceNote};
@@ -34,9 +35,9 @@ pub struct Assignment {
 
 /// One held address: its pool and the Services on it (several only when sharing, R2).
 #[derive(Debug, Clone)]
-struct Holding {
-    pool: String,
-    members: BTreeSet<ServiceKey>,
+pub(super) struct Holding {
+    pub(super) pool: String,
+    pub(super) members: BTreeSet<ServiceKey>,
 }
 
 /// Why a Service left the allocator's care.
@@ -70,46 +71,22 @@ pub struct PoolReport {
     pub invalid: Option<String>,
 }
 
-/// What one pick in one pool and family would do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pick {
-    /// Take a free address.
-    Take(IpAddr),
-    /// Join a sharing group on this held address.
-    Join(IpAddr),
-}
-
-impl Pick {
-    fn ip(self) -> IpAddr {
-        match self {
-            Pick::Take(ip) | Pick::Join(ip) => ip,
-        }
-    }
-}
-
-/// A full choice for one Service.
-struct Plan {
-    pool: String,
-    picks: Vec<Pick>,
-    missing: Option<(Family, Failure)>,
-}
-
 /// The allocator state. See the module docs.
 #[derive(Debug, Default)]
 pub struct Ipam {
-    pools: BTreeMap<String, PoolConfig>,
-    nodes: BTreeMap<IpAddr, String>,
-    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    pub(super) pools: BTreeMap<String, PoolConfig>,
+    pub(super) nodes: BTreeMap<IpAddr, String>,
+    pub(super) namespaces: BTreeMap<String, BTreeMap<String, String>>,
     services: BTreeMap<ServiceKey, ServiceRequest>,
     /// Services that went through a pass: their status is never adopted again.
     seen: BTreeSet<ServiceKey>,
-    layout: Layout,
+    pub(super) layout: Layout,
     layout_dirty: bool,
-    free: BTreeMap<(String, Family), FreeSet>,
+    pub(super) free: BTreeMap<(String, Family), FreeSet>,
     assigned: BTreeMap<(String, Family), u128>,
-    holdings: BTreeMap<IpAddr, Holding>,
+    pub(super) holdings: BTreeMap<IpAddr, Holding>,
     /// sharing key → held addresses with a member carrying it → number of such members.
-    groups: BTreeMap<String, BTreeMap<IpAddr, usize>>,
+    pub(super) groups: BTreeMap<String, BTreeMap<IpAddr, usize>>,
     assignments: BTreeMap<ServiceKey, Assignment>,
     pending: BTreeMap<ServiceKey, Failure>,
     partial: BTreeMap<ServiceKey, Failure>,
@@ -119,10 +96,22 @@ pub struct Ipam {
 }
 
 /// The fields of a Service that decide sharing (R2).
-type SharingSig = (Option<String>, BTreeSet<super::request::PortKey>, super::request::Backend);
+type SharingSig = (
+    Option<String>,
+    BTreeSet<super::request::PortKey>,
+    super::request::Backend,
+);
 
 fn sig(req: &ServiceRequest) -> SharingSig {
-    (req.sharing_key.clone(), req.ports.clone(), req.backend.clone())
+    (
+        req.sharing_key.clone(),
+        req.ports.clone(),
+        req.backend.clone(),
+    )
+}
+
+fn same_sig(old: &SharingSig, req: &ServiceRequest) -> bool {
+    old.0 == req.sharing_key && old.1 == req.ports && old.2 == req.backend
 }
 
 impl Ipam {
@@ -177,7 +166,12 @@ impl Ipam {
                     group_remove(&mut self.groups, k, *ip);
                 }
                 if let Some(k) = &req.sharing_key {
-                    *self.groups.entry(k.clone()).or_default().entry(*ip).or_default() += 1;
+                    *self
+                        .groups
+                        .entry(k.clone())
+                        .or_default()
+                        .entry(*ip)
+                        .or_default() += 1;
                 }
             }
         }
@@ -211,7 +205,10 @@ impl Ipam {
 
     /// The addresses that should be in the Service's status: its assignment, or nothing.
     pub fn desired_ips(&self, key: &ServiceKey) -> Vec<IpAddr> {
-        self.assignments.get(key).map(|a| a.ips.clone()).unwrap_or_default()
+        self.assignments
+            .get(key)
+            .map(|a| a.ips.clone())
+            .unwrap_or_default()
     }
 
     /// Why a Service without addresses is pending, if it is.
@@ -256,7 +253,11 @@ impl Ipam {
             .values()
             .map(|p| {
                 let counts = |family: Family| -> (u64, u64) {
-                    let held = self.assigned.get(&(p.name.clone(), family)).copied().unwrap_or(0);
+                    let held = self
+                        .assigned
+                        .get(&(p.name.clone(), family))
+                        .copied()
+                        .unwrap_or(0);
                     let total = match &p.addresses {
                         Ok(a) => self.layout.usable_count(&p.name, a, family),
                         Err(_) => 0,
@@ -291,7 +292,12 @@ impl Ipam {
         self.assigned.clear();
         for p in self.pools.values() {
             let Ok(addrs) = &p.addresses else { continue };
-            let owned = self.layout.pools.get(&p.name).map(|pl| pl.owned.clone()).unwrap_or_default();
+            let owned = self
+                .layout
+                .pools
+                .get(&p.name)
+                .map(|pl| pl.owned.clone())
+                .unwrap_or_default();
             for family in [Family::V4, Family::V6] {
                 let mut fs = FreeSet::new(family, addrs.avoid_buggy());
                 for r in owned.iter().filter(|r| r.family() == family) {
@@ -314,14 +320,17 @@ impl Ipam {
 
     /// The pool `ip` may be handed out from: owned after overlaps and Node addresses, and not
     /// excluded by `avoidBuggyIPs`.
-    fn pool_of(&self, ip: IpAddr) -> Option<&str> {
+    pub(super) fn pool_of(&self, ip: IpAddr) -> Option<&str> {
         let owner = self.layout.owner_of(ip)?;
         let pool = self.pools.get(owner)?;
         pool.addresses.as_ref().ok()?.is_usable(ip).then_some(owner)
     }
 
     fn order(&self, key: &ServiceKey) -> (i64, ServiceKey) {
-        (self.services.get(key).map_or(i64::MAX, |s| s.created), key.clone())
+        (
+            self.services.get(key).map_or(i64::MAX, |s| s.created),
+            key.clone(),
+        )
     }
 
     fn hold(&mut self, ip: IpAddr, pool: &str, key: &ServiceKey) {
@@ -358,7 +367,9 @@ impl Ipam {
         if let Some(k) = self.services.get(key).and_then(|s| s.sharing_key.clone()) {
             group_remove(&mut self.groups, &k, ip);
         }
-        let Some(h) = self.holdings.get_mut(&ip) else { return };
+        let Some(h) = self.holdings.get_mut(&ip) else {
+            return;
+        };
         h.members.remove(key);
         if !h.members.is_empty() {
             return;
@@ -377,13 +388,16 @@ impl Ipam {
 
     /// Why `req` may not join the holders of `ip` (the oldest incompatible holder), if so.
     /// `before`: only holders ranked before `req` in it count (validation order).
-    fn blocker(
+    pub(super) fn blocker(
         &self,
         req: &ServiceRequest,
         ip: IpAddr,
         before: Option<&BTreeMap<ServiceKey, usize>>,
     ) -> Option<(ServiceKey, String)> {
         let h = self.holdings.get(&ip)?;
+        if h.members.len() == 1 && h.members.contains(&req.key) {
+            return None;
+        }
         let mut members: Vec<&ServiceKey> = h.members.iter().filter(|m| **m != req.key).collect();
         members.sort_by_cached_key(|m| self.order(m));
         let rank = |k: &ServiceKey| before.and_then(|b| b.get(k)).copied().unwrap_or(usize::MAX);
@@ -414,7 +428,10 @@ impl Ipam {
     }
 
     /// Step 1: re-check every assignment against the index.
-    fn validate(&mut self, notes: &mut Vec<ServiceNote>) -> BTreeMap<ServiceKey, (Vec<IpAddr>, String)> {
+    fn validate(
+        &mut self,
+        notes: &mut Vec<ServiceNote>,
+    ) -> BTreeMap<ServiceKey, (Vec<IpAddr>, String)> {
         let mut moved = BTreeMap::new();
         // Unchanged holders first, then changed ones; oldest first within each.
         let mut keys: Vec<(bool, i64, ServiceKey)> = self
@@ -422,7 +439,7 @@ impl Ipam {
             .keys()
             .map(|k| {
                 let changed = match (self.services.get(k), self.sigs.get(k)) {
-                    (Some(s), Some(old)) => sig(s) != *old,
+                    (Some(s), Some(old)) => !same_sig(old, s),
                     _ => true,
                 };
                 let (created, k) = self.order(k);
@@ -430,14 +447,15 @@ impl Ipam {
             })
             .collect();
         keys.sort();
-        let rank: BTreeMap<ServiceKey, usize> =
-            keys.iter().enumerate().map(|(i, (_, _, k))| (k.clone(), i)).collect();
+        let rank: BTreeMap<ServiceKey, usize> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, (_, _, k))| (k.clone(), i))
+            .collect();
         for (_, _, key) in keys {
             let (Some(req), Some(a)) = (self.services.get(&key), self.assignments.get(&key)) else {
                 continue;
             };
-            let req = req.clone();
-            let a = a.clone();
             let wanted = req.wanted_families();
             let honour_request = req.invalid.is_none();
             // An address now owned by another pool that admits the Service keeps it (R7).
@@ -445,21 +463,33 @@ impl Ipam {
             let owners: BTreeSet<Option<&str>> = a.ips.iter().map(|ip| self.pool_of(*ip)).collect();
             if let [Some(p)] = owners.into_iter().collect::<Vec<_>>()[..]
                 && p != a.pool
-                && self.pools.get(p).is_some_and(|pc| pc.admits(&req, self.namespaces.get(&key.namespace)))
+                && self
+                    .pools
+                    .get(p)
+                    .is_some_and(|pc| pc.admits(req, self.namespaces.get(&key.namespace)))
                 && (!honour_request || req.pool.as_deref().is_none_or(|n| n == p))
             {
                 pool = p.to_owned();
             }
-            let (mut kept, mut dropped, mut unwanted, mut whys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut kept, mut dropped, mut unwanted, mut whys) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for ip in &a.ips {
                 let family = Family::of(*ip);
-                if !wanted.contains(&family) || kept.iter().any(|k: &IpAddr| Family::of(*k) == family) {
+                if !wanted.contains(&family)
+                    || kept.iter().any(|k: &IpAddr| Family::of(*k) == family)
+                {
                     unwanted.push(*ip);
                     continue;
                 }
                 let why = if honour_request && req.pool.as_deref().is_some_and(|n| n != pool) {
-                    Some(format!("the Service now names pool {}", req.pool.as_deref().unwrap_or_default()))
-                } else if let Some(r) = req.requested_of(family).filter(|r| honour_request && r != ip) {
+                    Some(format!(
+                        "the Service now names pool {}",
+                        req.pool.as_deref().unwrap_or_default()
+                    ))
+                } else if let Some(r) = req
+                    .requested_of(family)
+                    .filter(|r| honour_request && r != ip)
+                {
                     Some(format!("the Service now requests {r}"))
                 } else if self.pool_of(*ip) != Some(pool.as_str()) {
                     Some(match self.pool_of(*ip) {
@@ -467,7 +497,8 @@ impl Ipam {
                         None => self.node_or_pool_why(*ip),
                     })
                 } else {
-                    self.blocker(&req, *ip, Some(&rank)).map(|(_, why)| format!("{ip} can no longer be shared: {why}"))
+                    self.blocker(req, *ip, Some(&rank))
+                        .map(|(_, why)| format!("{ip} can no longer be shared: {why}"))
                 };
                 match why {
                     None => kept.push(*ip),
@@ -477,10 +508,14 @@ impl Ipam {
                     }
                 }
             }
-            if !kept.is_empty() {
-                self.sigs.insert(key.clone(), sig(&req));
+            let new_sig = (!kept.is_empty()
+                && self.sigs.get(&key).is_none_or(|old| !same_sig(old, req)))
+            .then(|| sig(req));
+            let old_pool = a.pool.clone();
+            if let Some(s) = new_sig {
+                self.sigs.insert(key.clone(), s);
             }
-            if unwanted.is_empty() && dropped.is_empty() && pool == a.pool {
+            if unwanted.is_empty() && dropped.is_empty() && pool == old_pool {
                 continue;
             }
             for ip in unwanted.iter().chain(&dropped) {
@@ -523,7 +558,9 @@ impl Ipam {
             .collect();
         fresh.sort_by_cached_key(|k| self.order(k));
         for key in fresh {
-            let Some(req) = self.services.get(&key).cloned() else { continue };
+            let Some(req) = self.services.get(&key).cloned() else {
+                continue;
+            };
             if req.observed.is_empty() {
                 continue;
             }
@@ -557,12 +594,21 @@ impl Ipam {
                 Some(format!("{ip}: a second {family} address after {first}"))
             } else {
                 match self.pool_of(*ip) {
-                    None => Some(format!("{ip}: {}", self.node_or_pool_why(*ip).replace(&format!("{ip} "), ""))),
-                    Some(p) if pool.is_some_and(|q| q != p) => Some(format!("{ip}: in pool {p}, the other address is not")),
-                    Some(p) if honour_request && req.pool.as_deref().is_some_and(|n| n != p) => {
-                        Some(format!("{ip}: in pool {p}, not in the pool the Service names"))
+                    None => Some(format!(
+                        "{ip}: {}",
+                        self.node_or_pool_why(*ip).replace(&format!("{ip} "), "")
+                    )),
+                    Some(p) if pool.is_some_and(|q| q != p) => {
+                        Some(format!("{ip}: in pool {p}, the other address is not"))
                     }
-                    Some(_) if honour_request && req.requested_of(family).is_some_and(|r| r != *ip) => {
+                    Some(p) if honour_request && req.pool.as_deref().is_some_and(|n| n != p) => {
+                        Some(format!(
+                            "{ip}: in pool {p}, not in the pool the Service names"
+                        ))
+                    }
+                    Some(_)
+                        if honour_request && req.requested_of(family).is_some_and(|r| r != *ip) =>
+                    {
                         Some(format!("{ip}: the Service requests another address"))
                     }
                     Some(p) => match self.blocker(req, *ip, None) {
@@ -579,7 +625,10 @@ impl Ipam {
         }
         match pool {
             Some(p) if problems.is_empty() => {
-                let ips = wanted.iter().filter_map(|f| by_family.get(f).copied()).collect();
+                let ips = wanted
+                    .iter()
+                    .filter_map(|f| by_family.get(f).copied())
+                    .collect();
                 Ok((p.to_owned(), ips))
             }
             _ => {
@@ -595,7 +644,11 @@ impl Ipam {
     /// Step 3: Services missing addresses, requests first, then oldest first. Rounds repeat
     /// while anything changes, so the reasons reported for Services left pending describe the
     /// final state of the pass (a second pass over an unchanged index is silent).
-    fn allocate(&mut self, mut moved: BTreeMap<ServiceKey, (Vec<IpAddr>, String)>, notes: &mut Vec<ServiceNote>) {
+    fn allocate(
+        &mut self,
+        mut moved: BTreeMap<ServiceKey, (Vec<IpAddr>, String)>,
+        notes: &mut Vec<ServiceNote>,
+    ) {
         let mut failures: BTreeMap<ServiceKey, Failure> = BTreeMap::new();
         loop {
             let mut progress = false;
@@ -610,7 +663,9 @@ impl Ipam {
                 .collect();
             needy.sort();
             for (_, _, key) in needy {
-                let Some(req) = self.services.get(&key).cloned() else { continue };
+                let Some(req) = self.services.get(&key).cloned() else {
+                    continue;
+                };
                 if self.assignments.contains_key(&key) {
                     let before = self.assignments.get(&key).map(|a| a.ips.len());
                     self.complete(&req, notes);
@@ -632,17 +687,36 @@ impl Ipam {
                         let wanted = req.wanted_families();
                         let mut ips = self.commit(&req, &plan.pool, &plan.picks);
                         ips.sort_by_key(|ip| wanted.iter().position(|f| *f == Family::of(*ip)));
-                        self.assignments.insert(key.clone(), Assignment { pool: plan.pool.clone(), ips: ips.clone() });
+                        self.assignments.insert(
+                            key.clone(),
+                            Assignment {
+                                pool: plan.pool.clone(),
+                                ips: ips.clone(),
+                            },
+                        );
                         self.pending.remove(&key);
                         let note = match moved.remove(&key) {
-                            Some((from, why)) => Note::Reallocated { from, to: ips.clone(), why },
-                            None => Note::Allocated { ips, pool: plan.pool.clone() },
+                            Some((from, why)) => Note::Reallocated {
+                                from,
+                                to: ips.clone(),
+                                why,
+                            },
+                            None => Note::Allocated {
+                                ips,
+                                pool: plan.pool.clone(),
+                            },
                         };
-                        notes.push(ServiceNote { key: key.clone(), note });
+                        notes.push(ServiceNote {
+                            key: key.clone(),
+                            note,
+                        });
                         match plan.missing {
                             Some((missing, why)) => {
                                 self.partial.insert(key.clone(), why.clone());
-                                notes.push(ServiceNote { key, note: Note::Partial { missing, why } });
+                                notes.push(ServiceNote {
+                                    key,
+                                    note: Note::Partial { missing, why },
+                                });
                             }
                             None => {
                                 self.partial.remove(&key);
@@ -662,12 +736,19 @@ impl Ipam {
             if let Some((from, why)) = moved.remove(&key) {
                 notes.push(ServiceNote {
                     key: key.clone(),
-                    note: Note::Reallocated { from, to: Vec::new(), why },
+                    note: Note::Reallocated {
+                        from,
+                        to: Vec::new(),
+                        why,
+                    },
                 });
             }
             if self.pending.get(&key) != Some(&failure) {
                 self.pending.insert(key.clone(), failure.clone());
-                notes.push(ServiceNote { key, note: Note::Failed(failure) });
+                notes.push(ServiceNote {
+                    key,
+                    note: Note::Failed(failure),
+                });
             }
         }
     }
@@ -676,7 +757,9 @@ impl Ipam {
     /// later gains its second family without changing the first). A RequireDualStack Service
     /// that cannot be completed gives its address back and is served afresh.
     fn complete(&mut self, req: &ServiceRequest, notes: &mut Vec<ServiceNote>) {
-        let Some(a) = self.assignments.get(&req.key).cloned() else { return };
+        let Some(a) = self.assignments.get(&req.key).cloned() else {
+            return;
+        };
         let wanted = req.wanted_families();
         let mut added = Vec::new();
         let mut failure = None;
@@ -693,10 +776,19 @@ impl Ipam {
             let mut ips = a.ips.clone();
             ips.extend(&added);
             ips.sort_by_key(|ip| wanted.iter().position(|f| *f == Family::of(*ip)));
-            self.assignments.insert(req.key.clone(), Assignment { pool: a.pool.clone(), ips });
+            self.assignments.insert(
+                req.key.clone(),
+                Assignment {
+                    pool: a.pool.clone(),
+                    ips,
+                },
+            );
             notes.push(ServiceNote {
                 key: req.key.clone(),
-                note: Note::Allocated { ips: added, pool: a.pool.clone() },
+                note: Note::Allocated {
+                    ips: added,
+                    pool: a.pool.clone(),
+                },
             });
         }
         match failure {
@@ -738,171 +830,6 @@ impl Ipam {
         }
         ips
     }
-
-    /// What `req` would get of `family` in `pool`, or why not.
-    fn pick(&self, req: &ServiceRequest, pool: &str, family: Family) -> Result<Pick, Failure> {
-        let Some(free) = self.free.get(&(pool.to_owned(), family)) else {
-            return Err(Failure::FamilyUnavailable(family));
-        };
-        let usable = match self.pools.get(pool).map(|p| &p.addresses) {
-            Some(Ok(a)) => self.layout.usable_count(pool, a, family),
-            _ => 0,
-        };
-        if usable == 0 {
-            return Err(Failure::FamilyUnavailable(family));
-        }
-        if let Some(r) = req.requested_of(family) {
-            if self.pool_of(r) != Some(pool) {
-                return Err(Failure::RequestedInNoPool {
-                    ip: r,
-                    detail: format!("it is not handed out by pool {pool}"),
-                });
-            }
-            if self.holdings.contains_key(&r) {
-                return match self.blocker(req, r, None) {
-                    Some((holder, _)) => Err(Failure::RequestedHeld { ip: r, holder }),
-                    None => Ok(Pick::Join(r)),
-                };
-            }
-            return if free.contains(to_offset(r)) {
-                Ok(Pick::Take(r))
-            } else {
-                Err(Failure::RequestedInNoPool {
-                    ip: r,
-                    detail: format!("pool {pool} does not hand it out"),
-                })
-            };
-        }
-        if let Some(k) = &req.sharing_key
-            && let Some(ips) = self.groups.get(k)
-        {
-            for ip in ips.keys() {
-                if Family::of(*ip) == family
-                    && self.holdings.get(ip).is_some_and(|h| h.pool == pool)
-                    && self.blocker(req, *ip, None).is_none()
-                {
-                    return Ok(Pick::Join(*ip));
-                }
-            }
-        }
-        match free.peek_lowest() {
-            Some(o) => Ok(Pick::Take(family.addr(o))),
-            None => Err(Failure::Exhausted {
-                family,
-                pools: vec![pool.to_owned()],
-            }),
-        }
-    }
-
-    /// The pools `req` may use, in the order they are tried (R4), or why none.
-    fn candidates(&self, req: &ServiceRequest) -> Result<Vec<&PoolConfig>, Failure> {
-        let ns = self.namespaces.get(&req.key.namespace);
-        if let Some(name) = &req.pool {
-            let Some(p) = self.pools.get(name) else {
-                return Err(Failure::NoPool(format!("the pool it names, {name}, does not exist")));
-            };
-            if let Err(e) = &p.addresses {
-                return Err(Failure::NoPool(format!("the pool it names, {name}, is invalid: {e}")));
-            }
-            if !p.admits(req, ns) {
-                return Err(Failure::NoPool(format!(
-                    "the pool it names, {name}, does not admit it (serviceAllocation)"
-                )));
-            }
-            return Ok(vec![p]);
-        }
-        if !req.requested.is_empty() {
-            let mut owner: Option<&str> = None;
-            for r in &req.requested {
-                let Some(p) = self.layout.owner_of(*r) else {
-                    let detail = match self.nodes.get(r) {
-                        Some(node) => format!("it is an address of node {node}"),
-                        None => "no pool contains it".to_owned(),
-                    };
-                    return Err(Failure::RequestedInNoPool { ip: *r, detail });
-                };
-                if owner.is_some_and(|o| o != p) {
-                    return Err(Failure::RequestedInNoPool {
-                        ip: *r,
-                        detail: "the requested addresses are in different pools".into(),
-                    });
-                }
-                owner = Some(p);
-            }
-            let p = owner.and_then(|o| self.pools.get(o));
-            return match p {
-                Some(p) if p.admits(req, ns) => Ok(vec![p]),
-                Some(p) => Err(Failure::RequestedInNoPool {
-                    ip: req.requested[0],
-                    detail: format!("pool {} does not admit it (serviceAllocation)", p.name),
-                }),
-                None => Err(Failure::NoPool("the requested addresses are in no pool".into())),
-            };
-        }
-        let mut v: Vec<&PoolConfig> = self
-            .pools
-            .values()
-            .filter(|p| p.auto_assign && p.addresses.is_ok() && p.admits(req, ns))
-            .collect();
-        v.sort_by(|a, b| a.choice_key().cmp(&b.choice_key()));
-        if v.is_empty() {
-            let detail = if self.pools.is_empty() {
-                "there is no IPAddressPool"
-            } else {
-                "no valid IPAddressPool with autoAssign admits it"
-            };
-            return Err(Failure::NoPool(detail.into()));
-        }
-        Ok(v)
-    }
-
-    /// Picks a pool and addresses for a Service that has none (R3–R5), or says why not.
-    fn choose(&self, req: &ServiceRequest) -> Result<Plan, Failure> {
-        let candidates = self.candidates(req)?;
-        let wanted = req.wanted_families();
-        let mut full: Option<Plan> = None;
-        let mut partial: Option<Plan> = None;
-        let mut errors: Vec<(Family, Failure)> = Vec::new();
-        for p in &candidates {
-            let results: Vec<(Family, Result<Pick, Failure>)> =
-                wanted.iter().map(|f| (*f, self.pick(req, &p.name, *f))).collect();
-            let ok: Vec<Pick> = results.iter().filter_map(|(_, r)| r.as_ref().ok().copied()).collect();
-            let failed: Vec<(Family, Failure)> = results
-                .iter()
-                .filter_map(|(f, r)| r.as_ref().err().map(|e| (*f, e.clone())))
-                .collect();
-            errors.extend(failed.iter().cloned());
-            if failed.is_empty() {
-                let joins = ok.iter().any(|p| matches!(p, Pick::Join(_)));
-                if joins {
-                    return Ok(Plan { pool: p.name.clone(), picks: ok, missing: None });
-                }
-                if full.is_none() {
-                    full = Some(Plan { pool: p.name.clone(), picks: ok, missing: None });
-                }
-            } else if req.policy == FamilyPolicy::PreferDualStack && !ok.is_empty() {
-                let has_primary = results[0].1.is_ok();
-                let better = match &partial {
-                    None => true,
-                    Some(prev) => has_primary && Family::of(prev.picks[0].ip()) != wanted[0],
-                };
-                if better {
-                    partial = Some(Plan {
-                        pool: p.name.clone(),
-                        picks: ok,
-                        missing: failed.first().cloned(),
-                    });
-                }
-            }
-        }
-        if let Some(plan) = full.or(partial) {
-            return Ok(plan);
-        }
-        // PreferDualStack would have taken any family: its primary family's reason is the one.
-        let required = if req.policy == FamilyPolicy::PreferDualStack { &wanted[..1] } else { &wanted[..] };
-        let errors = errors.into_iter().filter(|(f, _)| required.contains(f)).collect();
-        Err(summarise(&candidates, required, errors))
-    }
 }
 
 fn group_remove(groups: &mut BTreeMap<String, BTreeMap<IpAddr, usize>>, key: &str, ip: IpAddr) {
@@ -917,45 +844,4 @@ fn group_remove(groups: &mut BTreeMap<String, BTreeMap<IpAddr, usize>>, key: &st
             groups.remove(key);
         }
     }
-}
-
-/// The most precise reason among the per-pool, per-family failures.
-fn summarise(candidates: &[&PoolConfig], wanted: &[Family], errors: Vec<(Family, Failure)>) -> Failure {
-    if let Some((_, f)) = errors.iter().find(|(_, f)| matches!(f, Failure::RequestedHeld { .. })) {
-        return f.clone();
-    }
-    if let Some((_, f)) = errors.iter().find(|(_, f)| matches!(f, Failure::RequestedInNoPool { .. })) {
-        return f.clone();
-    }
-    let unavailable = |family: Family| {
-        errors
-            .iter()
-            .filter(|(f, e)| *f == family && matches!(e, Failure::FamilyUnavailable(_)))
-            .count()
-            == candidates.len()
-    };
-    if wanted.iter().all(|f| unavailable(*f)) {
-        let names: Vec<&str> = candidates.iter().map(|p| p.name.as_str()).collect();
-        return Failure::NoPool(format!(
-            "no usable {} address in the pools that admit it ({})",
-            wanted.iter().map(|f| f.as_k8s()).collect::<Vec<_>>().join("/"),
-            names.join(", ")
-        ));
-    }
-    if let Some(f) = wanted.iter().find(|f| unavailable(**f)) {
-        return Failure::FamilyUnavailable(*f);
-    }
-    let mut pools: Vec<String> = Vec::new();
-    let mut family = wanted[0];
-    for (f, e) in &errors {
-        if let Failure::Exhausted { pools: p, .. } = e {
-            family = *f;
-            for name in p {
-                if !pools.contains(name) {
-                    pools.push(name.clone());
-                }
-            }
-        }
-    }
-    Failure::Exhausted { family, pools }
 }

@@ -94,7 +94,11 @@ impl FreeSet {
                 return;
             }
         }
-        let inside: Vec<(u128, u128)> = self.intervals.range(first..=last).map(|(&s, &e)| (s, e)).collect();
+        let inside: Vec<(u128, u128)> = self
+            .intervals
+            .range(first..=last)
+            .map(|(&s, &e)| (s, e))
+            .collect();
         for (s, e) in inside {
             self.intervals.remove(&s);
             if e > last {
@@ -185,7 +189,12 @@ mod tests {
         assert!(!f.take(off("198.51.100.4")), "taken twice");
         assert_eq!(f.take_lowest(), Some(off("198.51.100.3")));
         assert_eq!(f.take_lowest(), None);
-        for a in ["198.51.100.3", "198.51.100.1", "198.51.100.4", "198.51.100.2"] {
+        for a in [
+            "198.51.100.3",
+            "198.51.100.1",
+            "198.51.100.4",
+            "198.51.100.2",
+        ] {
             f.insert(off(a));
         }
         assert_eq!(f.interval_count(), 1);
@@ -193,7 +202,12 @@ mod tests {
 
     #[test]
     fn a_slash_48_is_one_interval_until_used() {
-        let mut f = set_of(Family::V6, "2001:db8::", "2001:db8:0:ffff:ffff:ffff:ffff:ffff", false);
+        let mut f = set_of(
+            Family::V6,
+            "2001:db8::",
+            "2001:db8:0:ffff:ffff:ffff:ffff:ffff",
+            false,
+        );
         assert_eq!(f.interval_count(), 1);
         assert!(f.take(off("2001:db8:0:6:ffff:ffff:ffff:fffe")));
         assert_eq!(f.interval_count(), 2);
@@ -215,7 +229,12 @@ mod tests {
 
     #[test]
     fn top_of_the_v6_space_does_not_overflow() {
-        let mut f = set_of(Family::V6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", false);
+        let mut f = set_of(
+            Family::V6,
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            false,
+        );
         assert!(f.take(u128::MAX));
         f.insert(u128::MAX);
         assert_eq!(f.interval_count(), 1);

@@ -40,12 +40,14 @@ fn subtract(ranges: &[IpRange], hole: &IpRange) -> Vec<IpRange> {
             None => out.push(*r),
             Some(i) => {
                 if i.first_offset() > r.first_offset()
-                    && let Some(left) = IpRange::from_offsets(r.family(), r.first_offset(), i.first_offset() - 1)
+                    && let Some(left) =
+                        IpRange::from_offsets(r.family(), r.first_offset(), i.first_offset() - 1)
                 {
                     out.push(left);
                 }
                 if i.last_offset() < r.last_offset()
-                    && let Some(right) = IpRange::from_offsets(r.family(), i.last_offset() + 1, r.last_offset())
+                    && let Some(right) =
+                        IpRange::from_offsets(r.family(), i.last_offset() + 1, r.last_offset())
                 {
                     out.push(right);
                 }
@@ -57,7 +59,10 @@ fn subtract(ranges: &[IpRange], hole: &IpRange) -> Vec<IpRange> {
 
 impl Layout {
     /// Computes ownership for `pools` given Node addresses (`address → node name`).
-    pub fn build<'a>(pools: impl IntoIterator<Item = &'a PoolConfig>, nodes: &BTreeMap<IpAddr, String>) -> Layout {
+    pub fn build<'a>(
+        pools: impl IntoIterator<Item = &'a PoolConfig>,
+        nodes: &BTreeMap<IpAddr, String>,
+    ) -> Layout {
         let mut by_age: Vec<&PoolConfig> = pools.into_iter().collect();
         by_age.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
         let mut layout = Layout::default();
@@ -75,7 +80,8 @@ impl Layout {
                 if owned != before {
                     for r in &before {
                         if let Some(i) = r.intersect(range) {
-                            pl.overlaps.push(format!("{i} (also in older pool {other})"));
+                            pl.overlaps
+                                .push(format!("{i} (also in older pool {other})"));
                         }
                     }
                 }
@@ -89,13 +95,15 @@ impl Layout {
                     && owned.iter().any(|r| r.contains(*ip))
                 {
                     owned = subtract(&owned, &hole);
-                    pl.node_conflicts.push(format!("{ip} (InternalIP/ExternalIP of node {node})"));
+                    pl.node_conflicts
+                        .push(format!("{ip} (InternalIP/ExternalIP of node {node})"));
                 }
             }
             for r in &owned {
-                layout
-                    .index
-                    .insert((r.family(), r.first_offset()), (r.last_offset(), pool.name.clone()));
+                layout.index.insert(
+                    (r.family(), r.first_offset()),
+                    (r.last_offset(), pool.name.clone()),
+                );
             }
             pl.owned = owned;
             layout.pools.insert(pool.name.clone(), pl);
@@ -141,7 +149,11 @@ mod tests {
         let l = Layout::build([&newer, &older], &BTreeMap::new());
         assert_eq!(l.owner_of(ip("198.51.100.200")), Some("z-older"));
         assert_eq!(l.owner_of(ip("198.51.100.1")), Some("a-newer"));
-        assert_eq!(l.owner_of(ip("198.51.100.255")), None, "broadcast of the older /25 is owned by nobody");
+        assert_eq!(
+            l.owner_of(ip("198.51.100.255")),
+            None,
+            "broadcast of the older /25 is owned by nobody"
+        );
         let msg = &l.pools["a-newer"].overlaps;
         assert_eq!(msg.len(), 1);
         assert!(msg[0].contains("z-older"), "{msg:?}");
@@ -166,7 +178,12 @@ mod tests {
         assert_eq!(l.owner_of(ip("198.51.100.4")), Some("p"));
         assert_eq!(l.owner_of(ip("198.51.100.6")), Some("p"));
         assert!(l.pools["p"].node_conflicts[0].contains("node-1"));
-        let PoolConfig { addresses: Ok(a), .. } = &p else { panic!() };
+        let PoolConfig {
+            addresses: Ok(a), ..
+        } = &p
+        else {
+            panic!()
+        };
         assert_eq!(l.usable_count("p", a, Family::V4), 13);
     }
 }

@@ -6,8 +6,10 @@
 //! - [`request`]: what a Service asks for;
 //! - [`sharing`]: when two Services may share an IP (R2);
 //! - [`outcome`]: failure reasons and notes that become Events (R14);
+//! - [`choice`]: candidate pools and per-family picks for one Service (R2–R5);
 //! - [`engine`]: the index and the level-triggered reconcile pass (R1–R11).
 
+pub mod choice;
 pub mod engine;
 pub mod free_set;
 pub mod layout;

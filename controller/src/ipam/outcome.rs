@@ -46,14 +46,27 @@ impl fmt::Display for Failure {
         match self {
             Failure::NoPool(detail) => write!(f, "no pool can serve this Service: {detail}"),
             Failure::Exhausted { family, pools } if pools.len() == 1 => {
-                write!(f, "pool {} is exhausted: no free {family} address", pools[0])
+                write!(
+                    f,
+                    "pool {} is exhausted: no free {family} address",
+                    pools[0]
+                )
             }
             Failure::Exhausted { family, pools } => {
-                write!(f, "pools {} are exhausted: no free {family} address", pools.join(", "))
+                write!(
+                    f,
+                    "pools {} are exhausted: no free {family} address",
+                    pools.join(", ")
+                )
             }
-            Failure::RequestedHeld { ip, holder } => write!(f, "requested IP {ip} is held by {holder}"),
+            Failure::RequestedHeld { ip, holder } => {
+                write!(f, "requested IP {ip} is held by {holder}")
+            }
             Failure::RequestedInNoPool { ip, detail } => {
-                write!(f, "requested IP {ip} is in no pool that admits this Service: {detail}")
+                write!(
+                    f,
+                    "requested IP {ip} is in no pool that admits this Service: {detail}"
+                )
             }
             Failure::FamilyUnavailable(family) => write!(
                 f,

@@ -33,7 +33,8 @@ impl PoolConfig {
         PoolConfig {
             name: name.to_owned(),
             created,
-            addresses: PoolAddresses::parse(&spec.addresses, spec.avoid_buggy_ips).map_err(|e| e.to_string()),
+            addresses: PoolAddresses::parse(&spec.addresses, spec.avoid_buggy_ips)
+                .map_err(|e| e.to_string()),
             auto_assign: spec.auto_assign,
             allocation: spec.effective_service_allocation().cloned(),
         }
@@ -55,7 +56,11 @@ impl PoolConfig {
     /// none) and its labels match a `serviceSelectors` entry (or there are none). Absent
     /// `serviceAllocation` admits everything. `namespace_labels` is `None` for an unknown
     /// Namespace (read as no labels).
-    pub fn admits(&self, svc: &ServiceRequest, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
+    pub fn admits(
+        &self,
+        svc: &ServiceRequest,
+        namespace_labels: Option<&BTreeMap<String, String>>,
+    ) -> bool {
         let Some(a) = &self.allocation else {
             return true;
         };
@@ -69,7 +74,11 @@ impl PoolConfig {
     /// (absent = after every number) then name; then pools without it, by name.
     pub fn choice_key(&self) -> (u8, i64, &str) {
         match &self.allocation {
-            Some(a) => (0, a.priority.map_or(i64::MAX, i64::from), self.name.as_str()),
+            Some(a) => (
+                0,
+                a.priority.map_or(i64::MAX, i64::from),
+                self.name.as_str(),
+            ),
             None => (1, 0, self.name.as_str()),
         }
     }
@@ -85,7 +94,10 @@ mod tests {
     fn svc(ns: &str, labels: &[(&str, &str)]) -> ServiceRequest {
         ServiceRequest {
             key: ServiceKey::new(ns, "s"),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             ..Default::default()
         }
     }
@@ -124,6 +136,9 @@ mod tests {
     fn bad_entry_is_named() {
         let p = PoolConfig::simple("p", 0, &["198.51.100.30-198.51.100.20"], false);
         let err = p.addresses.unwrap_err();
-        assert!(err.contains("spec.addresses[0]") && err.contains("198.51.100.30-198.51.100.20"), "{err}");
+        assert!(
+            err.contains("spec.addresses[0]") && err.contains("198.51.100.30-198.51.100.20"),
+            "{err}"
+        );
     }
 }

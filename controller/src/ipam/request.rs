@@ -99,7 +99,11 @@ impl ServiceRequest {
         match self.policy {
             FamilyPolicy::SingleStack => vec![primary],
             FamilyPolicy::PreferDualStack | FamilyPolicy::RequireDualStack => {
-                let other = if primary == Family::V4 { Family::V6 } else { Family::V4 };
+                let other = if primary == Family::V4 {
+                    Family::V6
+                } else {
+                    Family::V4
+                };
                 vec![primary, other]
             }
         }
@@ -107,7 +111,10 @@ impl ServiceRequest {
 
     /// The requested address of `family`, if any.
     pub fn requested_of(&self, family: Family) -> Option<IpAddr> {
-        self.requested.iter().copied().find(|ip| Family::of(*ip) == family)
+        self.requested
+            .iter()
+            .copied()
+            .find(|ip| Family::of(*ip) == family)
     }
 }
 

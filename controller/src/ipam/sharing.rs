@@ -11,7 +11,12 @@ use super::request::{Backend, ServiceRequest};
 pub fn incompatibility(a: &ServiceRequest, b: &ServiceRequest) -> Option<String> {
     match (&a.sharing_key, &b.sharing_key) {
         (Some(x), Some(y)) if x == y => {}
-        _ => return Some(format!("{} and {} do not carry the same sharing key", a.key, b.key)),
+        _ => {
+            return Some(format!(
+                "{} and {} do not carry the same sharing key",
+                a.key, b.key
+            ));
+        }
     }
     if let Some((proto, port)) = a.ports.intersection(&b.ports).next() {
         return Some(format!("{} and {} both use {proto}/{port}", a.key, b.key));
@@ -23,7 +28,10 @@ pub fn incompatibility(a: &ServiceRequest, b: &ServiceRequest) -> Option<String>
             "{} and {} use externalTrafficPolicy Local with different selectors",
             a.key, b.key
         )),
-        _ => Some(format!("{} and {} use different externalTrafficPolicy", a.key, b.key)),
+        _ => Some(format!(
+            "{} and {} use different externalTrafficPolicy",
+            a.key, b.key
+        )),
     }
 }
 
@@ -32,7 +40,12 @@ mod tests {
     use super::*;
     use crate::ipam::request::ServiceKey;
 
-    fn svc(name: &str, key: Option<&str>, ports: &[(&str, u16)], backend: Backend) -> ServiceRequest {
+    fn svc(
+        name: &str,
+        key: Option<&str>,
+        ports: &[(&str, u16)],
+        backend: Backend,
+    ) -> ServiceRequest {
         ServiceRequest {
             key: ServiceKey::new("ns", name),
             sharing_key: key.map(str::to_owned),
@@ -46,16 +59,34 @@ mod tests {
     fn rules() {
         let local = |v: &str| Backend::Local([("app".to_string(), v.to_string())].into());
         let a = svc("a", Some("k1"), &[("TCP", 80)], Backend::Cluster);
-        assert_eq!(incompatibility(&a, &svc("b", Some("k1"), &[("TCP", 8080)], Backend::Cluster)), None);
-        assert_eq!(incompatibility(&a, &svc("b", Some("k1"), &[("UDP", 80)], Backend::Cluster)), None);
-        assert!(incompatibility(&a, &svc("b", Some("k1"), &[("TCP", 80)], Backend::Cluster)).is_some());
-        assert!(incompatibility(&a, &svc("b", Some("k2"), &[("TCP", 81)], Backend::Cluster)).is_some());
+        assert_eq!(
+            incompatibility(
+                &a,
+                &svc("b", Some("k1"), &[("TCP", 8080)], Backend::Cluster)
+            ),
+            None
+        );
+        assert_eq!(
+            incompatibility(&a, &svc("b", Some("k1"), &[("UDP", 80)], Backend::Cluster)),
+            None
+        );
+        assert!(
+            incompatibility(&a, &svc("b", Some("k1"), &[("TCP", 80)], Backend::Cluster)).is_some()
+        );
+        assert!(
+            incompatibility(&a, &svc("b", Some("k2"), &[("TCP", 81)], Backend::Cluster)).is_some()
+        );
         assert!(incompatibility(&a, &svc("b", None, &[("TCP", 81)], Backend::Cluster)).is_some());
         assert!(incompatibility(&a, &svc("b", Some("k1"), &[("TCP", 81)], local("x"))).is_some());
         let la = svc("a", Some("k1"), &[("TCP", 80)], local("x"));
-        assert_eq!(incompatibility(&la, &svc("b", Some("k1"), &[("TCP", 81)], local("x"))), None);
+        assert_eq!(
+            incompatibility(&la, &svc("b", Some("k1"), &[("TCP", 81)], local("x"))),
+            None
+        );
         assert!(incompatibility(&la, &svc("b", Some("k1"), &[("TCP", 81)], local("y"))).is_some());
         let none = svc("a", None, &[("TCP", 80)], Backend::Cluster);
-        assert!(incompatibility(&none, &svc("b", None, &[("TCP", 81)], Backend::Cluster)).is_some());
+        assert!(
+            incompatibility(&none, &svc("b", None, &[("TCP", 81)], Backend::Cluster)).is_some()
+        );
     }
 }

@@ -38,7 +38,11 @@ fn ips(ipam: &Ipam, name: &str) -> Vec<IpAddr> {
 }
 
 fn notes_for<'a>(notes: &'a [ServiceNote], name: &str) -> Vec<&'a Note> {
-    notes.iter().filter(|n| n.key == key(name)).map(|n| &n.note).collect()
+    notes
+        .iter()
+        .filter(|n| n.key == key(name))
+        .map(|n| &n.note)
+        .collect()
 }
 
 fn pool(name: &str, created: i64, entries: &[&str]) -> PoolConfig {
@@ -69,7 +73,10 @@ fn r1_valid_status_is_kept_whatever_the_delivery_order() {
             assert!(notes_for(&notes, "svc-a").is_empty(), "{notes:?}");
             assert_eq!(
                 notes_for(&notes, "svc-b"),
-                vec![&Note::Failed(Failure::Exhausted { family: Family::V4, pools: vec!["p".into()] })]
+                vec![&Note::Failed(Failure::Exhausted {
+                    family: Family::V4,
+                    pools: vec!["p".into()]
+                })]
             );
             assert!(ipam.reconcile().is_empty(), "a second pass changes nothing");
         }
@@ -140,12 +147,18 @@ fn r3_requested_ip_waits_for_its_holder_then_is_granted() {
     let notes = ipam.reconcile();
     assert_eq!(
         notes_for(&notes, "svc-d"),
-        vec![&Note::Failed(Failure::RequestedHeld { ip: ip("198.51.100.11"), holder: key("svc-b") })]
+        vec![&Note::Failed(Failure::RequestedHeld {
+            ip: ip("198.51.100.11"),
+            holder: key("svc-b")
+        })]
     );
     assert!(
-        Failure::RequestedHeld { ip: ip("198.51.100.11"), holder: key("svc-b") }
-            .to_string()
-            .contains("held by default/svc-b")
+        Failure::RequestedHeld {
+            ip: ip("198.51.100.11"),
+            holder: key("svc-b")
+        }
+        .to_string()
+        .contains("held by default/svc-b")
     );
     // (1) svc-a becomes ClusterIP: svc-c gets its IP in the same pass.
     let freed = ipam.remove_service(&key("svc-a"), Gone::NotHandled);
@@ -166,14 +179,20 @@ fn r3_requested_ip_waits_for_its_holder_then_is_granted() {
     e.requested = vec![ip("203.0.113.9")];
     ipam.upsert_service(e);
     let notes = ipam.reconcile();
-    assert!(matches!(notes_for(&notes, "svc-e")[..], [Note::Failed(Failure::RequestedInNoPool { .. })]));
+    assert!(matches!(
+        notes_for(&notes, "svc-e")[..],
+        [Note::Failed(Failure::RequestedInNoPool { .. })]
+    ));
 }
 
 #[test]
 fn r4_pool_choice_is_deterministic() {
     let prio = |name: &str, p: Option<i32>, entries: &[&str]| {
         let mut c = pool(name, 0, entries);
-        c.allocation = Some(ServiceAllocation { priority: p, ..Default::default() });
+        c.allocation = Some(ServiceAllocation {
+            priority: p,
+            ..Default::default()
+        });
         c
     };
     // C-06: priority 1 beats 2 whatever the names.
@@ -187,7 +206,10 @@ fn r4_pool_choice_is_deterministic() {
     // `serviceAllocation: {}` is the same as none: plain pools by name, after selecting ones.
     let mut ipam = Ipam::new();
     let mut empty = pool("pool-a", 0, &["198.51.100.0/28"]);
-    empty.allocation = ServiceAllocation::default().is_empty().then_some(()).and(None);
+    empty.allocation = ServiceAllocation::default()
+        .is_empty()
+        .then_some(())
+        .and(None);
     ipam.upsert_pool(empty);
     ipam.upsert_pool(pool("pool-b", 0, &["203.0.113.0/28"]));
     ipam.upsert_service(svc("s", 1));
@@ -209,8 +231,13 @@ fn r4_pool_choice_is_deterministic() {
     let notes = ipam.reconcile();
     assert_eq!(ipam.assignment(&key("auto")).unwrap().pool, "zz-auto");
     assert_eq!(ipam.assignment(&key("named")).unwrap().pool, "aa-manual");
-    let [Note::Failed(f)] = notes_for(&notes, "missing")[..] else { panic!("{notes:?}") };
-    assert!(f.to_string().starts_with("no pool can serve this Service"), "{f}");
+    let [Note::Failed(f)] = notes_for(&notes, "missing")[..] else {
+        panic!("{notes:?}")
+    };
+    assert!(
+        f.to_string().starts_with("no pool can serve this Service"),
+        "{f}"
+    );
 }
 
 #[test]
@@ -230,8 +257,17 @@ fn r5_families() {
     let a_ips = ips(&ipam, "svc-a");
     assert_eq!(a_ips.len(), 1);
     assert!(a_ips[0].is_ipv4());
-    assert!(notes_for(&notes, "svc-a").iter().any(|n| matches!(n, Note::Partial { missing: Family::V6, .. })));
-    assert_eq!(notes_for(&notes, "svc-b"), vec![&Note::Failed(Failure::FamilyUnavailable(Family::V6))]);
+    assert!(notes_for(&notes, "svc-a").iter().any(|n| matches!(
+        n,
+        Note::Partial {
+            missing: Family::V6,
+            ..
+        }
+    )));
+    assert_eq!(
+        notes_for(&notes, "svc-b"),
+        vec![&Note::Failed(Failure::FamilyUnavailable(Family::V6))]
+    );
     assert!(ipam.reconcile().is_empty(), "partial is reported once");
     // Adding IPv6 to the pool completes svc-a without touching its IPv4 and serves svc-b.
     ipam.upsert_pool(pool("p", 0, &["198.51.100.0/28", "2001:db8:0:1::/120"]));
@@ -270,7 +306,10 @@ fn r6_release_frees_for_pending_at_once_and_never_readopts() {
     ipam.upsert_service(with_status(svc("svc-a", 1), &["198.51.100.10"]));
     let notes = ipam.reconcile();
     assert!(ips(&ipam, "svc-a").is_empty());
-    assert!(matches!(notes_for(&notes, "svc-a")[..], [Note::Failed(Failure::Exhausted { .. })]));
+    assert!(matches!(
+        notes_for(&notes, "svc-a")[..],
+        [Note::Failed(Failure::Exhausted { .. })]
+    ));
 }
 
 #[test]
@@ -291,7 +330,9 @@ fn r7_pool_deleted_edited_recreated() {
     for s in ["svc-b", "svc-c"] {
         let n = notes_for(&notes, s);
         assert!(matches!(n[..], [Note::Reallocated { .. }]), "{n:?}");
-        let [Note::Reallocated { why, .. }] = n[..] else { unreachable!() };
+        let [Note::Reallocated { why, .. }] = n[..] else {
+            unreachable!()
+        };
         assert!(why.contains("left every pool"), "{why}");
     }
     ipam.remove_service(&key("svc-b"), Gone::Deleted);
@@ -316,7 +357,10 @@ fn r8_foreign_or_malformed_status_is_replaced_once() {
     let variants: Vec<ObservedStatus> = vec![
         ObservedStatus::of(&[ip("192.0.2.4"), ip("192.0.2.5")]),
         ObservedStatus::of(&[ip("198.51.100.1"), ip("198.51.100.2"), ip("198.51.100.3")]),
-        ObservedStatus { ips: vec![], unusable: vec!["hostname-only entry \"lb.example.com\"".into()] },
+        ObservedStatus {
+            ips: vec![],
+            unusable: vec!["hostname-only entry \"lb.example.com\"".into()],
+        },
         ObservedStatus::of(&[ip("2001:db8::1")]),
     ];
     for observed in variants {
@@ -327,7 +371,9 @@ fn r8_foreign_or_malformed_status_is_replaced_once() {
         ipam.upsert_service(a);
         let notes = ipam.reconcile();
         let n = notes_for(&notes, "svc-a");
-        let Note::StatusReplaced { discarded } = n[0] else { panic!("{n:?}") };
+        let Note::StatusReplaced { discarded } = n[0] else {
+            panic!("{n:?}")
+        };
         assert!(!discarded.is_empty());
         assert!(matches!(n[1], Note::Allocated { .. }));
         assert_eq!(ips(&ipam, "svc-a").len(), 1);
@@ -344,18 +390,36 @@ fn r9_overlap_belongs_to_the_older_pool() {
         ipam.upsert_service(svc(&format!("s{i}"), i));
     }
     ipam.reconcile();
-    let held: Vec<_> = ipam.held().map(|(ip, pool, members)| (ip, pool.to_owned(), members.len())).collect();
-    assert_eq!(held.len(), 4, "four distinct addresses, nothing twice: {held:?}");
+    let held: Vec<_> = ipam
+        .held()
+        .map(|(ip, pool, members)| (ip, pool.to_owned(), members.len()))
+        .collect();
+    assert_eq!(
+        held.len(),
+        4,
+        "four distinct addresses, nothing twice: {held:?}"
+    );
     assert!(held.iter().all(|(_, _, n)| *n == 1));
     for (ip_, pool_, _) in &held {
-        let want = if *ip_ <= ip("198.51.100.9") { "b-older" } else { "a-newer" };
+        let want = if *ip_ <= ip("198.51.100.9") {
+            "b-older"
+        } else {
+            "a-newer"
+        };
         assert_eq!(pool_, want);
     }
     let reports = ipam.pool_reports();
     let newer = reports.iter().find(|r| r.name == "a-newer").unwrap();
     assert!(newer.overlaps[0].contains("b-older"));
     assert_eq!((newer.assigned_v4, newer.available_v4), (2, 0));
-    assert!(reports.iter().find(|r| r.name == "b-older").unwrap().overlaps.is_empty());
+    assert!(
+        reports
+            .iter()
+            .find(|r| r.name == "b-older")
+            .unwrap()
+            .overlaps
+            .is_empty()
+    );
 }
 
 #[test]
@@ -364,11 +428,19 @@ fn r10_node_addresses_never_handed_out() {
     ipam.upsert_pool(pool("p", 0, &["198.51.100.1-198.51.100.3"]));
     ipam.upsert_service(with_status(svc("old", 0), &["198.51.100.2"]));
     ipam.reconcile();
-    ipam.set_nodes([(ip("198.51.100.1"), "node-1".into()), (ip("198.51.100.2"), "node-2".into())].into());
+    ipam.set_nodes(
+        [
+            (ip("198.51.100.1"), "node-1".into()),
+            (ip("198.51.100.2"), "node-2".into()),
+        ]
+        .into(),
+    );
     ipam.upsert_service(svc("new", 1));
     let notes = ipam.reconcile();
     assert_eq!(ips(&ipam, "old"), vec![ip("198.51.100.3")]);
-    let [Note::Reallocated { why, .. }] = notes_for(&notes, "old")[..] else { panic!("{notes:?}") };
+    let [Note::Reallocated { why, .. }] = notes_for(&notes, "old")[..] else {
+        panic!("{notes:?}")
+    };
     assert!(why.contains("node node-2"), "{why}");
     assert!(ips(&ipam, "new").is_empty());
     let r = &ipam.pool_reports()[0];
@@ -383,9 +455,20 @@ fn r11_pending_served_when_capacity_appears() {
     ipam.upsert_pool(pool("p", 0, &["198.51.100.30-198.51.100.20"]));
     ipam.upsert_service(svc("s", 1));
     let notes = ipam.reconcile();
-    let [Note::Failed(f)] = notes_for(&notes, "s")[..] else { panic!("{notes:?}") };
-    assert!(f.to_string().starts_with("no pool can serve this Service"), "{f}");
-    assert!(ipam.pool_reports()[0].invalid.as_ref().unwrap().contains("198.51.100.30-198.51.100.20"));
+    let [Note::Failed(f)] = notes_for(&notes, "s")[..] else {
+        panic!("{notes:?}")
+    };
+    assert!(
+        f.to_string().starts_with("no pool can serve this Service"),
+        "{f}"
+    );
+    assert!(
+        ipam.pool_reports()[0]
+            .invalid
+            .as_ref()
+            .unwrap()
+            .contains("198.51.100.30-198.51.100.20")
+    );
     ipam.upsert_pool(pool("p", 0, &["198.51.100.20-198.51.100.30"]));
     ipam.reconcile();
     assert_eq!(ips(&ipam, "s"), vec![ip("198.51.100.20")]);
@@ -409,7 +492,15 @@ fn c09_big_ipv6_pools() {
     assert_eq!(r[0].available_v6, u64::MAX);
 
     let mut ipam = Ipam::new();
-    ipam.upsert_pool(pool("p", 0, &["2001:db8:0:4::/64", "2001:db8:0:5::/64", "2001:db8:0:6::/64"]));
+    ipam.upsert_pool(pool(
+        "p",
+        0,
+        &[
+            "2001:db8:0:4::/64",
+            "2001:db8:0:5::/64",
+            "2001:db8:0:6::/64",
+        ],
+    ));
     for i in 0..3 {
         let mut s = svc(&format!("s{i}"), i);
         s.families = vec![Family::V6];
@@ -420,7 +511,10 @@ fn c09_big_ipv6_pools() {
     r.requested = vec![ip("2001:db8:0:6:ffff:ffff:ffff:fffe")];
     ipam.upsert_service(r);
     ipam.reconcile();
-    assert_eq!(ips(&ipam, "req"), vec![ip("2001:db8:0:6:ffff:ffff:ffff:fffe")]);
+    assert_eq!(
+        ips(&ipam, "req"),
+        vec![ip("2001:db8:0:6:ffff:ffff:ffff:fffe")]
+    );
     assert_eq!(ips(&ipam, "s2"), vec![ip("2001:db8:0:4::2")]);
 
     let mut ipam = Ipam::new();
@@ -428,8 +522,13 @@ fn c09_big_ipv6_pools() {
     ipam.upsert_service(svc("s", 1));
     let notes = ipam.reconcile();
     assert_eq!(ipam.pool_reports()[0].available_v4, 0);
-    let [Note::Failed(f)] = notes_for(&notes, "s")[..] else { panic!("{notes:?}") };
-    assert!(f.to_string().starts_with("no pool can serve this Service"), "{f}");
+    let [Note::Failed(f)] = notes_for(&notes, "s")[..] else {
+        panic!("{notes:?}")
+    };
+    assert!(
+        f.to_string().starts_with("no pool can serve this Service"),
+        "{f}"
+    );
 }
 
 #[test]
@@ -446,7 +545,10 @@ fn invalid_request_keeps_held_addresses_and_pends_otherwise() {
     ipam.upsert_service(bad);
     let notes = ipam.reconcile();
     assert_eq!(ips(&ipam, "held"), before);
-    assert!(matches!(notes_for(&notes, "fresh")[..], [Note::Failed(Failure::Invalid(_))]));
+    assert!(matches!(
+        notes_for(&notes, "fresh")[..],
+        [Note::Failed(Failure::Invalid(_))]
+    ));
     assert!(ipam.reconcile().is_empty());
 }
 
@@ -457,11 +559,21 @@ mod props {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Pool { slot: u8, entries: Vec<String>, avoid_buggy: bool },
+        Pool {
+            slot: u8,
+            entries: Vec<String>,
+            avoid_buggy: bool,
+        },
         DropPool(u8),
         Nodes(Vec<u8>),
-        Service { slot: u8, spec: SvcSpec },
-        DropService { slot: u8, deleted: bool },
+        Service {
+            slot: u8,
+            spec: SvcSpec,
+        },
+        DropService {
+            slot: u8,
+            deleted: bool,
+        },
         Reconcile,
     }
 
@@ -504,15 +616,17 @@ mod props {
             proptest::option::weighted(0.2, 0u8..128),
             proptest::collection::vec(0u8..128, 0..3),
         )
-            .prop_map(|(sharing, ports, local, dual, v6_first, requested, status)| SvcSpec {
-                sharing,
-                ports,
-                local,
-                dual,
-                v6_first,
-                requested,
-                status,
-            })
+            .prop_map(
+                |(sharing, ports, local, dual, v6_first, requested, status)| SvcSpec {
+                    sharing,
+                    ports,
+                    local,
+                    dual,
+                    v6_first,
+                    requested,
+                    status,
+                },
+            )
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -528,16 +642,27 @@ mod props {
     }
 
     fn request(slot: u8, created: i64, s: &SvcSpec) -> ServiceRequest {
-        let families = if s.v6_first { vec![Family::V6, Family::V4] } else { vec![Family::V4, Family::V6] };
-        let policy = [FamilyPolicy::SingleStack, FamilyPolicy::PreferDualStack, FamilyPolicy::RequireDualStack]
-            [usize::from(s.dual)];
+        let families = if s.v6_first {
+            vec![Family::V6, Family::V4]
+        } else {
+            vec![Family::V4, Family::V6]
+        };
+        let policy = [
+            FamilyPolicy::SingleStack,
+            FamilyPolicy::PreferDualStack,
+            FamilyPolicy::RequireDualStack,
+        ][usize::from(s.dual)];
         let mut r = ServiceRequest {
             key: ServiceKey::new("ns", format!("s{slot}")),
             created,
             families,
             policy,
             sharing_key: s.sharing.map(|k| format!("k{k}")),
-            ports: s.ports.iter().map(|p| ("TCP".to_string(), 80 + u16::from(*p))).collect(),
+            ports: s
+                .ports
+                .iter()
+                .map(|p| ("TCP".to_string(), 80 + u16::from(*p)))
+                .collect(),
             backend: match s.local {
                 None => Backend::Cluster,
                 Some(v) => Backend::Local([("app".to_string(), v.to_string())].into()),
@@ -566,12 +691,16 @@ mod props {
 
     impl Model {
         fn entry_usable(e: &str, ip: IpAddr) -> bool {
-            let Ok(entry) = AddressEntry::parse(e) else { return false };
+            let Ok(entry) = AddressEntry::parse(e) else {
+                return false;
+            };
             if !entry.range.contains(ip) {
                 return false;
             }
             match (entry.prefix, Family::of(ip)) {
-                (Some(p), Family::V4) if p <= 30 => ip != entry.range.first() && ip != entry.range.last(),
+                (Some(p), Family::V4) if p <= 30 => {
+                    ip != entry.range.first() && ip != entry.range.last()
+                }
                 _ => true,
             }
         }
@@ -598,8 +727,10 @@ mod props {
     type Snapshot = BTreeMap<ServiceKey, (ServiceRequest, Vec<IpAddr>, Option<u8>)>;
 
     fn check(ipam: &mut Ipam, model: &Model, before: &Snapshot) {
-        let services: BTreeMap<ServiceKey, ServiceRequest> =
-            ipam.services().map(|s| (s.key.clone(), s.clone())).collect();
+        let services: BTreeMap<ServiceKey, ServiceRequest> = ipam
+            .services()
+            .map(|s| (s.key.clone(), s.clone()))
+            .collect();
         let mut on_ip: BTreeMap<IpAddr, Vec<&ServiceRequest>> = BTreeMap::new();
         for s in services.values() {
             let ips = ipam.desired_ips(&s.key);
@@ -613,7 +744,11 @@ mod props {
                 on_ip.entry(*i).or_default().push(s);
             }
             if ips.is_empty() {
-                assert!(ipam.pending_reason(&s.key).is_some(), "{} pending without reason", s.key);
+                assert!(
+                    ipam.pending_reason(&s.key).is_some(),
+                    "{} pending without reason",
+                    s.key
+                );
             }
         }
         // Never two non-sharing Services on one IP.
@@ -630,17 +765,25 @@ mod props {
         // request did not change.
         for (k, (req_before, ips_before, pool_before)) in before {
             let Some(now) = services.get(k) else { continue };
-            if now.clone() != req_before.clone() || ips_before.iter().any(|i| model.usable(*i) != *pool_before) {
+            if now.clone() != req_before.clone()
+                || ips_before.iter().any(|i| model.usable(*i) != *pool_before)
+            {
                 continue;
             }
             let ips_now = ipam.desired_ips(k);
             for i in ips_before {
-                assert!(ips_now.contains(i), "{k} lost {i}: {ips_before:?} → {ips_now:?}");
+                assert!(
+                    ips_now.contains(i),
+                    "{k} lost {i}: {ips_before:?} → {ips_now:?}"
+                );
             }
         }
         // No pending single-stack Service without a request while its family has a free address.
         for s in services.values() {
-            if s.policy == FamilyPolicy::SingleStack && s.requested.is_empty() && ipam.desired_ips(&s.key).is_empty() {
+            if s.policy == FamilyPolicy::SingleStack
+                && s.requested.is_empty()
+                && ipam.desired_ips(&s.key).is_empty()
+            {
                 let family = s.wanted_families()[0];
                 let free = (0u8..128)
                     .map(addr)
@@ -652,7 +795,9 @@ mod props {
         // Counters add up.
         for r in ipam.pool_reports() {
             let slot: u8 = r.name.trim_start_matches("pool").parse().unwrap();
-            let usable_v4 = (0u8..64).filter(|i| model.usable(addr(*i)) == Some(slot)).count() as u64;
+            let usable_v4 = (0u8..64)
+                .filter(|i| model.usable(addr(*i)) == Some(slot))
+                .count() as u64;
             assert_eq!(r.assigned_v4 + r.available_v4, usable_v4, "{r:?}");
         }
     }

@@ -24,7 +24,9 @@ use ferrolb_crds::addresses::{Family, parse_ip};
 
 use crate::ipam::{Gone, Ipam, Note, PoolConfig, ServiceKey};
 use crate::k8s::stores::Stores;
-use crate::k8s::writer::{EventSpec, apply_pool_status, apply_service_status, event_for, failure_label, publish};
+use crate::k8s::writer::{
+    EventSpec, apply_pool_status, apply_service_status, event_for, failure_label, publish,
+};
 use crate::metrics::{Metrics, PoolLabels, ReasonLabels};
 use crate::pool_status::pool_status;
 use crate::service::{ClassConfig, Classified, classify, key_of, status_matches, we_own_ingress};
@@ -79,12 +81,16 @@ impl Control {
             self.metrics.leader.set(i64::from(leading));
             if leading {
                 let st = state.get_or_insert_with(|| {
-                    tracing::info!("leading: rebuilding the allocation table from Service statuses");
+                    tracing::info!(
+                        "leading: rebuilding the allocation table from Service statuses"
+                    );
                     Leading::default()
                 });
                 let started = Instant::now();
                 let retry = self.pass(st).await;
-                self.metrics.reconcile_seconds.observe(started.elapsed().as_secs_f64());
+                self.metrics
+                    .reconcile_seconds
+                    .observe(started.elapsed().as_secs_f64());
                 if retry {
                     let wake = self.wake.clone();
                     tokio::spawn(async move {
@@ -114,7 +120,8 @@ impl Control {
     /// One pass. Returns whether a write failed (retry soon).
     async fn pass(&self, st: &mut Leading) -> bool {
         let services = self.stores.services.state();
-        let by_key: BTreeMap<ServiceKey, Arc<Service>> = services.iter().map(|s| (key_of(s), s.clone())).collect();
+        let by_key: BTreeMap<ServiceKey, Arc<Service>> =
+            services.iter().map(|s| (key_of(s), s.clone())).collect();
         self.feed_cluster(&mut st.ipam);
 
         let mut writes = Writes::default();
@@ -126,7 +133,14 @@ impl Control {
                 Classified::Ours(req, warnings) => {
                     if !warnings.is_empty() && st.warned.get(&key) != Some(&warnings) {
                         for w in &warnings {
-                            writes.events.push((svc.clone(), EventSpec { warning: true, reason: "AnnotationConflict", message: w.clone() }));
+                            writes.events.push((
+                                svc.clone(),
+                                EventSpec {
+                                    warning: true,
+                                    reason: "AnnotationConflict",
+                                    message: w.clone(),
+                                },
+                            ));
                         }
                     }
                     st.warned.insert(key.clone(), warnings);
@@ -148,10 +162,13 @@ impl Control {
                     let freed = st.ipam.remove_service(&key, Gone::NotHandled);
                     if !freed.is_empty() {
                         self.metrics.releases.inc();
-                        writes.events.push((svc.clone(), event_for(&Note::Released {
+                        writes.events.push((
+                            svc.clone(),
+                            event_for(&Note::Released {
                                 ips: freed,
                                 why: "the Service is no longer a LoadBalancer of this class".into(),
-                            })));
+                            }),
+                        ));
                     }
                 }
                 None => {
@@ -175,7 +192,9 @@ impl Control {
                 Note::Failed(f) => {
                     self.metrics
                         .failures
-                        .get_or_create(&ReasonLabels { reason: failure_label(f).into() })
+                        .get_or_create(&ReasonLabels {
+                            reason: failure_label(f).into(),
+                        })
                         .inc();
                 }
                 _ => {}
@@ -201,7 +220,13 @@ impl Control {
         failed
     }
 
-    fn queue_status(&self, st: &Leading, svc: &Arc<Service>, ips: Vec<IpAddr>, writes: &mut Writes) {
+    fn queue_status(
+        &self,
+        st: &Leading,
+        svc: &Arc<Service>,
+        ips: Vec<IpAddr>,
+        writes: &mut Writes,
+    ) {
         if status_matches(svc, &ips) {
             return;
         }
@@ -219,26 +244,28 @@ impl Control {
     async fn execute(&self, st: &mut Leading, writes: Writes) -> bool {
         let Writes { statuses, events } = writes;
         let mut failed = false;
-        let results: Vec<(ServiceKey, Option<String>, Vec<IpAddr>, bool)> = futures::stream::iter(statuses)
-            .map(|(svc, ips)| async move {
-                let key = key_of(&svc);
-                if !*self.leader.borrow() {
-                    return (key, svc.resource_version(), ips, false);
-                }
-                let res = apply_service_status(&self.client, &key.namespace, &key.name, &ips).await;
-                let ok = match res {
-                    Ok(_) => true,
-                    Err(kube::Error::Api(e)) if e.code == 404 => true,
-                    Err(e) => {
-                        tracing::warn!(service = %key, error = %e, "status write failed");
-                        false
+        let results: Vec<(ServiceKey, Option<String>, Vec<IpAddr>, bool)> =
+            futures::stream::iter(statuses)
+                .map(|(svc, ips)| async move {
+                    let key = key_of(&svc);
+                    if !*self.leader.borrow() {
+                        return (key, svc.resource_version(), ips, false);
                     }
-                };
-                (key, svc.resource_version(), ips, ok)
-            })
-            .buffer_unordered(self.concurrency.max(1))
-            .collect()
-            .await;
+                    let res =
+                        apply_service_status(&self.client, &key.namespace, &key.name, &ips).await;
+                    let ok = match res {
+                        Ok(_) => true,
+                        Err(kube::Error::Api(e)) if e.code == 404 => true,
+                        Err(e) => {
+                            tracing::warn!(service = %key, error = %e, "status write failed");
+                            false
+                        }
+                    };
+                    (key, svc.resource_version(), ips, ok)
+                })
+                .buffer_unordered(self.concurrency.max(1))
+                .collect()
+                .await;
         for (key, rv, ips, ok) in results {
             if ok {
                 self.metrics.status_writes.inc();
@@ -260,7 +287,11 @@ impl Control {
         let pools = self.stores.pools.state();
         let names: BTreeSet<String> = pools.iter().map(|p| p.name_any()).collect();
         for p in &pools {
-            let created = p.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second());
+            let created = p
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_second());
             ipam.upsert_pool(PoolConfig::from_spec(&p.name_any(), created, &p.spec));
         }
         for name in ipam.pool_names() {
@@ -293,21 +324,51 @@ impl Control {
 
     /// Pool status and gauges; writes only pools whose status differs.
     async fn write_pools(&self, ipam: &mut Ipam) {
-        let now = Time(k8s_openapi::jiff::Timestamp::from_second(k8s_openapi::jiff::Timestamp::now().as_second()).unwrap_or_default());
+        let now = Time(
+            k8s_openapi::jiff::Timestamp::from_second(
+                k8s_openapi::jiff::Timestamp::now().as_second(),
+            )
+            .unwrap_or_default(),
+        );
         let l2 = self.stores.l2.state();
-        let pools: BTreeMap<String, _> = self.stores.pools.state().into_iter().map(|p| (p.name_any(), p)).collect();
+        let pools: BTreeMap<String, _> = self
+            .stores
+            .pools
+            .state()
+            .into_iter()
+            .map(|p| (p.name_any(), p))
+            .collect();
         for report in ipam.pool_reports() {
             for (family, assigned, available) in [
                 (Family::V4, report.assigned_v4, report.available_v4),
                 (Family::V6, report.assigned_v6, report.available_v6),
             ] {
-                let labels = PoolLabels { pool: report.name.clone(), family: family.as_k8s().into() };
-                self.metrics.pool_assigned.get_or_create(&labels).set(ferrolb_crds::addresses::api_count(assigned));
-                self.metrics.pool_available.get_or_create(&labels).set(ferrolb_crds::addresses::api_count(available));
+                let labels = PoolLabels {
+                    pool: report.name.clone(),
+                    family: family.as_k8s().into(),
+                };
+                self.metrics
+                    .pool_assigned
+                    .get_or_create(&labels)
+                    .set(ferrolb_crds::addresses::api_count(assigned));
+                self.metrics
+                    .pool_available
+                    .get_or_create(&labels)
+                    .set(ferrolb_crds::addresses::api_count(available));
             }
-            let Some(pool) = pools.get(&report.name) else { continue };
-            let advertised = l2.iter().any(|a| a.spec.covers_pool(&report.name, pool.labels()));
-            let desired = pool_status(&report, advertised, pool.metadata.generation, pool.status.as_ref(), &now);
+            let Some(pool) = pools.get(&report.name) else {
+                continue;
+            };
+            let advertised = l2
+                .iter()
+                .any(|a| a.spec.covers_pool(&report.name, pool.labels()));
+            let desired = pool_status(
+                &report,
+                advertised,
+                pool.metadata.generation,
+                pool.status.as_ref(),
+                &now,
+            );
             if pool.status.as_ref() == Some(&desired) || !*self.leader.borrow() {
                 continue;
             }
@@ -317,4 +378,3 @@ impl Control {
         }
     }
 }
-

@@ -25,7 +25,11 @@ pub struct LeaseConfig {
 
 /// Starts the election. The receiver reads `true` while this replica leads. Dropping every
 /// receiver (or sending on `stop`) ends the election and releases the Lease.
-pub fn start(client: Client, cfg: LeaseConfig, mut stop: watch::Receiver<bool>) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
+pub fn start(
+    client: Client,
+    cfg: LeaseConfig,
+    mut stop: watch::Receiver<bool>,
+) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(false);
     let task = tokio::spawn(async move {
         loop {

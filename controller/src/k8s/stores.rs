@@ -83,8 +83,16 @@ impl Stores {
     pub fn start(client: &Client, wake: Arc<Notify>) -> Stores {
         Stores {
             services: spawn_reflector(Api::<Service>::all(client.clone()), wake.clone(), slim),
-            pools: spawn_reflector(Api::<IPAddressPool>::all(client.clone()), wake.clone(), slim),
-            l2: spawn_reflector(Api::<L2Advertisement>::all(client.clone()), wake.clone(), slim),
+            pools: spawn_reflector(
+                Api::<IPAddressPool>::all(client.clone()),
+                wake.clone(),
+                slim,
+            ),
+            l2: spawn_reflector(
+                Api::<L2Advertisement>::all(client.clone()),
+                wake.clone(),
+                slim,
+            ),
             namespaces: spawn_reflector(Api::<Namespace>::all(client.clone()), wake.clone(), slim),
             nodes: spawn_reflector(Api::<Node>::all(client.clone()), wake, slim_node),
         }

@@ -18,7 +18,12 @@ use crate::service::{FIELD_MANAGER, ingress_of};
 ///
 /// # Errors
 /// The API call failed.
-pub async fn apply_service_status(client: &Client, namespace: &str, name: &str, ips: &[IpAddr]) -> kube::Result<Service> {
+pub async fn apply_service_status(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    ips: &[IpAddr],
+) -> kube::Result<Service> {
     let api: Api<Service> = Api::namespaced(client.clone(), namespace);
     let patch = json!({
         "apiVersion": "v1",
@@ -26,15 +31,23 @@ pub async fn apply_service_status(client: &Client, namespace: &str, name: &str, 
         "metadata": { "name": name, "namespace": namespace },
         "status": { "loadBalancer": { "ingress": ingress_of(ips) } },
     });
-    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
-        .await
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
 }
 
 /// Applies a pool's status.
 ///
 /// # Errors
 /// The API call failed.
-pub async fn apply_pool_status(client: &Client, name: &str, status: &IPAddressPoolStatus) -> kube::Result<IPAddressPool> {
+pub async fn apply_pool_status(
+    client: &Client,
+    name: &str,
+    status: &IPAddressPoolStatus,
+) -> kube::Result<IPAddressPool> {
     let api: Api<IPAddressPool> = Api::all(client.clone());
     let patch = json!({
         "apiVersion": "ferrolb.io/v1beta1",
@@ -42,8 +55,12 @@ pub async fn apply_pool_status(client: &Client, name: &str, status: &IPAddressPo
         "metadata": { "name": name },
         "status": status,
     });
-    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
-        .await
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
 }
 
 /// An Event about to be published: type, reason, message.
@@ -59,7 +76,10 @@ pub struct EventSpec {
 }
 
 fn list(ips: &[IpAddr]) -> String {
-    ips.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    ips.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The Event for an allocator note.
@@ -73,7 +93,10 @@ pub fn event_for(note: &Note) -> EventSpec {
         Note::Reallocated { from, to, why } if to.is_empty() => EventSpec {
             warning: true,
             reason: "Reallocated",
-            message: format!("lost {}: {why}; no replacement yet (see AllocationFailed)", list(from)),
+            message: format!(
+                "lost {}: {why}; no replacement yet (see AllocationFailed)",
+                list(from)
+            ),
         },
         Note::Reallocated { from, to, why } => EventSpec {
             warning: true,
@@ -124,7 +147,11 @@ pub fn failure_label(f: &Failure) -> &'static str {
 pub async fn publish(recorder: &Recorder, svc: &Service, ev: &EventSpec) {
     let reference: ObjectReference = svc.object_ref(&());
     let event = Event {
-        type_: if ev.warning { EventType::Warning } else { EventType::Normal },
+        type_: if ev.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
         reason: ev.reason.to_owned(),
         note: Some(ev.message.chars().take(1000).collect()),
         action: "Allocate".to_owned(),
@@ -143,10 +170,16 @@ mod tests {
     #[test]
     fn event_texts_name_the_reason() {
         let e = event_for(&Note::Failed(Failure::RequestedHeld {
-            ip: "198.51.100.11".parse().unwrap_or(IpAddr::from([0, 0, 0, 0])),
+            ip: "198.51.100.11"
+                .parse()
+                .unwrap_or(IpAddr::from([0, 0, 0, 0])),
             holder: ServiceKey::new("default", "svc-b"),
         }));
-        assert!(e.warning && e.reason == "AllocationFailed" && e.message.contains("held by default/svc-b"));
+        assert!(
+            e.warning
+                && e.reason == "AllocationFailed"
+                && e.message.contains("held by default/svc-b")
+        );
         let e = event_for(&Note::Failed(Failure::NoPool("x".into())));
         assert!(e.message.starts_with("no pool can serve this Service"));
     }

@@ -53,7 +53,12 @@ fn controller_bin(cli: &Cli) -> anyhow::Result<PathBuf> {
     workspace_bin("ferrolb-controller")
 }
 
-fn start(cluster: &TestCluster, bin: &PathBuf, identity: &str, port: u16) -> anyhow::Result<Supervised> {
+fn start(
+    cluster: &TestCluster,
+    bin: &std::path::Path,
+    identity: &str,
+    port: u16,
+) -> anyhow::Result<Supervised> {
     let args = vec![
         format!("--kubeconfig={}", cluster.kubeconfig().display()),
         format!("--http-addr=127.0.0.1:{port}"),
@@ -68,14 +73,19 @@ fn start(cluster: &TestCluster, bin: &PathBuf, identity: &str, port: u16) -> any
 }
 
 async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
         .await
         .ok()?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).await.ok()?;
     let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
     Some((code, body))
 }
 
@@ -103,7 +113,10 @@ fn has_status(s: &Service) -> bool {
         .is_some_and(|i| !i.is_empty())
 }
 
-async fn versions(client: &Client, ns: &str) -> anyhow::Result<BTreeMap<String, (Option<String>, bool)>> {
+async fn versions(
+    client: &Client,
+    ns: &str,
+) -> anyhow::Result<BTreeMap<String, (Option<String>, bool)>> {
     let list = Api::<Service>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await?;
@@ -126,7 +139,11 @@ async fn main() -> anyhow::Result<()> {
     let port1 = free_port()?;
     let first = start(&cluster, &bin, "bench-1", port1)?;
     let t = Instant::now();
-    while http_get(port1, "/metrics").await.map(|(_, b)| metric(&b, "ferrolb_controller_leader")) != Some(Some(1.0)) {
+    while http_get(port1, "/metrics")
+        .await
+        .map(|(_, b)| metric(&b, "ferrolb_controller_leader"))
+        != Some(Some(1.0))
+    {
         if t.elapsed() > Duration::from_secs(30) {
             bail!("controller did not lead: {}", first.log_tail(20));
         }
@@ -139,7 +156,8 @@ async fn main() -> anyhow::Result<()> {
     let watch_api = api.clone();
     let done = tokio::spawn(async move {
         let mut with_status = BTreeSet::new();
-        let mut stream = std::pin::pin!(watcher(watch_api, watcher::Config::default()).applied_objects());
+        let mut stream =
+            std::pin::pin!(watcher(watch_api, watcher::Config::default()).applied_objects());
         while let Ok(Some(s)) = stream.try_next().await {
             if has_status(&s) {
                 with_status.insert(s.name_any());
@@ -175,9 +193,15 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("Services did not all get status within 600 s")??;
     let alloc = all_done.duration_since(started);
-    let m1 = http_get(port1, "/metrics").await.map(|(_, b)| b).unwrap_or_default();
+    let m1 = http_get(port1, "/metrics")
+        .await
+        .map(|(_, b)| b)
+        .unwrap_or_default();
     println!("services: {total}");
-    println!("create calls finished after: {:.2} s", created.as_secs_f64());
+    println!(
+        "create calls finished after: {:.2} s",
+        created.as_secs_f64()
+    );
     println!("all have status after: {:.2} s", alloc.as_secs_f64());
     println!(
         "controller status writes: {:?}; RSS: {:?} KiB",
@@ -216,10 +240,22 @@ async fn main() -> anyhow::Result<()> {
     let first_pass = restart.elapsed();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = versions(&client, &ns).await?;
-    let changed = before.iter().filter(|(k, v)| after.get(*k) != Some(v)).count();
-    let m2 = http_get(port2, "/metrics").await.map(|(_, b)| b).unwrap_or_default();
-    println!("restart: ready (/readyz 200) after {:.3} s", ready.as_secs_f64());
-    println!("restart: first pass as leader done after {:.3} s", first_pass.as_secs_f64());
+    let changed = before
+        .iter()
+        .filter(|(k, v)| after.get(*k) != Some(v))
+        .count();
+    let m2 = http_get(port2, "/metrics")
+        .await
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    println!(
+        "restart: ready (/readyz 200) after {:.3} s",
+        ready.as_secs_f64()
+    );
+    println!(
+        "restart: first pass as leader done after {:.3} s",
+        first_pass.as_secs_f64()
+    );
     println!("restart: Services changed (resourceVersion): {changed}");
     println!(
         "restart: controller status writes: {:?}; RSS: {:?} KiB",
@@ -234,5 +270,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }

@@ -298,49 +298,54 @@ async fn failover(
     tokio::time::sleep(settle).await;
 
     let mut results = Vec::new();
-    for trial in 1..=trials {
-        let answers = bench.lab.arp_answers(0, ip).await?;
-        let [owner_mac] = answers.iter().collect::<Vec<_>>()[..] else {
-            bail!("trial {trial}: not exactly one owner before the signal: {answers:?}");
-        };
-        let victim = bench
-            .lab
-            .node_by_mac(owner_mac)
-            .with_context(|| format!("owner MAC {owner_mac} is no node's"))?
-            .name
-            .clone();
-        let t = run_trial(
-            &mut bench,
-            ip,
-            &victim,
-            owner_of(Some(&victim))?,
-            signal,
-            timeout,
-        )
-        .await?;
-        print_trial(trial, &t);
-        results.push(t);
-        // Restart the signalled speaker; the IP goes back to the owner by election.
-        bench.start_speaker(&victim)?;
-        let restart = Instant::now();
-        bench.wait_for_single_owner(ip, &first_owner).await?;
-        let back = restart.elapsed();
-        tokio::time::sleep(settle).await;
-        let answers = bench.lab.arp_answers(0, ip).await?;
-        if answers.len() != 1 {
-            bail!(
-                "trial {trial}: after the restart and {} ms of quiet, answers {answers:?}",
-                settle.as_millis()
+    // The trials; an error ends them early, but the trials done so far are still summarised.
+    let outcome: anyhow::Result<()> = async {
+        for trial in 1..=trials {
+            let answers = bench.lab.arp_answers(0, ip).await?;
+            let [owner_mac] = answers.iter().collect::<Vec<_>>()[..] else {
+                bail!("trial {trial}: not exactly one owner before the signal: {answers:?}");
+            };
+            let victim = bench
+                .lab
+                .node_by_mac(owner_mac)
+                .with_context(|| format!("owner MAC {owner_mac} is no node's"))?
+                .name
+                .clone();
+            let t = run_trial(
+                &mut bench,
+                ip,
+                &victim,
+                owner_of(Some(&victim))?,
+                signal,
+                timeout,
+            )
+            .await?;
+            print_trial(trial, &t);
+            results.push(t);
+            // Restart the signalled speaker; the IP goes back to the owner by election.
+            bench.start_speaker(&victim)?;
+            let restart = Instant::now();
+            bench.wait_for_single_owner(ip, &first_owner).await?;
+            let back = restart.elapsed();
+            tokio::time::sleep(settle).await;
+            let answers = bench.lab.arp_answers(0, ip).await?;
+            if answers.len() != 1 {
+                bail!(
+                    "trial {trial}: after the restart and {} ms of quiet, answers {answers:?}",
+                    settle.as_millis()
+                );
+            }
+            println!(
+                "         restarted {victim}; one owner again after {:.2} s",
+                back.as_secs_f64()
             );
         }
-        println!(
-            "         restarted {victim}; one owner again after {:.2} s",
-            back.as_secs_f64()
-        );
+        Ok(())
     }
+    .await;
     summarize(&results, signal, nodes);
     drop(bench);
-    Ok(())
+    outcome
 }
 
 async fn run_trial(

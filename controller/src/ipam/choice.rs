@@ -1,0 +1,290 @@
+//! Choosing addresses for a Service that needs some: the candidate pools in order (R4), what
+//! each pool can give per family (requested IP, a compatible sharing group, or the lowest free
+//! address; R2, R3), and the plan over families (R5). Read-only over the allocator state; the
+//! engine commits the plan.
+
+use std::net::IpAddr;
+
+use ferrolb_crds::addresses::{Family, to_offset};
+
+use super::engine::Ipam;
+use super::outcome::Failure;
+use super::pool::PoolConfig;
+use super::request::{FamilyPolicy, ServiceRequest};
+
+/// What one pick in one pool and family would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pick {
+    /// Take a free address.
+    Take(IpAddr),
+    /// Join a sharing group on this held address.
+    Join(IpAddr),
+}
+
+impl Pick {
+    pub(super) fn ip(self) -> IpAddr {
+        match self {
+            Pick::Take(ip) | Pick::Join(ip) => ip,
+        }
+    }
+}
+
+/// A full choice for one Service.
+pub(super) struct Plan {
+    pub(super) pool: String,
+    pub(super) picks: Vec<Pick>,
+    pub(super) missing: Option<(Family, Failure)>,
+}
+
+impl Ipam {
+    /// What `req` would get of `family` in `pool`, or why not.
+    pub(super) fn pick(
+        &self,
+        req: &ServiceRequest,
+        pool: &str,
+        family: Family,
+    ) -> Result<Pick, Failure> {
+        let Some(free) = self.free.get(&(pool.to_owned(), family)) else {
+            return Err(Failure::FamilyUnavailable(family));
+        };
+        let usable = match self.pools.get(pool).map(|p| &p.addresses) {
+            Some(Ok(a)) => self.layout.usable_count(pool, a, family),
+            _ => 0,
+        };
+        if usable == 0 {
+            return Err(Failure::FamilyUnavailable(family));
+        }
+        if let Some(r) = req.requested_of(family) {
+            if self.pool_of(r) != Some(pool) {
+                return Err(Failure::RequestedInNoPool {
+                    ip: r,
+                    detail: format!("it is not handed out by pool {pool}"),
+                });
+            }
+            if self.holdings.contains_key(&r) {
+                return match self.blocker(req, r, None) {
+                    Some((holder, _)) => Err(Failure::RequestedHeld { ip: r, holder }),
+                    None => Ok(Pick::Join(r)),
+                };
+            }
+            return if free.contains(to_offset(r)) {
+                Ok(Pick::Take(r))
+            } else {
+                Err(Failure::RequestedInNoPool {
+                    ip: r,
+                    detail: format!("pool {pool} does not hand it out"),
+                })
+            };
+        }
+        if let Some(k) = &req.sharing_key
+            && let Some(ips) = self.groups.get(k)
+        {
+            for ip in ips.keys() {
+                if Family::of(*ip) == family
+                    && self.holdings.get(ip).is_some_and(|h| h.pool == pool)
+                    && self.blocker(req, *ip, None).is_none()
+                {
+                    return Ok(Pick::Join(*ip));
+                }
+            }
+        }
+        match free.peek_lowest() {
+            Some(o) => Ok(Pick::Take(family.addr(o))),
+            None => Err(Failure::Exhausted {
+                family,
+                pools: vec![pool.to_owned()],
+            }),
+        }
+    }
+
+    /// The pools `req` may use, in the order they are tried (R4), or why none.
+    fn candidates(&self, req: &ServiceRequest) -> Result<Vec<&PoolConfig>, Failure> {
+        let ns = self.namespaces.get(&req.key.namespace);
+        if let Some(name) = &req.pool {
+            let Some(p) = self.pools.get(name) else {
+                return Err(Failure::NoPool(format!(
+                    "the pool it names, {name}, does not exist"
+                )));
+            };
+            if let Err(e) = &p.addresses {
+                return Err(Failure::NoPool(format!(
+                    "the pool it names, {name}, is invalid: {e}"
+                )));
+            }
+            if !p.admits(req, ns) {
+                return Err(Failure::NoPool(format!(
+                    "the pool it names, {name}, does not admit it (serviceAllocation)"
+                )));
+            }
+            return Ok(vec![p]);
+        }
+        if !req.requested.is_empty() {
+            let mut owner: Option<&str> = None;
+            for r in &req.requested {
+                let Some(p) = self.layout.owner_of(*r) else {
+                    let detail = match self.nodes.get(r) {
+                        Some(node) => format!("it is an address of node {node}"),
+                        None => "no pool contains it".to_owned(),
+                    };
+                    return Err(Failure::RequestedInNoPool { ip: *r, detail });
+                };
+                if owner.is_some_and(|o| o != p) {
+                    return Err(Failure::RequestedInNoPool {
+                        ip: *r,
+                        detail: "the requested addresses are in different pools".into(),
+                    });
+                }
+                owner = Some(p);
+            }
+            let p = owner.and_then(|o| self.pools.get(o));
+            return match p {
+                Some(p) if p.admits(req, ns) => Ok(vec![p]),
+                Some(p) => Err(Failure::RequestedInNoPool {
+                    ip: req.requested[0],
+                    detail: format!("pool {} does not admit it (serviceAllocation)", p.name),
+                }),
+                None => Err(Failure::NoPool(
+                    "the requested addresses are in no pool".into(),
+                )),
+            };
+        }
+        let mut v: Vec<&PoolConfig> = self
+            .pools
+            .values()
+            .filter(|p| p.auto_assign && p.addresses.is_ok() && p.admits(req, ns))
+            .collect();
+        v.sort_by(|a, b| a.choice_key().cmp(&b.choice_key()));
+        if v.is_empty() {
+            let detail = if self.pools.is_empty() {
+                "there is no IPAddressPool"
+            } else {
+                "no valid IPAddressPool with autoAssign admits it"
+            };
+            return Err(Failure::NoPool(detail.into()));
+        }
+        Ok(v)
+    }
+
+    /// Picks a pool and addresses for a Service that has none (R3–R5), or says why not.
+    pub(super) fn choose(&self, req: &ServiceRequest) -> Result<Plan, Failure> {
+        let candidates = self.candidates(req)?;
+        let wanted = req.wanted_families();
+        let mut full: Option<Plan> = None;
+        let mut partial: Option<Plan> = None;
+        let mut errors: Vec<(Family, Failure)> = Vec::new();
+        for p in &candidates {
+            let results: Vec<(Family, Result<Pick, Failure>)> = wanted
+                .iter()
+                .map(|f| (*f, self.pick(req, &p.name, *f)))
+                .collect();
+            let ok: Vec<Pick> = results
+                .iter()
+                .filter_map(|(_, r)| r.as_ref().ok().copied())
+                .collect();
+            let failed: Vec<(Family, Failure)> = results
+                .iter()
+                .filter_map(|(f, r)| r.as_ref().err().map(|e| (*f, e.clone())))
+                .collect();
+            errors.extend(failed.iter().cloned());
+            if failed.is_empty() {
+                let joins = ok.iter().any(|p| matches!(p, Pick::Join(_)));
+                if joins {
+                    return Ok(Plan {
+                        pool: p.name.clone(),
+                        picks: ok,
+                        missing: None,
+                    });
+                }
+                if full.is_none() {
+                    full = Some(Plan {
+                        pool: p.name.clone(),
+                        picks: ok,
+                        missing: None,
+                    });
+                }
+            } else if req.policy == FamilyPolicy::PreferDualStack && !ok.is_empty() {
+                let has_primary = results[0].1.is_ok();
+                let better = match &partial {
+                    None => true,
+                    Some(prev) => has_primary && Family::of(prev.picks[0].ip()) != wanted[0],
+                };
+                if better {
+                    partial = Some(Plan {
+                        pool: p.name.clone(),
+                        picks: ok,
+                        missing: failed.first().cloned(),
+                    });
+                }
+            }
+        }
+        if let Some(plan) = full.or(partial) {
+            return Ok(plan);
+        }
+        // PreferDualStack would have taken any family: its primary family's reason is the one.
+        let required = if req.policy == FamilyPolicy::PreferDualStack {
+            &wanted[..1]
+        } else {
+            &wanted[..]
+        };
+        let errors = errors
+            .into_iter()
+            .filter(|(f, _)| required.contains(f))
+            .collect();
+        Err(summarise(&candidates, required, errors))
+    }
+}
+
+/// The most precise reason among the per-pool, per-family failures.
+fn summarise(
+    candidates: &[&PoolConfig],
+    wanted: &[Family],
+    errors: Vec<(Family, Failure)>,
+) -> Failure {
+    if let Some((_, f)) = errors
+        .iter()
+        .find(|(_, f)| matches!(f, Failure::RequestedHeld { .. }))
+    {
+        return f.clone();
+    }
+    if let Some((_, f)) = errors
+        .iter()
+        .find(|(_, f)| matches!(f, Failure::RequestedInNoPool { .. }))
+    {
+        return f.clone();
+    }
+    let unavailable = |family: Family| {
+        errors
+            .iter()
+            .filter(|(f, e)| *f == family && matches!(e, Failure::FamilyUnavailable(_)))
+            .count()
+            == candidates.len()
+    };
+    if wanted.iter().all(|f| unavailable(*f)) {
+        let names: Vec<&str> = candidates.iter().map(|p| p.name.as_str()).collect();
+        return Failure::NoPool(format!(
+            "no usable {} address in the pools that admit it ({})",
+            wanted
+                .iter()
+                .map(|f| f.as_k8s())
+                .collect::<Vec<_>>()
+                .join("/"),
+            names.join(", ")
+        ));
+    }
+    if let Some(f) = wanted.iter().find(|f| unavailable(**f)) {
+        return Failure::FamilyUnavailable(*f);
+    }
+    let mut pools: Vec<String> = Vec::new();
+    let mut family = wanted[0];
+    for (f, e) in &errors {
+        if let Failure::Exhausted { pools: p, .. } = e {
+            family = *f;
+            for name in p {
+                if !pools.contains(name) {
+                    pools.push(name.clone());
+                }
+            }
+        }
+    }
+    Failure::Exhausted { family, pools }
+}
