@@ -94,7 +94,9 @@ pub fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, ServiceSpec, ServiceStatus};
+    use k8s_openapi::api::core::v1::{
+        LoadBalancerIngress, LoadBalancerStatus, ServiceSpec, ServiceStatus,
+    };
 
     fn svc(type_: &str, class: Option<&str>) -> Service {
         Service {
@@ -144,6 +146,9 @@ mod tests {
             }),
             ..Default::default()
         });
-        assert_eq!(ingress_ips(&s), vec!["198.51.100.10".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            ingress_ips(&s),
+            vec!["198.51.100.10".parse::<IpAddr>().unwrap()]
+        );
     }
 }

@@ -69,7 +69,8 @@ async fn shutdown_signal() {
 /// # Errors
 /// Start-up failures: the key file, the membership socket, the packet sockets, the HTTP address.
 pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
-    let keys = KeyRing::from_file(&config.key_file).with_context(|| format!("membership key {}", config.key_file.display()))?;
+    let keys = KeyRing::from_file(&config.key_file)
+        .with_context(|| format!("membership key {}", config.key_file.display()))?;
     let changed = Arc::new(Notify::new());
     let (stores, _watches) = Stores::start(&client, &changed);
 
@@ -96,10 +97,15 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         .context("watch stores did not sync within 120 s")??;
     let advertise = match config.advertise_address {
         Some(ip) => ip,
-        None => own_internal_ip(&stores, &config.node_name)
-            .with_context(|| format!("Node {} has no InternalIP; pass --advertise-address", config.node_name))?,
+        None => own_internal_ip(&stores, &config.node_name).with_context(|| {
+            format!(
+                "Node {} has no InternalIP; pass --advertise-address",
+                config.node_name
+            )
+        })?,
     };
-    let responder = Responder::start(config.l2.clone(), l2_counters).context("starting the ARP/NDP responder")?;
+    let responder = Responder::start(config.l2.clone(), l2_counters)
+        .context("starting the ARP/NDP responder")?;
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -117,7 +123,11 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         config: config.membership.clone(),
         generation,
     };
-    let mut membership = Some(Membership::start(settings(None)).await.context("starting the membership")?);
+    let mut membership = Some(
+        Membership::start(settings(None))
+            .await
+            .context("starting the membership")?,
+    );
     if let (Ok(mut slot), Some(m)) = (metrics.membership.lock(), membership.as_ref()) {
         *slot = Some(m.counters_handle());
     }
@@ -166,17 +176,30 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                         members = Some(m.members());
                         membership = Some(m);
                     }
-                    Err(e) => tracing::warn!(error = %e, "could not rejoin the membership; retrying"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not rejoin the membership; retrying")
+                    }
                 }
             }
             _ => {}
         }
         if let Some(m) = &membership {
-            m.set_peers(peer_addresses(&stores, &config.node_name, config.memberlist_port));
+            m.set_peers(peer_addresses(
+                &stores,
+                &config.node_name,
+                config.memberlist_port,
+            ));
         }
-        let alive: BTreeSet<String> = members.as_ref().map(|rx| rx.borrow().clone()).unwrap_or_default();
+        let alive: BTreeSet<String> = members
+            .as_ref()
+            .map(|rx| rx.borrow().clone())
+            .unwrap_or_default();
         let plan = plan(&view, &alive, &config.node_name, Some(carrier));
-        let previously_owned: BTreeSet<IpAddr> = responder.interfaces().iter().flat_map(|s| s.owned.clone()).collect();
+        let previously_owned: BTreeSet<IpAddr> = responder
+            .interfaces()
+            .iter()
+            .flat_map(|s| s.owned.clone())
+            .collect();
         responder.set_owned(plan.owned.clone());
         if alive != last_alive {
             // S4: re-confirm ownership after any membership change.
@@ -186,7 +209,9 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             tracing::info!(members = ?alive, "membership changed");
             last_alive = alive;
         }
-        metrics.owned_ips.store(plan.owned.len() as u64, Ordering::Relaxed);
+        metrics
+            .owned_ips
+            .store(plan.owned.len() as u64, Ordering::Relaxed);
         let statuses = responder.interfaces();
         let owned = plan.owned.clone();
         announcer
@@ -203,7 +228,11 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
 }
 
 /// The interface names an owned IP is answered on, for Events.
-fn interfaces_for(ip: IpAddr, owned: &BTreeMap<IpAddr, Interfaces>, statuses: &[crate::l2::InterfaceStatus]) -> Vec<String> {
+fn interfaces_for(
+    ip: IpAddr,
+    owned: &BTreeMap<IpAddr, Interfaces>,
+    statuses: &[crate::l2::InterfaceStatus],
+) -> Vec<String> {
     if !owned.contains_key(&ip) {
         return Vec::new();
     }
@@ -213,12 +242,17 @@ fn interfaces_for(ip: IpAddr, owned: &BTreeMap<IpAddr, Interfaces>, statuses: &[
     });
     match &owned[&ip] {
         Interfaces::All => serving.map(|s| s.name.clone()).collect(),
-        Interfaces::Named(names) => serving.filter(|s| names.contains(&s.name)).map(|s| s.name.clone()).collect(),
+        Interfaces::Named(names) => serving
+            .filter(|s| names.contains(&s.name))
+            .map(|s| s.name.clone())
+            .collect(),
     }
 }
 
 fn own_internal_ip(stores: &Stores, me: &str) -> Option<IpAddr> {
-    let node = stores.nodes.get(&kube::runtime::reflector::ObjectRef::new(me))?;
+    let node = stores
+        .nodes
+        .get(&kube::runtime::reflector::ObjectRef::new(me))?;
     node_addresses(&node).into_iter().next()
 }
 

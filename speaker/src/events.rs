@@ -47,7 +47,12 @@ impl Announcer {
 
     /// Emits the Events `plan` calls for. `interfaces_of(ip)` names the interfaces the IP is
     /// announced on here. Errors from the API are logged, never fatal.
-    pub async fn publish(&mut self, plan: &Plan, stores: &Stores, interfaces_of: impl Fn(IpAddr) -> Vec<String>) {
+    pub async fn publish(
+        &mut self,
+        plan: &Plan,
+        stores: &Stores,
+        interfaces_of: impl Fn(IpAddr) -> Vec<String>,
+    ) {
         let mut todo: Vec<(Vec<String>, EventType, &'static str, String)> = Vec::new();
         for (ip, p) in &plan.ips {
             if p.owner.as_deref() == Some(self.me.as_str()) {
@@ -55,7 +60,11 @@ impl Announcer {
                 let text = format!(
                     "announcing {ip} from {} on {}",
                     self.me,
-                    if ifaces.is_empty() { "no interface yet".to_owned() } else { ifaces.join(", ") }
+                    if ifaces.is_empty() {
+                        "no interface yet".to_owned()
+                    } else {
+                        ifaces.join(", ")
+                    }
                 );
                 if self.announced.get(ip) != Some(&text) {
                     self.announced.insert(*ip, text.clone());
@@ -64,13 +73,19 @@ impl Announcer {
             } else {
                 self.announced.remove(ip);
             }
-            let reporting = p.reporter.as_deref() == Some(self.me.as_str()) && std::time::Instant::now() >= self.quiet_until;
+            let reporting = p.reporter.as_deref() == Some(self.me.as_str())
+                && std::time::Instant::now() >= self.quiet_until;
             match (&p.no_owner_reason, reporting) {
                 (Some(reason), true) => {
                     let text = format!("{ip}: {reason}");
                     if self.no_owner.get(ip) != Some(&text) {
                         self.no_owner.insert(*ip, text.clone());
-                        todo.push((p.services.clone(), EventType::Warning, "NoEligibleNode", text));
+                        todo.push((
+                            p.services.clone(),
+                            EventType::Warning,
+                            "NoEligibleNode",
+                            text,
+                        ));
                     }
                 }
                 _ => {
@@ -79,7 +94,12 @@ impl Announcer {
             }
             if reporting && !p.warnings.is_empty() && self.warned.get(ip) != Some(&p.warnings) {
                 self.warned.insert(*ip, p.warnings.clone());
-                todo.push((p.services.clone(), EventType::Warning, "EndpointWarning", p.warnings.join("; ")));
+                todo.push((
+                    p.services.clone(),
+                    EventType::Warning,
+                    "EndpointWarning",
+                    p.warnings.join("; "),
+                ));
             }
         }
         self.announced.retain(|ip, _| plan.ips.contains_key(ip));
@@ -89,7 +109,9 @@ impl Announcer {
         for (services, type_, reason, note) in todo {
             tracing::info!(%reason, %note, "event");
             for key in services {
-                let Some(svc) = stores.service(&key) else { continue };
+                let Some(svc) = stores.service(&key) else {
+                    continue;
+                };
                 let event = Event {
                     type_,
                     reason: reason.into(),

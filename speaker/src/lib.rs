@@ -4,8 +4,8 @@
 //! Pure modules (no `kube`, no `tokio`): [`election`], [`eligibility`], [`wire`].
 //! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP).
 
-pub mod election;
 pub mod daemon;
+pub mod election;
 pub mod eligibility;
 pub mod events;
 pub mod http;

@@ -15,7 +15,10 @@ use ferrolb_speaker::view::ViewSettings;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[derive(Parser, Debug)]
-#[command(version, about = "ferrolb speaker: answers ARP/NDP for the LoadBalancer IPs this node owns")]
+#[command(
+    version,
+    about = "ferrolb speaker: answers ARP/NDP for the LoadBalancer IPs this node owns"
+)]
 struct Cli {
     /// This node's name (the pod's spec.nodeName).
     #[arg(long, env = "FERROLB_NODE_NAME")]
@@ -33,7 +36,11 @@ struct Cli {
     #[arg(long, env = "FERROLB_IGNORE_EXCLUDE_LB")]
     ignore_exclude_lb: bool,
     /// File holding the membership key (64 hex characters; mounted from the Secret).
-    #[arg(long, env = "FERROLB_MEMBERLIST_KEY_FILE", default_value = "/etc/ferrolb/memberlist/key")]
+    #[arg(
+        long,
+        env = "FERROLB_MEMBERLIST_KEY_FILE",
+        default_value = "/etc/ferrolb/memberlist/key"
+    )]
     memberlist_key_file: PathBuf,
     /// UDP port of the SWIM membership.
     #[arg(long, env = "FERROLB_MEMBERLIST_PORT", default_value_t = DEFAULT_PORT)]
@@ -51,7 +58,12 @@ struct Cli {
     #[arg(long, env = "FERROLB_SUSPECT_TIMEOUT_MS", default_value_t = 200)]
     suspect_timeout_ms: u64,
     /// Offsets (ms, comma-separated) of the gratuitous ARP / unsolicited NA burst after gaining an IP.
-    #[arg(long, env = "FERROLB_ANNOUNCE_OFFSETS_MS", value_delimiter = ',', default_value = "0,500,2000,5000")]
+    #[arg(
+        long,
+        env = "FERROLB_ANNOUNCE_OFFSETS_MS",
+        value_delimiter = ',',
+        default_value = "0,500,2000,5000"
+    )]
     announce_offsets_ms: Vec<u64>,
     /// Re-announce owned IPs every this many seconds after the burst (0 = never).
     #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH_S", default_value_t = 0)]
@@ -67,7 +79,8 @@ struct Cli {
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
         }
         None => kube::Config::infer().await?,
@@ -78,9 +91,13 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     if cli.log_json {
-        tracing_subscriber::fmt().json().with_env_filter(filter).init();
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
     } else {
         tracing_subscriber::fmt().with_env_filter(filter).init();
     }
@@ -105,8 +122,13 @@ async fn main() -> anyhow::Result<()> {
         membership,
         l2: L2Config {
             schedule: AnnounceSchedule {
-                offsets: cli.announce_offsets_ms.iter().map(|ms| Duration::from_millis(*ms)).collect(),
-                refresh: (cli.announce_refresh_s > 0).then(|| Duration::from_secs(cli.announce_refresh_s)),
+                offsets: cli
+                    .announce_offsets_ms
+                    .iter()
+                    .map(|ms| Duration::from_millis(*ms))
+                    .collect(),
+                refresh: (cli.announce_refresh_s > 0)
+                    .then(|| Duration::from_secs(cli.announce_refresh_s)),
             },
             ..L2Config::default()
         },

@@ -41,7 +41,12 @@ impl SpeakerMetrics {
     }
 }
 
-fn counter(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> std::fmt::Result {
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> std::fmt::Result {
     let metric = ConstCounter::new(value);
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
@@ -58,7 +63,12 @@ fn labelled_counters<'a>(
     label: &'static str,
     values: impl IntoIterator<Item = (&'a str, u64)>,
 ) -> std::fmt::Result {
-    let mut family = encoder.encode_descriptor(name, help, None, prometheus_client::metrics::MetricType::Counter)?;
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Counter,
+    )?;
     for (value, count) in values {
         let labels = [(label, value)];
         ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
@@ -69,15 +79,60 @@ fn labelled_counters<'a>(
 impl Collector for SpeakerMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
         let l2 = self.l2.snapshot();
-        counter(&mut encoder, "arp_requests_received", "ARP requests received for any IP", l2.arp_requests_received)?;
-        counter(&mut encoder, "arp_replies_sent", "ARP replies sent for owned IPs", l2.arp_replies_sent)?;
-        counter(&mut encoder, "ns_received", "Neighbor Solicitations received", l2.ns_received)?;
-        counter(&mut encoder, "na_sent", "Solicited Neighbor Advertisements sent", l2.na_sent)?;
-        counter(&mut encoder, "gratuitous_arp_sent", "Gratuitous ARP frames sent", l2.gratuitous_arp_sent)?;
-        counter(&mut encoder, "unsolicited_na_sent", "Unsolicited Neighbor Advertisements sent", l2.unsolicited_na_sent)?;
-        counter(&mut encoder, "send_errors", "Frames that could not be sent", l2.send_errors)?;
-        counter(&mut encoder, "socket_errors", "Packet socket failures (the interface task retries)", l2.socket_errors)?;
-        counter(&mut encoder, "multicast_errors", "Failed solicited-node multicast joins or leaves", l2.multicast_errors)?;
+        counter(
+            &mut encoder,
+            "arp_requests_received",
+            "ARP requests received for any IP",
+            l2.arp_requests_received,
+        )?;
+        counter(
+            &mut encoder,
+            "arp_replies_sent",
+            "ARP replies sent for owned IPs",
+            l2.arp_replies_sent,
+        )?;
+        counter(
+            &mut encoder,
+            "ns_received",
+            "Neighbor Solicitations received",
+            l2.ns_received,
+        )?;
+        counter(
+            &mut encoder,
+            "na_sent",
+            "Solicited Neighbor Advertisements sent",
+            l2.na_sent,
+        )?;
+        counter(
+            &mut encoder,
+            "gratuitous_arp_sent",
+            "Gratuitous ARP frames sent",
+            l2.gratuitous_arp_sent,
+        )?;
+        counter(
+            &mut encoder,
+            "unsolicited_na_sent",
+            "Unsolicited Neighbor Advertisements sent",
+            l2.unsolicited_na_sent,
+        )?;
+        counter(
+            &mut encoder,
+            "send_errors",
+            "Frames that could not be sent",
+            l2.send_errors,
+        )?;
+        counter(
+            &mut encoder,
+            "socket_errors",
+            "Packet socket failures (the interface task retries)",
+            l2.socket_errors,
+        )?;
+        counter(
+            &mut encoder,
+            "multicast_errors",
+            "Failed solicited-node multicast joins or leaves",
+            l2.multicast_errors,
+        )?;
         labelled_counters(
             &mut encoder,
             "frames_dropped",
@@ -85,11 +140,21 @@ impl Collector for SpeakerMetrics {
             "reason",
             l2.dropped.iter().map(|(k, v)| (*k, *v)),
         )?;
-        gauge(&mut encoder, "owned_ips", "IPs this node answers for", self.owned_ips.load(Ordering::Relaxed))?;
+        gauge(
+            &mut encoder,
+            "owned_ips",
+            "IPs this node answers for",
+            self.owned_ips.load(Ordering::Relaxed),
+        )?;
         let membership = self.membership.lock().ok().and_then(|m| m.clone());
         if let Some(m) = membership {
             let m = m.snapshot();
-            gauge(&mut encoder, "members", "Alive speakers in the SWIM membership, this one included", m.members)?;
+            gauge(
+                &mut encoder,
+                "members",
+                "Alive speakers in the SWIM membership, this one included",
+                m.members,
+            )?;
             labelled_counters(
                 &mut encoder,
                 "membership_transitions",

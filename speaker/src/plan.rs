@@ -59,7 +59,8 @@ pub fn plan(view: &View, alive: &BTreeSet<String>, me: &str, my_carrier: Option<
         if chosen.as_deref() == Some(me)
             && let Some(first) = services.first()
         {
-            out.owned.insert(*ip, cluster.announce_interfaces(&first.pool, me));
+            out.owned
+                .insert(*ip, cluster.announce_interfaces(&first.pool, me));
         }
         out.ips.insert(
             *ip,
@@ -91,7 +92,9 @@ mod tests {
                 f.labels.insert(k.to_string(), val.to_string());
             }
         }
-        v.cluster.advertisements.insert("all".into(), L2AdvertisementSpec::default());
+        v.cluster
+            .advertisements
+            .insert("all".into(), L2AdvertisementSpec::default());
         v.ips.insert(
             "198.51.100.53".parse().unwrap(),
             vec![ServiceFacts {
@@ -114,8 +117,14 @@ mod tests {
     fn every_node_agrees_on_one_owner() {
         let v = view(&["node-1", "node-2", "node-3"], &[]);
         let members = alive(&["node-1", "node-2", "node-3"]);
-        let plans: Vec<Plan> = ["node-1", "node-2", "node-3"].iter().map(|me| plan(&v, &members, me, Some(true))).collect();
-        let owners: BTreeSet<_> = plans.iter().map(|p| p.ips.values().next().unwrap().owner.clone()).collect();
+        let plans: Vec<Plan> = ["node-1", "node-2", "node-3"]
+            .iter()
+            .map(|me| plan(&v, &members, me, Some(true)))
+            .collect();
+        let owners: BTreeSet<_> = plans
+            .iter()
+            .map(|p| p.ips.values().next().unwrap().owner.clone())
+            .collect();
         assert_eq!(owners.len(), 1, "all speakers compute the same owner");
         let owning: Vec<_> = plans.iter().filter(|p| !p.owned.is_empty()).collect();
         assert_eq!(owning.len(), 1, "exactly one node answers");
@@ -132,13 +141,22 @@ mod tests {
     #[test]
     fn all_excluded_has_reason_and_one_reporter() {
         let label = crate::eligibility::EXCLUDE_LB_LABEL;
-        let v = view(&["node-1", "node-2"], &[("node-1", label, ""), ("node-2", label, "true")]);
+        let v = view(
+            &["node-1", "node-2"],
+            &[("node-1", label, ""), ("node-2", label, "true")],
+        );
         let members = alive(&["node-1", "node-2"]);
         let p1 = plan(&v, &members, "node-1", Some(true));
         let p2 = plan(&v, &members, "node-2", Some(true));
         let ip1 = p1.ips.values().next().unwrap();
         assert_eq!(ip1.owner, None);
-        assert!(ip1.no_owner_reason.as_deref().unwrap().contains("excluded by label"), "{ip1:?}");
+        assert!(
+            ip1.no_owner_reason
+                .as_deref()
+                .unwrap()
+                .contains("excluded by label"),
+            "{ip1:?}"
+        );
         assert_eq!(ip1.reporter, p2.ips.values().next().unwrap().reporter);
         assert!(ip1.reporter.is_some());
     }

@@ -69,7 +69,9 @@ pub fn build(
     };
     let mut node_ips = BTreeSet::new();
     for node in nodes {
-        let Some(name) = node.metadata.name.clone() else { continue };
+        let Some(name) = node.metadata.name.clone() else {
+            continue;
+        };
         node_ips.extend(node_addresses(node));
         view.cluster.nodes.insert(
             name,
@@ -87,13 +89,17 @@ pub fn build(
         let name = key(&svc.metadata);
         for ip in ingress_ips(svc) {
             if node_ips.contains(&ip) {
-                view.skipped.insert(ip, format!("{ip} of {name} is a Node address"));
+                view.skipped
+                    .insert(ip, format!("{ip} of {name} is a Node address"));
                 continue;
             }
             // The pool the Service names, if it covers the IP; else the oldest covering pool.
-            let named = requested_pool(svc).and_then(|want| pools.iter().find(|(n, _, a)| n == want && a.covers(ip)));
-            let Some(pool) = named.or_else(|| pools.iter().find(|(_, _, addrs)| addrs.covers(ip))) else {
-                view.skipped.insert(ip, format!("{ip} of {name} is in no IPAddressPool"));
+            let named = requested_pool(svc)
+                .and_then(|want| pools.iter().find(|(n, _, a)| n == want && a.covers(ip)));
+            let Some(pool) = named.or_else(|| pools.iter().find(|(_, _, addrs)| addrs.covers(ip)))
+            else {
+                view.skipped
+                    .insert(ip, format!("{ip} of {name} is in no IPAddressPool"));
                 continue;
             };
             view.ips.entry(ip).or_default().push(ServiceFacts {
@@ -129,11 +135,18 @@ fn network_unavailable(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "NetworkUnavailable" && c.status == "True"))
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "NetworkUnavailable" && c.status == "True")
+        })
 }
 
 fn traffic_policy(svc: &Service) -> TrafficPolicy {
-    match svc.spec.as_ref().and_then(|s| s.external_traffic_policy.as_deref()) {
+    match svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.external_traffic_policy.as_deref())
+    {
         Some("Local") => TrafficPolicy::Local,
         _ => TrafficPolicy::Cluster,
     }
@@ -142,13 +155,20 @@ fn traffic_policy(svc: &Service) -> TrafficPolicy {
 /// Parsed pools, oldest first (creationTimestamp, then name): the first covering pool owns an IP
 /// (R9). Pools whose addresses do not parse are skipped (the API server refuses them at admission;
 /// the controller reports them as `Invalid`).
-fn pools_oldest_first(pools: &[&IPAddressPool]) -> Vec<(String, BTreeMap<String, String>, PoolAddresses)> {
+fn pools_oldest_first(
+    pools: &[&IPAddressPool],
+) -> Vec<(String, BTreeMap<String, String>, PoolAddresses)> {
     let mut sorted: Vec<_> = pools
         .iter()
         .filter_map(|p| {
             let addrs = PoolAddresses::parse(&p.spec.addresses, p.spec.avoid_buggy_ips).ok()?;
             let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            Some((created, p.metadata.name.clone()?, p.metadata.labels.clone().unwrap_or_default(), addrs))
+            Some((
+                created,
+                p.metadata.name.clone()?,
+                p.metadata.labels.clone().unwrap_or_default(),
+                addrs,
+            ))
         })
         .collect();
     sorted.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
@@ -161,7 +181,12 @@ fn pools_oldest_first(pools: &[&IPAddressPool]) -> Vec<(String, BTreeMap<String,
 fn endpoints_by_service(slices: &[&EndpointSlice]) -> BTreeMap<String, Vec<EndpointFacts>> {
     let mut out: BTreeMap<String, Vec<EndpointFacts>> = BTreeMap::new();
     for slice in slices {
-        let Some(svc) = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL)) else {
+        let Some(svc) = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SERVICE_NAME_LABEL))
+        else {
             continue;
         };
         let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
@@ -183,7 +208,10 @@ fn endpoints_by_service(slices: &[&EndpointSlice]) -> BTreeMap<String, Vec<Endpo
 mod tests {
     use super::*;
     use ferrolb_crds::IPAddressPoolSpec;
-    use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeStatus, ServiceSpec, ServiceStatus};
+    use k8s_openapi::api::core::v1::{
+        LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeStatus, ServiceSpec,
+        ServiceStatus,
+    };
     use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -260,15 +288,15 @@ mod tests {
             address_type: "IPv4".into(),
             endpoints: Some(
                 eps.iter()
-                .map(|(n, ready)| Endpoint {
-                    node_name: n.map(Into::into),
-                    conditions: Some(EndpointConditions {
-                        ready: *ready,
+                    .map(|(n, ready)| Endpoint {
+                        node_name: n.map(Into::into),
+                        conditions: Some(EndpointConditions {
+                            ready: *ready,
+                            ..Default::default()
+                        }),
                         ..Default::default()
-                    }),
-                    ..Default::default()
-                })
-                .collect(),
+                    })
+                    .collect(),
             ),
             ports: None,
         }
@@ -276,7 +304,11 @@ mod tests {
 
     #[test]
     fn ips_outside_pools_and_node_ips_are_not_announced() {
-        let svcs = [lb("a", &["198.51.100.10"], "Cluster"), lb("b", &["203.0.113.1"], "Cluster"), lb("c", &["192.0.2.11"], "Cluster")];
+        let svcs = [
+            lb("a", &["198.51.100.10"], "Cluster"),
+            lb("b", &["203.0.113.1"], "Cluster"),
+            lb("c", &["192.0.2.11"], "Cluster"),
+        ];
         let pools = [pool("pool-a", &["198.51.100.0/24", "192.0.2.0/24"], 1)];
         let nodes = [node("node-1", "192.0.2.11")];
         let v = build(
@@ -287,7 +319,10 @@ mod tests {
             &pools.iter().collect::<Vec<_>>(),
             &[],
         );
-        assert_eq!(v.ips.keys().map(ToString::to_string).collect::<Vec<_>>(), vec!["198.51.100.10"]);
+        assert_eq!(
+            v.ips.keys().map(ToString::to_string).collect::<Vec<_>>(),
+            vec!["198.51.100.10"]
+        );
         assert!(v.skipped[&"203.0.113.1".parse().unwrap()].contains("in no IPAddressPool"));
         assert!(v.skipped[&"192.0.2.11".parse().unwrap()].contains("Node address"));
     }
@@ -295,8 +330,18 @@ mod tests {
     #[test]
     fn older_pool_owns_overlap_and_endpoints_are_attached() {
         let svcs = [lb("a", &["198.51.100.10"], "Local")];
-        let pools = [pool("newer", &["198.51.100.0/24"], 200), pool("older", &["198.51.100.0/28"], 100)];
-        let slices = [slice("a", &[(Some("node-2"), None), (Some("node-3"), Some(false)), (None, Some(true))])];
+        let pools = [
+            pool("newer", &["198.51.100.0/24"], 200),
+            pool("older", &["198.51.100.0/28"], 100),
+        ];
+        let slices = [slice(
+            "a",
+            &[
+                (Some("node-2"), None),
+                (Some("node-3"), Some(false)),
+                (None, Some(true)),
+            ],
+        )];
         let v = build(
             &ViewSettings::default(),
             &svcs.iter().collect::<Vec<_>>(),
@@ -321,7 +366,14 @@ mod tests {
             spec.load_balancer_class = Some("example.com/other".into());
         }
         let pools = [pool("p", &["198.51.100.0/24"], 1)];
-        let v = build(&ViewSettings::default(), &[&s], &[], &[], &pools.iter().collect::<Vec<_>>(), &[]);
+        let v = build(
+            &ViewSettings::default(),
+            &[&s],
+            &[],
+            &[],
+            &pools.iter().collect::<Vec<_>>(),
+            &[],
+        );
         assert!(v.ips.is_empty());
     }
 }

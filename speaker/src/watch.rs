@@ -105,6 +105,7 @@ impl Stores {
     /// A Service by `namespace/name`.
     pub fn service(&self, key: &str) -> Option<Arc<Service>> {
         let (ns, name) = key.split_once('/')?;
-        self.services.get(&reflector::ObjectRef::new(name).within(ns))
+        self.services
+            .get(&reflector::ObjectRef::new(name).within(ns))
     }
 }

@@ -34,10 +34,18 @@ pub async fn create_pool(client: &Client, name: &str, addresses: &[&str]) -> any
 ///
 /// # Errors
 /// The API server refused it.
-pub async fn apply_l2(client: &Client, name: &str, spec: L2AdvertisementSpec) -> anyhow::Result<()> {
+pub async fn apply_l2(
+    client: &Client,
+    name: &str,
+    spec: L2AdvertisementSpec,
+) -> anyhow::Result<()> {
     let adv = L2Advertisement::new(name, spec);
     Api::<L2Advertisement>::all(client.clone())
-        .patch(name, &PatchParams::apply("ferrolb-tests").force(), &Patch::Apply(&adv))
+        .patch(
+            name,
+            &PatchParams::apply("ferrolb-tests").force(),
+            &Patch::Apply(&adv),
+        )
         .await?;
     Ok(())
 }
@@ -87,14 +95,26 @@ pub async fn create_service(client: &Client, svc: &Service) -> anyhow::Result<()
 ///
 /// # Errors
 /// The API server refused the patch.
-pub async fn set_ingress(client: &Client, namespace: &str, name: &str, ips: &[&str]) -> anyhow::Result<()> {
-    let ingress: Vec<_> = ips.iter().map(|ip| serde_json::json!({ "ip": ip, "ipMode": "VIP" })).collect();
+pub async fn set_ingress(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    ips: &[&str],
+) -> anyhow::Result<()> {
+    let ingress: Vec<_> = ips
+        .iter()
+        .map(|ip| serde_json::json!({ "ip": ip, "ipMode": "VIP" }))
+        .collect();
     let patch = serde_json::json!({
         "apiVersion": "v1", "kind": "Service",
         "status": { "loadBalancer": { "ingress": ingress } }
     });
     Api::<Service>::namespaced(client.clone(), namespace)
-        .patch_status(name, &PatchParams::apply("ferrolb-tests").force(), &Patch::Apply(&patch))
+        .patch_status(
+            name,
+            &PatchParams::apply("ferrolb-tests").force(),
+            &Patch::Apply(&patch),
+        )
         .await?;
     Ok(())
 }
@@ -106,14 +126,26 @@ pub type EndpointSpec<'a> = (&'a str, Option<&'a str>, bool, bool, bool);
 ///
 /// # Errors
 /// The API server refused it.
-pub async fn apply_endpoints(client: &Client, namespace: &str, service: &str, port: i32, endpoints: &[EndpointSpec<'_>]) -> anyhow::Result<()> {
+pub async fn apply_endpoints(
+    client: &Client,
+    namespace: &str,
+    service: &str,
+    port: i32,
+    endpoints: &[EndpointSpec<'_>],
+) -> anyhow::Result<()> {
     let slice = EndpointSlice {
         metadata: ObjectMeta {
             namespace: Some(namespace.into()),
             name: Some(format!("{service}-lab")),
             labels: Some(BTreeMap::from([
-                ("kubernetes.io/service-name".to_string(), service.to_string()),
-                ("endpointslice.kubernetes.io/managed-by".to_string(), "ferrolb-lab".to_string()),
+                (
+                    "kubernetes.io/service-name".to_string(),
+                    service.to_string(),
+                ),
+                (
+                    "endpointslice.kubernetes.io/managed-by".to_string(),
+                    "ferrolb-lab".to_string(),
+                ),
             ])),
             ..Default::default()
         },
@@ -140,7 +172,11 @@ pub async fn apply_endpoints(client: &Client, namespace: &str, service: &str, po
         }]),
     };
     Api::<EndpointSlice>::namespaced(client.clone(), namespace)
-        .patch(&format!("{service}-lab"), &PatchParams::apply("ferrolb-tests").force(), &Patch::Apply(&slice))
+        .patch(
+            &format!("{service}-lab"),
+            &PatchParams::apply("ferrolb-tests").force(),
+            &Patch::Apply(&slice),
+        )
         .await?;
     Ok(())
 }

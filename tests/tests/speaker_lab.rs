@@ -37,11 +37,21 @@ async fn events_for(client: &kube::Client, namespace: &str, name: &str) -> Vec<(
         .collect()
 }
 
-async fn wait_for_event(client: &kube::Client, namespace: &str, name: &str, reason: &str, contains: &str) -> Vec<(String, String)> {
+async fn wait_for_event(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+    contains: &str,
+) -> Vec<(String, String)> {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
         let events = events_for(client, namespace, name).await;
-        if events.iter().any(|(r, n)| r == reason && n.contains(contains)) || tokio::time::Instant::now() >= deadline {
+        if events
+            .iter()
+            .any(|(r, n)| r == reason && n.contains(contains))
+            || tokio::time::Instant::now() >= deadline
+        {
             return events;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -49,26 +59,47 @@ async fn wait_for_event(client: &kube::Client, namespace: &str, name: &str, reas
 }
 
 fn expected_owner(ip: Ipv4Addr, nodes: &[&str]) -> String {
-    election::owner(IpAddr::V4(ip), nodes.iter().copied()).unwrap().to_owned()
+    election::owner(IpAddr::V4(ip), nodes.iter().copied())
+        .unwrap()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c10_one_ip_one_announcer() {
     let mut lab = Lab::start(3, 1).await.expect("lab");
     let client = lab.client().await.unwrap();
-    create_pool(&client, "pool", &["198.51.100.0/24"]).await.unwrap();
-    apply_l2(&client, "all", L2AdvertisementSpec::default()).await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/24"])
+        .await
+        .unwrap();
+    apply_l2(&client, "all", L2AdvertisementSpec::default())
+        .await
+        .unwrap();
     let ip = Ipv4Addr::new(198, 51, 100, 53);
     for (name, proto) in [("svc-a", "TCP"), ("svc-b", "UDP")] {
-        create_service(&client, &lb_service("default", name, &[(proto, 53)], "Cluster")).await.unwrap();
-        set_ingress(&client, "default", name, &["198.51.100.53"]).await.unwrap();
+        create_service(
+            &client,
+            &lb_service("default", name, &[(proto, 53)], "Cluster"),
+        )
+        .await
+        .unwrap();
+        set_ingress(&client, "default", name, &["198.51.100.53"])
+            .await
+            .unwrap();
     }
     for n in ["node-1", "node-2", "node-3"] {
         lab.start_speaker(n, &[]).unwrap();
     }
     let owner = expected_owner(ip, &["node-1", "node-2", "node-3"]);
-    let answers = lab.wait_for_owner(0, ip, Some(&owner), SETTLE).await.unwrap();
-    assert_eq!(answers, BTreeSet::from([lab.node(&owner).mac.clone()]), "logs:\n{}", lab.speaker_log(&owner, 30));
+    let answers = lab
+        .wait_for_owner(0, ip, Some(&owner), SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(
+        answers,
+        BTreeSet::from([lab.node(&owner).mac.clone()]),
+        "logs:\n{}",
+        lab.speaker_log(&owner, 30)
+    );
     // Steady state: every probe gets exactly one answer, always the same MAC.
     for _ in 0..5 {
         let answers = lab.arp_answers(0, ip).await.unwrap();
@@ -87,26 +118,44 @@ async fn c10_one_ip_one_announcer() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("{name} missing in:\n{metrics}"))
     };
-    assert!(value("ferrolb_speaker_arp_replies_sent_total") >= 5.0, "{metrics}");
+    assert!(
+        value("ferrolb_speaker_arp_replies_sent_total") >= 5.0,
+        "{metrics}"
+    );
     assert!(value("ferrolb_speaker_arp_requests_received_total") >= 5.0);
     assert!(value("ferrolb_speaker_gratuitous_arp_sent_total") >= 1.0);
     assert_eq!(value("ferrolb_speaker_owned_ips"), 1.0);
     assert_eq!(value("ferrolb_speaker_members"), 3.0);
-    let events = wait_for_event(&client, "default", "svc-a", "AnnouncingIP", &format!("announcing 198.51.100.53 from {owner} on eth0")).await;
+    let events = wait_for_event(
+        &client,
+        "default",
+        "svc-a",
+        "AnnouncingIP",
+        &format!("announcing 198.51.100.53 from {owner} on eth0"),
+    )
+    .await;
     assert!(
-        events.iter().any(|(r, n)| r == "AnnouncingIP" && n.contains(&owner)),
+        events
+            .iter()
+            .any(|(r, n)| r == "AnnouncingIP" && n.contains(&owner)),
         "no AnnouncingIP event: {events:?}"
     );
 
     // Two overlapping pools, each Service naming its own, each pool advertised from another node:
     // the Services on the shared IP are restricted to disjoint nodes → nobody announces, and a
     // Warning says why.
-    create_pool(&client, "pool-b", &["198.51.100.0/26"]).await.unwrap();
+    create_pool(&client, "pool-b", &["198.51.100.0/26"])
+        .await
+        .unwrap();
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     for (svc, pool) in [("svc-a", "pool"), ("svc-b", "pool-b")] {
         let patch = serde_json::json!({ "metadata": { "annotations": { "ferrolb.io/address-pool": pool } } });
         services
-            .patch(svc, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .patch(
+                svc,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
             .await
             .unwrap();
     }
@@ -114,43 +163,86 @@ async fn c10_one_ip_one_announcer() {
         .delete("all", &Default::default())
         .await
         .unwrap();
-    apply_l2(&client, "pool-on-node-1", L2AdvertisementSpec {
-        ip_address_pools: vec!["pool".into()],
-        node_selectors: vec![node_selector("node-1")],
-        ..Default::default()
-    })
+    apply_l2(
+        &client,
+        "pool-on-node-1",
+        L2AdvertisementSpec {
+            ip_address_pools: vec!["pool".into()],
+            node_selectors: vec![node_selector("node-1")],
+            ..Default::default()
+        },
+    )
     .await
     .unwrap();
-    apply_l2(&client, "pool-b-on-node-2", L2AdvertisementSpec {
-        ip_address_pools: vec!["pool-b".into()],
-        node_selectors: vec![node_selector("node-2")],
-        ..Default::default()
-    })
+    apply_l2(
+        &client,
+        "pool-b-on-node-2",
+        L2AdvertisementSpec {
+            ip_address_pools: vec!["pool-b".into()],
+            node_selectors: vec![node_selector("node-2")],
+            ..Default::default()
+        },
+    )
     .await
     .unwrap();
     let answers = lab.wait_for_owner(0, ip, None, SETTLE).await.unwrap();
-    assert!(answers.is_empty(), "nobody may announce, but {answers:?} answered");
-    let events = wait_for_event(&client, "default", "svc-a", "NoEligibleNode", "198.51.100.53").await;
     assert!(
-        events.iter().any(|(r, n)| r == "NoEligibleNode" && n.contains("198.51.100.53")),
+        answers.is_empty(),
+        "nobody may announce, but {answers:?} answered"
+    );
+    let events = wait_for_event(
+        &client,
+        "default",
+        "svc-a",
+        "NoEligibleNode",
+        "198.51.100.53",
+    )
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "NoEligibleNode" && n.contains("198.51.100.53")),
         "no NoEligibleNode event: {events:?}"
     );
     // Quiet from now on: probes keep getting no answer.
-    let seen = lab.arp_probe(0, ip, Duration::from_millis(500)).await.unwrap();
-    assert!(!seen.iter().any(|s| matches!(s, Seen::ArpReply { .. })), "{seen:?}");
+    let seen = lab
+        .arp_probe(0, ip, Duration::from_millis(500))
+        .await
+        .unwrap();
+    assert!(
+        !seen.iter().any(|s| matches!(s, Seen::ArpReply { .. })),
+        "{seen:?}"
+    );
 }
 
 /// A lab with `nodes` nodes and one client, a pool `198.51.100.0/24` advertised everywhere, Service
 /// `svc-a` (TCP 80, given ETP) holding `ip`, and speakers started with `speaker_args`.
-async fn lab_with_service(nodes: usize, ip: &str, etp: &str, speaker_args: &[&str]) -> (Lab, kube::Client) {
+async fn lab_with_service(
+    nodes: usize,
+    ip: &str,
+    etp: &str,
+    speaker_args: &[&str],
+) -> (Lab, kube::Client) {
     let mut lab = Lab::start(nodes, 1).await.expect("lab");
     let client = lab.client().await.unwrap();
-    create_pool(&client, "pool", &["198.51.100.0/24", "2001:db8:0:8::/64"]).await.unwrap();
-    apply_l2(&client, "all", L2AdvertisementSpec::default()).await.unwrap();
-    create_service(&client, &lb_service("default", "svc-a", &[("TCP", 80)], etp)).await.unwrap();
-    set_ingress(&client, "default", "svc-a", &[ip]).await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/24", "2001:db8:0:8::/64"])
+        .await
+        .unwrap();
+    apply_l2(&client, "all", L2AdvertisementSpec::default())
+        .await
+        .unwrap();
+    create_service(
+        &client,
+        &lb_service("default", "svc-a", &[("TCP", 80)], etp),
+    )
+    .await
+    .unwrap();
+    set_ingress(&client, "default", "svc-a", &[ip])
+        .await
+        .unwrap();
     for i in 1..=nodes {
-        lab.start_speaker(&format!("node-{i}"), speaker_args).unwrap();
+        lab.start_speaker(&format!("node-{i}"), speaker_args)
+            .unwrap();
     }
     (lab, client)
 }
@@ -168,7 +260,11 @@ fn gratuitous_macs(seen: &[Seen], ip: Ipv4Addr) -> BTreeSet<String> {
 }
 
 /// Runs `change`, capturing on client 0 from just before it for `window`; returns the capture.
-async fn capture_around<F: std::future::Future<Output = ()>>(lab: &Lab, window: Duration, change: F) -> Vec<Seen> {
+async fn capture_around<F: std::future::Future<Output = ()>>(
+    lab: &Lab,
+    window: Duration,
+    change: F,
+) -> Vec<Seen> {
     let capture = lab.capture(0, window);
     let (seen, ()) = tokio::join!(capture, async {
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -186,8 +282,16 @@ async fn c11_losing_ownership_stops_answering_at_once() {
     let all = names(3);
     let all_refs: Vec<&str> = all.iter().map(String::as_str).collect();
     let first = expected_owner(ip, &all_refs);
-    let answers = lab.wait_for_owner(0, ip, Some(&first), SETTLE).await.unwrap();
-    assert_eq!(answers.len(), 1, "{answers:?}\n{}", lab.speaker_log(&first, 20));
+    let answers = lab
+        .wait_for_owner(0, ip, Some(&first), SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(
+        answers.len(),
+        1,
+        "{answers:?}\n{}",
+        lab.speaker_log(&first, 20)
+    );
 
     // Three owner changes one second apart: exclude the owner, then let it back.
     let mut excluded: Option<String> = None;
@@ -201,14 +305,31 @@ async fn c11_losing_ownership_stops_answering_at_once() {
             Some(node) => (expected_owner(ip, &all_refs), (node.clone(), None)),
         };
         let seen = capture_around(&lab, Duration::from_millis(2500), async {
-            lab.label_node(&change_label.0, EXCLUDE, change_label.1).await.unwrap();
+            lab.label_node(&change_label.0, EXCLUDE, change_label.1)
+                .await
+                .unwrap();
         })
         .await;
-        excluded = if change_label.1.is_some() { Some(change_label.0.clone()) } else { None };
-        let answers = lab.wait_for_owner(0, ip, Some(&expect), SETTLE).await.unwrap();
-        assert_eq!(answers, BTreeSet::from([lab.node(&expect).mac.clone()]), "round {round}");
+        excluded = if change_label.1.is_some() {
+            Some(change_label.0.clone())
+        } else {
+            None
+        };
+        let answers = lab
+            .wait_for_owner(0, ip, Some(&expect), SETTLE)
+            .await
+            .unwrap();
+        assert_eq!(
+            answers,
+            BTreeSet::from([lab.node(&expect).mac.clone()]),
+            "round {round}"
+        );
         let garp = gratuitous_macs(&seen, ip);
-        assert_eq!(garp, BTreeSet::from([lab.node(&expect).mac.clone()]), "round {round}: gratuitous ARP only from the new owner {expect}");
+        assert_eq!(
+            garp,
+            BTreeSet::from([lab.node(&expect).mac.clone()]),
+            "round {round}: gratuitous ARP only from the new owner {expect}"
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
@@ -220,10 +341,21 @@ async fn c11_losing_ownership_stops_answering_at_once() {
         lab.signal_speaker(node, "TERM").unwrap();
         lab.start_speaker(node, &[]).unwrap();
         let owner = expected_owner(ip, &all_refs);
-        let answers = lab.wait_for_owner(0, ip, Some(&owner), SETTLE).await.unwrap();
-        assert_eq!(answers, BTreeSet::from([lab.node(&owner).mac.clone()]), "after restarting {node}");
+        let answers = lab
+            .wait_for_owner(0, ip, Some(&owner), SETTLE)
+            .await
+            .unwrap();
+        assert_eq!(
+            answers,
+            BTreeSet::from([lab.node(&owner).mac.clone()]),
+            "after restarting {node}"
+        );
         for _ in 0..3 {
-            assert_eq!(lab.arp_answers(0, ip).await.unwrap().len(), 1, "after restarting {node}");
+            assert_eq!(
+                lab.arp_answers(0, ip).await.unwrap().len(),
+                1,
+                "after restarting {node}"
+            );
         }
     }
 }
@@ -233,13 +365,24 @@ async fn c14_exclusion_label_is_never_silent() {
     let ip = Ipv4Addr::new(198, 51, 100, 14);
     for (value, excludes) in [("", true), ("true", true), ("false", false)] {
         let (lab, client) = lab_with_service(1, "198.51.100.14", "Cluster", &[]).await;
-        lab.label_node("node-1", EXCLUDE, Some(value)).await.unwrap();
+        lab.label_node("node-1", EXCLUDE, Some(value))
+            .await
+            .unwrap();
         if excludes {
             let answers = lab.wait_for_owner(0, ip, None, SETTLE).await.unwrap();
             assert!(answers.is_empty(), "label {value:?}: {answers:?}");
-            let events = wait_for_event(&client, "default", "svc-a", "NoEligibleNode", "excluded by label").await;
+            let events = wait_for_event(
+                &client,
+                "default",
+                "svc-a",
+                "NoEligibleNode",
+                "excluded by label",
+            )
+            .await;
             assert!(
-                events.iter().any(|(r, n)| r == "NoEligibleNode" && n.contains("excluded by label")),
+                events
+                    .iter()
+                    .any(|(r, n)| r == "NoEligibleNode" && n.contains("excluded by label")),
                 "label {value:?}: {events:?}"
             );
             // Removing the label makes it announce, with gratuitous ARP.
@@ -247,22 +390,43 @@ async fn c14_exclusion_label_is_never_silent() {
                 lab.label_node("node-1", EXCLUDE, None).await.unwrap();
             })
             .await;
-            assert_eq!(gratuitous_macs(&seen, ip), BTreeSet::from([lab.node("node-1").mac.clone()]), "label {value:?}");
-            let answers = lab.wait_for_owner(0, ip, Some("node-1"), SETTLE).await.unwrap();
+            assert_eq!(
+                gratuitous_macs(&seen, ip),
+                BTreeSet::from([lab.node("node-1").mac.clone()]),
+                "label {value:?}"
+            );
+            let answers = lab
+                .wait_for_owner(0, ip, Some("node-1"), SETTLE)
+                .await
+                .unwrap();
             assert_eq!(answers.len(), 1);
             // Adding it back withdraws.
-            lab.label_node("node-1", EXCLUDE, Some(value)).await.unwrap();
-            assert!(lab.wait_for_owner(0, ip, None, SETTLE).await.unwrap().is_empty());
+            lab.label_node("node-1", EXCLUDE, Some(value))
+                .await
+                .unwrap();
+            assert!(
+                lab.wait_for_owner(0, ip, None, SETTLE)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
         } else {
-            let answers = lab.wait_for_owner(0, ip, Some("node-1"), SETTLE).await.unwrap();
+            let answers = lab
+                .wait_for_owner(0, ip, Some("node-1"), SETTLE)
+                .await
+                .unwrap();
             assert_eq!(answers.len(), 1, "\"false\" does not exclude");
         }
     }
     // With --ignore-exclude-lb the labelled node announces.
-    let (lab, _client) = lab_with_service(1, "198.51.100.14", "Cluster", &["--ignore-exclude-lb"]).await;
+    let (lab, _client) =
+        lab_with_service(1, "198.51.100.14", "Cluster", &["--ignore-exclude-lb"]).await;
     lab.label_node("node-1", EXCLUDE, Some("")).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let answers = lab.wait_for_owner(0, ip, Some("node-1"), SETTLE).await.unwrap();
+    let answers = lab
+        .wait_for_owner(0, ip, Some("node-1"), SETTLE)
+        .await
+        .unwrap();
     assert_eq!(answers.len(), 1, "--ignore-exclude-lb");
 }
 
@@ -271,39 +435,91 @@ async fn c15_node_health_gates_eligibility() {
     let ip = Ipv4Addr::new(198, 51, 100, 30);
     let (mut lab, client) = lab_with_service(2, "198.51.100.30", "Cluster", &[]).await;
     let a = expected_owner(ip, &["node-1", "node-2"]);
-    let b = if a == "node-1" { "node-2".to_string() } else { "node-1".to_string() };
-    assert_eq!(lab.wait_for_owner(0, ip, Some(&a), SETTLE).await.unwrap().len(), 1);
+    let b = if a == "node-1" {
+        "node-2".to_string()
+    } else {
+        "node-1".to_string()
+    };
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&a), SETTLE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     // (a) Restart A's speaker while its Node has NetworkUnavailable=True: B keeps the IP until the
     // condition clears, then it moves back with gratuitous ARP.
     let a_ip = lab.node(&a).ip;
-    ferrolb_tests::lab::set_node_status(&client, &a, a_ip, true).await.unwrap();
-    assert_eq!(lab.wait_for_owner(0, ip, Some(&b), SETTLE).await.unwrap(), BTreeSet::from([lab.node(&b).mac.clone()]));
+    ferrolb_tests::lab::set_node_status(&client, &a, a_ip, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&b), SETTLE).await.unwrap(),
+        BTreeSet::from([lab.node(&b).mac.clone()])
+    );
     lab.signal_speaker(&a, "TERM").unwrap();
     lab.start_speaker(&a, &[]).unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(lab.arp_answers(0, ip).await.unwrap(), BTreeSet::from([lab.node(&b).mac.clone()]), "B keeps the IP");
+    assert_eq!(
+        lab.arp_answers(0, ip).await.unwrap(),
+        BTreeSet::from([lab.node(&b).mac.clone()]),
+        "B keeps the IP"
+    );
     let seen = capture_around(&lab, Duration::from_millis(2500), async {
-        ferrolb_tests::lab::set_node_status(&client, &a, a_ip, false).await.unwrap();
+        ferrolb_tests::lab::set_node_status(&client, &a, a_ip, false)
+            .await
+            .unwrap();
     })
     .await;
-    assert!(gratuitous_macs(&seen, ip).contains(&lab.node(&a).mac), "A re-announces: {seen:?}");
-    assert_eq!(lab.wait_for_owner(0, ip, Some(&a), SETTLE).await.unwrap().len(), 1);
+    assert!(
+        gratuitous_macs(&seen, ip).contains(&lab.node(&a).mac),
+        "A re-announces: {seen:?}"
+    );
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&a), SETTLE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     // (b) Delete A's Node object: B announces.
     Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
         .delete(&a, &Default::default())
         .await
         .unwrap();
-    assert_eq!(lab.wait_for_owner(0, ip, Some(&b), SETTLE).await.unwrap(), BTreeSet::from([lab.node(&b).mac.clone()]));
-    ferrolb_tests::lab::create_node(&client, &a, a_ip).await.unwrap();
-    assert_eq!(lab.wait_for_owner(0, ip, Some(&a), SETTLE).await.unwrap().len(), 1);
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&b), SETTLE).await.unwrap(),
+        BTreeSet::from([lab.node(&b).mac.clone()])
+    );
+    ferrolb_tests::lab::create_node(&client, &a, a_ip)
+        .await
+        .unwrap();
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&a), SETTLE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     // (c) Take A's announce interface down while the rest of the node stays up: B takes over.
     lab.set_link(&a, "eth0", false).unwrap();
-    assert_eq!(lab.wait_for_owner(0, ip, Some(&b), SETTLE).await.unwrap(), BTreeSet::from([lab.node(&b).mac.clone()]));
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&b), SETTLE).await.unwrap(),
+        BTreeSet::from([lab.node(&b).mac.clone()])
+    );
     lab.set_link(&a, "eth0", true).unwrap();
-    assert_eq!(lab.wait_for_owner(0, ip, Some(&a), SETTLE).await.unwrap().len(), 1, "{}", lab.speaker_log(&a, 30));
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&a), SETTLE)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "{}",
+        lab.speaker_log(&a, 30)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,8 +527,22 @@ async fn c16_external_traffic_policy_local_follows_endpoints() {
     use ferrolb_tests::objects::apply_endpoints;
     let ip = Ipv4Addr::new(198, 51, 100, 40);
     let (lab, client) = lab_with_service(3, "198.51.100.40", "Local", &[]).await;
-    apply_endpoints(&client, "default", "svc-a", 8080, &[("192.0.2.200", Some("node-2"), true, true, false)]).await.unwrap();
-    assert_eq!(lab.wait_for_owner(0, ip, Some("node-2"), SETTLE).await.unwrap().len(), 1);
+    apply_endpoints(
+        &client,
+        "default",
+        "svc-a",
+        8080,
+        &[("192.0.2.200", Some("node-2"), true, true, false)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some("node-2"), SETTLE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     // (1) The endpoint moves to node-3 (old one terminating, new one ready).
     let seen = capture_around(&lab, Duration::from_millis(2500), async {
@@ -321,41 +551,109 @@ async fn c16_external_traffic_policy_local_follows_endpoints() {
             "default",
             "svc-a",
             8080,
-            &[("192.0.2.200", Some("node-2"), false, true, true), ("192.0.2.201", Some("node-3"), true, true, false)],
+            &[
+                ("192.0.2.200", Some("node-2"), false, true, true),
+                ("192.0.2.201", Some("node-3"), true, true, false),
+            ],
         )
         .await
         .unwrap();
     })
     .await;
-    assert_eq!(gratuitous_macs(&seen, ip), BTreeSet::from([lab.node("node-3").mac.clone()]));
-    assert_eq!(lab.wait_for_owner(0, ip, Some("node-3"), SETTLE).await.unwrap().len(), 1);
+    assert_eq!(
+        gratuitous_macs(&seen, ip),
+        BTreeSet::from([lab.node("node-3").mac.clone()])
+    );
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some("node-3"), SETTLE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     // (2) Scale to zero: nobody announces, with a Warning.
-    apply_endpoints(&client, "default", "svc-a", 8080, &[]).await.unwrap();
-    assert!(lab.wait_for_owner(0, ip, None, SETTLE).await.unwrap().is_empty());
-    let events = wait_for_event(&client, "default", "svc-a", "NoEligibleNode", "198.51.100.40").await;
-    assert!(events.iter().any(|(r, _)| r == "NoEligibleNode"), "{events:?}");
+    apply_endpoints(&client, "default", "svc-a", 8080, &[])
+        .await
+        .unwrap();
+    assert!(
+        lab.wait_for_owner(0, ip, None, SETTLE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let events = wait_for_event(
+        &client,
+        "default",
+        "svc-a",
+        "NoEligibleNode",
+        "198.51.100.40",
+    )
+    .await;
+    assert!(
+        events.iter().any(|(r, _)| r == "NoEligibleNode"),
+        "{events:?}"
+    );
 
     // (3) A ready endpoint without nodeName: never silent (documented: it makes no node eligible).
-    apply_endpoints(&client, "default", "svc-a", 8080, &[("192.0.2.202", None, true, true, false)]).await.unwrap();
-    let events = wait_for_event(&client, "default", "svc-a", "EndpointWarning", "no nodeName").await;
-    assert!(events.iter().any(|(r, n)| r == "EndpointWarning" && n.contains("no nodeName")), "{events:?}");
+    apply_endpoints(
+        &client,
+        "default",
+        "svc-a",
+        8080,
+        &[("192.0.2.202", None, true, true, false)],
+    )
+    .await
+    .unwrap();
+    let events = wait_for_event(
+        &client,
+        "default",
+        "svc-a",
+        "EndpointWarning",
+        "no nodeName",
+    )
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "EndpointWarning" && n.contains("no nodeName")),
+        "{events:?}"
+    );
     assert!(lab.arp_answers(0, ip).await.unwrap().is_empty());
 
     // The same endpoint moves with ETP Cluster never move the announcement.
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let patch = serde_json::json!({ "spec": { "externalTrafficPolicy": "Cluster" } });
-    services.patch("svc-a", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+    services
+        .patch(
+            "svc-a",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
     let owner = expected_owner(ip, &["node-1", "node-2", "node-3"]);
-    assert_eq!(lab.wait_for_owner(0, ip, Some(&owner), SETTLE).await.unwrap().len(), 1);
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&owner), SETTLE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     for eps in [
         vec![("192.0.2.200", Some("node-2"), true, true, false)],
         vec![("192.0.2.201", Some("node-3"), true, true, false)],
         vec![],
     ] {
-        apply_endpoints(&client, "default", "svc-a", 8080, &eps).await.unwrap();
+        apply_endpoints(&client, "default", "svc-a", 8080, &eps)
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(700)).await;
-        assert_eq!(lab.arp_answers(0, ip).await.unwrap(), BTreeSet::from([lab.node(&owner).mac.clone()]), "ETP Cluster with {eps:?}");
+        assert_eq!(
+            lab.arp_answers(0, ip).await.unwrap(),
+            BTreeSet::from([lab.node(&owner).mac.clone()]),
+            "ETP Cluster with {eps:?}"
+        );
     }
 }
 
@@ -375,18 +673,35 @@ async fn c13_unicast_neighbor_solicitation() {
     // Wait until node-1 announces (its link-local must pass DAD first).
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        let seen = lab.ndp_probe(0, vip, None, None, Duration::from_millis(300)).await.unwrap();
+        let seen = lab
+            .ndp_probe(0, vip, None, None, Duration::from_millis(300))
+            .await
+            .unwrap();
         if answered(&seen) {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no NA for {vip}: {seen:?}\n{}", lab.speaker_log("node-1", 30));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no NA for {vip}: {seen:?}\n{}",
+            lab.speaker_log("node-1", 30)
+        );
     }
     // (a) multicast to the solicited-node group, (b) unicast to the VIP at node-1's MAC from the
     // link-local source, (c) unicast from a global source.
     let global: std::net::Ipv6Addr = "2001:db8:0:8::1".parse().unwrap();
-    for (what, unicast, source) in [("multicast", None, None), ("unicast link-local", Some(node_mac.as_str()), None), ("unicast global", Some(node_mac.as_str()), Some(global))] {
-        let seen = lab.ndp_probe(0, vip, unicast, source, Duration::from_millis(500)).await.unwrap();
-        assert!(answered(&seen), "{what}: no solicited NA with TLLA {node_mac}: {seen:?}");
+    for (what, unicast, source) in [
+        ("multicast", None, None),
+        ("unicast link-local", Some(node_mac.as_str()), None),
+        ("unicast global", Some(node_mac.as_str()), Some(global)),
+    ] {
+        let seen = lab
+            .ndp_probe(0, vip, unicast, source, Duration::from_millis(500))
+            .await
+            .unwrap();
+        assert!(
+            answered(&seen),
+            "{what}: no solicited NA with TLLA {node_mac}: {seen:?}"
+        );
     }
 }
 
@@ -395,21 +710,55 @@ async fn c12_responders_per_interface_are_independent() {
     let ip = Ipv4Addr::new(192, 0, 2, 200);
     let mut lab = Lab::start(1, 1).await.expect("lab");
     // node-1: eth0 on the LAN (client 0), eth1 IPv6 only, eth2 no address, a pod veth, eth3 IPv4.
-    let c_eth1 = lab.add_client_link("node-1", "eth1", Some("2001:db8:0:7::10/64"), Some("2001:db8:0:7::20/64")).unwrap();
+    let c_eth1 = lab
+        .add_client_link(
+            "node-1",
+            "eth1",
+            Some("2001:db8:0:7::10/64"),
+            Some("2001:db8:0:7::20/64"),
+        )
+        .unwrap();
     let _c_eth2 = lab.add_client_link("node-1", "eth2", None, None).unwrap();
-    let _pod = lab.add_client_link("node-1", "veth0pod", None, Some("198.51.100.250/32")).unwrap();
-    let c_eth3 = lab.add_client_link("node-1", "eth3", Some("203.0.113.10/24"), Some("203.0.113.20/24")).unwrap();
+    let _pod = lab
+        .add_client_link("node-1", "veth0pod", None, Some("198.51.100.250/32"))
+        .unwrap();
+    let c_eth3 = lab
+        .add_client_link(
+            "node-1",
+            "eth3",
+            Some("203.0.113.10/24"),
+            Some("203.0.113.20/24"),
+        )
+        .unwrap();
     let client = lab.client().await.unwrap();
-    create_pool(&client, "pool", &["192.0.2.200/32"]).await.unwrap();
-    apply_l2(&client, "all", L2AdvertisementSpec::default()).await.unwrap();
-    create_service(&client, &lb_service("default", "svc-a", &[("TCP", 80)], "Cluster")).await.unwrap();
-    set_ingress(&client, "default", "svc-a", &["192.0.2.200"]).await.unwrap();
+    create_pool(&client, "pool", &["192.0.2.200/32"])
+        .await
+        .unwrap();
+    apply_l2(&client, "all", L2AdvertisementSpec::default())
+        .await
+        .unwrap();
+    create_service(
+        &client,
+        &lb_service("default", "svc-a", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    set_ingress(&client, "default", "svc-a", &["192.0.2.200"])
+        .await
+        .unwrap();
     lab.start_speaker("node-1", &[]).unwrap();
     let node1 = lab.node("node-1").mac.clone();
 
     // Default interface set: answered on eth0 and eth3; never on eth1 (no IPv4); the eth2/lo/veth
     // setup never prevents eth0 from working.
-    assert_eq!(lab.wait_for_owner(0, ip, Some("node-1"), SETTLE).await.unwrap(), BTreeSet::from([node1.clone()]), "{}", lab.speaker_log("node-1", 30));
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some("node-1"), SETTLE)
+            .await
+            .unwrap(),
+        BTreeSet::from([node1.clone()]),
+        "{}",
+        lab.speaker_log("node-1", 30)
+    );
     let deadline = tokio::time::Instant::now() + SETTLE;
     let eth3_answers = loop {
         let a = lab.arp_answers(c_eth3, ip).await.unwrap();
@@ -418,18 +767,30 @@ async fn c12_responders_per_interface_are_independent() {
         }
     };
     assert_eq!(eth3_answers.len(), 1, "eth3 answers with its own MAC");
-    assert!(!eth3_answers.contains(&node1), "eth3 answers with eth3's MAC, not eth0's");
-    let eth1_seen = lab.arp_probe(c_eth1, ip, Duration::from_millis(800)).await.unwrap();
     assert!(
-        !eth1_seen.iter().any(|s| matches!(s, Seen::ArpReply { .. } | Seen::GratuitousArp { .. })),
+        !eth3_answers.contains(&node1),
+        "eth3 answers with eth3's MAC, not eth0's"
+    );
+    let eth1_seen = lab
+        .arp_probe(c_eth1, ip, Duration::from_millis(800))
+        .await
+        .unwrap();
+    assert!(
+        !eth1_seen
+            .iter()
+            .any(|s| matches!(s, Seen::ArpReply { .. } | Seen::GratuitousArp { .. })),
         "no ARP ever leaves eth1: {eth1_seen:?}"
     );
 
     // interfaces: [eth0] → the client on eth3 gets no reply; eth0 still answers.
-    apply_l2(&client, "all", L2AdvertisementSpec {
-        interfaces: vec!["eth0".into()],
-        ..Default::default()
-    })
+    apply_l2(
+        &client,
+        "all",
+        L2AdvertisementSpec {
+            interfaces: vec!["eth0".into()],
+            ..Default::default()
+        },
+    )
     .await
     .unwrap();
     let deadline = tokio::time::Instant::now() + SETTLE;
@@ -438,7 +799,13 @@ async fn c12_responders_per_interface_are_independent() {
         if a.is_empty() {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "eth3 still answers with interfaces: [eth0]: {a:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "eth3 still answers with interfaces: [eth0]: {a:?}"
+        );
     }
-    assert_eq!(lab.arp_answers(0, ip).await.unwrap(), BTreeSet::from([node1]));
+    assert_eq!(
+        lab.arp_answers(0, ip).await.unwrap(),
+        BTreeSet::from([node1])
+    );
 }

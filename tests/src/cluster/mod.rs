@@ -170,7 +170,11 @@ impl TestCluster {
         } else {
             opts.bind_address
         };
-        write_kubeconfig(&kubeconfig, &format!("https://{}", SocketAddr::new(connect, port)), &certs)?;
+        write_kubeconfig(
+            &kubeconfig,
+            &format!("https://{}", SocketAddr::new(connect, port)),
+            &certs,
+        )?;
         let cluster = TestCluster {
             dir,
             // A detached cluster outlives this handle, so its directory must too.

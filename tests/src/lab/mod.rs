@@ -42,7 +42,8 @@ mod relay;
 /// Where node processes reach the API server, inside their own namespace (see the module docs).
 pub const NODE_API_PORT: u16 = 6443;
 
-static LAB_LOCK: LazyLock<Arc<tokio::sync::Mutex<()>>> = LazyLock::new(|| Arc::new(tokio::sync::Mutex::new(())));
+static LAB_LOCK: LazyLock<Arc<tokio::sync::Mutex<()>>> =
+    LazyLock::new(|| Arc::new(tokio::sync::Mutex::new(())));
 
 /// Runs `ip …` (or any command) and fails with its stderr.
 ///
@@ -128,12 +129,28 @@ impl Lab {
         let lock = LAB_LOCK.clone().lock_owned().await;
         let id = format!("{:04x}", std::process::id() & 0xffff);
         let lan = format!("flb{id}-lan");
-        let mut pending = PendingLab { netns: vec![lan.clone()] };
+        let mut pending = PendingLab {
+            netns: vec![lan.clone()],
+        };
         let _ = sh("ip", &["netns", "del", &lan]);
         sh("ip", &["netns", "add", &lan])?;
         in_netns(&lan, "ip", &["link", "add", "br0", "type", "bridge"])?;
         // Frames are forwarded at once (no STP learning delay) and multicast is flooded.
-        in_netns(&lan, "ip", &["link", "set", "br0", "type", "bridge", "forward_delay", "0", "mcast_snooping", "0"])?;
+        in_netns(
+            &lan,
+            "ip",
+            &[
+                "link",
+                "set",
+                "br0",
+                "type",
+                "bridge",
+                "forward_delay",
+                "0",
+                "mcast_snooping",
+                "0",
+            ],
+        )?;
         in_netns(&lan, "ip", &["link", "set", "br0", "up"])?;
         let dir = tempfile::Builder::new().prefix("ferrolb-lab-").tempdir()?;
         let mut lab_nodes = Vec::new();
@@ -164,7 +181,10 @@ impl Lab {
             lab_clients.push(LabClient { netns, ip });
         }
         let cluster = TestCluster::start().await?;
-        let node_kubeconfig = cluster.kubeconfig_at(&format!("https://127.0.0.1:{NODE_API_PORT}"), "kubeconfig-node")?;
+        let node_kubeconfig = cluster.kubeconfig_at(
+            &format!("https://127.0.0.1:{NODE_API_PORT}"),
+            "kubeconfig-node",
+        )?;
         let mut relays = Vec::new();
         for node in &lab_nodes {
             relays.push(relay::start(&node.netns, NODE_API_PORT, cluster.port())?);
@@ -266,7 +286,12 @@ impl Lab {
             .args(["--metrics-address", "127.0.0.1:7473"])
             .args(extra_args)
             .env("RUST_LOG", "info,ferrolb_speaker=debug");
-        node.speaker = Some(Supervised::spawn_command(&format!("speaker {name}"), &mut cmd, &log, false)?);
+        node.speaker = Some(Supervised::spawn_command(
+            &format!("speaker {name}"),
+            &mut cmd,
+            &log,
+            false,
+        )?);
         Ok(())
     }
 
@@ -276,7 +301,10 @@ impl Lab {
     /// The node has no running speaker.
     pub fn signal_speaker(&mut self, name: &str, signal: &str) -> anyhow::Result<()> {
         let node = self.node_mut(name)?;
-        let speaker = node.speaker.take().with_context(|| format!("{name} has no speaker"))?;
+        let speaker = node
+            .speaker
+            .take()
+            .with_context(|| format!("{name} has no speaker"))?;
         speaker.signal(signal);
         // Reap it (the signal above ends it; stop() only waits).
         speaker.stop(Duration::from_secs(5));
@@ -285,7 +313,8 @@ impl Lab {
 
     /// The last lines of node `name`'s speaker log.
     pub fn speaker_log(&self, name: &str, lines: usize) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join(format!("speaker-{name}.log"))).unwrap_or_default();
+        let log = std::fs::read_to_string(self.dir.path().join(format!("speaker-{name}.log")))
+            .unwrap_or_default();
         let all: Vec<&str> = log.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
@@ -323,7 +352,10 @@ impl Drop for Lab {
         }
         teardown(&netns);
         if std::env::var_os("FERROLB_KEEP_LAB_LOGS").is_some() {
-            let dir = std::mem::replace(&mut self.dir, tempfile::TempDir::new().unwrap_or_else(|_| unreachable_dir()));
+            let dir = std::mem::replace(
+                &mut self.dir,
+                tempfile::TempDir::new().unwrap_or_else(|_| unreachable_dir()),
+            );
             eprintln!("lab logs kept in {}", dir.keep().display());
         }
     }
@@ -362,9 +394,19 @@ fn teardown(netns: &[String]) {
 fn attach_netns(lan: &str, netns: &str, port: &str, ip: Ipv4Addr) -> anyhow::Result<()> {
     let _ = sh("ip", &["netns", "del", netns]);
     sh("ip", &["netns", "add", netns])?;
-    sh("ip", &["link", "add", "name", port, "netns", lan, "type", "veth", "peer", "name", "eth0", "netns", netns])?;
+    sh(
+        "ip",
+        &[
+            "link", "add", "name", port, "netns", lan, "type", "veth", "peer", "name", "eth0",
+            "netns", netns,
+        ],
+    )?;
     in_netns(lan, "ip", &["link", "set", port, "master", "br0", "up"])?;
-    in_netns(netns, "ip", &["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
+    in_netns(
+        netns,
+        "ip",
+        &["addr", "add", &format!("{ip}/24"), "dev", "eth0"],
+    )?;
     in_netns(netns, "ip", &["link", "set", "eth0", "up"])?;
     in_netns(netns, "ip", &["link", "set", "lo", "up"])?;
     Ok(())
@@ -399,9 +441,15 @@ pub async fn create_node(client: &Client, name: &str, ip: Ipv4Addr) -> anyhow::R
 ///
 /// # Errors
 /// The API server refused the patch.
-pub async fn set_node_status(client: &Client, name: &str, ip: Ipv4Addr, network_unavailable: bool) -> anyhow::Result<()> {
+pub async fn set_node_status(
+    client: &Client,
+    name: &str,
+    ip: Ipv4Addr,
+    network_unavailable: bool,
+) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(client.clone());
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     let cond = |type_: &str, status: &str| NodeCondition {
         type_: type_.into(),
         status: status.into(),
@@ -416,13 +464,20 @@ pub async fn set_node_status(client: &Client, name: &str, ip: Ipv4Addr, network_
         }]),
         conditions: Some(vec![
             cond("Ready", "True"),
-            cond("NetworkUnavailable", if network_unavailable { "True" } else { "False" }),
+            cond(
+                "NetworkUnavailable",
+                if network_unavailable { "True" } else { "False" },
+            ),
         ]),
         ..Default::default()
     };
     let patch = serde_json::json!({ "apiVersion": "v1", "kind": "Node", "status": status });
-    api.patch_status(name, &PatchParams::apply("ferrolb-lab").force(), &Patch::Apply(&patch))
-        .await?;
+    api.patch_status(
+        name,
+        &PatchParams::apply("ferrolb-lab").force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
     Ok(())
 }
 
@@ -455,7 +510,12 @@ impl Lab {
     ///
     /// # Errors
     /// The client sockets could not be opened.
-    pub async fn arp_probe(&self, client: usize, ip: Ipv4Addr, listen: Duration) -> anyhow::Result<Vec<Seen>> {
+    pub async fn arp_probe(
+        &self,
+        client: usize,
+        ip: Ipv4Addr,
+        listen: Duration,
+    ) -> anyhow::Result<Vec<Seen>> {
         let netns = self.clients[client].netns.clone();
         tokio::task::spawn_blocking(move || {
             within_netns(&netns, move || {
@@ -472,8 +532,14 @@ impl Lab {
     ///
     /// # Errors
     /// As [`Lab::arp_probe`].
-    pub async fn arp_answers(&self, client: usize, ip: Ipv4Addr) -> anyhow::Result<std::collections::BTreeSet<String>> {
-        let seen = self.arp_probe(client, ip, Duration::from_millis(300)).await?;
+    pub async fn arp_answers(
+        &self,
+        client: usize,
+        ip: Ipv4Addr,
+    ) -> anyhow::Result<std::collections::BTreeSet<String>> {
+        let seen = self
+            .arp_probe(client, ip, Duration::from_millis(300))
+            .await?;
         Ok(seen
             .iter()
             .filter(|s| matches!(s, Seen::ArpReply { .. }) && s.ip() == IpAddr::V4(ip))
@@ -540,7 +606,10 @@ impl Lab {
     ) -> anyhow::Result<Vec<Seen>> {
         let netns = self.clients[client].netns.clone();
         let unicast_to = match unicast_to {
-            Some(mac) => Some(mac.parse::<ferrolb_speaker::wire::MacAddr>().map_err(|e| anyhow::anyhow!("bad MAC {mac}: {e:?}"))?),
+            Some(mac) => Some(
+                mac.parse::<ferrolb_speaker::wire::MacAddr>()
+                    .map_err(|e| anyhow::anyhow!("bad MAC {mac}: {e:?}"))?,
+            ),
             None => None,
         };
         tokio::task::spawn_blocking(move || {
@@ -558,10 +627,16 @@ impl Lab {
     ///
     /// # Errors
     /// The API server refused the patch.
-    pub async fn label_node(&self, node: &str, key: &str, value: Option<&str>) -> anyhow::Result<()> {
+    pub async fn label_node(
+        &self,
+        node: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> anyhow::Result<()> {
         let api: Api<Node> = Api::all(self.client().await?);
         let patch = serde_json::json!({ "metadata": { "labels": { key: value } } });
-        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
         Ok(())
     }
 
@@ -570,7 +645,11 @@ impl Lab {
     /// # Errors
     /// `ip link` failed.
     pub fn set_link(&self, node: &str, ifname: &str, up: bool) -> anyhow::Result<()> {
-        in_netns(&self.node(node).netns, "ip", &["link", "set", ifname, if up { "up" } else { "down" }])?;
+        in_netns(
+            &self.node(node).netns,
+            "ip",
+            &["link", "set", ifname, if up { "up" } else { "down" }],
+        )?;
         Ok(())
     }
 
@@ -592,7 +671,13 @@ impl Lab {
     ///
     /// # Errors
     /// `ip` failed.
-    pub fn add_client_link(&mut self, node: &str, node_if: &str, node_addr: Option<&str>, client_addr: Option<&str>) -> anyhow::Result<usize> {
+    pub fn add_client_link(
+        &mut self,
+        node: &str,
+        node_if: &str,
+        node_addr: Option<&str>,
+        client_addr: Option<&str>,
+    ) -> anyhow::Result<usize> {
         let index = self.clients.len();
         let netns = format!("flb{}-x{index}", self.id);
         let node_ns = self.node(node).netns.clone();
@@ -602,8 +687,17 @@ impl Lab {
             netns: netns.clone(),
             ip: Ipv4Addr::UNSPECIFIED,
         });
-        sh("ip", &["link", "add", "name", node_if, "netns", &node_ns, "type", "veth", "peer", "name", "eth0", "netns", &netns])?;
-        for (ns, ifname, addr) in [(&node_ns, node_if, node_addr), (&netns, "eth0", client_addr)] {
+        sh(
+            "ip",
+            &[
+                "link", "add", "name", node_if, "netns", &node_ns, "type", "veth", "peer", "name",
+                "eth0", "netns", &netns,
+            ],
+        )?;
+        for (ns, ifname, addr) in [
+            (&node_ns, node_if, node_addr),
+            (&netns, "eth0", client_addr),
+        ] {
             if let Some(addr) = addr {
                 let mut args = vec!["addr", "add", addr, "dev", ifname];
                 if addr.contains(':') {
@@ -614,7 +708,10 @@ impl Lab {
             in_netns(ns, "ip", &["link", "set", ifname, "up"])?;
         }
         in_netns(&netns, "ip", &["link", "set", "lo", "up"])?;
-        if let Some(ip) = client_addr.and_then(|a| a.split('/').next()).and_then(|a| a.parse().ok()) {
+        if let Some(ip) = client_addr
+            .and_then(|a| a.split('/').next())
+            .and_then(|a| a.parse().ok())
+        {
             self.clients[index].ip = ip;
         }
         // Any pool address is on-link from every client.
@@ -639,7 +736,10 @@ impl Lab {
             within_netns(&netns, move || {
                 let mut s = std::net::TcpStream::connect(("127.0.0.1", 7473))?;
                 s.set_read_timeout(Some(Duration::from_secs(5)))?;
-                write!(s, "GET {path} HTTP/1.1\r\nHost: speaker\r\nConnection: close\r\n\r\n")?;
+                write!(
+                    s,
+                    "GET {path} HTTP/1.1\r\nHost: speaker\r\nConnection: close\r\n\r\n"
+                )?;
                 let mut raw = String::new();
                 s.read_to_string(&mut raw)?;
                 let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw.as_str(), ""));

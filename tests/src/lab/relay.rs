@@ -24,7 +24,9 @@ pub fn start(netns: &str, listen_port: u16, target_port: u16) -> anyhow::Result<
     Ok(tokio::spawn(async move {
         while let Ok((mut inbound, _)) = listener.accept().await {
             tokio::spawn(async move {
-                if let Ok(mut outbound) = TcpStream::connect((Ipv4Addr::LOCALHOST, target_port)).await {
+                if let Ok(mut outbound) =
+                    TcpStream::connect((Ipv4Addr::LOCALHOST, target_port)).await
+                {
                     let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                 }
             });
