@@ -12,11 +12,7 @@ pub const LOAD_BALANCER_IPS: [&str; 3] = [
 ];
 
 /// The pool to allocate from.
-pub const ADDRESS_POOL: [&str; 3] = [
-    "ferrolb.io/address-pool",
-    "metallb.io/address-pool",
-    "metallb.universe.tf/address-pool",
-];
+pub const ADDRESS_POOL: [&str; 3] = ferrolb_crds::service::ADDRESS_POOL_ANNOTATIONS;
 
 /// The sharing key (R2).
 pub const ALLOW_SHARED_IP: [&str; 3] = [

@@ -17,14 +17,9 @@ use crate::ipam::{Backend, FamilyPolicy, ObservedStatus, ServiceKey, ServiceRequ
 /// The field manager of every write (server-side apply).
 pub const FIELD_MANAGER: &str = "ferrolb-controller";
 
-/// Which Services this controller handles (`--lb-class`, `--default-class`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClassConfig {
-    /// `spec.loadBalancerClass` we handle, e.g. `ferrolb.io/l2`.
-    pub lb_class: String,
-    /// Whether Services without `spec.loadBalancerClass` are ours too.
-    pub default_class: bool,
-}
+/// Which Services are ours (`--lb-class`, `--default-class`): the rule shared with the speaker,
+/// [`ferrolb_crds::service::ClassFilter`].
+pub type ClassConfig = ferrolb_crds::service::ClassFilter;
 
 /// What a Service is to us.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,11 +48,7 @@ pub fn classify(svc: &Service, cfg: &ClassConfig) -> Classified {
     if spec.type_.as_deref() != Some("LoadBalancer") {
         return Classified::NotLoadBalancer;
     }
-    let ours = match &spec.load_balancer_class {
-        Some(c) => *c == cfg.lb_class,
-        None => cfg.default_class,
-    };
-    if !ours {
+    if !cfg.handles(svc) {
         return Classified::OtherClass;
     }
     let (req, warnings) = request_of(svc);
