@@ -99,7 +99,10 @@ async fn main() -> anyhow::Result<()> {
             .with_env_filter(filter)
             .init();
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init();
     }
     let membership = MembershipConfig {
         probe_period: Duration::from_millis(cli.probe_period_ms),

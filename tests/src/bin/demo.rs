@@ -21,9 +21,9 @@ struct Cli {
     /// Also show kube-proxy's nftables rules for the external IP on the owner node, and the log directory.
     #[arg(long, short)]
     verbose: bool,
-    /// HTTP requests sent in step 5.
-    #[arg(long, default_value_t = 300)]
-    requests: usize,
+    /// HTTP requests sent in step 5 (at least 30, so that every backend is expected to answer).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(30..=100_000))]
+    requests: u64,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -42,7 +42,7 @@ async fn main() -> ExitCode {
     }
     let opts = DemoOptions {
         verbose: cli.verbose,
-        requests: cli.requests,
+        requests: usize::try_from(cli.requests).unwrap_or(300),
     };
     let mut out = std::io::stdout();
     // Dropping the demo's future (Ctrl-C) drops the lab, which stops every process and deletes

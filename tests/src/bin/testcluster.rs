@@ -88,6 +88,12 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Cmd::Up { dir, bind, san } => {
             let dir = dir.unwrap_or_else(default_dir);
+            if dir.exists() {
+                eprintln!(
+                    "replacing the test cluster in {} (its objects are discarded)",
+                    dir.display()
+                );
+            }
             stop(&dir)?;
             let started = TestCluster::start_with(ClusterOptions {
                 bind_address: bind,

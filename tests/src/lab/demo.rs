@@ -736,7 +736,11 @@ fn ms(d: Duration) -> f64 {
 
 /// Runs the real `kubectl` against `kubeconfig`, with `stdin` piped in if given; returns stdout.
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+    use std::os::unix::process::CommandExt;
     let mut child = Command::new(k8s_bin("kubectl")?)
+        // Its own process group: a Ctrl-C at the terminal reaches the demo (which tears the lab
+        // down and exits 130), not kubectl in the middle of a step.
+        .process_group(0)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
