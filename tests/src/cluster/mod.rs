@@ -86,6 +86,26 @@ impl TestCluster {
     /// # Errors
     /// As [`TestCluster::start`].
     pub async fn start_with(opts: ClusterOptions) -> anyhow::Result<TestCluster> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match TestCluster::start_once(opts.clone()).await {
+                Err(e)
+                    if !opts.detach
+                        && attempt < 3
+                        && format!("{e:#}").contains("address already in use") =>
+                {
+                    tracing::warn!(
+                        attempt,
+                        "test cluster port taken; retrying with other ports"
+                    );
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn start_once(opts: ClusterOptions) -> anyhow::Result<TestCluster> {
         let (tmp, dir) = match &opts.state_dir {
             Some(d) => {
                 std::fs::create_dir_all(d)?;
@@ -330,7 +350,19 @@ fn write_pidfile(dir: &Path, name: &str, process: &Supervised, detach: bool) -> 
     Ok(())
 }
 
+/// A port that is free now, chosen below Linux's default ephemeral range (32768–60999) so that the
+/// outgoing connections of other tests cannot take it between this check and the server's bind.
+/// (A collision is still possible; [`TestCluster::start_with`] retries on "address already in use".)
 fn free_port() -> anyhow::Result<u16> {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let seed = (std::process::id() % 997) as u16 * 12;
+    for _ in 0..2000 {
+        let port = 20000 + (seed + NEXT.fetch_add(1, Ordering::Relaxed)) % 12000;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
