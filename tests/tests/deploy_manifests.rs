@@ -19,12 +19,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use ferrolb_tests::cluster::{ClusterOptions, TestCluster, k8s_bin, repo_root, workspace_bin};
+use ferrolb_tests::cluster::{ClusterOptions, TestCluster, repo_root, workspace_bin};
 use serde_json::Value;
 
 const NS: &str = "ferrolb-system";
@@ -35,34 +35,12 @@ const NOBODY_SA: &str = "system:serviceaccount:ferrolb-system:nobody";
 
 /// The real `kubectl`, pointed at the test cluster.
 struct Kubectl {
-    bin: PathBuf,
     kubeconfig: PathBuf,
 }
 
 impl Kubectl {
     fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut child = Command::new(&self.bin)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawning kubectl");
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        }
-        child.wait_with_output().expect("waiting for kubectl")
+        ferrolb_tests::cluster::kubectl(&self.kubeconfig, args, stdin).expect("running kubectl")
     }
 
     /// Runs and asserts success; returns (stdout, stderr).
@@ -307,7 +285,6 @@ async fn deploy_manifests() {
     .await
     .expect("test cluster");
     let k = Kubectl {
-        bin: k8s_bin("kubectl").expect("kubectl"),
         kubeconfig: cluster.kubeconfig().to_path_buf(),
     };
     let root = repo_root();

@@ -12,9 +12,11 @@
 
 mod binaries;
 mod certs;
+mod kubectl;
 mod process;
 
 pub use binaries::{k8s_bin, repo_root, target_dir, workspace_bin};
+pub use kubectl::kubectl;
 pub use process::Supervised;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -23,7 +23,7 @@ use super::http_client::{self, Attempt};
 use super::kube_proxy::KubeProxy;
 use super::pods::{POD_CIDR, POD_PORT, Pods};
 use super::{Lab, Seen, within_netns};
-use crate::cluster::{Supervised, k8s_bin, workspace_bin};
+use crate::cluster::{Supervised, workspace_bin};
 use crate::objects::{EndpointSpec, apply_endpoints};
 
 /// Node namespaces in the demo.
@@ -736,27 +736,7 @@ fn ms(d: Duration) -> f64 {
 
 /// Runs the real `kubectl` against `kubeconfig`, with `stdin` piped in if given; returns stdout.
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
-    use std::os::unix::process::CommandExt;
-    let mut child = Command::new(k8s_bin("kubectl")?)
-        // Its own process group: a Ctrl-C at the terminal reaches the demo (which tears the lab
-        // down and exits 130), not kubectl in the middle of a step.
-        .process_group(0)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting kubectl")?;
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes())?;
-    }
-    let output = child.wait_with_output()?;
+    let output = crate::cluster::kubectl(kubeconfig, args, stdin)?;
     if !output.status.success() {
         bail!(
             "kubectl {} failed: {}",
