@@ -1,28 +1,37 @@
-//! The speaker's main loop: stores + membership + responder → plan → answers and Events.
+//! The speaker's main loop: stores + membership + responder → claim gate → plan → answers and
+//! Events.
 //!
-//! On every wake-up (a watch event, a membership change, or a 250 ms tick for interface state)
-//! the loop recomputes the whole [`crate::plan::Plan`] and hands the owned set to the responder.
-//! Membership changes re-announce every IP this node still owns (S4). A node whose announce
-//! interfaces all lost carrier leaves the membership, so the others take its IPs at once; it
-//! rejoins (new generation) when carrier returns. On SIGTERM it leaves explicitly (S3).
+//! On every wake-up (a watch event, a membership change, or a 100 ms tick) the loop asks the
+//! claim gate ([`crate::claim`]) whether this speaker may claim at all (converged, in the
+//! majority, not just resumed from a stall); if so it recomputes the whole
+//! [`crate::plan::Plan`] (at least every 250 ms, for interface state) and hands the owned set to
+//! the responder, renewing the responder's lease; if not, it withdraws everything. Membership
+//! changes, and peers that restarted, make every IP this node still owns be re-announced (S4,
+//! issue #8 F1). A node whose announce interfaces all lost carrier leaves the membership, so the
+//! others take its IPs at once; it rejoins (new generation) when carrier returns. On SIGTERM it
+//! leaves explicitly (S3). Events never block the loop ([`crate::event_sink`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::Notify;
 
+use crate::claim::{ClaimGate, ClaimSettings, Standing, expected_speakers};
 use crate::eligibility::Interfaces;
-use crate::events::Announcer;
+use crate::event_sink::{EventCounters, EventSink, EventSinkConfig};
+use crate::events::EventPlanner;
 use crate::http::{self, Health};
 use crate::l2::{L2Config, Responder};
-use crate::membership::{KeyRing, Membership, MembershipConfig, MembershipSettings};
+use crate::membership::{
+    KeyRing, Membership, MembershipConfig, MembershipEvent, MembershipSettings,
+};
 use crate::metrics::SpeakerMetrics;
 use crate::plan::plan;
 use crate::view::{ViewSettings, node_addresses};
@@ -47,6 +56,10 @@ pub struct SpeakerConfig {
     pub l2: L2Config,
     /// Where `/livez`, `/readyz`, `/metrics` listen.
     pub metrics_address: SocketAddr,
+    /// The claim gate (convergence, majority, stalls).
+    pub claim: ClaimSettings,
+    /// The Event queue.
+    pub events: EventSinkConfig,
 }
 
 async fn shutdown_signal() {
@@ -64,21 +77,55 @@ async fn shutdown_signal() {
     }
 }
 
+/// How often the loop ticks when nothing else wakes it: renews the responder lease and feeds the
+/// claim gate's stall detector (which needs ticks well inside its threshold).
+const TICK: Duration = Duration::from_millis(100);
+/// Longest time between two full re-plans without any event (interface carrier is polled).
+const REPLAN_EVERY: Duration = Duration::from_millis(250);
+
+/// The long-lived tasks the speaker cannot work without; if one ends, the process ends
+/// (crash-only, issue #8 F6): Kubernetes restarts it and the others take its IPs meanwhile.
+struct Supervised {
+    tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
+}
+
+impl Supervised {
+    /// The name of the first task that has ended, if any.
+    fn dead(&self) -> Option<&'static str> {
+        self.tasks
+            .iter()
+            .find(|(_, handle)| handle.is_finished())
+            .map(|(name, _)| *name)
+    }
+}
+
 /// Runs the speaker until SIGTERM/SIGINT.
 ///
+/// The loop is planner → executor: each wake-up computes, from the watch stores and the
+/// membership, the claim gate's standing ([`crate::claim`]) and the plan ([`crate::plan`]); the
+/// responder applies the owned set at once, and Events go to the [`EventSink`] queue, which never
+/// waits on the API server (issue #8 F2).
+///
 /// # Errors
-/// Start-up failures: the key file, the membership socket, the packet sockets, the HTTP address.
+/// Start-up failures: the key file, the membership socket, the packet sockets, the HTTP address;
+/// later, a supervised task that ended (watches, HTTP server, Event writer, membership).
 pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let keys = KeyRing::from_file(&config.key_file)
         .with_context(|| format!("membership key {}", config.key_file.display()))?;
     let changed = Arc::new(Notify::new());
-    let (stores, _watches) = Stores::start(&client, &changed);
+    let (stores, watches) = Stores::start(&client, &changed);
+    let mut supervised = Supervised {
+        tasks: watches.into_iter().map(|h| ("watch", h)).collect(),
+    };
 
     let l2_counters = Arc::new(crate::l2::Counters::default());
+    let event_counters = Arc::new(EventCounters::default());
     let metrics = Arc::new(SpeakerMetrics {
         l2: l2_counters.clone(),
         membership: std::sync::Mutex::new(None),
         owned_ips: Default::default(),
+        events: event_counters.clone(),
+        claim: Default::default(),
     });
     let health = Arc::new(Health {
         ready: Default::default(),
@@ -86,11 +133,14 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     });
     let listener_health = health.clone();
     let metrics_address = config.metrics_address;
-    tokio::spawn(async move {
-        if let Err(e) = http::serve(metrics_address, listener_health).await {
-            tracing::error!(error = %e, %metrics_address, "HTTP endpoints failed");
-        }
-    });
+    supervised.tasks.push((
+        "http",
+        tokio::spawn(async move {
+            if let Err(e) = http::serve(metrics_address, listener_health).await {
+                tracing::error!(error = %e, %metrics_address, "HTTP endpoints failed");
+            }
+        }),
+    ));
 
     tokio::time::timeout(Duration::from_secs(120), stores.wait_ready())
         .await
@@ -113,7 +163,14 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             instance: Some(config.node_name.clone()),
         },
     );
-    let mut announcer = Announcer::new(recorder, &config.node_name);
+    let (sink, sink_task) = EventSink::spawn(
+        recorder,
+        stores.clone(),
+        config.events.clone(),
+        event_counters,
+    );
+    supervised.tasks.push(("event writer", sink_task));
+    let mut planner = EventPlanner::new(&config.node_name);
 
     let settings = |generation: Option<u64>| MembershipSettings {
         node_name: config.node_name.clone(),
@@ -132,12 +189,18 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         *slot = Some(m.counters_handle());
     }
     let mut members = membership.as_ref().map(Membership::members);
-    health.ready.store(true, Ordering::Relaxed);
-    tracing::info!(node = %config.node_name, %advertise, "speaker running");
+    let mut member_events = membership.as_ref().map(Membership::events);
+    let mut gate = ClaimGate::new(config.claim.clone(), Instant::now());
+    let lease = gate.settings().stall_threshold;
+    tracing::info!(node = %config.node_name, %advertise, "speaker running; converging before claiming");
 
     let mut last_alive: BTreeSet<String> = BTreeSet::new();
+    let mut last_standing = "";
+    let mut ever_converged = false;
+    let mut view = stores.view(&config.view);
+    let mut last_plan: Option<Instant> = None;
     let mut shutdown = std::pin::pin!(shutdown_signal());
-    loop {
+    let outcome: anyhow::Result<()> = loop {
         let members_changed = async {
             match members.as_mut() {
                 Some(rx) => {
@@ -148,23 +211,50 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                 None => std::future::pending::<()>().await,
             }
         };
+        let member_event = async {
+            match member_events.as_mut() {
+                Some(rx) => rx.recv().await.ok(),
+                None => std::future::pending().await,
+            }
+        };
+        let mut woke = true;
+        let mut restarted_peer = false;
         tokio::select! {
-            _ = &mut shutdown => break,
-            _ = changed.notified() => {},
+            _ = &mut shutdown => break Ok(()),
+            _ = changed.notified() => view = stores.view(&config.view),
             _ = members_changed => {},
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {},
+            event = member_event => {
+                // F1: a peer that restarted may have claimed (and announced) our IPs while it
+                // converged under an older version or a bug; re-assert ours.
+                restarted_peer = matches!(
+                    &event,
+                    Some(MembershipEvent::Restarted(n) | MembershipEvent::Up(n)) if *n != config.node_name
+                );
+            }
+            () = tokio::time::sleep(TICK) => woke = false,
+        }
+        let now = Instant::now();
+        if let Some(task) = supervised.dead().or_else(|| {
+            membership
+                .as_ref()
+                .filter(|m| !m.is_running())
+                .map(|_| "membership")
+        }) {
+            break Err(anyhow::anyhow!("supervised task '{task}' ended"));
         }
 
-        let view = stores.view(&config.view);
         let carrier = responder.carrier(&Interfaces::All);
         // Carrier gates membership: without any announce interface we must not look alive.
         match (&membership, carrier) {
             (Some(_), false) => {
                 tracing::warn!("no announce interface has carrier; leaving the membership");
                 if let Some(m) = membership.take() {
-                    m.leave(Duration::from_millis(500)).await;
+                    // Off the loop: a leave waits for its datagrams, and the loop must keep
+                    // ticking (a late tick reads as a stall).
+                    tokio::spawn(m.leave(Duration::from_millis(500)));
                 }
                 members = None;
+                member_events = None;
             }
             (None, true) => {
                 tracing::info!("carrier is back; rejoining the membership");
@@ -174,7 +264,9 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                             *slot = Some(m.counters_handle());
                         }
                         members = Some(m.members());
+                        member_events = Some(m.events());
                         membership = Some(m);
+                        gate.restart(now);
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "could not rejoin the membership; retrying")
@@ -194,6 +286,59 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             .as_ref()
             .map(|rx| rx.borrow().clone())
             .unwrap_or_default();
+        let expected = expected_speakers(&view.cluster, &config.node_name);
+        let tick = gate.tick(now, &alive, &expected);
+        if let Some(gap) = tick.stalled {
+            // F4: we were not running for longer than the others need to take our IPs. Stop
+            // answering now; claim again once the membership has caught up.
+            tracing::warn!(
+                ?gap,
+                "speaker was stalled; withdrawing until the membership has caught up"
+            );
+            metrics.claim.stalls.fetch_add(1, Ordering::Relaxed);
+            responder.set_lease(Some(now));
+            responder.set_owned(BTreeMap::new());
+        }
+        let standing = tick.standing.label();
+        if standing != last_standing {
+            match &tick.standing {
+                Standing::Converging { missing } => {
+                    tracing::info!(?missing, "claim gate: converging, claiming nothing")
+                }
+                Standing::Minority { alive, expected } => tracing::warn!(
+                    alive,
+                    expected,
+                    "claim gate: this speaker sees a minority of the expected speakers; withdrawing every IP"
+                ),
+                Standing::Majority => tracing::info!("claim gate: open"),
+            }
+        }
+        metrics.claim.set(&tick.standing);
+        ever_converged |= !matches!(tick.standing, Standing::Converging { .. });
+        health
+            .ready
+            .store(ever_converged && membership.is_some(), Ordering::Relaxed);
+
+        let replan = woke
+            || standing != last_standing
+            || last_plan.is_none_or(|at| now.saturating_duration_since(at) >= REPLAN_EVERY);
+        last_standing = standing;
+        if !tick.standing.may_claim() {
+            responder.set_owned(BTreeMap::new());
+            metrics.owned_ips.store(0, Ordering::Relaxed);
+            planner.forget();
+            last_alive.clear();
+            continue;
+        }
+        // The gate is open: serve what we own for one more lease period.
+        responder.set_lease(now.checked_add(lease));
+        if !replan && !restarted_peer {
+            continue;
+        }
+        last_plan = Some(now);
+        if !woke {
+            view = stores.view(&config.view);
+        }
         let plan = plan(&view, &alive, &config.node_name, Some(carrier));
         let previously_owned: BTreeSet<IpAddr> = responder
             .interfaces()
@@ -201,12 +346,14 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             .flat_map(|s| s.owned.clone())
             .collect();
         responder.set_owned(plan.owned.clone());
-        if alive != last_alive {
+        if alive != last_alive || restarted_peer {
             // S4: re-confirm ownership after any membership change.
             if plan.owned.keys().any(|ip| previously_owned.contains(ip)) {
                 responder.reannounce();
             }
-            tracing::info!(members = ?alive, "membership changed");
+            if alive != last_alive {
+                tracing::info!(members = ?alive, "membership changed");
+            }
             last_alive = alive;
         }
         metrics
@@ -214,17 +361,21 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             .store(plan.owned.len() as u64, Ordering::Relaxed);
         let statuses = responder.interfaces();
         let owned = plan.owned.clone();
-        announcer
-            .publish(&plan, &stores, |ip| interfaces_for(ip, &owned, &statuses))
-            .await;
-    }
+        for intent in planner.plan(&plan, |ip| interfaces_for(ip, &owned, &statuses)) {
+            sink.send(intent);
+        }
+    };
 
-    tracing::info!("shutting down: withdrawing and leaving the membership");
+    health.ready.store(false, Ordering::Relaxed);
+    match &outcome {
+        Ok(()) => tracing::info!("shutting down: withdrawing and leaving the membership"),
+        Err(e) => tracing::error!(error = %e, "withdrawing, leaving the membership and exiting"),
+    }
     responder.set_owned(BTreeMap::new());
     if let Some(m) = membership.take() {
         m.leave(Duration::from_secs(1)).await;
     }
-    Ok(())
+    outcome
 }
 
 /// The interface names an owned IP is answered on, for Events.

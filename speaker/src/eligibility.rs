@@ -47,6 +47,10 @@ pub struct NodeFacts {
     /// At least one announce interface of the node has carrier. `None` = not reported yet, treated as
     /// carrier (a speaker that cannot see an interface goes down in membership instead).
     pub carrier: Option<bool>,
+    /// The `Ready` condition is `False` or `Unknown` (the node controller gave up on the kubelet).
+    /// Such a node does not count among the speakers that should exist ([`crate::claim`]); it
+    /// does not change eligibility (a live speaker on it still announces).
+    pub not_ready: bool,
 }
 
 /// Cluster-wide inputs shared by every IP.
@@ -909,6 +913,7 @@ mod tests {
                             labels: l,
                             network_unavailable: unavailable,
                             carrier: Some(carrier),
+                            not_ready: false,
                         },
                     );
                 }

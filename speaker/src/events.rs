@@ -1,59 +1,86 @@
-//! Kubernetes Events the speaker emits on Services (S1, S9), deduplicated so a steady state emits
-//! nothing:
+//! Which Kubernetes Events the speaker should emit on Services (S1, S9), deduplicated so a
+//! steady state emits nothing. Pure: no `kube`, no `tokio`; the intents are written by
+//! [`crate::event_sink`], off the data path (issue #8 F2).
+//!
 //! - Normal `AnnouncingIP`, "announcing 198.51.100.10 from node-2 on eth0", by the new owner when
 //!   it gains an IP;
 //! - Warning `NoEligibleNode` with the reason, by the IP's reporter ([`crate::plan`]) when nobody
 //!   may announce, once per distinct reason;
 //! - Warning `EndpointWarning` for non-fatal problems (endpoints without `nodeName` under
 //!   `externalTrafficPolicy: Local`), once per distinct text.
+//!
+//! The daemon calls [`EventPlanner::plan`] only while the claim gate lets it claim
+//! ([`crate::claim`]): a converging or minority speaker says nothing, so a cold start of every
+//! speaker gives one Event per IP, not one per speaker.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::Service;
-use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
-
 use crate::plan::Plan;
-use crate::watch::Stores;
 
-/// Warnings are held back this long after start-up, while the membership converges: until every
-/// speaker has been seen alive, eligibility is computed from a partial member set and would warn
-/// about nodes that are fine.
-pub const STARTUP_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+/// `type` of an Event (the Kubernetes API's `Normal` / `Warning`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+/// Reason of an owner change Event.
+pub const REASON_ANNOUNCING: &str = "AnnouncingIP";
+/// Reason of a "nobody may announce" Event.
+pub const REASON_NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
+/// Reason of an endpoint problem Event.
+pub const REASON_ENDPOINT_WARNING: &str = "EndpointWarning";
+
+/// One Event to write on each of `services`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventIntent {
+    /// `namespace/name` of the Services the Event is about.
+    pub services: Vec<String>,
+    /// Normal or Warning.
+    pub severity: Severity,
+    /// The Event reason (one of the `REASON_…` constants).
+    pub reason: &'static str,
+    /// The human-readable note.
+    pub note: String,
+}
 
 /// Remembers what was last said per IP, so each statement is made once.
-pub struct Announcer {
-    recorder: Recorder,
-    quiet_until: std::time::Instant,
+#[derive(Debug, Default)]
+pub struct EventPlanner {
     me: String,
     announced: BTreeMap<IpAddr, String>,
     no_owner: BTreeMap<IpAddr, String>,
     warned: BTreeMap<IpAddr, Vec<String>>,
 }
 
-impl Announcer {
-    /// An announcer for node `me`.
-    pub fn new(recorder: Recorder, me: &str) -> Self {
-        Announcer {
-            recorder,
-            quiet_until: std::time::Instant::now() + STARTUP_GRACE,
+impl EventPlanner {
+    /// A planner for node `me`.
+    pub fn new(me: &str) -> Self {
+        EventPlanner {
             me: me.to_owned(),
-            announced: BTreeMap::new(),
-            no_owner: BTreeMap::new(),
-            warned: BTreeMap::new(),
+            ..Default::default()
         }
     }
 
-    /// Emits the Events `plan` calls for. `interfaces_of(ip)` names the interfaces the IP is
-    /// announced on here. Errors from the API are logged, never fatal.
-    pub async fn publish(
+    /// Forget what was said, e.g. after the claim gate closed: the next time this node owns an
+    /// IP it says so again.
+    pub fn forget(&mut self) {
+        self.announced.clear();
+        self.no_owner.clear();
+        self.warned.clear();
+    }
+
+    /// The Events `plan` calls for that were not made yet. `interfaces_of(ip)` names the
+    /// interfaces the IP is answered on here.
+    pub fn plan(
         &mut self,
         plan: &Plan,
-        stores: &Stores,
         interfaces_of: impl Fn(IpAddr) -> Vec<String>,
-    ) {
-        let mut todo: Vec<(Vec<String>, EventType, &'static str, String)> = Vec::new();
+    ) -> Vec<EventIntent> {
+        let mut todo = Vec::new();
         for (ip, p) in &plan.ips {
             if p.owner.as_deref() == Some(self.me.as_str()) {
                 let ifaces = interfaces_of(*ip);
@@ -68,24 +95,28 @@ impl Announcer {
                 );
                 if self.announced.get(ip) != Some(&text) {
                     self.announced.insert(*ip, text.clone());
-                    todo.push((p.services.clone(), EventType::Normal, "AnnouncingIP", text));
+                    todo.push(EventIntent {
+                        services: p.services.clone(),
+                        severity: Severity::Normal,
+                        reason: REASON_ANNOUNCING,
+                        note: text,
+                    });
                 }
             } else {
                 self.announced.remove(ip);
             }
-            let reporting = p.reporter.as_deref() == Some(self.me.as_str())
-                && std::time::Instant::now() >= self.quiet_until;
+            let reporting = p.reporter.as_deref() == Some(self.me.as_str());
             match (&p.no_owner_reason, reporting) {
                 (Some(reason), true) => {
                     let text = format!("{ip}: {reason}");
                     if self.no_owner.get(ip) != Some(&text) {
                         self.no_owner.insert(*ip, text.clone());
-                        todo.push((
-                            p.services.clone(),
-                            EventType::Warning,
-                            "NoEligibleNode",
-                            text,
-                        ));
+                        todo.push(EventIntent {
+                            services: p.services.clone(),
+                            severity: Severity::Warning,
+                            reason: REASON_NO_ELIGIBLE_NODE,
+                            note: text,
+                        });
                     }
                 }
                 _ => {
@@ -94,36 +125,82 @@ impl Announcer {
             }
             if reporting && !p.warnings.is_empty() && self.warned.get(ip) != Some(&p.warnings) {
                 self.warned.insert(*ip, p.warnings.clone());
-                todo.push((
-                    p.services.clone(),
-                    EventType::Warning,
-                    "EndpointWarning",
-                    p.warnings.join("; "),
-                ));
+                todo.push(EventIntent {
+                    services: p.services.clone(),
+                    severity: Severity::Warning,
+                    reason: REASON_ENDPOINT_WARNING,
+                    note: p.warnings.join("; "),
+                });
             }
         }
         self.announced.retain(|ip, _| plan.ips.contains_key(ip));
         self.no_owner.retain(|ip, _| plan.ips.contains_key(ip));
         self.warned.retain(|ip, _| plan.ips.contains_key(ip));
+        todo
+    }
+}
 
-        for (services, type_, reason, note) in todo {
-            tracing::info!(%reason, %note, "event");
-            for key in services {
-                let Some(svc) = stores.service(&key) else {
-                    continue;
-                };
-                let event = Event {
-                    type_,
-                    reason: reason.into(),
-                    note: Some(note.clone()),
-                    action: "Announce".into(),
-                    secondary: None,
-                };
-                let reference = Service::object_ref(&svc, &());
-                if let Err(e) = self.recorder.publish(&event, &reference).await {
-                    tracing::warn!(service = %key, error = %e, "could not publish Event");
-                }
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::IpPlan;
+
+    fn plan_with(owner: Option<&str>, reason: Option<&str>, reporter: &str) -> Plan {
+        let mut p = Plan::default();
+        p.ips.insert(
+            "198.51.100.10".parse().unwrap(),
+            IpPlan {
+                owner: owner.map(str::to_owned),
+                services: vec!["default/svc-a".into()],
+                no_owner_reason: reason.map(str::to_owned),
+                warnings: vec![],
+                reporter: Some(reporter.into()),
+            },
+        );
+        p
+    }
+
+    #[test]
+    fn the_owner_says_it_once() {
+        let mut planner = EventPlanner::new("node-1");
+        let p = plan_with(Some("node-1"), None, "node-1");
+        let first = planner.plan(&p, |_| vec!["eth0".into()]);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].reason, REASON_ANNOUNCING);
+        assert_eq!(
+            first[0].note,
+            "announcing 198.51.100.10 from node-1 on eth0"
+        );
+        assert!(planner.plan(&p, |_| vec!["eth0".into()]).is_empty());
+        // After the gate closed and reopened, it is said again.
+        planner.forget();
+        assert_eq!(planner.plan(&p, |_| vec!["eth0".into()]).len(), 1);
+    }
+
+    #[test]
+    fn only_the_reporter_warns_and_only_once_per_reason() {
+        let p = plan_with(
+            None,
+            Some("no eligible node: all excluded by label"),
+            "node-2",
+        );
+        let mut n1 = EventPlanner::new("node-1");
+        let mut n2 = EventPlanner::new("node-2");
+        assert!(n1.plan(&p, |_| vec![]).is_empty());
+        let w = n2.plan(&p, |_| vec![]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].severity, Severity::Warning);
+        assert_eq!(w[0].reason, REASON_NO_ELIGIBLE_NODE);
+        assert!(n2.plan(&p, |_| vec![]).is_empty());
+    }
+
+    #[test]
+    fn a_non_owner_says_nothing_about_the_owner() {
+        let mut planner = EventPlanner::new("node-2");
+        assert!(
+            planner
+                .plan(&plan_with(Some("node-1"), None, "node-1"), |_| vec![])
+                .is_empty()
+        );
     }
 }

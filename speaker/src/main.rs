@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use ferrolb_crds::service::{ClassFilter, DEFAULT_LB_CLASS};
+use ferrolb_speaker::claim::ClaimSettings;
 use ferrolb_speaker::daemon::{SpeakerConfig, run};
+use ferrolb_speaker::event_sink::EventSinkConfig;
 use ferrolb_speaker::l2::{AnnounceSchedule, L2Config};
 use ferrolb_speaker::membership::{DEFAULT_PORT, MembershipConfig};
 use ferrolb_speaker::view::ViewSettings;
@@ -68,6 +70,10 @@ struct Cli {
     /// Re-announce owned IPs every this many seconds after the burst (0 = never).
     #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH_S", default_value_t = 0)]
     announce_refresh_s: u64,
+    /// Longest wait after a start, rejoin or stall for every expected speaker (each Ready Node
+    /// runs one) to be heard from before claiming IPs, in milliseconds.
+    #[arg(long, env = "FERROLB_CONVERGE_TIMEOUT_MS", default_value_t = 3000)]
+    converge_timeout_ms: u64,
     /// Where /livez, /readyz and /metrics listen.
     #[arg(long, env = "FERROLB_METRICS_ADDRESS", default_value = "0.0.0.0:7473")]
     metrics_address: SocketAddr,
@@ -88,9 +94,42 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
+/// Refuses settings that cannot work or would overflow a timer (issue #8 F6), naming the flag.
+fn check(cli: &Cli) -> anyhow::Result<()> {
+    const HOUR_MS: u64 = 3_600_000;
+    let limits: [(&str, u64, u64, u64); 5] = [
+        ("--probe-period-ms", cli.probe_period_ms, 1, 60_000),
+        ("--probe-rtt-ms", cli.probe_rtt_ms, 1, 60_000),
+        ("--suspect-timeout-ms", cli.suspect_timeout_ms, 1, HOUR_MS),
+        ("--announce-refresh-s", cli.announce_refresh_s, 0, 86_400),
+        ("--converge-timeout-ms", cli.converge_timeout_ms, 0, HOUR_MS),
+    ];
+    for (flag, value, min, max) in limits {
+        anyhow::ensure!(
+            (min..=max).contains(&value),
+            "{flag} {value} is outside {min}..={max}"
+        );
+    }
+    for offset in &cli.announce_offsets_ms {
+        anyhow::ensure!(
+            *offset <= HOUR_MS,
+            "--announce-offsets-ms {offset} is above one hour ({HOUR_MS} ms)"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    check(&cli)?;
+    // Crash-only (issue #8 F6): a panic in any task ends the process, so a node never keeps
+    // ownership (in the membership's eyes) while a task that serves it has died.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::abort();
+    }));
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     if cli.log_json {
@@ -122,7 +161,7 @@ async fn main() -> anyhow::Result<()> {
         key_file: cli.memberlist_key_file.clone(),
         memberlist_port: cli.memberlist_port,
         advertise_address: cli.advertise_address,
-        membership,
+        membership: membership.clone(),
         l2: L2Config {
             schedule: AnnounceSchedule {
                 offsets: cli
@@ -136,6 +175,11 @@ async fn main() -> anyhow::Result<()> {
             ..L2Config::default()
         },
         metrics_address: cli.metrics_address,
+        claim: ClaimSettings {
+            converge_timeout: Duration::from_millis(cli.converge_timeout_ms),
+            ..ClaimSettings::for_membership(membership.probe_period, membership.suspect_timeout)
+        },
+        events: EventSinkConfig::default(),
     };
     let client = client(cli.kubeconfig.as_ref()).await?;
     run(client, config).await

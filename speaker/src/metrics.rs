@@ -6,6 +6,7 @@
 //! - `arp_requests_received_total`, `arp_replies_sent_total`, `ns_received_total`, `na_sent_total`,
 //!   `gratuitous_arp_sent_total`, `unsolicited_na_sent_total`, `frames_dropped_total{reason}`,
 //!   `send_errors_total`, `socket_errors_total`, `multicast_errors_total`;
+//! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`;
 //! - `owned_ips` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`.
 
@@ -18,6 +19,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use crate::claim::Standing;
+use crate::event_sink::EventCounters;
 use crate::l2;
 use crate::membership;
 
@@ -30,6 +33,32 @@ pub struct SpeakerMetrics {
     pub membership: std::sync::Mutex<Option<Arc<membership::Counters>>>,
     /// IPs this node owns now.
     pub owned_ips: AtomicU64,
+    /// Event writer outcomes.
+    pub events: Arc<EventCounters>,
+    /// The claim gate.
+    pub claim: ClaimMetrics,
+}
+
+/// The claim gate's state for `/metrics`: `claim_standing{standing}` (1 for the current one)
+/// and `stalls_total`.
+#[derive(Debug, Default)]
+pub struct ClaimMetrics {
+    /// 0 converging, 1 minority, 2 majority.
+    standing: AtomicU64,
+    /// Stalls detected (gaps between ticks above the threshold).
+    pub stalls: AtomicU64,
+}
+
+impl ClaimMetrics {
+    /// Records the current standing.
+    pub fn set(&self, standing: &Standing) {
+        let v = match standing {
+            Standing::Converging { .. } => 0,
+            Standing::Minority { .. } => 1,
+            Standing::Majority => 2,
+        };
+        self.standing.store(v, Ordering::Relaxed);
+    }
 }
 
 impl SpeakerMetrics {
@@ -145,6 +174,38 @@ impl Collector for SpeakerMetrics {
             "owned_ips",
             "IPs this node answers for",
             self.owned_ips.load(Ordering::Relaxed),
+        )?;
+        let standing = self.claim.standing.load(Ordering::Relaxed);
+        {
+            let mut family = encoder.encode_descriptor(
+                "claim_standing",
+                "The claim gate: 1 for the current standing (converging, minority, majority)",
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            for (i, label) in ["converging", "minority", "majority"].iter().enumerate() {
+                ConstGauge::new(i64::from(standing == i as u64))
+                    .encode(family.encode_family(&[("standing", *label)])?)?;
+            }
+        }
+        counter(
+            &mut encoder,
+            "stalls",
+            "Stalls detected: the speaker did not run for longer than the stall threshold",
+            self.claim.stalls.load(Ordering::Relaxed),
+        )?;
+        let ev = &self.events;
+        labelled_counters(
+            &mut encoder,
+            "events",
+            "Kubernetes Events by outcome (published, failed incl. timed out, dropped on a full queue, coalesced)",
+            "outcome",
+            [
+                ("published", ev.published.load(Ordering::Relaxed)),
+                ("failed", ev.failed.load(Ordering::Relaxed)),
+                ("dropped", ev.dropped.load(Ordering::Relaxed)),
+                ("coalesced", ev.coalesced.load(Ordering::Relaxed)),
+            ],
         )?;
         let membership = self.membership.lock().ok().and_then(|m| m.clone());
         if let Some(m) = membership {

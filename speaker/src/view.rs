@@ -79,6 +79,7 @@ pub fn build(
                 labels: node.metadata.labels.clone().unwrap_or_default(),
                 network_unavailable: network_unavailable(node),
                 carrier: None,
+                not_ready: not_ready(node),
             },
         );
     }
@@ -138,6 +139,17 @@ fn network_unavailable(node: &Node) -> bool {
         .is_some_and(|c| {
             c.iter()
                 .any(|c| c.type_ == "NetworkUnavailable" && c.status == "True")
+        })
+}
+
+/// `Ready` is `False` or `Unknown`; a Node without the condition (just registered) counts as ready.
+fn not_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Ready" && (c.status == "False" || c.status == "Unknown"))
         })
 }
 

@@ -4,18 +4,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ferrolb_crds::L2AdvertisementSpec;
 use ferrolb_crds::v1beta1::LabelSelector;
-use ferrolb_speaker::election;
+use ferrolb_tests::lab::scenario::{
+    capture_around, events_for, expected_owner, gratuitous_macs, node_names as names,
+};
 use ferrolb_tests::lab::{Lab, Seen};
 use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::ListParams;
 
 const SETTLE: Duration = Duration::from_secs(20);
 
@@ -24,17 +24,6 @@ fn node_selector(node: &str) -> LabelSelector {
         match_labels: [("kubernetes.io/hostname".to_string(), node.to_string())].into(),
         ..Default::default()
     }
-}
-
-/// Events in `namespace` about object `name`, as `(reason, note)`.
-async fn events_for(client: &kube::Client, namespace: &str, name: &str) -> Vec<(String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let list = api.list(&ListParams::default()).await.unwrap();
-    list.items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect()
 }
 
 async fn wait_for_event(
@@ -46,7 +35,7 @@ async fn wait_for_event(
 ) -> Vec<(String, String)> {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        let events = events_for(client, namespace, name).await;
+        let events = events_for(client, namespace, name).await.unwrap();
         if events
             .iter()
             .any(|(r, n)| r == reason && n.contains(contains))
@@ -56,12 +45,6 @@ async fn wait_for_event(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-fn expected_owner(ip: Ipv4Addr, nodes: &[&str]) -> String {
-    election::owner(IpAddr::V4(ip), nodes.iter().copied())
-        .unwrap()
-        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,32 +230,6 @@ async fn lab_with_service(
     (lab, client)
 }
 
-fn names(n: usize) -> Vec<String> {
-    (1..=n).map(|i| format!("node-{i}")).collect()
-}
-
-/// Gratuitous ARP senders (MACs) for `ip` in a capture.
-fn gratuitous_macs(seen: &[Seen], ip: Ipv4Addr) -> BTreeSet<String> {
-    seen.iter()
-        .filter(|s| matches!(s, Seen::GratuitousArp { .. }) && s.ip() == IpAddr::V4(ip))
-        .map(|s| s.mac().to_owned())
-        .collect()
-}
-
-/// Runs `change`, capturing on client 0 from just before it for `window`; returns the capture.
-async fn capture_around<F: std::future::Future<Output = ()>>(
-    lab: &Lab,
-    window: Duration,
-    change: F,
-) -> Vec<Seen> {
-    let capture = lab.capture(0, window);
-    let (seen, ()) = tokio::join!(capture, async {
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        change.await;
-    });
-    seen.unwrap()
-}
-
 const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,7 +266,8 @@ async fn c11_losing_ownership_stops_answering_at_once() {
                 .await
                 .unwrap();
         })
-        .await;
+        .await
+        .unwrap();
         excluded = if change_label.1.is_some() {
             Some(change_label.0.clone())
         } else {
@@ -389,7 +347,8 @@ async fn c14_exclusion_label_is_never_silent() {
             let seen = capture_around(&lab, Duration::from_millis(2500), async {
                 lab.label_node("node-1", EXCLUDE, None).await.unwrap();
             })
-            .await;
+            .await
+            .unwrap();
             assert_eq!(
                 gratuitous_macs(&seen, ip),
                 BTreeSet::from([lab.node("node-1").mac.clone()]),
@@ -471,7 +430,8 @@ async fn c15_node_health_gates_eligibility() {
             .await
             .unwrap();
     })
-    .await;
+    .await
+    .unwrap();
     assert!(
         gratuitous_macs(&seen, ip).contains(&lab.node(&a).mac),
         "A re-announces: {seen:?}"
@@ -559,7 +519,8 @@ async fn c16_external_traffic_policy_local_follows_endpoints() {
         .await
         .unwrap();
     })
-    .await;
+    .await
+    .unwrap();
     assert_eq!(
         gratuitous_macs(&seen, ip),
         BTreeSet::from([lab.node("node-3").mac.clone()])

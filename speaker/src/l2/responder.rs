@@ -9,6 +9,9 @@
 //!   IP is announced at once and then on the [`AnnounceSchedule`].
 //! - [`Responder::reannounce`] restarts the announcement schedule of every owned IP (S4: after a
 //!   membership change in which this node re-confirmed ownership).
+//! - [`Responder::set_lease`] bounds how long the current owned set may be served without the
+//!   daemon confirming it (issue #8 F4): a speaker that resumes from a stall stops answering by
+//!   itself before its daemon loop has even run.
 //! - One task per interface; a task whose sockets fail logs, counts
 //!   ([`Counters::socket_errors`]), backs off (0.5 s doubling to 30 s) and retries, and never
 //!   touches the others.
@@ -108,6 +111,17 @@ struct Inner {
     config: L2Config,
     counters: Arc<Counters>,
     state: Mutex<State>,
+    /// Serve owned IPs only before this instant; `None` = no lease (always serve).
+    lease: Mutex<Option<std::time::Instant>>,
+}
+
+/// Drop label of frames not answered (and announcements not sent) because the lease expired.
+pub const LEASE_EXPIRED: &str = "lease_expired";
+
+impl Inner {
+    fn lease_valid(&self) -> bool {
+        lock(&self.lease).is_none_or(|until| std::time::Instant::now() < until)
+    }
 }
 
 /// The ARP/NDP responder of one node. Dropping it stops every task (sockets close, multicast
@@ -131,6 +145,7 @@ impl Responder {
             config,
             counters,
             state: Mutex::new(State::default()),
+            lease: Mutex::new(None),
         });
         {
             let mut state = lock(&inner.state);
@@ -168,6 +183,14 @@ impl Responder {
         }
         state.desired = desired;
         reconcile(&self.inner, &mut state);
+    }
+
+    /// Serve the owned set only until `until` (monotonic); `None` lifts the lease. The daemon
+    /// renews it every tick while its claim gate is open, so a process that was stopped longer
+    /// than the lease stops answering on its own when it resumes (counted as
+    /// [`LEASE_EXPIRED`] drops) until the daemon has re-checked the membership.
+    pub fn set_lease(&self, until: Option<std::time::Instant>) {
+        *lock(&self.inner.lease) = until;
     }
 
     /// Announce every owned IP again from the start of the schedule (DESIGN S4).
@@ -439,7 +462,7 @@ async fn serve(
     loop {
         let next_due = announcing
             .values()
-            .filter_map(|a| schedule.offset(a.sent).map(|o| a.start + o))
+            .filter_map(|a| schedule.offset(a.sent).and_then(|o| a.start.checked_add(o)))
             .min();
         tokio::select! {
             changed = rx.changed() => {
@@ -482,6 +505,10 @@ async fn serve(
             n = recv_frame(arp.as_ref(), &mut arp_buf) => {
                 let n = n?;
                 Counters::inc(&counters.arp_requests_received);
+                if !inner.lease_valid() {
+                    counters.drop_frame(LEASE_EXPIRED);
+                    continue;
+                }
                 let owned = rx.borrow().clone();
                 let frame = arp_buf.get(..n).unwrap_or_default();
                 let decision = decide_arp(frame, mac, |ip| owned.contains_key(&IpAddr::V4(ip)));
@@ -490,6 +517,10 @@ async fn serve(
             n = recv_frame(ndp.as_ref(), &mut ndp_buf) => {
                 let n = n?;
                 Counters::inc(&counters.ns_received);
+                if !inner.lease_valid() {
+                    counters.drop_frame(LEASE_EXPIRED);
+                    continue;
+                }
                 let owned = rx.borrow().clone();
                 let frame = ndp_buf.get(..n).unwrap_or_default();
                 let decision = decide_ndp(frame, mac, link_local, |ip| owned.contains_key(&IpAddr::V6(ip)));
@@ -497,9 +528,14 @@ async fn serve(
             }
             () = sleep_until(next_due) => {
                 let now = Instant::now();
+                let valid = inner.lease_valid();
                 for (ip, a) in announcing.iter_mut() {
-                    while schedule.offset(a.sent).is_some_and(|o| a.start + o <= now) {
+                    while schedule.offset(a.sent).and_then(|o| a.start.checked_add(o)).is_some_and(|due| due <= now) {
                         a.sent += 1;
+                        if !valid {
+                            counters.drop_frame(LEASE_EXPIRED);
+                            continue;
+                        }
                         match ip {
                             IpAddr::V4(v4) => {
                                 for form in [GratuitousForm::Request, GratuitousForm::Reply] {

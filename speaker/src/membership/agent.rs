@@ -207,6 +207,12 @@ impl Membership {
         &self.identity
     }
 
+    /// Whether the membership task is still running (it ends only after a leave or an abort;
+    /// anything else is a crash the speaker's supervisor acts on).
+    pub fn is_running(&self) -> bool {
+        self.task.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     /// The address the UDP socket is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr

@@ -223,6 +223,11 @@ impl TestCluster {
         &self.dir
     }
 
+    /// The kube-apiserver's process id, while it runs.
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        self.apiserver.pid()
+    }
+
     /// The API server's port (on every address it binds).
     pub fn port(&self) -> u16 {
         self.port

@@ -38,6 +38,7 @@ pub mod http_client;
 pub mod kube_proxy;
 pub mod pods;
 mod relay;
+pub mod scenario;
 
 /// Where node processes reach the API server, inside their own namespace (see the module docs).
 pub const NODE_API_PORT: u16 = 6443;
@@ -311,6 +312,78 @@ impl Lab {
         Ok(())
     }
 
+    /// `Some(status)` once node `name`'s speaker has exited by itself.
+    pub fn speaker_exit(&self, name: &str) -> Option<std::process::ExitStatus> {
+        self.node(name).speaker.as_ref()?.exit_status()
+    }
+
+    /// The process id of node `name`'s running speaker (after `ip netns exec` has exec'd it).
+    ///
+    /// # Errors
+    /// The node has no speaker, or its process cannot be found.
+    pub fn speaker_pid(&self, name: &str) -> anyhow::Result<u32> {
+        let node = self.node(name);
+        let launched = node
+            .speaker
+            .as_ref()
+            .and_then(|s| s.pid())
+            .with_context(|| format!("{name} has no speaker"))?;
+        bench::speaker_pid(launched, &node.netns)
+    }
+
+    /// Stops node `name`'s speaker with SIGSTOP for `pause`, then resumes it with SIGCONT: a
+    /// stall, not a crash (issue #8 F4). Runs on a blocking thread, so probes on the test's
+    /// runtime go on meanwhile.
+    ///
+    /// # Errors
+    /// The process cannot be found or signalled.
+    pub async fn pause_speaker(&self, name: &str, pause: Duration) -> anyhow::Result<()> {
+        let pid = self.speaker_pid(name)?;
+        tokio::task::spawn_blocking(move || pause_process(pid, pause)).await?
+    }
+
+    /// Blocks (`block = true`) or restores the membership port `port` (UDP, both directions) in
+    /// node `name`'s namespace with nftables, for the packets exchanged with `peers` (node
+    /// names; empty = every peer). A partition on the membership only: ARP and the API relay
+    /// keep working (issue #8 F3).
+    ///
+    /// # Errors
+    /// `nft` failed.
+    pub fn partition_membership(
+        &self,
+        name: &str,
+        peers: &[&str],
+        port: u16,
+        block: bool,
+    ) -> anyhow::Result<()> {
+        let netns = self.node(name).netns.clone();
+        let _ = in_netns(
+            &netns,
+            "nft",
+            &["delete", "table", "inet", "ferrolb_lab_partition"],
+        );
+        if !block {
+            return Ok(());
+        }
+        let addrs: Vec<String> = peers.iter().map(|p| self.node(p).ip.to_string()).collect();
+        let (from, to) = if addrs.is_empty() {
+            (String::new(), String::new())
+        } else {
+            let set = format!("{{ {} }}", addrs.join(", "));
+            (format!("ip saddr {set} "), format!("ip daddr {set} "))
+        };
+        let script = format!(
+            "table inet ferrolb_lab_partition {{\n\
+             chain input {{ type filter hook input priority -10; {from}udp dport {port} drop; {from}udp sport {port} drop; }}\n\
+             chain output {{ type filter hook output priority -10; {to}udp dport {port} drop; {to}udp sport {port} drop; }}\n\
+             }}\n"
+        );
+        let file = self.dir.path().join(format!("partition-{name}.nft"));
+        std::fs::write(&file, script)?;
+        in_netns(&netns, "nft", &["-f", &file.to_string_lossy()])?;
+        Ok(())
+    }
+
     /// The last lines of node `name`'s speaker log.
     pub fn speaker_log(&self, name: &str, lines: usize) -> String {
         let log = std::fs::read_to_string(self.dir.path().join(format!("speaker-{name}.log")))
@@ -478,6 +551,19 @@ pub async fn set_node_status(
         &Patch::Apply(&patch),
     )
     .await?;
+    Ok(())
+}
+
+/// SIGSTOP `pid`, sleep `pause`, SIGCONT it.
+///
+/// # Errors
+/// The process cannot be signalled.
+pub fn pause_process(pid: u32, pause: Duration) -> anyhow::Result<()> {
+    use nix::sys::signal::{Signal, kill};
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid)?);
+    kill(pid, Signal::SIGSTOP)?;
+    std::thread::sleep(pause);
+    kill(pid, Signal::SIGCONT)?;
     Ok(())
 }
 

@@ -1,0 +1,367 @@
+//! The claim gate: *whether* this speaker may claim IPs at all, before the per-IP election asks
+//! *which* (issue #8 rules F1, F3, F4; DESIGN S10, S12). Pure: no `kube`, no `tokio`; time comes
+//! in as an argument.
+//!
+//! The election ([`crate::plan`]) is only as good as the member set it is fed. Three situations
+//! feed it a set that is too small, and each would make a second node answer for IPs that
+//! another node serves:
+//!
+//! - **Cold start, restart, rejoin (F1).** A speaker that has just started sees only itself. The
+//!   gate stays *converging* until every speaker that should exist has been heard from, or
+//!   [`ClaimSettings::converge_timeout`] has passed, whichever comes first. While converging the
+//!   speaker answers for nothing, announces nothing and emits no Event.
+//! - **Partition (F3).** A speaker that cannot hear enough of its peers (membership port
+//!   blocked or flooded, wrong key after a rotation) sees the others as down. The rule: a
+//!   speaker may claim only while it sees a *majority* of the speakers that should exist
+//!   ([`has_quorum`]); otherwise it is in the *minority* and withdraws everything. The majority
+//!   side elects owners among itself as usual, so after the split each IP has at most one
+//!   answerer. Exactly half is decided by the side that holds the smallest node name among the
+//!   expected speakers; clusters of one or two speakers have no majority to consult and always
+//!   claim (availability; documented in `docs/speaker.md`).
+//! - **Stall (F4).** A speaker that was stopped (SIGSTOP, a long GC-like pause, CPU starvation)
+//!   for longer than the others need to declare it down may resume with a stale member set in
+//!   which it is still the owner, while its successor already answers. A gap between two ticks
+//!   longer than [`ClaimSettings::stall_threshold`] closes the gate; it re-opens after
+//!   [`ClaimSettings::resync`] and a fresh convergence, by which time the membership has
+//!   processed the traffic that arrived during the stall (refuted or rejoined).
+//!
+//! "The speakers that should exist" ([`expected_speakers`]) are the Nodes in the speaker's API
+//! view whose `Ready` condition is not `False`/`Unknown`, plus the speaker itself: the speaker
+//! DaemonSet runs on every Linux node (`deploy/speaker.yaml` tolerates the control-plane taint).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::eligibility::Cluster;
+
+/// Timings of the claim gate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimSettings {
+    /// Longest wait, after a start, rejoin or stall, for every expected speaker to be heard from
+    /// before claiming with whatever the membership shows. Default 3 s: three peer
+    /// announcement rounds (`peer_announce_interval` = 1 s), so a peer that exists answers
+    /// within it; only expected speakers that are not running cost this wait.
+    pub converge_timeout: Duration,
+    /// A gap between two gate ticks longer than this is a stall. Default: the membership's
+    /// `probe_period + suspect_timeout` (300 ms), the shortest time in which the others can
+    /// declare this speaker down and take its IPs.
+    pub stall_threshold: Duration,
+    /// After a stall, claim nothing for at least this long, so the membership processes what
+    /// arrived meanwhile (suspicions to refute, a "you are down" to rejoin from). Default: the
+    /// stall threshold.
+    pub resync: Duration,
+}
+
+impl ClaimSettings {
+    /// The settings derived from the membership timings (see the fields).
+    pub fn for_membership(probe_period: Duration, suspect_timeout: Duration) -> Self {
+        let stall = probe_period.saturating_add(suspect_timeout);
+        ClaimSettings {
+            converge_timeout: Duration::from_secs(3),
+            stall_threshold: stall,
+            resync: stall,
+        }
+    }
+}
+
+/// Where this speaker stands, each tick.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Started, rejoined or resumed from a stall, and not yet converged: claim nothing.
+    Converging {
+        /// Expected speakers not heard from yet.
+        missing: BTreeSet<String>,
+    },
+    /// Converged, but sees too few of the expected speakers: claim nothing (F3).
+    Minority {
+        /// Expected speakers alive in the membership, this one included.
+        alive: usize,
+        /// Expected speakers.
+        expected: usize,
+    },
+    /// Converged and sees a majority (or the cluster is too small to need one): claim what the
+    /// election gives.
+    Majority,
+}
+
+impl Standing {
+    /// Whether IPs may be claimed (answered, announced, reported in Events).
+    pub fn may_claim(&self) -> bool {
+        matches!(self, Standing::Majority)
+    }
+
+    /// A short label for logs and the `ferrolb_speaker_standing` metric.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Standing::Converging { .. } => "converging",
+            Standing::Minority { .. } => "minority",
+            Standing::Majority => "majority",
+        }
+    }
+}
+
+/// What one [`ClaimGate::tick`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tick {
+    /// The standing now.
+    pub standing: Standing,
+    /// `Some(gap)` when this tick detected a stall of `gap` (the gate closed).
+    pub stalled: Option<Duration>,
+}
+
+/// The claim gate of one speaker (see the module docs). Feed it a tick at least every
+/// `stall_threshold / 2`; a missed tick *is* the stall signal.
+#[derive(Clone, Debug)]
+pub struct ClaimGate {
+    settings: ClaimSettings,
+    /// When the gate last closed (start, rejoin, stall).
+    closed_since: Instant,
+    /// The gate may not open before this instant (resync after a stall).
+    not_before: Instant,
+    /// Converged since `closed_since`.
+    converged: bool,
+    last_tick: Option<Instant>,
+}
+
+impl ClaimGate {
+    /// A closed gate, as at start-up.
+    pub fn new(settings: ClaimSettings, now: Instant) -> Self {
+        ClaimGate {
+            settings,
+            closed_since: now,
+            not_before: now,
+            converged: false,
+            last_tick: None,
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ClaimSettings {
+        &self.settings
+    }
+
+    /// Close the gate as at start-up, e.g. after rejoining the membership with a new
+    /// generation (carrier came back): our member set restarts from ourselves.
+    pub fn restart(&mut self, now: Instant) {
+        self.closed_since = now;
+        self.not_before = now;
+        self.converged = false;
+    }
+
+    /// Advance to `now` with the current membership (`alive`, node names, this speaker
+    /// included) and the speakers that should exist (`expected`, see [`expected_speakers`]).
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        alive: &BTreeSet<String>,
+        expected: &BTreeSet<String>,
+    ) -> Tick {
+        let gap = self
+            .last_tick
+            .map(|last| now.saturating_duration_since(last));
+        self.last_tick = Some(now);
+        let stalled = gap.filter(|g| *g > self.settings.stall_threshold);
+        if stalled.is_some() {
+            self.closed_since = now;
+            self.not_before = now.checked_add(self.settings.resync).unwrap_or(now);
+            self.converged = false;
+        }
+        if !self.converged && now >= self.not_before {
+            let waited = now.saturating_duration_since(self.closed_since);
+            self.converged = expected.is_subset(alive) || waited >= self.settings.converge_timeout;
+        }
+        let standing = if !self.converged {
+            Standing::Converging {
+                missing: expected.difference(alive).cloned().collect(),
+            }
+        } else if has_quorum(alive, expected) {
+            Standing::Majority
+        } else {
+            Standing::Minority {
+                alive: expected.intersection(alive).count(),
+                expected: expected.len(),
+            }
+        };
+        Tick { standing, stalled }
+    }
+}
+
+/// The speakers that should exist: every Node of the API view whose `Ready` condition is not
+/// `False`/`Unknown`, plus `me` (a speaker always counts itself).
+pub fn expected_speakers(cluster: &Cluster, me: &str) -> BTreeSet<String> {
+    cluster
+        .nodes
+        .iter()
+        .filter(|(_, facts)| !facts.not_ready)
+        .map(|(name, _)| name.clone())
+        .chain(std::iter::once(me.to_owned()))
+        .collect()
+}
+
+/// The F3 majority rule: `alive` sees a majority of `expected` when more than half of the
+/// expected speakers are alive, or exactly half including the smallest expected name (a
+/// deterministic tie-break, so an even split has exactly one majority side). With one or two
+/// expected speakers there is always "quorum": a survivor cannot tell its peer's crash from a
+/// partition, and ferrolb then prefers answering to staying silent.
+pub fn has_quorum(alive: &BTreeSet<String>, expected: &BTreeSet<String>) -> bool {
+    let total = expected.len();
+    if total <= 2 {
+        return true;
+    }
+    let seen = expected.intersection(alive).count();
+    match (seen * 2).cmp(&total) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Equal => expected.first().is_some_and(|n| alive.contains(n)),
+        std::cmp::Ordering::Less => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn settings() -> ClaimSettings {
+        ClaimSettings::for_membership(Duration::from_millis(100), Duration::from_millis(200))
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn f1_a_fresh_speaker_claims_nothing_until_it_has_heard_every_expected_peer() {
+        let t0 = Instant::now();
+        let mut gate = ClaimGate::new(settings(), t0);
+        let expected = set(&["node-1", "node-2", "node-3"]);
+        let tick = gate.tick(t0, &set(&["node-2"]), &expected);
+        assert_eq!(
+            tick.standing,
+            Standing::Converging {
+                missing: set(&["node-1", "node-3"])
+            }
+        );
+        assert!(!tick.standing.may_claim());
+        let tick = gate.tick(t0 + 50 * MS, &expected, &expected);
+        assert_eq!(tick.standing, Standing::Majority);
+    }
+
+    #[test]
+    fn f1_the_wait_is_bounded_and_then_the_majority_rule_decides() {
+        let t0 = Instant::now();
+        let mut gate = ClaimGate::new(settings(), t0);
+        let expected = set(&["node-1", "node-2", "node-3"]);
+        let two = set(&["node-1", "node-2"]);
+        let mut t = t0;
+        while t < t0 + Duration::from_secs(3) {
+            assert!(!gate.tick(t, &two, &expected).standing.may_claim());
+            t += 100 * MS;
+        }
+        assert_eq!(gate.tick(t, &two, &expected).standing, Standing::Majority);
+        // A lone speaker of three (wrong key, blocked port) never claims.
+        let mut gate = ClaimGate::new(settings(), t0);
+        let mut t = t0;
+        while t < t0 + Duration::from_secs(10) {
+            assert!(
+                !gate
+                    .tick(t, &set(&["node-1"]), &expected)
+                    .standing
+                    .may_claim()
+            );
+            t += 100 * MS;
+        }
+    }
+
+    #[test]
+    fn f1_single_node_cluster_opens_at_once() {
+        let t0 = Instant::now();
+        let mut gate = ClaimGate::new(settings(), t0);
+        let me = set(&["node-1"]);
+        assert_eq!(gate.tick(t0, &me, &me).standing, Standing::Majority);
+    }
+
+    #[test]
+    fn f3_majority_rule_and_tie_break() {
+        let four = set(&["a", "b", "c", "d"]);
+        assert!(has_quorum(&set(&["a", "b", "c"]), &four));
+        assert!(
+            has_quorum(&set(&["a", "b"]), &four),
+            "half with the smallest"
+        );
+        assert!(!has_quorum(&set(&["c", "d"]), &four), "half without it");
+        assert!(!has_quorum(&set(&["d"]), &four));
+        let three = set(&["a", "b", "c"]);
+        assert!(has_quorum(&set(&["b", "c"]), &three));
+        assert!(!has_quorum(&set(&["a"]), &three));
+        // One or two speakers: always.
+        assert!(has_quorum(&set(&["b"]), &set(&["a", "b"])));
+        assert!(has_quorum(&set(&["a"]), &set(&["a"])));
+        // Members the API does not expect do not count.
+        assert!(!has_quorum(&set(&["a", "x", "y"]), &three));
+    }
+
+    #[test]
+    fn f4_a_stall_closes_the_gate_until_resync_and_convergence() {
+        let t0 = Instant::now();
+        let mut gate = ClaimGate::new(settings(), t0);
+        let all = set(&["node-1", "node-2", "node-3"]);
+        assert!(gate.tick(t0, &all, &all).standing.may_claim());
+        assert!(gate.tick(t0 + 100 * MS, &all, &all).standing.may_claim());
+        // 150 ms stall: below the threshold, nothing happens.
+        let tick = gate.tick(t0 + 250 * MS, &all, &all);
+        assert_eq!(tick.stalled, None);
+        assert!(tick.standing.may_claim());
+        // 2 s stall.
+        let resumed = t0 + 2250 * MS;
+        let tick = gate.tick(resumed, &all, &all);
+        assert_eq!(tick.stalled, Some(2000 * MS));
+        assert!(!tick.standing.may_claim());
+        assert!(
+            !gate
+                .tick(resumed + 200 * MS, &all, &all)
+                .standing
+                .may_claim()
+        );
+        assert!(
+            gate.tick(resumed + 300 * MS, &all, &all)
+                .standing
+                .may_claim()
+        );
+    }
+
+    #[test]
+    fn restart_closes_the_gate() {
+        let t0 = Instant::now();
+        let mut gate = ClaimGate::new(settings(), t0);
+        let all = set(&["node-1", "node-2", "node-3"]);
+        assert!(gate.tick(t0, &all, &all).standing.may_claim());
+        gate.restart(t0 + 50 * MS);
+        let tick = gate.tick(t0 + 60 * MS, &set(&["node-1"]), &all);
+        assert!(matches!(tick.standing, Standing::Converging { .. }));
+    }
+
+    fn names() -> impl Strategy<Value = BTreeSet<String>> {
+        proptest::collection::btree_set("[a-f]", 1..7)
+    }
+
+    proptest! {
+        /// Whatever the split of the expected speakers into two sides, at most one side has
+        /// quorum once there are three or more (so no IP gets an answerer on both sides).
+        #[test]
+        fn f3_at_most_one_side_of_any_split_claims(expected in names(), mask in any::<u8>()) {
+            let mut left = BTreeSet::new();
+            let mut right = BTreeSet::new();
+            for (i, n) in expected.iter().enumerate() {
+                if mask & (1 << i) != 0 { left.insert(n.clone()); } else { right.insert(n.clone()); }
+            }
+            let sides = [has_quorum(&left, &expected), has_quorum(&right, &expected)];
+            if expected.len() >= 3 {
+                prop_assert!(!(sides[0] && sides[1]), "{left:?} | {right:?}");
+            }
+            // And some side always has it, so a split never silences every IP.
+            prop_assert!(sides[0] || sides[1], "{left:?} | {right:?}");
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The Event executor (issue #8 F2, DESIGN S11: the API server is never on the data path).
+//!
+//! The daemon hands [`EventIntent`]s to [`EventSink::send`], which never waits: intents go into
+//! a bounded queue and one task writes them with a per-write timeout. While the API server is
+//! slow, hung or unreachable, taking over and withdrawing IPs goes on at full speed; Events
+//! queue up to [`EventSinkConfig::capacity`] and are then dropped oldest first, and a newer
+//! statement about the same Service and reason replaces a queued one (coalescing). Every
+//! outcome is counted ([`EventCounters`], exported on `/metrics`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::events::{EventIntent, Severity};
+use crate::watch::Stores;
+
+/// Queue and timeout settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventSinkConfig {
+    /// Most Events waiting to be written (one per Service and statement). Default 1024.
+    pub capacity: usize,
+    /// Longest wait for one Event write before it is abandoned and counted as failed.
+    /// Default 5 s.
+    pub write_timeout: Duration,
+}
+
+impl Default for EventSinkConfig {
+    fn default() -> Self {
+        EventSinkConfig {
+            capacity: 1024,
+            write_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What happened to Events, for `/metrics` (`ferrolb_speaker_events_total{outcome}`).
+#[derive(Debug, Default)]
+pub struct EventCounters {
+    /// Written to the API server.
+    pub published: AtomicU64,
+    /// The write failed or timed out.
+    pub failed: AtomicU64,
+    /// Dropped because the queue was full.
+    pub dropped: AtomicU64,
+    /// Replaced in the queue by a newer statement about the same Service and reason.
+    pub coalesced: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Pending {
+    service: String,
+    severity: Severity,
+    reason: &'static str,
+    note: String,
+}
+
+struct Shared {
+    queue: Mutex<VecDeque<Pending>>,
+    wake: Notify,
+    counters: Arc<EventCounters>,
+    capacity: usize,
+}
+
+/// The sending side: cheap to clone, never blocks.
+#[derive(Clone)]
+pub struct EventSink {
+    shared: Arc<Shared>,
+}
+
+impl EventSink {
+    /// Starts the writer task on the current Tokio runtime. `stores` resolves Service keys to
+    /// object references at write time (an Event about a Service deleted meanwhile is skipped).
+    pub fn spawn(
+        recorder: Recorder,
+        stores: Stores,
+        config: EventSinkConfig,
+        counters: Arc<EventCounters>,
+    ) -> (EventSink, JoinHandle<()>) {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(VecDeque::new()),
+            wake: Notify::new(),
+            counters,
+            capacity: config.capacity.max(1),
+        });
+        let worker = shared.clone();
+        let handle = tokio::spawn(async move {
+            loop {
+                let next = worker
+                    .queue
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .pop_front();
+                let Some(p) = next else {
+                    worker.wake.notified().await;
+                    continue;
+                };
+                write(&recorder, &stores, &config, &worker.counters, p).await;
+            }
+        });
+        (EventSink { shared }, handle)
+    }
+
+    /// Queues `intent` (one Event per Service in it). Never waits.
+    pub fn send(&self, intent: EventIntent) {
+        tracing::info!(reason = intent.reason, note = %intent.note, "event");
+        let counters = &self.shared.counters;
+        {
+            let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            for service in intent.services {
+                if let Some(queued) = queue
+                    .iter_mut()
+                    .find(|p| p.service == service && p.reason == intent.reason)
+                {
+                    queued.note.clone_from(&intent.note);
+                    queued.severity = intent.severity;
+                    counters.coalesced.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if queue.len() >= self.shared.capacity {
+                    queue.pop_front();
+                    counters.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                queue.push_back(Pending {
+                    service,
+                    severity: intent.severity,
+                    reason: intent.reason,
+                    note: intent.note.clone(),
+                });
+            }
+        }
+        self.shared.wake.notify_one();
+    }
+
+    /// Events waiting to be written.
+    pub fn queued(&self) -> usize {
+        self.shared
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+}
+
+async fn write(
+    recorder: &Recorder,
+    stores: &Stores,
+    config: &EventSinkConfig,
+    counters: &EventCounters,
+    p: Pending,
+) {
+    let Some(svc) = stores.service(&p.service) else {
+        return;
+    };
+    let event = Event {
+        type_: match p.severity {
+            Severity::Normal => EventType::Normal,
+            Severity::Warning => EventType::Warning,
+        },
+        reason: p.reason.into(),
+        note: Some(p.note),
+        action: "Announce".into(),
+        secondary: None,
+    };
+    let reference = Service::object_ref(&svc, &());
+    match tokio::time::timeout(config.write_timeout, recorder.publish(&event, &reference)).await {
+        Ok(Ok(())) => {
+            counters.published.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Err(e)) => {
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(service = %p.service, error = %e, "could not publish Event");
+        }
+        Err(_) => {
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(service = %p.service, timeout = ?config.write_timeout, "Event write timed out");
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! Issue #8 — one announcer per IP under faults — in the network-namespace lab: real speakers,
+//! a real API server, real ARP frames. Each test is named after the rule it checks (F1 … F6,
+//! documented in `docs/speaker.md`). Measured windows are printed (run with `--nocapture`);
+//! the assertions are about frames and answers, never about wall-clock limits.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use ferrolb_crds::L2AdvertisementSpec;
+use ferrolb_tests::lab::scenario::{
+    Sample, answer_timeline, capture_around, dual_answer_window, events_for, expected_owner,
+    gratuitous_macs, node_names,
+};
+use ferrolb_tests::lab::{Lab, Seen};
+use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
+
+const SETTLE: Duration = Duration::from_secs(20);
+const LISTEN: Duration = Duration::from_millis(120);
+const PORT: u16 = 7947;
+
+/// A lab with `nodes` nodes, one client, a pool advertised everywhere and one Service per IP
+/// (`svc-0`, `svc-1`, …) holding it. Speakers are not started.
+async fn lab_with_ips(nodes: usize, ips: &[Ipv4Addr]) -> (Lab, kube::Client) {
+    let lab = Lab::start(nodes, 1).await.expect("lab");
+    let client = lab.client().await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/24"])
+        .await
+        .unwrap();
+    apply_l2(&client, "all", L2AdvertisementSpec::default())
+        .await
+        .unwrap();
+    for (i, ip) in ips.iter().enumerate() {
+        let name = format!("svc-{i}");
+        create_service(
+            &client,
+            &lb_service("default", &name, &[("TCP", 80)], "Cluster"),
+        )
+        .await
+        .unwrap();
+        set_ingress(&client, "default", &name, &[&ip.to_string()])
+            .await
+            .unwrap();
+    }
+    (lab, client)
+}
+
+/// `count` IPs from `198.51.100.60` on whose owner among `all` satisfies `keep`.
+fn ips_where(all: &[&str], count: usize, keep: impl Fn(&str) -> bool) -> Vec<Ipv4Addr> {
+    (60u8..250)
+        .map(|i| Ipv4Addr::new(198, 51, 100, i))
+        .filter(|ip| keep(&expected_owner(*ip, all)))
+        .take(count)
+        .collect()
+}
+
+fn start_all(lab: &mut Lab, nodes: &[String]) {
+    for n in nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+}
+
+/// Waits until each IP is answered by exactly its owner among `members`.
+async fn wait_owners(lab: &Lab, ips: &[Ipv4Addr], members: &[&str]) {
+    for ip in ips {
+        let owner = expected_owner(*ip, members);
+        let answers = lab
+            .wait_for_owner(0, *ip, Some(&owner), SETTLE)
+            .await
+            .unwrap();
+        assert_eq!(
+            answers,
+            BTreeSet::from([lab.node(&owner).mac.clone()]),
+            "{ip}: expected {owner} alone\n{}",
+            lab.speaker_log(&owner, 30)
+        );
+    }
+}
+
+fn macs_of(lab: &Lab, nodes: &[&str]) -> BTreeSet<String> {
+    nodes.iter().map(|n| lab.node(n).mac.clone()).collect()
+}
+
+fn report(rule: &str, what: &str, value: impl std::fmt::Debug) {
+    println!("MEASURED {rule}: {what} = {value:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// F1 — no claim before the view has converged.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f1_restart_of_a_non_owner_sends_no_gratuitous_frames_and_changes_no_answer() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    // node-3 owns none of these; node-1 and node-2 share them.
+    let ips = ips_where(&all, 3, |owner| owner != "node-3");
+    let (mut lab, _client) = lab_with_ips(3, &ips).await;
+    start_all(&mut lab, &nodes);
+    wait_owners(&lab, &ips, &all).await;
+    let victim_mac = lab.node("node-3").mac.clone();
+
+    for signal in ["KILL", "TERM"] {
+        // Restart node-3's speaker, capturing and probing the first IP from the restart on.
+        lab.signal_speaker("node-3", signal).unwrap();
+        lab.start_speaker("node-3", &[]).unwrap();
+        let (seen, timeline) = tokio::join!(
+            lab.capture(0, Duration::from_secs(6)),
+            answer_timeline(&lab, 0, ips[0], Duration::from_secs(6), LISTEN),
+        );
+        let seen = seen.unwrap();
+        let timeline = timeline.unwrap();
+        let from_victim: Vec<&Seen> = seen
+            .iter()
+            .filter(|s| s.mac().eq_ignore_ascii_case(&victim_mac))
+            .collect();
+        assert!(
+            from_victim.is_empty(),
+            "{signal}: the restarted non-owner sent {from_victim:?}\n{}",
+            lab.speaker_log("node-3", 40)
+        );
+        let owner0 = lab.node(&expected_owner(ips[0], &all)).mac.clone();
+        for s in &timeline {
+            assert!(
+                s.macs.is_empty() || s.macs == BTreeSet::from([owner0.clone()]),
+                "{signal}: at {:?} {:?} answered for {}",
+                s.at,
+                s.macs,
+                ips[0]
+            );
+        }
+        // The speaker is back; answers are unchanged and it still sends nothing for our IPs.
+        let seen = capture_around(&lab, Duration::from_secs(5), async {})
+            .await
+            .unwrap();
+        assert!(
+            !seen
+                .iter()
+                .any(|s| s.mac().eq_ignore_ascii_case(&victim_mac)),
+            "{signal}: after the restart node-3 sent {seen:?}"
+        );
+        // The restarted member re-confirmed every owner (F1): each IP's gratuitous ARP after the
+        // restart came from its owner only.
+        for ip in &ips {
+            let g = gratuitous_macs(&seen, *ip);
+            assert!(
+                g.is_subset(&BTreeSet::from([lab
+                    .node(&expected_owner(*ip, &all))
+                    .mac
+                    .clone()])),
+                "{signal}: {ip}: {g:?}"
+            );
+        }
+        wait_owners(&lab, &ips, &all).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f1_cold_start_of_every_speaker_gives_one_announcer_and_one_event_per_ip() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 3, |_| true);
+    let (mut lab, client) = lab_with_ips(3, &ips).await;
+    // All at once; the capture starts before any of them has even synced its watches.
+    start_all(&mut lab, &nodes);
+    let seen = lab.capture(0, Duration::from_secs(6)).await.unwrap();
+    for ip in &ips {
+        let owner = expected_owner(*ip, &all);
+        assert_eq!(
+            gratuitous_macs(&seen, *ip),
+            BTreeSet::from([lab.node(&owner).mac.clone()]),
+            "{ip}: gratuitous ARP only from its owner {owner}"
+        );
+    }
+    wait_owners(&lab, &ips, &all).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (i, ip) in ips.iter().enumerate() {
+        let owner = expected_owner(*ip, &all);
+        let events = events_for(&client, "default", &format!("svc-{i}"))
+            .await
+            .unwrap();
+        let announcing: Vec<&(String, String)> =
+            events.iter().filter(|(r, _)| r == "AnnouncingIP").collect();
+        assert_eq!(
+            announcing.len(),
+            1,
+            "{ip}: one AnnouncingIP Event, from {owner}: {events:?}"
+        );
+        assert!(announcing[0].1.contains(&owner), "{announcing:?}");
+        assert!(
+            !events.iter().any(|(r, _)| r == "NoEligibleNode"),
+            "no spurious warning during convergence: {events:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// F2 — the API server is never on the data path.
+
+/// Resumes the API server when the test ends, also on failure.
+struct ApiFrozen(nix::unistd::Pid);
+
+impl ApiFrozen {
+    fn freeze(lab: &Lab) -> Self {
+        let pid = lab.cluster().apiserver_pid().expect("kube-apiserver runs");
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        ApiFrozen(pid)
+    }
+}
+
+impl Drop for ApiFrozen {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_hung_api_server_changes_nothing_about_who_answers() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |_| true);
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await;
+    start_all(&mut lab, &nodes);
+    wait_owners(&lab, &ips, &all).await;
+    let owner = expected_owner(ip, &all);
+    let rest: Vec<&str> = all.iter().copied().filter(|n| *n != owner).collect();
+    let successor = expected_owner(ip, &rest);
+
+    let frozen = ApiFrozen::freeze(&lab);
+    // The owner stalls long enough to be failed over: the successor takes the IP (and wants to
+    // write an Event, which hangs).
+    let pause = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        lab.pause_speaker(&owner, Duration::from_secs(2))
+            .await
+            .unwrap();
+    };
+    let (timeline, ()) = tokio::join!(
+        answer_timeline(&lab, 0, ip, Duration::from_secs(5), LISTEN),
+        pause
+    );
+    let timeline = timeline.unwrap();
+    assert!(
+        timeline
+            .iter()
+            .any(|s| s.macs == BTreeSet::from([lab.node(&successor).mac.clone()])),
+        "the successor {successor} answered during the stall: {timeline:?}"
+    );
+    // The owner is back: the successor must withdraw although its Event write hangs.
+    let answers = lab
+        .wait_for_owner(0, ip, Some(&owner), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(
+        answers,
+        BTreeSet::from([lab.node(&owner).mac.clone()]),
+        "{}",
+        lab.speaker_log(&successor, 30)
+    );
+    let window = dual_answer_window(&timeline, LISTEN);
+    report(
+        "F2",
+        "dual-answer window after a 2 s stall, API hung",
+        window,
+    );
+
+    // A crash of the owner during the outage still fails over.
+    let killed = tokio::time::Instant::now();
+    lab.signal_speaker(&owner, "KILL").unwrap();
+    let answers = lab
+        .wait_for_owner(0, ip, Some(&successor), SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(answers, BTreeSet::from([lab.node(&successor).mac.clone()]));
+    report(
+        "F2",
+        "owner SIGKILL → successor answers (API hung, probe resolution 120 ms)",
+        killed.elapsed(),
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            lab.arp_answers(0, ip).await.unwrap(),
+            BTreeSet::from([lab.node(&successor).mac.clone()])
+        );
+    }
+    drop(frozen);
+}
+
+// ---------------------------------------------------------------------------------------------
+// F3 — partitions have a stated, tested policy: the majority side serves, the minority
+// withdraws; an even split is won by the side holding the smallest node name.
+
+/// Partitions the membership so that `isolated` (node names) hear nobody outside their group,
+/// checks who answers after the split and after the heal, and reports the windows.
+async fn partition_scenario(shape: &str, nodes: usize, isolated: &[&str], ips: &[Ipv4Addr]) {
+    let names = node_names(nodes);
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (mut lab, _client) = lab_with_ips(nodes, ips).await;
+    start_all(&mut lab, &names);
+    wait_owners(&lab, ips, &all).await;
+    let other: Vec<&str> = all
+        .iter()
+        .copied()
+        .filter(|n| !isolated.contains(n))
+        .collect();
+    let majority: &[&str] = if other.len() * 2 > all.len()
+        || (other.len() * 2 == all.len() && other.contains(&"node-1"))
+    {
+        &other
+    } else {
+        isolated
+    };
+    let minority_macs = macs_of(
+        &lab,
+        &all.iter()
+            .copied()
+            .filter(|n| !majority.contains(n))
+            .collect::<Vec<_>>(),
+    );
+
+    // Split, probing the first IP throughout.
+    let split = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for n in isolated {
+            lab.partition_membership(n, &other, PORT, true).unwrap();
+        }
+    };
+    let (timeline, ()) = tokio::join!(
+        answer_timeline(&lab, 0, ips[0], Duration::from_secs(4), LISTEN),
+        split
+    );
+    let timeline = timeline.unwrap();
+    report(
+        "F3",
+        &format!("{shape}: dual-answer window at the split ({})", ips[0]),
+        dual_answer_window(&timeline, LISTEN),
+    );
+    // After the split settled: each IP answered by its owner among the majority, the minority
+    // silent.
+    for ip in ips {
+        let owner = expected_owner(*ip, majority);
+        let answers = lab
+            .wait_for_owner(0, *ip, Some(&owner), SETTLE)
+            .await
+            .unwrap();
+        assert_eq!(
+            answers,
+            BTreeSet::from([lab.node(&owner).mac.clone()]),
+            "{shape}: {ip} after the split\n{}",
+            lab.speaker_log(&owner, 30)
+        );
+    }
+    for _ in 0..3 {
+        for ip in ips {
+            let answers = lab.arp_answers(0, *ip).await.unwrap();
+            assert!(
+                answers.is_disjoint(&minority_macs) && answers.len() == 1,
+                "{shape}: {ip}: {answers:?}"
+            );
+        }
+    }
+
+    // Heal: the rightful owners re-announce and exactly one answers.
+    let heal = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for n in isolated {
+            lab.partition_membership(n, &[], PORT, false).unwrap();
+        }
+    };
+    let (seen, (timeline, ())) = tokio::join!(lab.capture(0, Duration::from_secs(4)), async {
+        tokio::join!(
+            answer_timeline(&lab, 0, ips[0], Duration::from_secs(4), LISTEN),
+            heal
+        )
+    });
+    let seen = seen.unwrap();
+    let timeline = timeline.unwrap();
+    let rightful = lab.node(&expected_owner(ips[0], &all)).mac.clone();
+    report(
+        "F3",
+        &format!("{shape}: dual-answer window at the heal"),
+        dual_answer_window(&timeline, LISTEN),
+    );
+    report(
+        "F3",
+        &format!("{shape}: heal → rightful owner alone answers"),
+        first_stable(&timeline, &rightful).map(|d| d.saturating_sub(Duration::from_millis(200))),
+    );
+    wait_owners(&lab, ips, &all).await;
+    for ip in ips {
+        let owner = lab.node(&expected_owner(*ip, &all)).mac.clone();
+        let g = gratuitous_macs(&seen, *ip);
+        if majority.contains(&expected_owner(*ip, &all).as_str()) {
+            continue; // the owner never changed; nothing to re-announce
+        }
+        assert!(
+            g.contains(&owner),
+            "{shape}: {ip}: the rightful owner re-announces after the heal: {g:?}"
+        );
+    }
+}
+
+/// When the timeline settled on exactly `mac` for good (from that probe on, every probe saw
+/// only `mac`).
+fn first_stable(samples: &[Sample], mac: &str) -> Option<Duration> {
+    let want = BTreeSet::from([mac.to_owned()]);
+    let last_bad = samples.iter().rposition(|s| s.macs != want);
+    match last_bad {
+        None => samples.first().map(|s| s.at),
+        Some(i) => samples.get(i + 1).map(|s| s.at),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_partition_owner_isolated() {
+    let all = ["node-1", "node-2", "node-3"];
+    let ips = ips_where(&all, 2, |o| o == "node-1");
+    partition_scenario("owner isolated (3 nodes)", 3, &["node-1"], &ips).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_partition_non_owner_isolated() {
+    let all = ["node-1", "node-2", "node-3"];
+    let ips = ips_where(&all, 2, |o| o != "node-3");
+    partition_scenario("non-owner isolated (3 nodes)", 3, &["node-3"], &ips).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_partition_even_split_of_four() {
+    let all = ["node-1", "node-2", "node-3", "node-4"];
+    // IPs owned on each side before the split; the side with node-1 keeps serving all of them.
+    let mut ips = ips_where(&all, 1, |o| o == "node-3");
+    ips.extend(ips_where(&all, 1, |o| o == "node-2"));
+    partition_scenario("even split of 4", 4, &["node-3", "node-4"], &ips).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// F4 — stalls are not crashes.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f4_short_stall_causes_no_failover_and_a_long_one_no_double_answer() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |_| true);
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await;
+    start_all(&mut lab, &nodes);
+    wait_owners(&lab, &ips, &all).await;
+    let owner = expected_owner(ip, &all);
+    let owner_mac = lab.node(&owner).mac.clone();
+
+    // 150 ms stalls, five times: nobody else ever announces or answers.
+    for round in 0..5 {
+        let seen = capture_around(&lab, Duration::from_secs(2), async {
+            lab.pause_speaker(&owner, Duration::from_millis(150))
+                .await
+                .unwrap();
+        })
+        .await
+        .unwrap();
+        let g = gratuitous_macs(&seen, ip);
+        assert!(
+            g.is_subset(&BTreeSet::from([owner_mac.clone()])),
+            "round {round}: a 150 ms stall caused a failover: {g:?}"
+        );
+        assert_eq!(
+            lab.arp_answers(0, ip).await.unwrap(),
+            BTreeSet::from([owner_mac.clone()]),
+            "round {round}"
+        );
+    }
+
+    // A 2 s stall: failed over, and when it resumes the owner does not answer alongside its
+    // successor (beyond the measured window), then takes its IP back.
+    let pause = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        lab.pause_speaker(&owner, Duration::from_secs(2))
+            .await
+            .unwrap();
+    };
+    let (timeline, ()) = tokio::join!(
+        answer_timeline(&lab, 0, ip, Duration::from_secs(5), LISTEN),
+        pause
+    );
+    let timeline = timeline.unwrap();
+    let rest: Vec<&str> = all.iter().copied().filter(|n| *n != owner).collect();
+    let successor_mac = lab.node(&expected_owner(ip, &rest)).mac.clone();
+    assert!(
+        timeline
+            .iter()
+            .any(|s| s.macs == BTreeSet::from([successor_mac.clone()])),
+        "failed over during the 2 s stall: {timeline:?}"
+    );
+    let window = dual_answer_window(&timeline, LISTEN);
+    report("F4", "dual-answer window around a 2 s SIGSTOP", window);
+    let dual: Vec<&Sample> = timeline.iter().filter(|s| s.macs.len() > 1).collect();
+    assert!(
+        dual.len() <= 1,
+        "at most one probe may straddle the hand-back: {dual:?}"
+    );
+    wait_owners(&lab, &ips, &all).await;
+    let stalls = lab.speaker_http(&owner, "/metrics").await.unwrap().1;
+    assert!(
+        stalls
+            .lines()
+            .any(|l| l.starts_with("ferrolb_speaker_stalls_total") && !l.ends_with(" 0")),
+        "the stall was detected:\n{stalls}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// F6 — crash-only supervision.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f6_a_dead_task_takes_the_speaker_down_and_the_others_serve() {
+    let nodes = node_names(2);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let (mut lab, _client) = lab_with_ips(2, &ips).await;
+    // Occupy node-1's metrics port: its HTTP task ends at once.
+    let netns = lab.node("node-1").netns.clone();
+    let blocker = ferrolb_tests::lab::within_netns(&netns, || {
+        Ok(std::net::TcpListener::bind("127.0.0.1:7473")?)
+    })
+    .unwrap();
+    start_all(&mut lab, &nodes);
+    let answers = lab
+        .wait_for_owner(0, ips[0], Some("node-2"), SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(answers, BTreeSet::from([lab.node("node-2").mac.clone()]));
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let status = loop {
+        if let Some(status) = lab.speaker_exit(all[0]) {
+            break status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node-1's speaker kept running without its HTTP endpoints:\n{}",
+            lab.speaker_log("node-1", 20)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let log = lab.speaker_log("node-1", 200);
+    assert!(
+        !status.success() && log.contains("supervised task 'http' ended"),
+        "{status}: {log}"
+    );
+    drop(blocker);
+    // Restarted (as the kubelet would), it takes its IP back.
+    lab.start_speaker("node-1", &[]).unwrap();
+    wait_owners(&lab, &ips, &all).await;
+}
