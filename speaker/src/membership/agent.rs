@@ -33,6 +33,17 @@ pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
 /// length.
 const RECV_BUFFER: usize = 65_536;
 
+/// Requested kernel receive buffer (`SO_RCVBUF`) of the membership socket: 4 MiB, room for
+/// thousands of queued datagrams, so a burst of flood traffic does not overflow the queue before
+/// the task drains it and drops it cheaply. Linux clamps the request to `net.core.rmem_max`
+/// (often 208 KiB by default; raise the sysctl to get the full size) and reports double the
+/// granted size (socket(7)); the effective value is logged at start.
+pub const SOCKET_RECV_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most datagrams read in one turn of the task before it yields to the runtime and checks its
+/// timers again, so a flood cannot delay the probes by more than one batch.
+const MAX_DATAGRAMS_PER_TURN: usize = 64;
+
 /// Everything needed to start membership.
 #[derive(Debug, Clone)]
 pub struct MembershipSettings {
@@ -106,12 +117,10 @@ impl Membership {
     /// address.
     pub async fn start(settings: MembershipSettings) -> Result<Self, StartError> {
         settings.config.validate()?;
-        let socket = UdpSocket::bind(settings.bind_addr)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: settings.bind_addr,
-                source,
-            })?;
+        let socket = bind_socket(settings.bind_addr).map_err(|source| StartError::Bind {
+            addr: settings.bind_addr,
+            source,
+        })?;
         let local_addr = socket.local_addr().map_err(|source| StartError::Bind {
             addr: settings.bind_addr,
             source,
@@ -138,6 +147,7 @@ impl Membership {
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             core,
+            local_is_v6: local_addr.is_ipv6(),
             socket,
             command_rx,
             peers_rx,
@@ -244,8 +254,38 @@ impl Drop for Membership {
     }
 }
 
+/// Binds the membership UDP socket: non-blocking, dual-stack when bound to an IPv6 address,
+/// with a [`SOCKET_RECV_BUFFER_BYTES`] receive buffer (best effort: a refused size is logged,
+/// not fatal).
+fn bind_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        // IPv4 peers are then reached as IPv4-mapped addresses (the documented `[::]` setup),
+        // whatever the system's `net.ipv6.bindv6only`.
+        socket.set_only_v6(false)?;
+    }
+    if let Err(error) = socket.set_recv_buffer_size(SOCKET_RECV_BUFFER_BYTES) {
+        tracing::warn!(%error, "membership: cannot set the UDP receive buffer size");
+    }
+    match socket.recv_buffer_size() {
+        Ok(effective) => tracing::info!(
+            requested = SOCKET_RECV_BUFFER_BYTES,
+            effective,
+            "membership: UDP receive buffer (Linux reports twice the granted size; \
+             capped by net.core.rmem_max)"
+        ),
+        Err(error) => tracing::debug!(%error, "membership: cannot read the receive buffer size"),
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    UdpSocket::from_std(socket.into())
+}
+
 struct Driver {
     core: MembershipCore,
+    /// Whether the socket is IPv6 (then IPv4 destinations are sent as IPv4-mapped addresses).
+    local_is_v6: bool,
     socket: UdpSocket,
     command_rx: mpsc::Receiver<Command>,
     peers_rx: watch::Receiver<BTreeSet<SocketAddr>>,
@@ -300,26 +340,47 @@ impl Driver {
                         self.core.set_peers(peers, clock());
                     }
                 }
-                received = self.socket.recv_from(&mut buf) => match received {
-                    Ok((len, from)) => {
-                        let data = buf.get(..len).unwrap_or_default();
-                        if let Err(reason) = self.core.handle_datagram(data, clock()) {
-                            tracing::trace!(%from, %reason, len, "membership: datagram dropped");
+                received = self.socket.recv_from(&mut buf) => {
+                    self.receive(received, &buf);
+                    // Drain what is already queued, up to a batch, without waiting; then give
+                    // the timers (first in this biased select) and the runtime their turn.
+                    let mut batch = 1;
+                    while batch < MAX_DATAGRAMS_PER_TURN {
+                        match self.socket.try_recv_from(&mut buf) {
+                            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
+                            received => self.receive(received, &buf),
                         }
+                        batch += 1;
                     }
-                    Err(error) => {
-                        // E.g. ICMP errors surfacing on some platforms; never fatal.
-                        tracing::debug!(%error, "membership: recv error");
+                    if batch == MAX_DATAGRAMS_PER_TURN {
+                        self.flush().await;
+                        tokio::task::yield_now().await;
                     }
-                },
+                }
             }
             self.flush().await;
         }
     }
 
+    /// Feeds one `recv_from` result to the core.
+    fn receive(&mut self, received: std::io::Result<(usize, SocketAddr)>, buf: &[u8]) {
+        match received {
+            Ok((len, from)) => {
+                let data = buf.get(..len).unwrap_or_default();
+                if let Err(reason) = self.core.handle_datagram(data, from, clock()) {
+                    tracing::trace!(%from, %reason, len, "membership: datagram dropped");
+                }
+            }
+            Err(error) => {
+                // E.g. ICMP errors surfacing on some platforms; never fatal.
+                tracing::debug!(%error, "membership: recv error");
+            }
+        }
+    }
+
     /// Sends what the core produced and publishes the member set and events.
     async fn flush(&mut self) {
-        let local_is_v6 = self.socket.local_addr().is_ok_and(|a| a.is_ipv6());
+        let local_is_v6 = self.local_is_v6;
         for out in self.core.take_outgoing() {
             let to = match out.to {
                 SocketAddr::V4(v4) if local_is_v6 => {
