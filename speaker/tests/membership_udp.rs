@@ -477,7 +477,10 @@ async fn f5_keyless_flood_causes_no_false_failover() {
     let mut events: Vec<_> = members.iter().map(Membership::events).collect();
     let target = addrs[0];
     let phases = [
-        ("non-peer 127.0.0.99", SocketAddr::from(([127, 0, 0, 99], 0))),
+        (
+            "non-peer 127.0.0.99",
+            SocketAddr::from(([127, 0, 0, 99], 0)),
+        ),
         (
             "member IP 127.0.0.2, other port",
             SocketAddr::new(addrs[1].ip(), 0),
@@ -494,9 +497,8 @@ async fn f5_keyless_flood_causes_no_false_failover() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let elapsed = started.elapsed();
         let after = members[0].counters();
-        let d = |f: fn(&ferrolb_speaker::membership::CountersSnapshot) -> u64| {
-            f(&after) - f(&before)
-        };
+        let d =
+            |f: fn(&ferrolb_speaker::membership::CountersSnapshot) -> u64| f(&after) - f(&before);
         let (malformed, unknown, limited, auth) = (
             d(|c| c.dropped_malformed),
             d(|c| c.dropped_unknown_source),

@@ -28,11 +28,6 @@ use super::machine::{Clock, MembershipCore, MembershipEvent};
 /// (the member set in [`Membership::members`] stays exact).
 pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
 
-/// Receive buffer size: larger than any datagram a member sends (1403 bytes by default), so an
-/// oversized datagram is seen as such (and dropped) instead of silently truncated into a valid
-/// length.
-const RECV_BUFFER: usize = 65_536;
-
 /// Requested kernel receive buffer (`SO_RCVBUF`) of the membership socket: 4 MiB, room for
 /// thousands of queued datagrams, so a burst of flood traffic does not overflow the queue before
 /// the task drains it and drops it cheaply. Linux clamps the request to `net.core.rmem_max`
@@ -40,8 +35,9 @@ const RECV_BUFFER: usize = 65_536;
 /// granted size (socket(7)); the effective value is logged at start.
 pub const SOCKET_RECV_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 
-/// Most datagrams read in one turn of the task before it yields to the runtime and checks its
-/// timers again, so a flood cannot delay the probes by more than one batch.
+/// Most datagrams read in one turn of the task (one `recvmmsg(2)` call) before it yields to the
+/// runtime and checks its timers again, so a flood cannot delay the probes by more than one
+/// batch, and costs one system call per batch instead of one per datagram.
 const MAX_DATAGRAMS_PER_TURN: usize = 64;
 
 /// Everything needed to start membership.
@@ -134,6 +130,14 @@ impl Membership {
             advertise,
             settings.generation.unwrap_or_else(generation_now),
         )?;
+        // One byte more than the largest datagram a member sends: a longer one arrives truncated
+        // to this length (or flagged MSG_TRUNC) and is dropped as malformed, never cut to a
+        // valid length.
+        let slot_len = settings
+            .config
+            .max_packet_size
+            .saturating_add(super::envelope::OVERHEAD)
+            .saturating_add(1);
         let counters = Arc::new(Counters::default());
         let core = MembershipCore::new(
             identity.clone(),
@@ -146,6 +150,7 @@ impl Membership {
         let (members_tx, members) = watch::channel(core.alive().clone());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
+            batch: RecvBatch::new(slot_len),
             core,
             local_is_v6: local_addr.is_ipv6(),
             socket,
@@ -282,8 +287,65 @@ fn bind_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     UdpSocket::from_std(socket.into())
 }
 
+/// Buffers for one `recvmmsg(2)` call: [`MAX_DATAGRAMS_PER_TURN`] slots of `slot_len` bytes.
+struct RecvBatch {
+    slots: Vec<Vec<u8>>,
+    /// (length, source) of each datagram of the last call, in order; the bytes are in `slots`.
+    received: Vec<(usize, Option<SocketAddr>)>,
+}
+
+impl RecvBatch {
+    fn new(slot_len: usize) -> Self {
+        Self {
+            slots: vec![vec![0u8; slot_len]; MAX_DATAGRAMS_PER_TURN],
+            received: Vec::with_capacity(MAX_DATAGRAMS_PER_TURN),
+        }
+    }
+
+    /// Reads up to [`MAX_DATAGRAMS_PER_TURN`] queued datagrams without blocking (one system
+    /// call); `WouldBlock` when none is queued.
+    fn recv(&mut self, socket: &UdpSocket) -> std::io::Result<usize> {
+        use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
+        use std::os::fd::AsRawFd;
+        self.received.clear();
+        let slot_len = self.slots.first().map_or(0, Vec::len);
+        let mut iovs: Vec<[std::io::IoSliceMut<'_>; 1]> = self
+            .slots
+            .iter_mut()
+            .map(|slot| [std::io::IoSliceMut::new(slot)])
+            .collect();
+        // Not kept across calls: nix's headers hold raw pointers and are not `Send`, and this
+        // task must be. One small allocation per batch, instead of a system call per datagram.
+        let mut headers =
+            MultiHeaders::<SockaddrStorage>::preallocate(MAX_DATAGRAMS_PER_TURN, None);
+        let results = recvmmsg(
+            socket.as_raw_fd(),
+            &mut headers,
+            iovs.iter_mut(),
+            MsgFlags::MSG_DONTWAIT,
+            None,
+        )
+        .map_err(std::io::Error::from)?;
+        for message in results {
+            let len = if message.flags.contains(MsgFlags::MSG_TRUNC) {
+                slot_len
+            } else {
+                message.bytes.min(slot_len)
+            };
+            let from = message.address.as_ref().and_then(|a| {
+                a.as_sockaddr_in()
+                    .map(|v4| SocketAddr::from(*v4))
+                    .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::from(*v6)))
+            });
+            self.received.push((len, from));
+        }
+        Ok(self.received.len())
+    }
+}
+
 struct Driver {
     core: MembershipCore,
+    batch: RecvBatch,
     /// Whether the socket is IPv6 (then IPv4 destinations are sent as IPv4-mapped addresses).
     local_is_v6: bool,
     socket: UdpSocket,
@@ -305,7 +367,6 @@ fn clock() -> Clock {
 
 impl Driver {
     async fn run(mut self) {
-        let mut buf = vec![0u8; RECV_BUFFER];
         let far = Duration::from_secs(3600);
         loop {
             let deadline = self
@@ -340,19 +401,12 @@ impl Driver {
                         self.core.set_peers(peers, clock());
                     }
                 }
-                received = self.socket.recv_from(&mut buf) => {
-                    self.receive(received, &buf);
-                    // Drain what is already queued, up to a batch, without waiting; then give
-                    // the timers (first in this biased select) and the runtime their turn.
-                    let mut batch = 1;
-                    while batch < MAX_DATAGRAMS_PER_TURN {
-                        match self.socket.try_recv_from(&mut buf) {
-                            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
-                            received => self.receive(received, &buf),
-                        }
-                        batch += 1;
-                    }
-                    if batch == MAX_DATAGRAMS_PER_TURN {
+                ready = self.socket.readable() => {
+                    if let Err(error) = ready {
+                        tracing::debug!(%error, "membership: socket readiness error");
+                    } else if self.receive_batch() == MAX_DATAGRAMS_PER_TURN {
+                        // More may be queued (a flood): send what we owe, then give the timers
+                        // (first in this biased select) and the runtime their turn.
                         self.flush().await;
                         tokio::task::yield_now().await;
                     }
@@ -362,18 +416,34 @@ impl Driver {
         }
     }
 
-    /// Feeds one `recv_from` result to the core.
-    fn receive(&mut self, received: std::io::Result<(usize, SocketAddr)>, buf: &[u8]) {
+    /// Reads one batch of queued datagrams and feeds them to the core; returns how many.
+    fn receive_batch(&mut self) -> usize {
+        let Self {
+            socket,
+            batch,
+            core,
+            ..
+        } = self;
+        let received = socket.try_io(tokio::io::Interest::READABLE, || batch.recv(socket));
         match received {
-            Ok((len, from)) => {
-                let data = buf.get(..len).unwrap_or_default();
-                if let Err(reason) = self.core.handle_datagram(data, from, clock()) {
-                    tracing::trace!(%from, %reason, len, "membership: datagram dropped");
+            Ok(n) => {
+                let now = clock();
+                for (slot, (len, from)) in batch.slots.iter().zip(&batch.received) {
+                    let data = slot.get(..*len).unwrap_or_default();
+                    let Some(from) = *from else {
+                        continue;
+                    };
+                    if let Err(reason) = core.handle_datagram(data, from, now) {
+                        tracing::trace!(%from, %reason, len, "membership: datagram dropped");
+                    }
                 }
+                n
             }
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(error) => {
                 // E.g. ICMP errors surfacing on some platforms; never fatal.
                 tracing::debug!(%error, "membership: recv error");
+                0
             }
         }
     }

@@ -213,7 +213,10 @@ mod tests {
         assert!(filter.admits(v4(2, 40_000)), "another port of a peer IP");
         assert!(!filter.admits(v4(3, 7947)), "not a peer");
         filter.set_members([v4(3, 7947)]);
-        assert!(filter.admits(v4(3, 7947)), "a member not (yet) among the peers");
+        assert!(
+            filter.admits(v4(3, 7947)),
+            "a member not (yet) among the peers"
+        );
         filter.set_members([]);
         assert!(!filter.admits(v4(3, 7947)));
     }

@@ -306,6 +306,9 @@ mod tests {
             max_other_opens_per_second: 0,
             ..MembershipConfig::default()
         };
-        assert_eq!(c.validate().unwrap_err().field, "max_other_opens_per_second");
+        assert_eq!(
+            c.validate().unwrap_err().field,
+            "max_other_opens_per_second"
+        );
     }
 }

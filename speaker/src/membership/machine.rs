@@ -186,7 +186,10 @@ impl MembershipCore {
             counters,
             peers: BTreeSet::new(),
             sources: SourceFilter::new(config.admit_only_peers),
-            budget: OpenBudget::new(config.max_opens_per_second, config.max_other_opens_per_second),
+            budget: OpenBudget::new(
+                config.max_opens_per_second,
+                config.max_other_opens_per_second,
+            ),
             admitted_members: BTreeSet::new(),
             next_peer_announce: None,
             alive,
@@ -306,15 +309,15 @@ impl MembershipCore {
 
     fn count_drop(&self, reason: DropReason) {
         self.counters.bump(match reason {
-                DropReason::Malformed => Counter::DroppedMalformed,
-                DropReason::UnknownSource => Counter::DroppedUnknownSource,
-                DropReason::RateLimited => Counter::DroppedRateLimited,
-                DropReason::AuthFailed => Counter::DroppedAuth,
-                DropReason::Stale => Counter::DroppedStale,
-                DropReason::Replayed => Counter::DroppedReplayed,
-                DropReason::Misdirected => Counter::DroppedMisdirected,
-                DropReason::Rejected | DropReason::Left => Counter::DroppedRejected,
-            });
+            DropReason::Malformed => Counter::DroppedMalformed,
+            DropReason::UnknownSource => Counter::DroppedUnknownSource,
+            DropReason::RateLimited => Counter::DroppedRateLimited,
+            DropReason::AuthFailed => Counter::DroppedAuth,
+            DropReason::Stale => Counter::DroppedStale,
+            DropReason::Replayed => Counter::DroppedReplayed,
+            DropReason::Misdirected => Counter::DroppedMisdirected,
+            DropReason::Rejected | DropReason::Left => Counter::DroppedRejected,
+        });
     }
 
     /// Authentication onwards, for a datagram [`MembershipCore::admit`] let through.
@@ -567,8 +570,7 @@ mod tests {
 
     fn core(last: u8, config: MembershipConfig, seed: u64) -> MembershipCore {
         let id = SpeakerId::with_generation(&format!("node-{last}"), addr(last, 7947), 1).unwrap();
-        MembershipCore::with_seed(id, config, &ring(), Arc::new(Counters::default()), seed)
-            .unwrap()
+        MembershipCore::with_seed(id, config, &ring(), Arc::new(Counters::default()), seed).unwrap()
     }
 
     fn clock(t0: Instant, ms: u64) -> Clock {
@@ -733,7 +735,11 @@ mod tests {
         }
         assert_eq!(member_drops, 0);
         assert_eq!(a.alive().len(), 2);
-        assert!(a.take_events().iter().all(|e| matches!(e, MembershipEvent::Up(_))));
+        assert!(
+            a.take_events()
+                .iter()
+                .all(|e| matches!(e, MembershipEvent::Up(_)))
+        );
         let after = a.counters().snapshot();
         let opened = after.dropped_auth - before.dropped_auth;
         let limited = after.dropped_rate_limited - before.dropped_rate_limited;
