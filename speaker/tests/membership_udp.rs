@@ -454,13 +454,24 @@ fn flood(from: SocketAddr, to: SocketAddr, duration: Duration, material: Vec<Vec
 /// F5: a keyless flood must not cause a false failover, and must be dropped before any
 /// decryption when it comes from a non-peer address, or by the decrypt budget when it comes
 /// from a peer's IP (another port: a spoofed member address). Members sit on 127.0.0.1–3 with
-/// default timings; the flood goes to node-0 for 5 s per phase. Nothing asserts speed; the
-/// figures are printed.
+/// default timings except a 1 s suspect timeout; the flood goes to node-0 for 5 s per phase.
+/// Nothing asserts speed; the figures are printed.
+///
+/// Why 1 s: on a 2-vCPU test machine the flooder, the three members and the other tests share
+/// the CPUs, and while node-0's task is descheduled for a few milliseconds a flood of ~400,000
+/// datagrams/s can overflow even a 16 MiB socket queue, losing member datagrams in a burst; with
+/// the default 200 ms that occasionally let a suspicion expire (about one run in three in the
+/// unoptimised-dependency test build; never in five release runs). With the early drops off, the
+/// receiver falls behind for good (43 % of the flood lost, 12 false failovers in 5 s with default
+/// timings; `membership_measure_keyless_flood_cpu`), which a 1 s suspicion does not hide.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f5_keyless_flood_causes_no_false_failover() {
     const PHASE: Duration = Duration::from_secs(5);
     let keys = ring(1);
-    let config = MembershipConfig::default();
+    let config = MembershipConfig {
+        suspect_timeout: Duration::from_secs(1),
+        ..MembershipConfig::default()
+    };
     let mut members = Vec::new();
     for i in 0..3u8 {
         let bind = SocketAddr::from(([127, 0, 0, i + 1], 0));

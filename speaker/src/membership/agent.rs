@@ -28,12 +28,14 @@ use super::machine::{Clock, MembershipCore, MembershipEvent};
 /// (the member set in [`Membership::members`] stays exact).
 pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
 
-/// Requested kernel receive buffer (`SO_RCVBUF`) of the membership socket: 4 MiB, room for
-/// thousands of queued datagrams, so a burst of flood traffic does not overflow the queue before
-/// the task drains it and drops it cheaply. Linux clamps the request to `net.core.rmem_max`
-/// (often 208 KiB by default; raise the sysctl to get the full size) and reports double the
-/// granted size (socket(7)); the effective value is logged at start.
-pub const SOCKET_RECV_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+/// Requested kernel receive buffer of the membership socket: 16 MiB, room for thousands of
+/// queued datagrams, so that while the task is not scheduled (a few milliseconds on a busy node)
+/// a flood does not overflow the queue and take member datagrams with it (at ~450,000
+/// datagrams/s of ~700 bytes, 16 MiB of kernel accounting is ~10–20 ms). Set with
+/// `SO_RCVBUFFORCE` when the process has `CAP_NET_ADMIN` (the speaker normally does), else with
+/// `SO_RCVBUF`, which Linux clamps to `net.core.rmem_max` (often 208 KiB; raise the sysctl). Linux
+/// reports double the granted size (socket(7)); the effective value is logged at start.
+pub const SOCKET_RECV_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
 /// Most datagrams read in one turn of the task (one `recvmmsg(2)` call) before it yields to the
 /// runtime and checks its timers again, so a flood cannot delay the probes by more than one
@@ -270,15 +272,23 @@ fn bind_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
         // whatever the system's `net.ipv6.bindv6only`.
         socket.set_only_v6(false)?;
     }
-    if let Err(error) = socket.set_recv_buffer_size(SOCKET_RECV_BUFFER_BYTES) {
+    let forced = nix::sys::socket::setsockopt(
+        &socket,
+        nix::sys::socket::sockopt::RcvBufForce,
+        &SOCKET_RECV_BUFFER_BYTES,
+    );
+    if forced.is_err()
+        && let Err(error) = socket.set_recv_buffer_size(SOCKET_RECV_BUFFER_BYTES)
+    {
         tracing::warn!(%error, "membership: cannot set the UDP receive buffer size");
     }
     match socket.recv_buffer_size() {
         Ok(effective) => tracing::info!(
             requested = SOCKET_RECV_BUFFER_BYTES,
             effective,
+            forced = forced.is_ok(),
             "membership: UDP receive buffer (Linux reports twice the granted size; \
-             capped by net.core.rmem_max)"
+             unless forced, capped by net.core.rmem_max)"
         ),
         Err(error) => tracing::debug!(%error, "membership: cannot read the receive buffer size"),
     }

@@ -16,7 +16,7 @@
 //!    spends the "other" budget, and a flood spoofing one member's exact address only spends
 //!    that member's share.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
@@ -36,8 +36,8 @@ pub fn canonical_addr(addr: SocketAddr) -> SocketAddr {
 #[derive(Debug, Clone, Default)]
 pub struct SourceFilter {
     enabled: bool,
-    peer_ips: HashSet<IpAddr>,
-    member_ips: HashSet<IpAddr>,
+    peer_ips: BTreeSet<IpAddr>,
+    member_ips: BTreeSet<IpAddr>,
 }
 
 impl SourceFilter {
@@ -120,7 +120,7 @@ const MIN_BURST: f64 = 16.0;
 pub struct OpenBudget {
     member_rate: f64,
     other_rate: f64,
-    members: HashMap<SocketAddr, TokenBucket>,
+    members: BTreeMap<SocketAddr, TokenBucket>,
     other: TokenBucket,
 }
 
@@ -131,7 +131,7 @@ impl OpenBudget {
         Self {
             member_rate: f64::from(member_rate),
             other_rate,
-            members: HashMap::new(),
+            members: BTreeMap::new(),
             other: TokenBucket::full(other_rate.max(MIN_BURST)),
         }
     }
@@ -139,7 +139,7 @@ impl OpenBudget {
     /// Replaces the set of current member addresses: new members get a full bucket, departed
     /// members lose theirs.
     pub fn set_members(&mut self, members: impl IntoIterator<Item = SocketAddr>) {
-        let members: HashSet<SocketAddr> = members.into_iter().map(canonical_addr).collect();
+        let members: BTreeSet<SocketAddr> = members.into_iter().map(canonical_addr).collect();
         self.members.retain(|addr, _| members.contains(addr));
         let burst = self.member_burst_for(members.len());
         for addr in members {
