@@ -230,10 +230,13 @@ impl Collector for SpeakerMetrics {
                 "reason",
                 [
                     ("malformed", m.dropped_malformed),
+                    ("unknown_source", m.dropped_unknown_source),
+                    ("rate_limited", m.dropped_rate_limited),
                     ("auth", m.dropped_auth),
                     ("stale", m.dropped_stale),
                     ("replayed", m.dropped_replayed),
                     ("misdirected", m.dropped_misdirected),
+                    ("rejected", m.dropped_rejected),
                 ],
             )?;
         }

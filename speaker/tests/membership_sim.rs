@@ -40,6 +40,7 @@ fn name(i: usize) -> String {
 }
 
 struct Datagram {
+    from: SocketAddr,
     to: SocketAddr,
     bytes: Vec<u8>,
 }
@@ -129,27 +130,42 @@ impl Sim {
         let out = core.take_outgoing();
         self.events[i].extend(core.take_events());
         for d in out {
-            self.send(d.to, d.datagram);
+            self.send(addr(i), d.to, d.datagram);
         }
     }
 
-    fn send(&mut self, to: SocketAddr, bytes: Vec<u8>) {
+    fn send(&mut self, from: SocketAddr, to: SocketAddr, bytes: Vec<u8>) {
         self.log.push((to, bytes.clone()));
         self.seq += 1;
         self.in_flight
             .push(Reverse((self.now + self.latency, self.seq)));
-        self.payloads.insert(self.seq, Datagram { to, bytes });
+        self.payloads.insert(self.seq, Datagram { from, to, bytes });
     }
 
     fn index_of(&self, to: SocketAddr) -> Option<usize> {
         (0..self.nodes.len()).find(|i| addr(*i) == to)
     }
 
-    /// Delivers `bytes` to the member at `to` now; returns its verdict (None if nobody there).
+    /// Delivers `bytes` to the member at `to` now, as an attacker who sends from another port
+    /// of a peer's IP (so the source check admits it and the cryptographic checks are what
+    /// decide); returns its verdict (None if nobody there).
     fn deliver(&mut self, to: SocketAddr, bytes: &[u8]) -> Option<Result<(), DropReason>> {
+        let peer = self.index_of(to).map_or(0, |i| usize::from(i == 0));
+        let from = SocketAddr::new(addr(peer).ip(), 40_000);
+        self.deliver_from(from, to, bytes)
+    }
+
+    /// Delivers `bytes` from `from` to the member at `to` now; returns its verdict (None if
+    /// nobody there).
+    fn deliver_from(
+        &mut self,
+        from: SocketAddr,
+        to: SocketAddr,
+        bytes: &[u8],
+    ) -> Option<Result<(), DropReason>> {
         let i = self.index_of(to)?;
         let clock = self.clock();
-        let result = self.nodes[i].as_mut()?.handle_datagram(bytes, clock);
+        let result = self.nodes[i].as_mut()?.handle_datagram(bytes, from, clock);
         self.flush(i);
         Some(result)
     }
@@ -192,7 +208,7 @@ impl Sim {
                 }
                 self.in_flight.pop();
                 if let Some(d) = self.payloads.remove(&seq) {
-                    let _ = self.deliver(d.to, &d.bytes);
+                    let _ = self.deliver_from(d.from, d.to, &d.bytes);
                 }
             }
             let clock = self.clock();
@@ -330,7 +346,7 @@ fn membership_explicit_leave_is_seen_without_failure_detection() {
     // After leaving, nothing is accepted.
     let any = sim.log.last().unwrap().1.clone();
     assert_eq!(
-        sim.node(4).handle_datagram(&any, clock),
+        sim.node(4).handle_datagram(&any, addr(0), clock),
         Err(DropReason::Left)
     );
 }
@@ -616,7 +632,7 @@ proptest! {
         let mut core = MembershipCore::with_seed(id, MembershipConfig::default(), &ring(1), Arc::clone(&counters), 1).unwrap();
         let clock = Clock { mono: Instant::now(), wall_ms: WALL0 };
         for d in &datagrams {
-            prop_assert!(core.handle_datagram(d, clock).is_err());
+            prop_assert!(core.handle_datagram(d, addr(1), clock).is_err());
         }
         let c = counters.snapshot();
         prop_assert_eq!(c.datagrams_in, datagrams.len() as u64);
@@ -638,7 +654,7 @@ proptest! {
         let mut rng = StdRng::seed_from_u64(3);
         for p in &payloads {
             let sealed = sealer.seal(p, WALL0, &mut rng).unwrap();
-            let _ = core.handle_datagram(&sealed, clock);
+            let _ = core.handle_datagram(&sealed, addr(1), clock);
         }
         prop_assert_eq!(counters.snapshot().datagrams_in, payloads.len() as u64);
         prop_assert!(core.alive().contains("node-0"));

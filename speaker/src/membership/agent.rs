@@ -28,10 +28,19 @@ use super::machine::{Clock, MembershipCore, MembershipEvent};
 /// (the member set in [`Membership::members`] stays exact).
 pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
 
-/// Receive buffer size: larger than any datagram a member sends (1403 bytes by default), so an
-/// oversized datagram is seen as such (and dropped) instead of silently truncated into a valid
-/// length.
-const RECV_BUFFER: usize = 65_536;
+/// Requested kernel receive buffer of the membership socket: 16 MiB, room for thousands of
+/// queued datagrams, so that while the task is not scheduled (a few milliseconds on a busy node)
+/// a flood does not overflow the queue and take member datagrams with it (at ~450,000
+/// datagrams/s of ~700 bytes, 16 MiB of kernel accounting is ~10–20 ms). Set with
+/// `SO_RCVBUFFORCE` when the process has `CAP_NET_ADMIN` (the speaker normally does), else with
+/// `SO_RCVBUF`, which Linux clamps to `net.core.rmem_max` (often 208 KiB; raise the sysctl). Linux
+/// reports double the granted size (socket(7)); the effective value is logged at start.
+pub const SOCKET_RECV_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+
+/// Most datagrams read in one turn of the task (one `recvmmsg(2)` call) before it yields to the
+/// runtime and checks its timers again, so a flood cannot delay the probes by more than one
+/// batch, and costs one system call per batch instead of one per datagram.
+const MAX_DATAGRAMS_PER_TURN: usize = 64;
 
 /// Everything needed to start membership.
 #[derive(Debug, Clone)]
@@ -106,12 +115,10 @@ impl Membership {
     /// address.
     pub async fn start(settings: MembershipSettings) -> Result<Self, StartError> {
         settings.config.validate()?;
-        let socket = UdpSocket::bind(settings.bind_addr)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: settings.bind_addr,
-                source,
-            })?;
+        let socket = bind_socket(settings.bind_addr).map_err(|source| StartError::Bind {
+            addr: settings.bind_addr,
+            source,
+        })?;
         let local_addr = socket.local_addr().map_err(|source| StartError::Bind {
             addr: settings.bind_addr,
             source,
@@ -125,6 +132,14 @@ impl Membership {
             advertise,
             settings.generation.unwrap_or_else(generation_now),
         )?;
+        // One byte more than the largest datagram a member sends: a longer one arrives truncated
+        // to this length (or flagged MSG_TRUNC) and is dropped as malformed, never cut to a
+        // valid length.
+        let slot_len = settings
+            .config
+            .max_packet_size
+            .saturating_add(super::envelope::OVERHEAD)
+            .saturating_add(1);
         let counters = Arc::new(Counters::default());
         let core = MembershipCore::new(
             identity.clone(),
@@ -137,7 +152,9 @@ impl Membership {
         let (members_tx, members) = watch::channel(core.alive().clone());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
+            batch: RecvBatch::new(slot_len),
             core,
+            local_is_v6: local_addr.is_ipv6(),
             socket,
             command_rx,
             peers_rx,
@@ -250,8 +267,103 @@ impl Drop for Membership {
     }
 }
 
+/// Binds the membership UDP socket: non-blocking, dual-stack when bound to an IPv6 address,
+/// with a [`SOCKET_RECV_BUFFER_BYTES`] receive buffer (best effort: a refused size is logged,
+/// not fatal).
+fn bind_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        // IPv4 peers are then reached as IPv4-mapped addresses (the documented `[::]` setup),
+        // whatever the system's `net.ipv6.bindv6only`.
+        socket.set_only_v6(false)?;
+    }
+    let forced = nix::sys::socket::setsockopt(
+        &socket,
+        nix::sys::socket::sockopt::RcvBufForce,
+        &SOCKET_RECV_BUFFER_BYTES,
+    );
+    if forced.is_err()
+        && let Err(error) = socket.set_recv_buffer_size(SOCKET_RECV_BUFFER_BYTES)
+    {
+        tracing::warn!(%error, "membership: cannot set the UDP receive buffer size");
+    }
+    match socket.recv_buffer_size() {
+        Ok(effective) => tracing::info!(
+            requested = SOCKET_RECV_BUFFER_BYTES,
+            effective,
+            forced = forced.is_ok(),
+            "membership: UDP receive buffer (Linux reports twice the granted size; \
+             unless forced, capped by net.core.rmem_max)"
+        ),
+        Err(error) => tracing::debug!(%error, "membership: cannot read the receive buffer size"),
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    UdpSocket::from_std(socket.into())
+}
+
+/// Buffers for one `recvmmsg(2)` call: [`MAX_DATAGRAMS_PER_TURN`] slots of `slot_len` bytes.
+struct RecvBatch {
+    slots: Vec<Vec<u8>>,
+    /// (length, source) of each datagram of the last call, in order; the bytes are in `slots`.
+    received: Vec<(usize, Option<SocketAddr>)>,
+}
+
+impl RecvBatch {
+    fn new(slot_len: usize) -> Self {
+        Self {
+            slots: vec![vec![0u8; slot_len]; MAX_DATAGRAMS_PER_TURN],
+            received: Vec::with_capacity(MAX_DATAGRAMS_PER_TURN),
+        }
+    }
+
+    /// Reads up to [`MAX_DATAGRAMS_PER_TURN`] queued datagrams without blocking (one system
+    /// call); `WouldBlock` when none is queued.
+    fn recv(&mut self, socket: &UdpSocket) -> std::io::Result<usize> {
+        use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
+        use std::os::fd::AsRawFd;
+        self.received.clear();
+        let slot_len = self.slots.first().map_or(0, Vec::len);
+        let mut iovs: Vec<[std::io::IoSliceMut<'_>; 1]> = self
+            .slots
+            .iter_mut()
+            .map(|slot| [std::io::IoSliceMut::new(slot)])
+            .collect();
+        // Not kept across calls: nix's headers hold raw pointers and are not `Send`, and this
+        // task must be. One small allocation per batch, instead of a system call per datagram.
+        let mut headers =
+            MultiHeaders::<SockaddrStorage>::preallocate(MAX_DATAGRAMS_PER_TURN, None);
+        let results = recvmmsg(
+            socket.as_raw_fd(),
+            &mut headers,
+            iovs.iter_mut(),
+            MsgFlags::MSG_DONTWAIT,
+            None,
+        )
+        .map_err(std::io::Error::from)?;
+        for message in results {
+            let len = if message.flags.contains(MsgFlags::MSG_TRUNC) {
+                slot_len
+            } else {
+                message.bytes.min(slot_len)
+            };
+            let from = message.address.as_ref().and_then(|a| {
+                a.as_sockaddr_in()
+                    .map(|v4| SocketAddr::from(*v4))
+                    .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::from(*v6)))
+            });
+            self.received.push((len, from));
+        }
+        Ok(self.received.len())
+    }
+}
+
 struct Driver {
     core: MembershipCore,
+    batch: RecvBatch,
+    /// Whether the socket is IPv6 (then IPv4 destinations are sent as IPv4-mapped addresses).
+    local_is_v6: bool,
     socket: UdpSocket,
     command_rx: mpsc::Receiver<Command>,
     peers_rx: watch::Receiver<BTreeSet<SocketAddr>>,
@@ -271,7 +383,6 @@ fn clock() -> Clock {
 
 impl Driver {
     async fn run(mut self) {
-        let mut buf = vec![0u8; RECV_BUFFER];
         let far = Duration::from_secs(3600);
         loop {
             let deadline = self
@@ -306,26 +417,56 @@ impl Driver {
                         self.core.set_peers(peers, clock());
                     }
                 }
-                received = self.socket.recv_from(&mut buf) => match received {
-                    Ok((len, from)) => {
-                        let data = buf.get(..len).unwrap_or_default();
-                        if let Err(reason) = self.core.handle_datagram(data, clock()) {
-                            tracing::trace!(%from, %reason, len, "membership: datagram dropped");
-                        }
+                ready = self.socket.readable() => {
+                    if let Err(error) = ready {
+                        tracing::debug!(%error, "membership: socket readiness error");
+                    } else if self.receive_batch() == MAX_DATAGRAMS_PER_TURN {
+                        // More may be queued (a flood): send what we owe, then give the timers
+                        // (first in this biased select) and the runtime their turn.
+                        self.flush().await;
+                        tokio::task::yield_now().await;
                     }
-                    Err(error) => {
-                        // E.g. ICMP errors surfacing on some platforms; never fatal.
-                        tracing::debug!(%error, "membership: recv error");
-                    }
-                },
+                }
             }
             self.flush().await;
         }
     }
 
+    /// Reads one batch of queued datagrams and feeds them to the core; returns how many.
+    fn receive_batch(&mut self) -> usize {
+        let Self {
+            socket,
+            batch,
+            core,
+            ..
+        } = self;
+        let received = socket.try_io(tokio::io::Interest::READABLE, || batch.recv(socket));
+        match received {
+            Ok(n) => {
+                let now = clock();
+                for (slot, (len, from)) in batch.slots.iter().zip(&batch.received) {
+                    let data = slot.get(..*len).unwrap_or_default();
+                    let Some(from) = *from else {
+                        continue;
+                    };
+                    if let Err(reason) = core.handle_datagram(data, from, now) {
+                        tracing::trace!(%from, %reason, len, "membership: datagram dropped");
+                    }
+                }
+                n
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(error) => {
+                // E.g. ICMP errors surfacing on some platforms; never fatal.
+                tracing::debug!(%error, "membership: recv error");
+                0
+            }
+        }
+    }
+
     /// Sends what the core produced and publishes the member set and events.
     async fn flush(&mut self) {
-        let local_is_v6 = self.socket.local_addr().is_ok_and(|a| a.is_ipv6());
+        let local_is_v6 = self.local_is_v6;
         for out in self.core.take_outgoing() {
             let to = match out.to {
                 SocketAddr::V4(v4) if local_is_v6 => {

@@ -86,6 +86,25 @@ pub struct MembershipConfig {
     /// Largest foca message (excluding the 53-byte envelope), in bytes. Default
     /// [`DEFAULT_MAX_PACKET_SIZE`].
     pub max_packet_size: usize,
+    /// Admit datagrams only from the IP of a configured peer (`set_peers`: the Node
+    /// InternalIPs) or of a current member; others are dropped before any decryption
+    /// (`dropped_unknown_source`). Compared by IP only, IPv4-mapped IPv6 equal to IPv4. While no
+    /// peer is configured every source is admitted. Default `true`; turn it off only when
+    /// speakers send from addresses that are not their Node's InternalIP (see
+    /// `docs/membership.md`, *Hostile traffic on the membership port*).
+    pub admit_only_peers: bool,
+    /// Decrypt budget, in AEAD opens per second, for datagrams from the advertised addresses of
+    /// current members, shared equally among them (each member's address has its own token
+    /// bucket, holding at most one second of its share, at least 16). Default 2000: normal
+    /// traffic is ~40–100 datagrams per second per node in total, so a member never comes near
+    /// its share, while a flood spoofing one member's address spends only that member's share.
+    /// Over budget → `dropped_rate_limited`.
+    pub max_opens_per_second: u32,
+    /// Decrypt budget, in AEAD opens per second, for every other admitted source together (peer
+    /// IPs not yet members, a peer's IP from another port, any source while no peer is
+    /// configured). Default 500: joining peers send about one announce per second each, plus
+    /// one reply per announce we send. Over budget → `dropped_rate_limited`.
+    pub max_other_opens_per_second: u32,
 }
 
 impl Default for MembershipConfig {
@@ -105,6 +124,9 @@ impl Default for MembershipConfig {
             replay_window: Duration::from_secs(30),
             replay_cache_capacity: 65_536,
             max_packet_size: DEFAULT_MAX_PACKET_SIZE,
+            admit_only_peers: true,
+            max_opens_per_second: 2000,
+            max_other_opens_per_second: 500,
         }
     }
 }
@@ -130,7 +152,7 @@ impl MembershipConfig {
     /// Checks the combination of settings.
     ///
     /// # Errors
-    /// A [`ConfigError`] for zero durations or counts, `probe_rtt >= probe_period`, or a packet
+    /// A [`ConfigError`] for zero durations, counts or decrypt budgets, `probe_rtt >= probe_period`, or a packet
     /// size outside 512..=65 000 bytes (foca needs room for a header and a few updates; UDP
     /// cannot carry more).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -167,6 +189,12 @@ impl MembershipConfig {
         }
         if self.max_transmissions == 0 {
             return Err(err("max_transmissions", "must be at least 1"));
+        }
+        if self.max_opens_per_second == 0 {
+            return Err(err("max_opens_per_second", "must be at least 1"));
+        }
+        if self.max_other_opens_per_second == 0 {
+            return Err(err("max_other_opens_per_second", "must be at least 1"));
         }
         if self.replay_cache_capacity == 0 {
             return Err(err("replay_cache_capacity", "must be at least 1"));
@@ -269,5 +297,18 @@ mod tests {
             ..MembershipConfig::default()
         };
         assert_eq!(c.validate().unwrap_err().field, "gossip_fanout");
+        let c = MembershipConfig {
+            max_opens_per_second: 0,
+            ..MembershipConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().field, "max_opens_per_second");
+        let c = MembershipConfig {
+            max_other_opens_per_second: 0,
+            ..MembershipConfig::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().field,
+            "max_other_opens_per_second"
+        );
     }
 }

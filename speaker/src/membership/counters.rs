@@ -15,6 +15,8 @@ pub struct Counters {
     datagrams_in: AtomicU64,
     datagrams_out: AtomicU64,
     dropped_malformed: AtomicU64,
+    dropped_unknown_source: AtomicU64,
+    dropped_rate_limited: AtomicU64,
     dropped_auth: AtomicU64,
     dropped_stale: AtomicU64,
     dropped_replayed: AtomicU64,
@@ -42,6 +44,12 @@ pub struct CountersSnapshot {
     pub datagrams_out: u64,
     /// Dropped: too short, wrong magic or version, or oversized.
     pub dropped_malformed: u64,
+    /// Dropped before decryption: the source IP is neither a configured peer's nor a current
+    /// member's (config `admit_only_peers`).
+    pub dropped_unknown_source: u64,
+    /// Dropped before decryption: over the decrypt budget of its source class (config
+    /// `max_opens_per_second`, `max_other_opens_per_second`).
+    pub dropped_rate_limited: u64,
     /// Dropped: authentication failed under every key (forged, corrupted, or another key).
     pub dropped_auth: u64,
     /// Dropped: authentic, but the sealed timestamp is outside the replay window.
@@ -66,6 +74,8 @@ pub(crate) enum Counter {
     DatagramsIn,
     DatagramsOut,
     DroppedMalformed,
+    DroppedUnknownSource,
+    DroppedRateLimited,
     DroppedAuth,
     DroppedStale,
     DroppedReplayed,
@@ -98,6 +108,8 @@ impl Counters {
             Counter::DatagramsIn => &self.datagrams_in,
             Counter::DatagramsOut => &self.datagrams_out,
             Counter::DroppedMalformed => &self.dropped_malformed,
+            Counter::DroppedUnknownSource => &self.dropped_unknown_source,
+            Counter::DroppedRateLimited => &self.dropped_rate_limited,
             Counter::DroppedAuth => &self.dropped_auth,
             Counter::DroppedStale => &self.dropped_stale,
             Counter::DroppedReplayed => &self.dropped_replayed,
@@ -119,6 +131,8 @@ impl Counters {
             datagrams_in: get(&self.datagrams_in),
             datagrams_out: get(&self.datagrams_out),
             dropped_malformed: get(&self.dropped_malformed),
+            dropped_unknown_source: get(&self.dropped_unknown_source),
+            dropped_rate_limited: get(&self.dropped_rate_limited),
             dropped_auth: get(&self.dropped_auth),
             dropped_stale: get(&self.dropped_stale),
             dropped_replayed: get(&self.dropped_replayed),
@@ -134,6 +148,8 @@ impl CountersSnapshot {
     pub fn dropped_total(&self) -> u64 {
         [
             self.dropped_malformed,
+            self.dropped_unknown_source,
+            self.dropped_rate_limited,
             self.dropped_auth,
             self.dropped_stale,
             self.dropped_replayed,

@@ -99,6 +99,21 @@ impl Sealer {
     }
 }
 
+/// The framing check alone, without any cryptography: long enough for a header and a tag,
+/// magic [`MAGIC`], version [`VERSION`]. A few byte comparisons; [`Opener::open`] runs it too.
+///
+/// # Errors
+/// [`OpenError::Malformed`] when any of these is wrong.
+pub fn check_framing(datagram: &[u8]) -> Result<(), OpenError> {
+    if datagram.len() < OVERHEAD
+        || datagram.get(..4) != Some(&MAGIC[..])
+        || datagram.get(4) != Some(&VERSION)
+    {
+        return Err(OpenError::Malformed);
+    }
+    Ok(())
+}
+
 /// Opens incoming datagrams with every key of the ring.
 pub struct Opener {
     ciphers: Vec<XChaCha20Poly1305>,
@@ -117,10 +132,7 @@ impl Opener {
     /// # Errors
     /// [`OpenError::Malformed`] for bad framing, [`OpenError::AuthFailed`] when no key verifies.
     pub fn open(&self, datagram: &[u8]) -> Result<Opened, OpenError> {
-        if datagram.len() < OVERHEAD || datagram[..4] != MAGIC || datagram.get(4) != Some(&VERSION)
-        {
-            return Err(OpenError::Malformed);
-        }
+        check_framing(datagram)?;
         let (aad, rest) = datagram.split_at(HEADER_LEN);
         let (ciphertext, tag_bytes) = rest.split_at(rest.len() - TAG_LEN);
         let tag = Tag::try_from(tag_bytes).map_err(|_| OpenError::Malformed)?;

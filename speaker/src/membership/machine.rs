@@ -4,7 +4,8 @@
 //! whole protocol can be driven by a simulated network in tests.
 //!
 //! Driving contract (what [`super::agent`] does):
-//! 1. feed every received datagram to [`MembershipCore::handle_datagram`];
+//! 1. feed every received datagram, with its source address, to
+//!    [`MembershipCore::handle_datagram`];
 //! 2. call [`MembershipCore::handle_timers`] whenever [`MembershipCore::next_deadline`] passes;
 //! 3. feed the current peer addresses to [`MembershipCore::set_peers`] whenever they change;
 //! 4. after each call, send [`MembershipCore::take_outgoing`] and publish
@@ -21,9 +22,10 @@ use foca::{PostcardCodec, Timer};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
+use super::budget::{OpenBudget, SourceFilter};
 use super::config::{ConfigError, MembershipConfig};
 use super::counters::{Counter, Counters};
-use super::envelope::{OVERHEAD, OpenError, Opener, Sealer};
+use super::envelope::{OVERHEAD, OpenError, Opener, Sealer, check_framing};
 use super::identity::{MAX_NODE_NAME_LEN, SpeakerId};
 use super::key::KeyRing;
 use super::replay::{ReplayError, ReplayGuard};
@@ -67,6 +69,14 @@ pub enum DropReason {
     /// Framing is wrong or the datagram is larger than any member sends.
     #[error("malformed")]
     Malformed,
+    /// The source IP is neither a configured peer's nor a current member's (checked before
+    /// any decryption; config `admit_only_peers`).
+    #[error("unknown source")]
+    UnknownSource,
+    /// Over the decrypt budget of its source (config `max_opens_per_second`,
+    /// `max_other_opens_per_second`); checked before any decryption.
+    #[error("over the decrypt budget")]
+    RateLimited,
     /// No key authenticates it.
     #[error("authentication failed")]
     AuthFailed,
@@ -99,6 +109,10 @@ pub struct MembershipCore {
     counters: Arc<Counters>,
     config: MembershipConfig,
     peers: BTreeSet<SocketAddr>,
+    sources: SourceFilter,
+    budget: OpenBudget,
+    /// Member addresses last given to `sources` and `budget`.
+    admitted_members: BTreeSet<SocketAddr>,
     next_peer_announce: Option<Instant>,
     alive: BTreeSet<String>,
     events: Vec<MembershipEvent>,
@@ -170,13 +184,19 @@ impl MembershipCore {
             nonce_rng,
             replay: ReplayGuard::new(config.replay_window_ms(), config.replay_cache_capacity),
             counters,
-            config,
             peers: BTreeSet::new(),
+            sources: SourceFilter::new(config.admit_only_peers),
+            budget: OpenBudget::new(
+                config.max_opens_per_second,
+                config.max_other_opens_per_second,
+            ),
+            admitted_members: BTreeSet::new(),
             next_peer_announce: None,
             alive,
             events: Vec::new(),
             outbox: Vec::new(),
             left: false,
+            config,
         })
     }
 
@@ -223,6 +243,7 @@ impl MembershipCore {
         let peers: BTreeSet<SocketAddr> = peers.into_iter().filter(|p| *p != own).collect();
         let new: Vec<SocketAddr> = peers.difference(&self.peers).copied().collect();
         self.peers = peers;
+        self.sources.set_peers(&self.peers);
         if self.left {
             return;
         }
@@ -238,34 +259,69 @@ impl MembershipCore {
         }
     }
 
-    /// Processes one received datagram. Never panics, whatever the bytes.
+    /// Processes one datagram received from `from` (the source address the socket reported).
+    /// Never panics, whatever the bytes or the source.
+    ///
+    /// Checks, cheapest first (see `docs/membership.md`): size and framing, source admission,
+    /// decrypt budget, and only then authentication, replay, destination and foca. A datagram
+    /// dropped before authentication costs no AEAD work and no foca processing.
     ///
     /// # Errors
     /// The [`DropReason`] when the datagram was dropped (it is counted as well).
-    pub fn handle_datagram(&mut self, datagram: &[u8], now: Clock) -> Result<(), DropReason> {
+    pub fn handle_datagram(
+        &mut self,
+        datagram: &[u8],
+        from: SocketAddr,
+        now: Clock,
+    ) -> Result<(), DropReason> {
         self.counters.bump(Counter::DatagramsIn);
+        if let Err(reason) = self.admit(datagram, from, now) {
+            self.count_drop(reason);
+            return Err(reason);
+        }
         let result = self.accept(datagram, now);
         if let Err(reason) = result {
-            self.counters.bump(match reason {
-                DropReason::Malformed => Counter::DroppedMalformed,
-                DropReason::AuthFailed => Counter::DroppedAuth,
-                DropReason::Stale => Counter::DroppedStale,
-                DropReason::Replayed => Counter::DroppedReplayed,
-                DropReason::Misdirected => Counter::DroppedMisdirected,
-                DropReason::Rejected | DropReason::Left => Counter::DroppedRejected,
-            });
+            self.count_drop(reason);
         }
         self.process(now);
         result
     }
 
-    fn accept(&mut self, datagram: &[u8], now: Clock) -> Result<(), DropReason> {
+    /// The checks that run before any decryption; they change no protocol state, so a datagram
+    /// they drop needs no [`MembershipCore::process`] either.
+    fn admit(&mut self, datagram: &[u8], from: SocketAddr, now: Clock) -> Result<(), DropReason> {
         if self.left {
             return Err(DropReason::Left);
         }
-        if datagram.len() > self.config.max_packet_size.saturating_add(OVERHEAD) {
+        if datagram.len() > self.config.max_packet_size.saturating_add(OVERHEAD)
+            || check_framing(datagram).is_err()
+        {
             return Err(DropReason::Malformed);
         }
+        if !self.sources.admits(from) {
+            return Err(DropReason::UnknownSource);
+        }
+        if !self.budget.try_open(from, now.mono) {
+            return Err(DropReason::RateLimited);
+        }
+        Ok(())
+    }
+
+    fn count_drop(&self, reason: DropReason) {
+        self.counters.bump(match reason {
+            DropReason::Malformed => Counter::DroppedMalformed,
+            DropReason::UnknownSource => Counter::DroppedUnknownSource,
+            DropReason::RateLimited => Counter::DroppedRateLimited,
+            DropReason::AuthFailed => Counter::DroppedAuth,
+            DropReason::Stale => Counter::DroppedStale,
+            DropReason::Replayed => Counter::DroppedReplayed,
+            DropReason::Misdirected => Counter::DroppedMisdirected,
+            DropReason::Rejected | DropReason::Left => Counter::DroppedRejected,
+        });
+    }
+
+    /// Authentication onwards, for a datagram [`MembershipCore::admit`] let through.
+    fn accept(&mut self, datagram: &[u8], now: Clock) -> Result<(), DropReason> {
         let opened = self.opener.open(datagram).map_err(|e| match e {
             OpenError::Malformed => DropReason::Malformed,
             OpenError::AuthFailed => DropReason::AuthFailed,
@@ -469,7 +525,252 @@ impl MembershipCore {
                 }
             }
         }
+        // Source admission and the per-member decrypt budgets follow the members' addresses.
+        let member_addrs = if self.left {
+            BTreeSet::new()
+        } else {
+            self.member_addrs()
+        };
+        if member_addrs != self.admitted_members {
+            self.sources.set_members(member_addrs.iter().copied());
+            self.budget.set_members(member_addrs.iter().copied());
+            self.admitted_members = member_addrs;
+        }
         self.alive = now_alive;
         self.counters.set_members(self.alive.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::net::SocketAddrV6;
+    use std::time::Duration;
+
+    const WALL0: u64 = 1_800_000_000_000;
+
+    fn ring() -> KeyRing {
+        let hex: String = (0..32u8)
+            .map(|i| format!("{:02x}", i.wrapping_mul(47).wrapping_add(5)))
+            .collect();
+        KeyRing::parse(hex.as_bytes()).unwrap()
+    }
+
+    fn addr(last: u8, port: u16) -> SocketAddr {
+        SocketAddr::from(([192, 0, 2, last], port))
+    }
+
+    fn mapped(a: SocketAddr) -> SocketAddr {
+        let SocketAddr::V4(v4) = a else {
+            unreachable!("test addresses are IPv4")
+        };
+        SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
+    }
+
+    fn core(last: u8, config: MembershipConfig, seed: u64) -> MembershipCore {
+        let id = SpeakerId::with_generation(&format!("node-{last}"), addr(last, 7947), 1).unwrap();
+        MembershipCore::with_seed(id, config, &ring(), Arc::new(Counters::default()), seed).unwrap()
+    }
+
+    fn clock(t0: Instant, ms: u64) -> Clock {
+        Clock {
+            mono: t0 + Duration::from_millis(ms),
+            wall_ms: WALL0 + ms,
+        }
+    }
+
+    /// A keyless datagram that passes the framing check (magic and version right).
+    fn keyless(len: usize, fill: u8) -> Vec<u8> {
+        let mut d = vec![fill; len.max(OVERHEAD)];
+        d[..4].copy_from_slice(&super::super::envelope::MAGIC);
+        d[4] = super::super::envelope::VERSION;
+        d
+    }
+
+    /// Delivers everything both cores send to each other until they are quiet.
+    fn exchange(a: &mut MembershipCore, b: &mut MembershipCore, now: Clock) {
+        for _ in 0..50 {
+            let (from_a, from_b) = (a.take_outgoing(), b.take_outgoing());
+            if from_a.is_empty() && from_b.is_empty() {
+                return;
+            }
+            let (addr_a, addr_b) = (a.identity().addr, b.identity().addr);
+            for out in from_a.into_iter().filter(|o| o.to == addr_b) {
+                let _ = b.handle_datagram(&out.datagram, addr_a, now);
+            }
+            for out in from_b.into_iter().filter(|o| o.to == addr_a) {
+                let _ = a.handle_datagram(&out.datagram, addr_b, now);
+            }
+        }
+    }
+
+    #[test]
+    fn empty_peer_set_admits_every_source_to_authentication() {
+        let t0 = Instant::now();
+        let mut c = core(1, MembershipConfig::default(), 1);
+        let from = addr(99, 1234);
+        assert_eq!(
+            c.handle_datagram(&keyless(100, 7), from, clock(t0, 0)),
+            Err(DropReason::AuthFailed)
+        );
+        let s = c.counters().snapshot();
+        assert_eq!((s.dropped_auth, s.dropped_unknown_source), (1, 0));
+    }
+
+    #[test]
+    fn unknown_sources_are_dropped_before_authentication() {
+        let t0 = Instant::now();
+        let mut c = core(1, MembershipConfig::default(), 2);
+        c.set_peers([addr(2, 7947), addr(3, 7947)], clock(t0, 0));
+        let _ = c.take_outgoing();
+        for from in [addr(99, 7947), mapped(addr(99, 7947)), addr(4, 7947)] {
+            assert_eq!(
+                c.handle_datagram(&keyless(200, 1), from, clock(t0, 1)),
+                Err(DropReason::UnknownSource),
+                "{from}"
+            );
+        }
+        // A peer's IP, from any port and in IPv4-mapped form, goes on to authentication.
+        for from in [addr(2, 7947), addr(2, 50_000), mapped(addr(3, 7947))] {
+            assert_eq!(
+                c.handle_datagram(&keyless(200, 1), from, clock(t0, 1)),
+                Err(DropReason::AuthFailed),
+                "{from}"
+            );
+        }
+        // Framing is checked first, whatever the source.
+        assert_eq!(
+            c.handle_datagram(b"junk", addr(99, 1), clock(t0, 1)),
+            Err(DropReason::Malformed)
+        );
+        let s = c.counters().snapshot();
+        assert_eq!(s.dropped_unknown_source, 3);
+        assert_eq!(s.dropped_auth, 3);
+        assert_eq!(s.dropped_malformed, 1);
+        assert_eq!(s.datagrams_in, 7);
+        assert_eq!(s.dropped_total(), 7);
+    }
+
+    #[test]
+    fn admission_can_be_turned_off() {
+        let t0 = Instant::now();
+        let config = MembershipConfig {
+            admit_only_peers: false,
+            ..MembershipConfig::default()
+        };
+        let mut c = core(1, config, 3);
+        c.set_peers([addr(2, 7947)], clock(t0, 0));
+        assert_eq!(
+            c.handle_datagram(&keyless(200, 1), addr(99, 7947), clock(t0, 1)),
+            Err(DropReason::AuthFailed)
+        );
+    }
+
+    #[test]
+    fn members_are_admitted_even_when_not_among_the_peers() {
+        let t0 = Instant::now();
+        let mut a = core(1, MembershipConfig::default(), 4);
+        let mut b = core(2, MembershipConfig::default(), 5);
+        // b knows a; a's peer list (from the API) lags: it only knows some other node.
+        a.set_peers([addr(3, 7947)], clock(t0, 0));
+        let _ = a.take_outgoing();
+        b.set_peers([addr(1, 7947)], clock(t0, 0));
+        // b's announce is dropped by a: unknown source.
+        exchange(&mut a, &mut b, clock(t0, 1));
+        assert_eq!(a.counters().snapshot().dropped_unknown_source, 1);
+        assert_eq!(a.alive().len(), 1);
+        // a's peer list catches up: a announces to b, they join, and b is now a member.
+        a.set_peers([addr(2, 7947), addr(3, 7947)], clock(t0, 2));
+        exchange(&mut a, &mut b, clock(t0, 3));
+        assert_eq!(a.alive().len(), 2, "{:?}", a.alive());
+        assert!(a.sources.admits(addr(2, 7947)));
+        // Remove b from a's peers again: a member stays admitted (and still a member).
+        a.set_peers([addr(3, 7947)], clock(t0, 4));
+        assert!(a.sources.admits(addr(2, 7947)));
+        assert!(a.sources.admits(mapped(addr(2, 1))));
+        assert!(!a.sources.admits(addr(4, 7947)));
+        assert!(a.budget.is_member(mapped(addr(2, 7947))));
+    }
+
+    #[test]
+    fn decrypt_budget_drops_a_flood_but_not_the_members() {
+        let t0 = Instant::now();
+        let config = MembershipConfig {
+            max_opens_per_second: 2000,
+            max_other_opens_per_second: 100,
+            ..MembershipConfig::default()
+        };
+        let mut a = core(1, config.clone(), 6);
+        let mut b = core(2, config, 7);
+        a.set_peers([addr(2, 7947)], clock(t0, 0));
+        b.set_peers([addr(1, 7947)], clock(t0, 0));
+        exchange(&mut a, &mut b, clock(t0, 0));
+        assert_eq!(a.alive().len(), 2);
+        let before = a.counters().snapshot();
+        // 2 s of flood at 20 datagrams/ms from b's IP but another port (passes the source check),
+        // while b's own traffic keeps flowing; every timer runs on time.
+        let spoof = addr(2, 40_000);
+        let mut member_drops = 0;
+        for ms in 1..=2000u64 {
+            let now = clock(t0, ms);
+            for _ in 0..20 {
+                let verdict = a.handle_datagram(&keyless(300, 9), spoof, now);
+                assert!(matches!(
+                    verdict,
+                    Err(DropReason::AuthFailed | DropReason::RateLimited)
+                ));
+            }
+            a.handle_timers(now);
+            b.handle_timers(now);
+            for out in b.take_outgoing() {
+                if let Err(reason) = a.handle_datagram(&out.datagram, b.identity().addr, now) {
+                    assert_ne!(reason, DropReason::RateLimited);
+                    member_drops += 1;
+                }
+            }
+            for out in a.take_outgoing() {
+                let _ = b.handle_datagram(&out.datagram, a.identity().addr, now);
+            }
+        }
+        assert_eq!(member_drops, 0);
+        assert_eq!(a.alive().len(), 2);
+        assert!(
+            a.take_events()
+                .iter()
+                .all(|e| matches!(e, MembershipEvent::Up(_)))
+        );
+        let after = a.counters().snapshot();
+        let opened = after.dropped_auth - before.dropped_auth;
+        let limited = after.dropped_rate_limited - before.dropped_rate_limited;
+        assert_eq!(opened + limited, 40_000);
+        // 100 per second for 2 s plus a full bucket of 100 at the start.
+        assert!((250..=301).contains(&opened), "{opened} opened");
+    }
+
+    #[test]
+    fn ipv4_mapped_member_sources_use_the_member_bucket() {
+        let t0 = Instant::now();
+        let mut a = core(1, MembershipConfig::default(), 8);
+        let mut b = core(2, MembershipConfig::default(), 9);
+        a.set_peers([addr(2, 7947)], clock(t0, 0));
+        b.set_peers([addr(1, 7947)], clock(t0, 0));
+        exchange(&mut a, &mut b, clock(t0, 0));
+        // b's probes seen as if a's socket were bound to [::].
+        let mut delivered = 0;
+        for ms in (10..1000).step_by(10) {
+            b.handle_timers(clock(t0, ms));
+            for out in b.take_outgoing() {
+                assert_eq!(
+                    a.handle_datagram(&out.datagram, mapped(b.identity().addr), clock(t0, ms)),
+                    Ok(())
+                );
+                delivered += 1;
+            }
+            let _ = a.take_outgoing();
+        }
+        assert!(delivered > 0);
+        assert!(a.budget.is_member(mapped(b.identity().addr)));
+        assert_eq!(a.counters().snapshot().dropped_total(), 0);
     }
 }

@@ -4,6 +4,7 @@
 //! Module map — everything but [`agent`] is pure (no tokio, no kube):
 //! - [`key`]: the key file format and weak-key checks;
 //! - [`envelope`]: the sealed datagram format (seal / open);
+//! - [`budget`]: source admission and the decrypt budget, checked before any decryption;
 //! - [`replay`]: timestamp window and nonce cache against replays;
 //! - [`identity`]: [`SpeakerId`] (node name, address, generation) as a foca identity;
 //! - [`config`]: [`MembershipConfig`] timings and their foca mapping;
@@ -35,6 +36,7 @@
 //! ```
 
 pub mod agent;
+pub mod budget;
 pub mod config;
 pub mod counters;
 pub mod envelope;
