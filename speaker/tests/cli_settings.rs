@@ -20,10 +20,19 @@ fn f6_overflow_prone_settings_are_refused_at_start() {
             &["--announce-refresh-s", "18446744073709551615"][..],
             "--announce-refresh-s",
         ),
-        (&["--announce-offsets-ms", "0,18446744073709551615"], "--announce-offsets-ms"),
+        (
+            &["--announce-offsets-ms", "0,18446744073709551615"],
+            "--announce-offsets-ms",
+        ),
         (&["--probe-period-ms", "0"], "--probe-period-ms"),
-        (&["--suspect-timeout-ms", "18446744073709551615"], "--suspect-timeout-ms"),
-        (&["--converge-timeout-ms", "18446744073709551615"], "--converge-timeout-ms"),
+        (
+            &["--suspect-timeout-ms", "18446744073709551615"],
+            "--suspect-timeout-ms",
+        ),
+        (
+            &["--converge-timeout-ms", "18446744073709551615"],
+            "--converge-timeout-ms",
+        ),
     ] {
         let out = speaker(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
