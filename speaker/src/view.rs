@@ -132,25 +132,24 @@ pub fn node_addresses(node: &Node) -> Vec<IpAddr> {
         .unwrap_or_default()
 }
 
-fn network_unavailable(node: &Node) -> bool {
+/// The `status` of Node condition `type_`, if the Node reports it.
+fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a str> {
     node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "NetworkUnavailable" && c.status == "True")
-        })
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.as_str())
+}
+
+fn network_unavailable(node: &Node) -> bool {
+    condition(node, "NetworkUnavailable") == Some("True")
 }
 
 /// `Ready` is `False` or `Unknown`; a Node without the condition (just registered) counts as ready.
 fn not_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "Ready" && (c.status == "False" || c.status == "Unknown"))
-        })
+    matches!(condition(node, "Ready"), Some("False" | "Unknown"))
 }
 
 fn traffic_policy(svc: &Service) -> TrafficPolicy {

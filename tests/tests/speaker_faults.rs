@@ -339,19 +339,7 @@ async fn partition_scenario(shape: &str, nodes: usize, isolated: &[&str], ips: &
     );
     // After the split settled: each IP answered by its owner among the majority, the minority
     // silent.
-    for ip in ips {
-        let owner = expected_owner(*ip, majority);
-        let answers = lab
-            .wait_for_owner(0, *ip, Some(&owner), SETTLE)
-            .await
-            .unwrap();
-        assert_eq!(
-            answers,
-            BTreeSet::from([lab.node(&owner).mac.clone()]),
-            "{shape}: {ip} after the split\n{}",
-            lab.speaker_log(&owner, 30)
-        );
-    }
+    wait_owners(&lab, ips, majority).await;
     for _ in 0..3 {
         for ip in ips {
             let answers = lab.arp_answers(0, *ip).await.unwrap();
