@@ -10,6 +10,7 @@
 //! asserted about speed (DESIGN: speed is measured, never asserted).
 #![allow(clippy::unwrap_used)]
 
+mod membership_common;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -205,26 +206,6 @@ fn kernel_drops(addr: SocketAddr) -> Option<u64> {
         .and_then(|l| l.split_whitespace().last()?.parse().ok())
 }
 
-/// Flood material as in `membership_udp.rs`: a quarter random garbage, the rest with the right
-/// magic and version and random bytes after (keyless envelopes).
-fn keyless_material(count: usize) -> Vec<Vec<u8>> {
-    use ferrolb_speaker::membership::envelope::{MAGIC, OVERHEAD, VERSION};
-    use rand::SeedableRng;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-    (0..count)
-        .map(|i| {
-            let len = OVERHEAD + (i * 131) % 1300;
-            let mut d = vec![0u8; len];
-            rand::Rng::fill_bytes(&mut rng, &mut d);
-            if i % 4 != 0 {
-                d[..4].copy_from_slice(&MAGIC);
-                d[4] = VERSION;
-            }
-            d
-        })
-        .collect()
-}
-
 struct Phase {
     label: &'static str,
     seconds: f64,
@@ -261,7 +242,7 @@ async fn flood_phase(
             (0, 0.0)
         }
         Some(from) => {
-            let material = keyless_material(512);
+            let material = membership_common::keyless_material(512, 5);
             std::thread::spawn(move || {
                 let cpu_start = cpu_seconds(UsageWho::RUSAGE_THREAD);
                 let socket = std::net::UdpSocket::bind(from).unwrap();

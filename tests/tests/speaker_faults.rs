@@ -82,6 +82,20 @@ fn macs_of(lab: &Lab, nodes: &[&str]) -> BTreeSet<String> {
     nodes.iter().map(|n| lab.node(n).mac.clone()).collect()
 }
 
+/// Probes `ip` for 5 s while node `node`'s speaker is stopped (SIGSTOP) for `pause`, starting
+/// 200 ms in.
+async fn probe_through_stall(lab: &Lab, node: &str, ip: Ipv4Addr, pause: Duration) -> Vec<Sample> {
+    let stall = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        lab.pause_speaker(node, pause).await.unwrap();
+    };
+    let (timeline, ()) = tokio::join!(
+        answer_timeline(lab, 0, ip, Duration::from_secs(5), LISTEN),
+        stall
+    );
+    timeline.unwrap()
+}
+
 fn report(rule: &str, what: &str, value: impl std::fmt::Debug) {
     println!("MEASURED {rule}: {what} = {value:?}");
 }
@@ -231,17 +245,7 @@ async fn f2_hung_api_server_changes_nothing_about_who_answers() {
     let frozen = ApiFrozen::freeze(&lab);
     // The owner stalls long enough to be failed over: the successor takes the IP (and wants to
     // write an Event, which hangs).
-    let pause = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        lab.pause_speaker(&owner, Duration::from_secs(2))
-            .await
-            .unwrap();
-    };
-    let (timeline, ()) = tokio::join!(
-        answer_timeline(&lab, 0, ip, Duration::from_secs(5), LISTEN),
-        pause
-    );
-    let timeline = timeline.unwrap();
+    let timeline = probe_through_stall(&lab, &owner, ip, Duration::from_secs(2)).await;
     assert!(
         timeline
             .iter()
@@ -462,17 +466,7 @@ async fn f4_short_stall_causes_no_failover_and_a_long_one_no_double_answer() {
 
     // A 2 s stall: failed over, and when it resumes the owner does not answer alongside its
     // successor (beyond the measured window), then takes its IP back.
-    let pause = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        lab.pause_speaker(&owner, Duration::from_secs(2))
-            .await
-            .unwrap();
-    };
-    let (timeline, ()) = tokio::join!(
-        answer_timeline(&lab, 0, ip, Duration::from_secs(5), LISTEN),
-        pause
-    );
-    let timeline = timeline.unwrap();
+    let timeline = probe_through_stall(&lab, &owner, ip, Duration::from_secs(2)).await;
     let rest: Vec<&str> = all.iter().copied().filter(|n| *n != owner).collect();
     let successor_mac = lab.node(&expected_owner(ip, &rest)).mac.clone();
     assert!(
