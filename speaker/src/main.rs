@@ -12,7 +12,7 @@ use ferrolb_speaker::claim::ClaimSettings;
 use ferrolb_speaker::daemon::{SpeakerConfig, run};
 use ferrolb_speaker::event_sink::EventSinkConfig;
 use ferrolb_speaker::l2::{AnnounceSchedule, L2Config};
-use ferrolb_speaker::membership::{DEFAULT_PORT, MembershipConfig};
+use ferrolb_speaker::membership::{DEFAULT_PORT, MembershipConfig, TimingProfile};
 use ferrolb_speaker::view::ViewSettings;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
@@ -50,15 +50,21 @@ struct Cli {
     /// Address other speakers reach this one at; default: this Node's InternalIP.
     #[arg(long, env = "FERROLB_ADVERTISE_ADDRESS")]
     advertise_address: Option<IpAddr>,
-    /// SWIM probe period in milliseconds.
-    #[arg(long, env = "FERROLB_PROBE_PERIOD_MS", default_value_t = 100)]
-    probe_period_ms: u64,
-    /// SWIM direct-probe timeout in milliseconds.
-    #[arg(long, env = "FERROLB_PROBE_RTT_MS", default_value_t = 40)]
-    probe_rtt_ms: u64,
-    /// How long a suspect member has to refute before it is declared down, in milliseconds.
-    #[arg(long, env = "FERROLB_SUSPECT_TIMEOUT_MS", default_value_t = 200)]
-    suspect_timeout_ms: u64,
+    /// Failure-detection timings: `fast` (100/40/200 ms, sub-second failover) or `safe`
+    /// (1000/500/5000 ms, for nodes whose speaker may be CPU-starved). The three flags below
+    /// override single values.
+    #[arg(long, env = "FERROLB_TIMING_PROFILE", value_enum, default_value_t = Profile::Fast)]
+    timing_profile: Profile,
+    /// SWIM probe period in milliseconds [default: from --timing-profile].
+    #[arg(long, env = "FERROLB_PROBE_PERIOD_MS")]
+    probe_period_ms: Option<u64>,
+    /// SWIM direct-probe timeout in milliseconds [default: from --timing-profile].
+    #[arg(long, env = "FERROLB_PROBE_RTT_MS")]
+    probe_rtt_ms: Option<u64>,
+    /// How long a suspect member has to refute before it is declared down, in milliseconds
+    /// [default: from --timing-profile].
+    #[arg(long, env = "FERROLB_SUSPECT_TIMEOUT_MS")]
+    suspect_timeout_ms: Option<u64>,
     /// Offsets (ms, comma-separated) of the gratuitous ARP / unsolicited NA burst after gaining an IP.
     #[arg(
         long,
@@ -82,6 +88,30 @@ struct Cli {
     log_json: bool,
 }
 
+/// `--timing-profile` values (see [`TimingProfile`]).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Profile {
+    Fast,
+    Safe,
+}
+
+impl Cli {
+    /// `(probe_period_ms, probe_rtt_ms, suspect_timeout_ms)`: the profile's, overridden by flags.
+    fn timings_ms(&self) -> (u64, u64, u64) {
+        let profile = match self.timing_profile {
+            Profile::Fast => TimingProfile::Fast,
+            Profile::Safe => TimingProfile::Safe,
+        };
+        let (period, rtt, suspect) = profile.timings();
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        (
+            self.probe_period_ms.unwrap_or(ms(period)),
+            self.probe_rtt_ms.unwrap_or(ms(rtt)),
+            self.suspect_timeout_ms.unwrap_or(ms(suspect)),
+        )
+    }
+}
+
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
@@ -97,10 +127,11 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
 /// Refuses settings that cannot work or would overflow a timer (issue #8 F6), naming the flag.
 fn check(cli: &Cli) -> anyhow::Result<()> {
     const HOUR_MS: u64 = 3_600_000;
+    let (period, rtt, suspect) = cli.timings_ms();
     let limits: [(&str, u64, u64, u64); 5] = [
-        ("--probe-period-ms", cli.probe_period_ms, 1, 60_000),
-        ("--probe-rtt-ms", cli.probe_rtt_ms, 1, 60_000),
-        ("--suspect-timeout-ms", cli.suspect_timeout_ms, 1, HOUR_MS),
+        ("--probe-period-ms", period, 1, 60_000),
+        ("--probe-rtt-ms", rtt, 1, 60_000),
+        ("--suspect-timeout-ms", suspect, 1, HOUR_MS),
         ("--announce-refresh-s", cli.announce_refresh_s, 0, 86_400),
         ("--converge-timeout-ms", cli.converge_timeout_ms, 0, HOUR_MS),
     ];
@@ -143,10 +174,11 @@ async fn main() -> anyhow::Result<()> {
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
             .init();
     }
+    let (period, rtt, suspect) = cli.timings_ms();
     let membership = MembershipConfig {
-        probe_period: Duration::from_millis(cli.probe_period_ms),
-        probe_rtt: Duration::from_millis(cli.probe_rtt_ms),
-        suspect_timeout: Duration::from_millis(cli.suspect_timeout_ms),
+        probe_period: Duration::from_millis(period),
+        probe_rtt: Duration::from_millis(rtt),
+        suspect_timeout: Duration::from_millis(suspect),
         ..MembershipConfig::default()
     };
     let config = SpeakerConfig {

@@ -26,6 +26,11 @@ fn f6_overflow_prone_settings_are_refused_at_start() {
         ),
         (&["--probe-period-ms", "0"], "--probe-period-ms"),
         (
+            &["--timing-profile", "safe", "--probe-rtt-ms", "0"],
+            "--probe-rtt-ms",
+        ),
+        (&["--timing-profile", "quick"], "--timing-profile"),
+        (
             &["--suspect-timeout-ms", "18446744073709551615"],
             "--suspect-timeout-ms",
         ),

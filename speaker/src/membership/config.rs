@@ -109,11 +109,12 @@ pub struct MembershipConfig {
 
 impl Default for MembershipConfig {
     fn default() -> Self {
+        let (probe_period, probe_rtt, suspect_timeout) = TimingProfile::Fast.timings();
         Self {
-            probe_period: Duration::from_millis(100),
-            probe_rtt: Duration::from_millis(40),
+            probe_period,
+            probe_rtt,
             indirect_probes: 3,
-            suspect_timeout: Duration::from_millis(200),
+            suspect_timeout,
             gossip_interval: Duration::from_millis(50),
             gossip_fanout: 3,
             max_transmissions: 12,
@@ -127,6 +128,46 @@ impl Default for MembershipConfig {
             admit_only_peers: true,
             max_opens_per_second: 2000,
             max_other_opens_per_second: 500,
+        }
+    }
+}
+
+/// A named set of failure-detection timings (`--timing-profile`), measured in the lab
+/// (`docs/benchmarks.md`, issue #8 F4). Explicit `--probe-period-ms`, `--probe-rtt-ms` and
+/// `--suspect-timeout-ms` override the profile's values one by one.
+///
+/// - [`TimingProfile::Fast`] (default): 100 ms / 40 ms / 200 ms. A crashed speaker is failed
+///   over in well under a second. Tolerates a speaker whose CPU quota is small but above what it
+///   uses (throttled in bursts): no false failover in the lab at a 3 % quota. A speaker that is
+///   *starved* — its cgroup at its limit all the time, e.g. a busy neighbour in the same
+///   cgroup — stalls for more than 300 ms at a time and is failed over, again and again.
+/// - [`TimingProfile::Safe`]: 1 s / 500 ms / 5 s, close to memberlist's LAN profile that
+///   MetalLB uses (1 s probe interval, 500 ms probe timeout, suspicion of a few seconds).
+///   Crash failover takes a few seconds; no false failover in the lab with the speaker sharing a
+///   3 % quota with a busy loop for 60 s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TimingProfile {
+    /// Sub-second failover; assumes the speaker gets CPU within ~100 ms when it needs it.
+    #[default]
+    Fast,
+    /// Failover in seconds; survives a CPU-starved node.
+    Safe,
+}
+
+impl TimingProfile {
+    /// `(probe_period, probe_rtt, suspect_timeout)` of the profile.
+    pub fn timings(self) -> (Duration, Duration, Duration) {
+        match self {
+            TimingProfile::Fast => (
+                Duration::from_millis(100),
+                Duration::from_millis(40),
+                Duration::from_millis(200),
+            ),
+            TimingProfile::Safe => (
+                Duration::from_secs(1),
+                Duration::from_millis(500),
+                Duration::from_secs(5),
+            ),
         }
     }
 }

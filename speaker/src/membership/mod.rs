@@ -47,7 +47,7 @@ pub mod replay;
 pub mod timers;
 
 pub use agent::{Membership, MembershipSettings, StartError};
-pub use config::{ConfigError, DEFAULT_PORT, MembershipConfig};
+pub use config::{ConfigError, DEFAULT_PORT, MembershipConfig, TimingProfile};
 pub use counters::{Counters, CountersSnapshot};
 pub use identity::SpeakerId;
 pub use key::{Key, KeyError, KeyRing};

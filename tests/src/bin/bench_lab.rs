@@ -42,6 +42,7 @@ use ferrolb_tests::lab::bench::{
     ArmedSignal, CpuSample, clock_ticks_per_second, cpu_sample, percentile, rx_packets,
     speaker_pid, start_speaker_with, unix_now_us,
 };
+use ferrolb_tests::lab::starvation::{self, Starve};
 use ferrolb_tests::lab::{Lab, Seen, in_netns, within_netns};
 use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
 
@@ -86,6 +87,22 @@ enum Command {
         /// trial (default offsets 0, 0.5, 2, 5 s) is still due, in ms.
         #[arg(long, env = "FERROLB_BENCH_SETTLE_MS", default_value_t = 6_000)]
         settle_ms: u64,
+    },
+    /// One speaker under a cgroup CPU quota (issue #8 F4): members declared down and stalls
+    /// (false failovers) per hour, wrong ARP answers, the starved owner's ARP reply latency.
+    Starve {
+        /// CPU quota, % of one CPU per 100 ms period.
+        #[arg(long, env = "FERROLB_BENCH_PERCENT", default_value_t = 3)]
+        percent: u32,
+        /// A busy loop shares the speaker's cgroup (the quota runs out every period).
+        #[arg(long, env = "FERROLB_BENCH_HOG")]
+        hog: bool,
+        /// How long, seconds.
+        #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 60)]
+        seconds: u64,
+        /// The speakers' `--timing-profile` (fast, safe).
+        #[arg(long, env = "FERROLB_BENCH_PROFILE", default_value = "fast")]
+        profile: String,
     },
     /// Speaker CPU time idle vs. while UDP floods cross the bridge.
     Cpu {
@@ -231,6 +248,27 @@ async fn main() -> anyhow::Result<()> {
                 .await
             }
             Command::Cpu { seconds } => cpu(bin, Duration::from_secs(seconds)).await,
+            Command::Starve {
+                percent,
+                hog,
+                seconds,
+                profile,
+            } => {
+                let how = Starve {
+                    percent,
+                    hog,
+                    duration: Duration::from_secs(seconds),
+                    listen: Duration::from_millis(500),
+                };
+                let outcome =
+                    starvation::run(Some(bin), &["--timing-profile", &profile], how).await?;
+                println!(
+                    "starve: profile {profile}, {percent} % quota{}, {seconds} s: {}",
+                    if hog { " shared with a busy loop" } else { "" },
+                    outcome.summary()
+                );
+                Ok(())
+            }
         }
     };
     // On Ctrl-C the run future is dropped, so the lab is torn down (its Drop) before exiting.

@@ -33,12 +33,14 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use crate::cluster::{Supervised, TestCluster, workspace_bin};
 
 pub mod bench;
+pub mod cpu_quota;
 pub mod demo;
 pub mod http_client;
 pub mod kube_proxy;
 pub mod pods;
 mod relay;
 pub mod scenario;
+pub mod starvation;
 
 /// Where node processes reach the API server, inside their own namespace (see the module docs).
 pub const NODE_API_PORT: u16 = 6443;
@@ -108,6 +110,8 @@ pub struct Lab {
     dir: tempfile::TempDir,
     key_file: PathBuf,
     node_kubeconfig: PathBuf,
+    /// The speaker binary [`Lab::start_speaker`] runs; `None` = the workspace's debug build.
+    speaker_bin: Option<PathBuf>,
     relays: Vec<tokio::task::JoinHandle<()>>,
     // Field order matters for Drop: processes stop (nodes) before the cluster.
     cluster: TestCluster,
@@ -201,6 +205,7 @@ impl Lab {
             dir,
             key_file,
             node_kubeconfig,
+            speaker_bin: None,
             relays,
             cluster,
             _lock: lock,
@@ -268,32 +273,22 @@ impl Lab {
     /// # Errors
     /// The binary could not be built or started.
     pub fn start_speaker(&mut self, name: &str, extra_args: &[&str]) -> anyhow::Result<()> {
-        let bin = workspace_bin("ferrolb-speaker")?;
-        let kubeconfig = self.node_kubeconfig.clone();
-        let key = self.key_file.clone();
-        let log = self.dir.path().join(format!("speaker-{name}.log"));
-        let node = self.node_mut(name)?;
-        if let Some(old) = node.speaker.take() {
+        let bin = match &self.speaker_bin {
+            Some(bin) => bin.clone(),
+            None => workspace_bin("ferrolb-speaker")?,
+        };
+        if let Some(old) = self.node_mut(name)?.speaker.take() {
             old.stop(Duration::from_secs(5));
         }
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &node.netns])
-            .arg(&bin)
-            .args(["--node-name", &node.name])
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--memberlist-key-file")
-            .arg(&key)
-            .args(["--metrics-address", "127.0.0.1:7473"])
-            .args(extra_args)
-            .env("RUST_LOG", "info,ferrolb_speaker=debug");
-        node.speaker = Some(Supervised::spawn_command(
-            &format!("speaker {name}"),
-            &mut cmd,
-            &log,
-            false,
-        )?);
+        let speaker = bench::start_speaker_with(self, &bin, name, extra_args)?;
+        self.node_mut(name)?.speaker = Some(speaker);
         Ok(())
+    }
+
+    /// Makes [`Lab::start_speaker`] run `bin` (e.g. a release build for benchmarks) instead of
+    /// the workspace's debug build.
+    pub fn set_speaker_bin(&mut self, bin: PathBuf) {
+        self.speaker_bin = Some(bin);
     }
 
     /// Sends `signal` (`"KILL"`, `"TERM"`) to node `name`'s speaker and forgets it.
@@ -340,6 +335,22 @@ impl Lab {
     pub async fn pause_speaker(&self, name: &str, pause: Duration) -> anyhow::Result<()> {
         let pid = self.speaker_pid(name)?;
         tokio::task::spawn_blocking(move || pause_process(pid, pause)).await?
+    }
+
+    /// Confines node `name`'s speaker to `percent` % of one CPU (cgroup v1 CFS quota, 100 ms
+    /// period), sharing the group with a busy loop when `hog`: a speaker at its Pod's CPU limit
+    /// (issue #8 F4). Undone when the returned guard is dropped.
+    ///
+    /// # Errors
+    /// The speaker cannot be found, or the cgroup cannot be set up (see [`cpu_quota::CpuQuota`]).
+    pub fn starve_speaker(
+        &self,
+        name: &str,
+        percent: u32,
+        hog: bool,
+    ) -> anyhow::Result<cpu_quota::CpuQuota> {
+        let pid = self.speaker_pid(name)?;
+        cpu_quota::CpuQuota::confine(&format!("{}-{name}", self.id), pid, percent, hog)
     }
 
     /// Blocks (`block = true`) or restores the membership port `port` (UDP, both directions) in

@@ -98,6 +98,15 @@ pub fn dual_answer_window(samples: &[Sample], listen: Duration) -> Duration {
     }
 }
 
+/// The value of one series (`name` or `name{labels}`, spelled as exposed) in a Prometheus text
+/// exposition, or `None` if it is absent or not a number.
+pub fn metric_value(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
 /// Events in `namespace` about object `name`, as `(reason, note)`.
 ///
 /// # Errors
@@ -115,4 +124,28 @@ pub async fn events_for(
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metric_value;
+
+    #[test]
+    fn metric_values_by_exact_series() {
+        let body = "# HELP x\nferrolb_speaker_stalls_total 3\n\
+                    ferrolb_speaker_membership_transitions_total{direction=\"down\"} 2\n\
+                    ferrolb_speaker_membership_transitions_total{direction=\"up\"} 5\n";
+        assert_eq!(
+            metric_value(body, "ferrolb_speaker_stalls_total"),
+            Some(3.0)
+        );
+        assert_eq!(
+            metric_value(
+                body,
+                "ferrolb_speaker_membership_transitions_total{direction=\"up\"}"
+            ),
+            Some(5.0)
+        );
+        assert_eq!(metric_value(body, "ferrolb_speaker_stalls"), None);
+    }
 }

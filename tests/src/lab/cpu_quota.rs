@@ -1,0 +1,149 @@
+//! CPU starvation for lab processes (issue #8 F4): a cgroup v1 `cpu` group with a CFS quota, the
+//! way a container CPU limit is enforced (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, see the
+//! kernel's `Documentation/scheduler/sched-bwc.rst`), optionally shared with a busy loop so the
+//! group really runs out of quota every period: the confined process then runs only in the first
+//! few milliseconds of each period and waits for the rest, like a speaker whose Pod sits at its
+//! CPU limit.
+//!
+//! The group lives under `/sys/fs/cgroup/cpu/ferrolb-lab/` and is removed on drop (its processes
+//! are moved back to the root group first). Machines with cgroup v2 only are refused with a clear
+//! error; this project's CI machines run cgroup v1 (hybrid).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, bail};
+
+/// Root of the cgroup v1 `cpu` hierarchy.
+const CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
+
+/// A CFS bandwidth limit on one or more processes; undone on drop.
+pub struct CpuQuota {
+    dir: PathBuf,
+    hog: Option<Child>,
+}
+
+/// Throttling statistics of a group (`cpu.stat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Throttling {
+    /// Enforcement periods that elapsed with runnable tasks in the group.
+    pub periods: u64,
+    /// Periods in which the group ran out of quota and was throttled.
+    pub throttled_periods: u64,
+    /// Total time the group's tasks spent throttled, in nanoseconds.
+    pub throttled_ns: u64,
+}
+
+impl CpuQuota {
+    /// Confines process `pid` (all its threads) to `percent` % of one CPU, enforced every 100 ms
+    /// period (quota = `percent` ms per period; at least 1 ms, the kernel's minimum). With
+    /// `hog`, a busy-loop process joins the group so the quota is used up every period.
+    ///
+    /// # Errors
+    /// No cgroup v1 `cpu` hierarchy, `percent` outside 1..=100, or a cgroup file write failed.
+    pub fn confine(name: &str, pid: u32, percent: u32, hog: bool) -> anyhow::Result<CpuQuota> {
+        if !(1..=100).contains(&percent) {
+            bail!("CPU quota {percent}% is outside 1..=100");
+        }
+        if !Path::new(CPU_ROOT).join("cpu.cfs_quota_us").exists() {
+            bail!(
+                "no cgroup v1 cpu controller at {CPU_ROOT} (cgroup v2-only machines are not supported by the lab)"
+            );
+        }
+        let dir = Path::new(CPU_ROOT).join("ferrolb-lab").join(name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut quota = CpuQuota { dir, hog: None };
+        quota.write("cpu.cfs_period_us", "100000")?;
+        quota.write("cpu.cfs_quota_us", &(u64::from(percent) * 1000).to_string())?;
+        quota.write("cgroup.procs", &pid.to_string())?;
+        if hog {
+            let child = Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("starting the busy loop")?;
+            let hog_pid = child.id();
+            quota.hog = Some(child);
+            quota.write("cgroup.procs", &hog_pid.to_string())?;
+        }
+        Ok(quota)
+    }
+
+    /// The group's throttling so far.
+    ///
+    /// # Errors
+    /// `cpu.stat` cannot be read.
+    pub fn throttling(&self) -> anyhow::Result<Throttling> {
+        let text = std::fs::read_to_string(self.dir.join("cpu.stat"))?;
+        Ok(parse_cpu_stat(&text))
+    }
+
+    fn write(&self, file: &str, value: &str) -> anyhow::Result<()> {
+        let path = self.dir.join(file);
+        std::fs::write(&path, value)
+            .with_context(|| format!("writing {value} to {}", path.display()))
+    }
+}
+
+impl Drop for CpuQuota {
+    fn drop(&mut self) {
+        if let Some(mut hog) = self.hog.take() {
+            let _ = hog.kill();
+            let _ = hog.wait();
+        }
+        // Lift the quota first so nothing is left throttled, then move the rest back to the root.
+        let _ = self.write("cpu.cfs_quota_us", "-1");
+        if let Ok(procs) = std::fs::read_to_string(self.dir.join("cgroup.procs")) {
+            for pid in procs.lines() {
+                let _ = std::fs::write(Path::new(CPU_ROOT).join("cgroup.procs"), pid);
+            }
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Parses cgroup v1 `cpu.stat` (`nr_periods`, `nr_throttled`, `throttled_time` in ns); missing
+/// or malformed lines count as zero.
+pub fn parse_cpu_stat(text: &str) -> Throttling {
+    let mut t = Throttling::default();
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(key), Some(value)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let value = value.parse().unwrap_or(0);
+        match key {
+            "nr_periods" => t.periods = value,
+            "nr_throttled" => t.throttled_periods = value,
+            "throttled_time" => t.throttled_ns = value,
+            _ => {}
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_stat_fields() {
+        let t = parse_cpu_stat(
+            "nr_periods 600\nnr_throttled 598\nthrottled_time 57000000000\nnr_bursts 0\n",
+        );
+        assert_eq!(
+            t,
+            Throttling {
+                periods: 600,
+                throttled_periods: 598,
+                throttled_ns: 57_000_000_000
+            }
+        );
+        assert_eq!(
+            parse_cpu_stat("garbage\nnr_periods x"),
+            Throttling::default()
+        );
+    }
+}
