@@ -334,35 +334,34 @@ impl Control {
     async fn execute(&self, st: &mut Leading, writes: Writes) -> bool {
         let Writes { statuses, events } = writes;
         let mut failed = false;
-        let results: Vec<(ServiceKey, Option<String>, Vec<IpAddr>, Option<u64>, bool)> =
-            futures::stream::iter(statuses)
-                .map(|(svc, ips, spec)| async move {
-                    let key = key_of(&svc);
-                    if !*self.leader.borrow() {
-                        return (key, svc.resource_version(), ips, spec, false);
+        let results: Vec<(StatusWrite, bool)> = futures::stream::iter(statuses)
+            .map(|(svc, ips, spec)| async move {
+                let key = key_of(&svc);
+                if !*self.leader.borrow() {
+                    return ((svc, ips, spec), false);
+                }
+                let res = apply_service_status(&self.client, &key.namespace, &key.name, &ips).await;
+                let ok = match res {
+                    Ok(_) => true,
+                    Err(kube::Error::Api(e)) if e.code == 404 => true,
+                    Err(e) => {
+                        tracing::warn!(service = %key, error = %e, "status write failed");
+                        false
                     }
-                    let res =
-                        apply_service_status(&self.client, &key.namespace, &key.name, &ips).await;
-                    let ok = match res {
-                        Ok(_) => true,
-                        Err(kube::Error::Api(e)) if e.code == 404 => true,
-                        Err(e) => {
-                            tracing::warn!(service = %key, error = %e, "status write failed");
-                            false
-                        }
-                    };
-                    (key, svc.resource_version(), ips, spec, ok)
-                })
-                .buffer_unordered(self.concurrency.max(1))
-                .collect()
-                .await;
-        for (key, rv, ips, spec, ok) in results {
+                };
+                ((svc, ips, spec), ok)
+            })
+            .buffer_unordered(self.concurrency.max(1))
+            .collect()
+            .await;
+        for ((svc, ips, spec), ok) in results {
             if ok {
+                let key = key_of(&svc);
                 self.metrics.status_writes.inc();
                 if let Some(spec) = spec {
                     st.contests.wrote(&key, spec, &ips);
                 }
-                st.written.insert(key, (rv, ips));
+                st.written.insert(key, (svc.resource_version(), ips));
             } else {
                 failed = true;
             }
