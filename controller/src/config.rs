@@ -55,6 +55,15 @@ pub struct Config {
     /// Seconds between full resyncs (safety net; changes are acted on at once) (R11).
     #[arg(long, env = "FERROLB_RESYNC_SECONDS", default_value_t = 300)]
     pub resync_seconds: u64,
+    /// Seconds a Service whose status another field manager keeps rewriting is left alone
+    /// before ferrolb tries again, unless its spec changes first (R8, `crate::contest`: at most
+    /// 3 writes per spec and per period).
+    #[arg(
+        long,
+        env = "FERROLB_STATUS_CONFLICT_BACKOFF_SECONDS",
+        default_value_t = 600
+    )]
+    pub status_conflict_backoff_seconds: u64,
     /// Status writes and Events sent concurrently.
     #[arg(long, env = "FERROLB_WRITE_CONCURRENCY", default_value_t = 32)]
     pub write_concurrency: usize,
@@ -94,6 +103,7 @@ mod tests {
         let c = Config::try_parse_from(["ferrolb-controller"]).unwrap();
         assert_eq!(c.lb_class, "ferrolb.io/l2");
         assert!(c.default_class);
+        assert_eq!(c.status_conflict_backoff_seconds, 600);
         let c = Config::try_parse_from([
             "ferrolb-controller",
             "--default-class=false",

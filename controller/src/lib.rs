@@ -2,12 +2,14 @@
 //! LoadBalancer and writes their status (DESIGN §4).
 //!
 //! Pure modules (no `kube`, no `tokio`): [`ipam`] (the allocator), [`annotations`], [`service`]
-//! (Service ↔ allocator translation), [`pool_status`].
+//! (Service ↔ allocator translation), [`pool_status`], [`contest`] (no write wars over the
+//! status, R8).
 //!
 //! I/O edges: [`k8s`] (watches, Lease, writes, control loop), [`http`], [`metrics`], [`config`];
 //! the binary is `src/main.rs`.
 pub mod annotations;
 pub mod config;
+pub mod contest;
 pub mod http;
 pub mod ipam;
 pub mod k8s;

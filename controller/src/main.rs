@@ -13,6 +13,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::{Notify, watch};
 
 use ferrolb_controller::config::{Config, LogFormat};
+use ferrolb_controller::contest::{MAX_WRITES, Policy as ContestPolicy};
 use ferrolb_controller::http::{Health, serve};
 use ferrolb_controller::k8s::control::Control;
 use ferrolb_controller::k8s::leader::{self, LeaseConfig};
@@ -120,6 +121,10 @@ async fn main() -> anyhow::Result<()> {
         ),
         resync: Duration::from_secs(cfg.resync_seconds.max(1)),
         concurrency: cfg.write_concurrency,
+        contest: ContestPolicy {
+            max_writes: MAX_WRITES,
+            backoff: Duration::from_secs(cfg.status_conflict_backoff_seconds),
+        },
     };
     tracing::info!(identity, lb_class = %cfg.lb_class, default_class = cfg.default_class, "starting");
     let main_loop = tokio::spawn(async move {

@@ -16,6 +16,13 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// Labels of the write-conflict counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ManagerLabels {
+    /// The other field manager owning `status.loadBalancer`, or `unknown`.
+    pub manager: String,
+}
+
 /// Labels of per-pool gauges.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PoolLabels {
@@ -38,6 +45,13 @@ pub struct Metrics {
     pub releases: Counter,
     /// `ferrolb_controller_status_writes_total`: Service status writes.
     pub status_writes: Counter,
+    /// `ferrolb_controller_status_write_conflicts_total{manager}`: times a Service's status was
+    /// given up to another field manager after the bounded number of writes (R8,
+    /// `crate::contest`).
+    pub status_conflicts: Family<ManagerLabels, Counter>,
+    /// `ferrolb_controller_status_contested`: Services whose status ferrolb currently leaves to
+    /// another writer (their addresses stay reserved).
+    pub status_contested: Gauge,
     /// `ferrolb_controller_pool_assigned{pool,family}`.
     pub pool_assigned: Family<PoolLabels, Gauge>,
     /// `ferrolb_controller_pool_available{pool,family}` (saturating at i64::MAX).
@@ -57,6 +71,8 @@ impl Metrics {
             failures: Family::default(),
             releases: Counter::default(),
             status_writes: Counter::default(),
+            status_conflicts: Family::default(),
+            status_contested: Gauge::default(),
             pool_assigned: Family::default(),
             pool_available: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
@@ -78,6 +94,16 @@ impl Metrics {
             "status_writes",
             "Service status writes",
             m.status_writes.clone(),
+        );
+        registry.register(
+            "status_write_conflicts",
+            "Times ferrolb stopped writing a Service status that another field manager keeps rewriting, by that manager",
+            m.status_conflicts.clone(),
+        );
+        registry.register(
+            "status_contested",
+            "Services whose status ferrolb leaves to another writer for now (addresses stay reserved)",
+            m.status_contested.clone(),
         );
         registry.register(
             "pool_assigned",
@@ -131,6 +157,12 @@ mod tests {
             })
             .inc();
         m.leader.set(1);
+        m.status_conflicts
+            .get_or_create(&ManagerLabels {
+                manager: "other-lb".into(),
+            })
+            .inc();
+        m.status_contested.set(1);
         let text = m.encode();
         assert!(
             text.contains("ferrolb_controller_allocations_total 1"),
@@ -141,5 +173,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ferrolb_controller_leader 1"), "{text}");
+        assert!(
+            text.contains(
+                "ferrolb_controller_status_write_conflicts_total{manager=\"other-lb\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("ferrolb_controller_status_contested 1"),
+            "{text}"
+        );
     }
 }

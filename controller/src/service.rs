@@ -229,12 +229,47 @@ pub fn we_own_ingress(svc: &Service) -> bool {
         })
 }
 
+/// The other field manager that owns `status.loadBalancer` (any of its fields), if one can be
+/// identified from `metadata.managedFields`: not ours, the most recent entry first (R8, the
+/// `StatusWriteConflict` Event). `None` when no other manager owns it (e.g. managedFields were
+/// stripped).
+pub fn status_writer(svc: &Service) -> Option<String> {
+    svc.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.manager.as_deref().is_some_and(|n| n != FIELD_MANAGER)
+                && m.fields_v1
+                    .as_ref()
+                    .and_then(|f| f.0.pointer("/f:status/f:loadBalancer"))
+                    .is_some()
+        })
+        .max_by_key(|m| m.time.as_ref().map(|t| t.0))
+        .and_then(|m| m.manager.clone())
+}
+
+/// A digest of `spec`, standing for the "spec generation": the API server does not maintain
+/// `metadata.generation` for Services, so a spec change is detected by content. Stable within one
+/// process (which is all the write-war policy needs, `crate::contest`).
+pub fn spec_digest(svc: &Service) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    // Serialising k8s-openapi types cannot fail and is deterministic (maps are BTreeMaps).
+    serde_json::to_string(&svc.spec)
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use k8s_openapi::api::core::v1::{LoadBalancerStatus, ServicePort, ServiceSpec, ServiceStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        FieldsV1, ManagedFieldsEntry, ObjectMeta, Time,
+    };
 
     fn lb(annotations: &[(&str, &str)], families: &[&str], policy: &str) -> Service {
         Service {
@@ -371,5 +406,57 @@ mod tests {
             .ingress = Some(ingress_of(&ips));
         assert!(status_matches(&s, &ips));
         assert!(!we_own_ingress(&s), "no managedFields of ours");
+    }
+
+    fn managed(manager: &str, second: i64, fields: serde_json::Value) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some("Apply".into()),
+            subresource: Some("status".into()),
+            time: Some(Time(
+                k8s_openapi::jiff::Timestamp::from_second(second).unwrap(),
+            )),
+            fields_v1: Some(FieldsV1(fields)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_other_status_writer_is_named() {
+        let lb_fields = serde_json::json!({"f:status": {"f:loadBalancer": {"f:ingress": {}}}});
+        let mut s = lb(&[], &["IPv4"], "SingleStack");
+        assert_eq!(status_writer(&s), None);
+        s.metadata.managed_fields = Some(vec![
+            managed(FIELD_MANAGER, 30, lb_fields.clone()),
+            managed(
+                "kubectl",
+                40,
+                serde_json::json!({"f:metadata": {"f:labels": {}}}),
+            ),
+            managed("old-lb", 10, lb_fields.clone()),
+            managed("other-lb", 20, lb_fields),
+        ]);
+        assert_eq!(status_writer(&s).as_deref(), Some("other-lb"));
+        assert!(we_own_ingress(&{
+            let mut s = s.clone();
+            s.status = Some(ServiceStatus {
+                load_balancer: Some(LoadBalancerStatus {
+                    ingress: Some(ingress_of(&["198.51.100.1".parse().unwrap()])),
+                }),
+                ..Default::default()
+            });
+            s
+        }));
+    }
+
+    #[test]
+    fn spec_digest_follows_the_spec_only() {
+        let s = lb(&[], &["IPv4"], "SingleStack");
+        let mut t = s.clone();
+        t.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+        t.status = Some(ServiceStatus::default());
+        assert_eq!(spec_digest(&s), spec_digest(&t));
+        t.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].port = 81;
+        assert_ne!(spec_digest(&s), spec_digest(&t));
     }
 }

@@ -1,5 +1,6 @@
-//! The controller cases C-01 … C-09 of `cases.md`, plus the HA failover test (R13), on the real
-//! API server, running the real `ferrolb-controller` binary as a process.
+//! The controller cases C-01 … C-09 of `cases.md`, plus the HA failover test (R13) and the
+//! write-war test (R8), on the real API server, running the real `ferrolb-controller` binary as a
+//! process.
 //!
 //! Each test starts its own cluster (pools are cluster-scoped and the controller watches
 //! everything, so tests must not share one); a process-wide lock runs them one at a time because
@@ -26,6 +27,8 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// One running controller process.
 struct Controller {
     process: Supervised,
+    /// Port of its `/metrics` on 127.0.0.1.
+    port: u16,
 }
 
 fn start_controller(cluster: &TestCluster, identity: &str, extra: &[&str]) -> Controller {
@@ -46,12 +49,29 @@ fn start_controller(cluster: &TestCluster, identity: &str, extra: &[&str]) -> Co
     args.extend(extra.iter().map(|s| s.to_string()));
     let log = cluster.dir().join(format!("controller-{identity}.log"));
     let process = Supervised::spawn(identity, &bin, &args, &log, false).expect("start controller");
-    Controller { process }
+    Controller { process, port }
 }
 
 impl Controller {
     fn log(&self) -> String {
         self.process.log_tail(40)
+    }
+
+    /// The value of one sample of `/metrics` (`name` with its labels, e.g.
+    /// `x_total{manager="m"}`); 0 when absent.
+    async fn metric(&self, sample: &str) -> f64 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.unwrap();
+        body.lines()
+            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+            .map_or(0.0, |v| v.trim().parse().unwrap())
     }
 }
 
@@ -997,4 +1017,214 @@ async fn classes_and_bad_annotations() {
         .await
         .unwrap();
     wait_ips(&client, &ns, "after", &["198.51.100.2"]).await;
+}
+
+/// `(note, occurrences)` of the Events of `reason` regarding the Service; occurrences counts an
+/// Event series (the recorder folds repeats into one object) as its count.
+async fn occurrences(client: &Client, ns: &str, name: &str, reason: &str) -> Vec<(String, i32)> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .map(|e| {
+            let n = e.series.as_ref().map_or(1, |s| s.count);
+            (e.note.unwrap_or_default(), n)
+        })
+        .collect()
+}
+
+/// R8: another field manager (`other-lb`) keeps rewriting the status of a class-less Service.
+/// ferrolb writes at most 3 times per spec, then leaves the status alone with one Warning Event
+/// naming `other-lb`, keeps the address reserved, tries again (bounded again) after a spec change,
+/// and once more after the long backoff — when, the other writer gone, it wins.
+#[tokio::test]
+async fn r8_write_war_backs_off() {
+    use kube::runtime::{WatchStreamExt, watcher};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const OURS: &str = "198.51.100.1";
+    const BACKOFF_S: u64 = 15;
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
+    let ns = namespace::fresh(&client, "r8").await.unwrap();
+    let api = Api::<Service>::namespaced(client.clone(), &ns);
+    let backoff_flag = format!("--status-conflict-backoff-seconds={BACKOFF_S}");
+    let ctl = start_controller(&cluster, "r8", &[&backoff_flag]);
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    wait_ips(&client, &ns, "svc-a", &[OURS]).await;
+    let generation = get_svc(&client, &ns, "svc-a").await.metadata.generation;
+    println!("svc-a metadata.generation = {generation:?} (not maintained for Services)");
+
+    // Every status change of svc-a as the API server records it: a change into our address is a
+    // write of ours, any other change one of the other writer.
+    let ours_n = Arc::new(AtomicUsize::new(0));
+    let theirs_n = Arc::new(AtomicUsize::new(0));
+    let watch = {
+        let (ours_n, theirs_n) = (ours_n.clone(), theirs_n.clone());
+        let cfg = watcher::Config::default().fields("metadata.name=svc-a");
+        let stream = watcher(api.clone(), cfg).applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut last: Option<Vec<String>> = None;
+            while let Some(Ok(svc)) = futures::StreamExt::next(&mut stream).await {
+                let now = ips_of(&svc);
+                if last.as_ref().is_some_and(|l| *l != now) {
+                    if now == [OURS] {
+                        ours_n.fetch_add(1, Ordering::SeqCst);
+                    } else {
+                        theirs_n.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                last = Some(now);
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // The other writer: every 200 ms for 20 s, alternating two addresses so that the status
+    // keeps changing even while ferrolb stays out of it.
+    let started = Instant::now();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (api, attempts) = (api.clone(), attempts.clone());
+        tokio::spawn(async move {
+            let mut i = 0;
+            while started.elapsed() < Duration::from_secs(20) {
+                let ip = if i % 2 == 0 {
+                    "192.0.2.77"
+                } else {
+                    "192.0.2.78"
+                };
+                let patch = json!({"apiVersion": "v1", "kind": "Service",
+                    "status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+                api.patch_status(
+                    "svc-a",
+                    &PatchParams::apply("other-lb").force(),
+                    &Patch::Apply(&patch),
+                )
+                .await
+                .unwrap();
+                attempts.fetch_add(1, Ordering::SeqCst);
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let conflicts = "ferrolb_controller_status_write_conflicts_total{manager=\"other-lb\"}";
+
+    // Phase 1: ferrolb backs off with one Event naming other-lb and the fix.
+    let t = Instant::now();
+    let note = loop {
+        let seen = occurrences(&client, &ns, "svc-a", "StatusWriteConflict").await;
+        if let Some((note, _)) = seen.into_iter().find(|e| e.0.contains("\"other-lb\"")) {
+            break note;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no StatusWriteConflict Event naming other-lb; events {:?}; log {}",
+            events(&client, &ns, "svc-a").await,
+            ctl.log()
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    };
+    assert!(
+        note.contains("--default-class=false") && note.contains("spec.loadBalancerClass"),
+        "{note}"
+    );
+    assert_eq!(ctl.metric("ferrolb_controller_status_contested").await, 1.0);
+    assert_eq!(ctl.metric(conflicts).await, 1.0);
+    // The address stays reserved: a new Service gets the next one.
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    wait_ips(&client, &ns, "svc-b", &["198.51.100.2"]).await;
+    assert_eq!(pool_counts(&client, "pool").await.unwrap().0, 2);
+    while started.elapsed() < Duration::from_secs(8) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let phase1 = (
+        ours_n.load(Ordering::SeqCst),
+        theirs_n.load(Ordering::SeqCst),
+    );
+    // The first write (allocation) came before the watch; the watch sees the repeats.
+    assert!(
+        phase1.0 <= 2,
+        "{} writes of ours for one spec: {}",
+        phase1.0 + 1,
+        ctl.log()
+    );
+    let events1 = occurrences(&client, &ns, "svc-a", "StatusWriteConflict").await;
+    assert_eq!(events1.iter().map(|e| e.1).sum::<i32>(), 1, "{events1:?}");
+
+    // Phase 2: a spec change (a port) is a new episode: ferrolb tries again, bounded again.
+    let spec = json!({"spec": {"ports": [{"name": "tcp-8080", "protocol": "TCP", "port": 8080}]}});
+    api.patch("svc-a", &PatchParams::default(), &Patch::Merge(&spec))
+        .await
+        .unwrap();
+    wait_for("a second back-off", Duration::from_secs(10), || async {
+        ctl.metric(conflicts).await == 2.0
+    })
+    .await;
+    writer.await.unwrap();
+    let phase2 = (
+        ours_n.load(Ordering::SeqCst) - phase1.0,
+        theirs_n.load(Ordering::SeqCst) - phase1.1,
+    );
+    assert!(
+        (1..=3).contains(&phase2.0),
+        "{} writes of ours after the spec change: {}",
+        phase2.0,
+        ctl.log()
+    );
+    let events2 = occurrences(&client, &ns, "svc-a", "StatusWriteConflict").await;
+    assert!(
+        events2.iter().all(|e| e.0.contains("\"other-lb\"")),
+        "{events2:?}"
+    );
+    assert_eq!(
+        events2.iter().map(|e| e.1).sum::<i32>(),
+        2,
+        "one per spec: {events2:?}"
+    );
+    assert_eq!(ctl.metric("ferrolb_controller_status_contested").await, 1.0);
+
+    // Phase 3: the other writer has stopped; after the backoff ferrolb writes once and wins.
+    wait_for(
+        "ferrolb to retry after the backoff",
+        Duration::from_secs(BACKOFF_S + 10),
+        || async { ips(&client, &ns, "svc-a").await == [OURS] },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(ctl.metric("ferrolb_controller_status_contested").await, 0.0);
+    let ours_total = ours_n.load(Ordering::SeqCst) + 1;
+    let theirs_total = theirs_n.load(Ordering::SeqCst);
+    println!(
+        "write war: other-lb {} attempts, {theirs_total} status changes; ferrolb {ours_total} writes \
+         (phase 1: {}, after the spec change: {}, after the backoff: {})",
+        attempts.load(Ordering::SeqCst),
+        phase1.0 + 1,
+        phase2.0,
+        ours_total - phase1.0 - 1 - phase2.0,
+    );
+    assert_eq!(ours_total - phase1.0 - 1 - phase2.0, 1);
+    watch.abort();
 }

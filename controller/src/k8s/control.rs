@@ -7,6 +7,9 @@
 //! so the table is rebuilt from the statuses on the Services before anything is handed out (R1).
 //! A Service whose status already matches is never written (zero writes at start-up). A write we
 //! just made is not repeated while the store still shows the object version we wrote over.
+//!
+//! A status that another field manager keeps rewriting is written at most 3 times per spec, then
+//! left alone with one Warning Event (R8, [`crate::contest`]); the address stays reserved.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -22,14 +25,18 @@ use tokio::sync::{Notify, watch};
 
 use ferrolb_crds::addresses::{Family, parse_ip};
 
+use crate::contest::{self, Contests, STATUS_WRITE_CONFLICT, Verdict, conflict_message};
 use crate::ipam::{Gone, Ipam, Note, PoolConfig, ServiceKey};
 use crate::k8s::stores::Stores;
 use crate::k8s::writer::{
     EventSpec, apply_pool_status, apply_service_status, event_for, failure_label, publish,
 };
-use crate::metrics::{Metrics, PoolLabels, ReasonLabels};
+use crate::metrics::{ManagerLabels, Metrics, PoolLabels, ReasonLabels};
 use crate::pool_status::pool_status;
-use crate::service::{ClassConfig, Classified, classify, key_of, status_matches, we_own_ingress};
+use crate::service::{
+    ClassConfig, Classified, classify, key_of, spec_digest, status_matches, status_writer,
+    we_own_ingress,
+};
 
 /// Everything the loop needs.
 pub struct Control {
@@ -51,12 +58,18 @@ pub struct Control {
     pub resync: Duration,
     /// Concurrent writes.
     pub concurrency: usize,
+    /// When to stop writing a status another field manager keeps rewriting (R8).
+    pub contest: contest::Policy,
 }
+
+/// A status write: the Service as seen, the addresses, and the spec digest when the write counts
+/// toward the write-war bound (`None` for releases).
+type StatusWrite = (Arc<Service>, Vec<IpAddr>, Option<u64>);
 
 /// Writes collected during a pass.
 #[derive(Default)]
 struct Writes {
-    statuses: Vec<(Arc<Service>, Vec<IpAddr>)>,
+    statuses: Vec<StatusWrite>,
     events: Vec<(Arc<Service>, EventSpec)>,
 }
 
@@ -68,6 +81,8 @@ struct Leading {
     written: HashMap<ServiceKey, (Option<String>, Vec<IpAddr>)>,
     /// Service → annotation warnings already published.
     warned: HashMap<ServiceKey, Vec<String>>,
+    /// Our status writes per Service, against another writer's (R8).
+    contests: Contests,
 }
 
 impl Control {
@@ -84,7 +99,10 @@ impl Control {
                     tracing::info!(
                         "leading: rebuilding the allocation table from Service statuses"
                     );
-                    Leading::default()
+                    Leading {
+                        contests: Contests::new(self.contest),
+                        ..Leading::default()
+                    }
                 });
                 let started = Instant::now();
                 let retry = self.pass(st).await;
@@ -100,8 +118,22 @@ impl Control {
                 }
             } else if state.take().is_some() {
                 tracing::info!("no longer leading: standing by with warm caches");
+                self.metrics.status_contested.set(0);
             }
+            // A contested Service is tried again when its backoff ends (R8); never sooner than
+            // a second from now, so a stale deadline cannot spin the loop.
+            let retry_at = state
+                .as_ref()
+                .and_then(|s| s.contests.next_retry())
+                .map(|t| t.max(Instant::now() + Duration::from_secs(1)));
+            let backoff_ends = async move {
+                match retry_at {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                () = backoff_ends => {}
                 _ = self.wake.notified() => {
                     // Coalesce a burst of watch events into one pass.
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -178,6 +210,7 @@ impl Control {
                     st.written.remove(&key);
                 }
             }
+            st.contests.forget(&key);
         }
 
         let notes = st.ipam.reconcile();
@@ -206,70 +239,129 @@ impl Control {
             }
         }
 
+        let now = Instant::now();
         for key in &ours {
             let Some(svc) = by_key.get(key) else { continue };
             let ips = st.ipam.desired_ips(key);
-            self.queue_status(st, svc, ips, &mut writes);
+            self.queue_status(st, svc, ips, Some(now), &mut writes);
         }
         for svc in releases {
-            self.queue_status(st, &svc, Vec::new(), &mut writes);
+            self.queue_status(st, &svc, Vec::new(), None, &mut writes);
         }
+        self.metrics
+            .status_contested
+            .set(i64::try_from(st.contests.contested()).unwrap_or(i64::MAX));
 
         let failed = self.execute(st, writes).await;
         self.write_pools(&mut st.ipam).await;
         failed
     }
 
+    /// Queues a status write if the status differs. `contested_at`: the time of the pass when the
+    /// write is bounded by the write-war policy (R8), `None` for releases (which stop by
+    /// themselves: another writer's forced apply takes the field from us, and we clear only a
+    /// status we own).
     fn queue_status(
         &self,
-        st: &Leading,
+        st: &mut Leading,
         svc: &Arc<Service>,
         ips: Vec<IpAddr>,
+        contested_at: Option<Instant>,
         writes: &mut Writes,
     ) {
+        let key = key_of(svc);
         if status_matches(svc, &ips) {
+            st.contests.settled(&key);
             return;
         }
-        let key = key_of(svc);
         if let Some((rv, wrote)) = st.written.get(&key)
             && *rv == svc.resource_version()
             && *wrote == ips
         {
             return; // our write is on its way back through the watch
         }
-        writes.statuses.push((svc.clone(), ips));
+        let Some(now) = contested_at else {
+            writes.statuses.push((svc.clone(), ips, None));
+            return;
+        };
+        let spec = spec_digest(svc);
+        match st.contests.assess(&key, spec, &ips, now) {
+            Verdict::Write => writes.statuses.push((svc.clone(), ips, Some(spec))),
+            Verdict::Hold { .. } => {}
+            Verdict::BackOff {
+                writes: ours, warn, ..
+            } => {
+                let manager = status_writer(svc);
+                let label = manager.clone().unwrap_or_else(|| "unknown".into());
+                self.metrics
+                    .status_conflicts
+                    .get_or_create(&ManagerLabels {
+                        manager: label.clone(),
+                    })
+                    .inc();
+                tracing::warn!(
+                    service = %key,
+                    manager = %label,
+                    writes = ours,
+                    "status keeps being overwritten by another field manager; backing off"
+                );
+                if warn {
+                    let class_less = svc
+                        .spec
+                        .as_ref()
+                        .is_none_or(|s| s.load_balancer_class.is_none());
+                    writes.events.push((
+                        svc.clone(),
+                        EventSpec {
+                            warning: true,
+                            reason: STATUS_WRITE_CONFLICT,
+                            message: conflict_message(
+                                manager.as_deref(),
+                                &ips,
+                                ours,
+                                st.contests.policy().backoff,
+                                &self.class.lb_class,
+                                class_less,
+                            ),
+                        },
+                    ));
+                }
+            }
+        }
     }
 
     /// Runs writes concurrently (statuses first, then Events). Returns whether any failed.
     async fn execute(&self, st: &mut Leading, writes: Writes) -> bool {
         let Writes { statuses, events } = writes;
         let mut failed = false;
-        let results: Vec<(ServiceKey, Option<String>, Vec<IpAddr>, bool)> =
-            futures::stream::iter(statuses)
-                .map(|(svc, ips)| async move {
-                    let key = key_of(&svc);
-                    if !*self.leader.borrow() {
-                        return (key, svc.resource_version(), ips, false);
+        let results: Vec<(StatusWrite, bool)> = futures::stream::iter(statuses)
+            .map(|(svc, ips, spec)| async move {
+                let key = key_of(&svc);
+                if !*self.leader.borrow() {
+                    return ((svc, ips, spec), false);
+                }
+                let res = apply_service_status(&self.client, &key.namespace, &key.name, &ips).await;
+                let ok = match res {
+                    Ok(_) => true,
+                    Err(kube::Error::Api(e)) if e.code == 404 => true,
+                    Err(e) => {
+                        tracing::warn!(service = %key, error = %e, "status write failed");
+                        false
                     }
-                    let res =
-                        apply_service_status(&self.client, &key.namespace, &key.name, &ips).await;
-                    let ok = match res {
-                        Ok(_) => true,
-                        Err(kube::Error::Api(e)) if e.code == 404 => true,
-                        Err(e) => {
-                            tracing::warn!(service = %key, error = %e, "status write failed");
-                            false
-                        }
-                    };
-                    (key, svc.resource_version(), ips, ok)
-                })
-                .buffer_unordered(self.concurrency.max(1))
-                .collect()
-                .await;
-        for (key, rv, ips, ok) in results {
+                };
+                ((svc, ips, spec), ok)
+            })
+            .buffer_unordered(self.concurrency.max(1))
+            .collect()
+            .await;
+        for ((svc, ips, spec), ok) in results {
             if ok {
+                let key = key_of(&svc);
                 self.metrics.status_writes.inc();
-                st.written.insert(key, (rv, ips));
+                if let Some(spec) = spec {
+                    st.contests.wrote(&key, spec, &ips);
+                }
+                st.written.insert(key, (svc.resource_version(), ips));
             } else {
                 failed = true;
             }

@@ -1,5 +1,6 @@
 //! Writes: Service status (server-side apply, field manager `ferrolb-controller`, forced so a
-//! foreign status is replaced, R8), pool status, and Events on Services (R14).
+//! foreign status is replaced, R8 — how often is bounded by `crate::contest`), pool status, and
+//! Events on Services (R14).
 
 use std::net::IpAddr;
 
@@ -69,7 +70,7 @@ pub struct EventSpec {
     /// Normal or Warning.
     pub warning: bool,
     /// `IPAllocated`, `IPReleased`, `Reallocated`, `AllocationFailed`, `StatusReplaced`,
-    /// `AnnotationConflict`.
+    /// `AnnotationConflict`, `StatusWriteConflict` ([`crate::contest::STATUS_WRITE_CONFLICT`]).
     pub reason: &'static str,
     /// Human-readable message.
     pub message: String,
