@@ -12,14 +12,22 @@
 //!   to an address whose neighbour entry is pinned to a MAC that is not on the LAN (unknown
 //!   unicast: the bridge floods every frame to all ports, the speaker's included).
 //!
-//! Speakers run with default timings. The speaker binary is `--speaker-bin` /
-//! `FERROLB_SPEAKER_BIN`, else the debug build (`target/debug/ferrolb-speaker`).
+//! - `starve [--percent P] [--hog] [--seconds S]`: three nodes; node-1's speaker is confined to
+//!   P % of one CPU (cgroup v1 CFS quota, 100 ms period), with `--hog` sharing it with a busy
+//!   loop, for S seconds; reports members declared down and stalls (false failovers) per hour,
+//!   wrong ARP answers and the starved owner's ARP reply latency (issue #8 F4).
+//!
+//! Speakers run with the timing profile `--profile` (`fast`, the default, or `safe`). The
+//! speaker binary is `--speaker-bin` / `FERROLB_SPEAKER_BIN`, else the debug build
+//! (`target/debug/ferrolb-speaker`).
 //!
 //! ```text
 //! cargo build --release -p ferrolb-speaker && cargo build -p ferrolb-tests --bin ferrolb-bench-lab
 //! FERROLB_SPEAKER_BIN=target/release/ferrolb-speaker \
 //!     target/debug/ferrolb-bench-lab failover --nodes 3 --trials 20 --signal KILL
 //! FERROLB_SPEAKER_BIN=target/release/ferrolb-speaker target/debug/ferrolb-bench-lab cpu --seconds 10
+//! FERROLB_SPEAKER_BIN=target/release/ferrolb-speaker \
+//!     target/debug/ferrolb-bench-lab --profile safe starve --percent 3 --hog --seconds 60
 //! ```
 //!
 //! Only addresses of the documentation ranges are used, only inside namespaces the lab created
@@ -63,6 +71,14 @@ struct Cli {
     /// The speaker binary; default: target/debug/ferrolb-speaker (built if missing).
     #[arg(long, env = "FERROLB_SPEAKER_BIN", global = true)]
     speaker_bin: Option<PathBuf>,
+    /// The speakers' `--timing-profile` (fast, safe).
+    #[arg(
+        long,
+        env = "FERROLB_BENCH_PROFILE",
+        global = true,
+        default_value = "fast"
+    )]
+    profile: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -100,9 +116,6 @@ enum Command {
         /// How long, seconds.
         #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 60)]
         seconds: u64,
-        /// The speakers' `--timing-profile` (fast, safe).
-        #[arg(long, env = "FERROLB_BENCH_PROFILE", default_value = "fast")]
-        profile: String,
     },
     /// Speaker CPU time idle vs. while UDP floods cross the bridge.
     Cpu {
@@ -133,15 +146,22 @@ impl Sig {
 /// is torn down.
 struct BenchLab {
     speakers: BTreeMap<String, Supervised>,
-    bin: PathBuf,
+    speaker: SpeakerCmd,
     lab: Lab,
+}
+
+/// How the benchmark starts speakers: which binary, which timing profile.
+#[derive(Clone)]
+struct SpeakerCmd {
+    bin: PathBuf,
+    profile: String,
 }
 
 impl BenchLab {
     /// A lab of `nodes` nodes and `clients` clients with pool `198.51.100.0/24` advertised on every
     /// node and Service `default/bench` (TCP 80, ETP Cluster) holding `ip`; speakers started.
     async fn start(
-        bin: PathBuf,
+        speaker: SpeakerCmd,
         nodes: usize,
         clients: usize,
         ip: Ipv4Addr,
@@ -158,7 +178,7 @@ impl BenchLab {
         set_ingress(&client, "default", "bench", &[&ip.to_string()]).await?;
         let mut bench = BenchLab {
             speakers: BTreeMap::new(),
-            bin,
+            speaker,
             lab,
         };
         for i in 1..=nodes {
@@ -171,7 +191,12 @@ impl BenchLab {
         if let Some(old) = self.speakers.remove(node) {
             old.stop(Duration::from_secs(5));
         }
-        let s = start_speaker_with(&self.lab, &self.bin, node, &[])?;
+        let s = start_speaker_with(
+            &self.lab,
+            &self.speaker.bin,
+            node,
+            &["--timing-profile", &self.speaker.profile],
+        )?;
         self.speakers.insert(node.to_owned(), s);
         Ok(())
     }
@@ -227,7 +252,15 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     let bin = speaker_bin(&cli)?;
-    println!("speaker binary: {}", bin.display());
+    println!(
+        "speaker binary: {}, timing profile {}",
+        bin.display(),
+        cli.profile
+    );
+    let speaker = SpeakerCmd {
+        bin,
+        profile: cli.profile.clone(),
+    };
     let run = async {
         match cli.command {
             Command::Failover {
@@ -238,7 +271,7 @@ async fn main() -> anyhow::Result<()> {
                 settle_ms,
             } => {
                 failover(
-                    bin,
+                    speaker,
                     nodes,
                     trials,
                     signal,
@@ -247,12 +280,11 @@ async fn main() -> anyhow::Result<()> {
                 )
                 .await
             }
-            Command::Cpu { seconds } => cpu(bin, Duration::from_secs(seconds)).await,
+            Command::Cpu { seconds } => cpu(speaker, Duration::from_secs(seconds)).await,
             Command::Starve {
                 percent,
                 hog,
                 seconds,
-                profile,
             } => {
                 let how = Starve {
                     percent,
@@ -260,10 +292,15 @@ async fn main() -> anyhow::Result<()> {
                     duration: Duration::from_secs(seconds),
                     listen: Duration::from_millis(500),
                 };
-                let outcome =
-                    starvation::run(Some(bin), &["--timing-profile", &profile], how).await?;
+                let outcome = starvation::run(
+                    Some(speaker.bin.clone()),
+                    &["--timing-profile", &speaker.profile],
+                    how,
+                )
+                .await?;
                 println!(
-                    "starve: profile {profile}, {percent} % quota{}, {seconds} s: {}",
+                    "starve: profile {}, {percent} % quota{}, {seconds} s: {}",
+                    speaker.profile,
                     if hog { " shared with a busy loop" } else { "" },
                     outcome.summary()
                 );
@@ -296,7 +333,7 @@ struct Trial {
 }
 
 async fn failover(
-    bin: PathBuf,
+    speaker: SpeakerCmd,
     nodes: usize,
     trials: usize,
     signal: Sig,
@@ -327,7 +364,7 @@ async fn failover(
         settle.as_millis()
     );
     let started = Instant::now();
-    let mut bench = BenchLab::start(bin, nodes, 1, ip).await?;
+    let mut bench = BenchLab::start(speaker, nodes, 1, ip).await?;
     bench.wait_for_single_owner(ip, &first_owner).await?;
     println!(
         "lab up in {:.1} s; owner {first_owner}",
@@ -574,13 +611,13 @@ struct Phase {
     flood_time: Duration,
 }
 
-async fn cpu(bin: PathBuf, seconds: Duration) -> anyhow::Result<()> {
+async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
     let ip = Ipv4Addr::new(198, 51, 100, 78);
     println!(
         "cpu: 1 speaker node, clients A and B, {} s per phase, speaker owns {ip}",
         seconds.as_secs()
     );
-    let bench = BenchLab::start(bin, 1, 2, ip).await?;
+    let bench = BenchLab::start(speaker, 1, 2, ip).await?;
     bench.wait_for_single_owner(ip, "node-1").await?;
     let pid = bench.pid("node-1")?;
     let tck = clock_ticks_per_second()?;
