@@ -1,0 +1,122 @@
+//! The Events the controller publishes on Services (R14): what an allocator [`Note`] says, as
+//! type, reason and message. Pure; published by [`crate::k8s::writer::publish`].
+
+use std::net::IpAddr;
+
+use crate::ipam::{Failure, Note};
+
+/// Reason: addresses were assigned.
+pub const IP_ALLOCATED: &str = "IPAllocated";
+/// Reason: addresses were released.
+pub const IP_RELEASED: &str = "IPReleased";
+/// Reason: the Service lost its address(es) and got others, or none yet.
+pub const REALLOCATED: &str = "Reallocated";
+/// Reason: nothing could be assigned (the message says why).
+pub const ALLOCATION_FAILED: &str = "AllocationFailed";
+/// Reason: a foreign or invalid status was replaced (R8).
+pub const STATUS_REPLACED: &str = "StatusReplaced";
+/// Reason: our annotations and MetalLB's disagree; ours win.
+pub const ANNOTATION_CONFLICT: &str = "AnnotationConflict";
+
+/// An Event about to be published: type, reason, message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    /// Normal or Warning.
+    pub warning: bool,
+    /// `IPAllocated`, `IPReleased`, `Reallocated`, `AllocationFailed`, `StatusReplaced`,
+    /// `AnnotationConflict`, `StatusWriteConflict` ([`crate::contest::STATUS_WRITE_CONFLICT`]).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+fn list(ips: &[IpAddr]) -> String {
+    ips.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The Event for an allocator note.
+pub fn event_for(note: &Note) -> EventSpec {
+    match note {
+        Note::Allocated { ips, pool } => EventSpec {
+            warning: false,
+            reason: IP_ALLOCATED,
+            message: format!("assigned {} from pool {pool}", list(ips)),
+        },
+        Note::Reallocated { from, to, why } if to.is_empty() => EventSpec {
+            warning: true,
+            reason: REALLOCATED,
+            message: format!(
+                "lost {}: {why}; no replacement yet (see AllocationFailed)",
+                list(from)
+            ),
+        },
+        Note::Reallocated { from, to, why } => EventSpec {
+            warning: true,
+            reason: REALLOCATED,
+            message: format!("moved from {} to {}: {why}", list(from), list(to)),
+        },
+        Note::Released { ips, why } => EventSpec {
+            warning: false,
+            reason: IP_RELEASED,
+            message: format!("released {}: {why}", list(ips)),
+        },
+        Note::Failed(f) => EventSpec {
+            warning: true,
+            reason: ALLOCATION_FAILED,
+            message: f.to_string(),
+        },
+        Note::Partial { missing, why } => EventSpec {
+            warning: true,
+            reason: ALLOCATION_FAILED,
+            message: format!(
+                "PreferDualStack: {missing} address not available ({why}); serving the other family, {missing} follows when possible"
+            ),
+        },
+        Note::StatusReplaced { discarded } => EventSpec {
+            warning: true,
+            reason: STATUS_REPLACED,
+            message: format!(
+                "discarded status.loadBalancer.ingress not written by ferrolb or not valid here: {}",
+                discarded.join("; ")
+            ),
+        },
+    }
+}
+
+/// Metric label of a failure.
+pub fn failure_label(f: &Failure) -> &'static str {
+    match f {
+        Failure::NoPool(_) => "no_pool",
+        Failure::Exhausted { .. } => "exhausted",
+        Failure::RequestedHeld { .. } => "requested_held",
+        Failure::RequestedInNoPool { .. } => "requested_in_no_pool",
+        Failure::FamilyUnavailable(_) => "family_unavailable",
+        Failure::Invalid(_) => "invalid",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipam::ServiceKey;
+
+    #[test]
+    fn event_texts_name_the_reason() {
+        let e = event_for(&Note::Failed(Failure::RequestedHeld {
+            ip: "198.51.100.11"
+                .parse()
+                .unwrap_or(IpAddr::from([0, 0, 0, 0])),
+            holder: ServiceKey::new("default", "svc-b"),
+        }));
+        assert!(
+            e.warning
+                && e.reason == "AllocationFailed"
+                && e.message.contains("held by default/svc-b")
+        );
+        let e = event_for(&Note::Failed(Failure::NoPool("x".into())));
+        assert!(e.message.starts_with("no pool can serve this Service"));
+    }
+}

@@ -1,0 +1,393 @@
+//! The controller's planner: a snapshot of the watched objects in, the writes that make the
+//! cluster agree with the allocator out (Service status, Events, pool status) plus the tallies
+//! the metrics show. Pure — no `kube`, no `tokio`, no clock of its own — so every controller rule
+//! (R1–R14) can be tested by feeding objects and comparing writes (`controller/tests/planner.rs`),
+//! in milliseconds and without an API server. [`crate::k8s::control`] is the executor: it takes
+//! the snapshot from the watch stores, applies the [`Plan`] with timeouts, and reports the writes
+//! that succeeded back through [`Planner::status_written`].
+//!
+//! State kept across passes (while leading): the allocator, the last status written per Service
+//! (so a write on its way back through the watch is not repeated), the annotation warnings already
+//! published, and the write-war bookkeeping (R8, [`crate::contest`]). A new leader starts from
+//! a fresh [`Planner`]: the allocation table is rebuilt from the Services' statuses before anything
+//! is handed out (R1).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use ferrolb_crds::addresses::{Family, parse_ip};
+use ferrolb_crds::{IPAddressPool, IPAddressPoolStatus, L2Advertisement};
+
+use crate::contest::{self, Contests, STATUS_WRITE_CONFLICT, Verdict, conflict_message};
+use crate::events::{ANNOTATION_CONFLICT, EventSpec, event_for, failure_label};
+use crate::ipam::{Gone, Ipam, Note, PoolConfig, ServiceKey};
+use crate::pool_status::pool_status;
+use crate::service::{
+    ClassConfig, Classified, classify, key_of, spec_digest, status_matches, status_writer,
+    we_own_ingress,
+};
+
+/// The watched objects at one instant.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Every Service (all classes: the class is decided per object).
+    pub services: Vec<Arc<Service>>,
+    /// Every IPAddressPool.
+    pub pools: Vec<Arc<IPAddressPool>>,
+    /// Every L2Advertisement (a pool is `Ready` only if one covers it).
+    pub l2: Vec<Arc<L2Advertisement>>,
+    /// Every Node (their addresses are never handed out, R10).
+    pub nodes: Vec<Arc<Node>>,
+    /// Every Namespace (for namespace selectors).
+    pub namespaces: Vec<Arc<Namespace>>,
+}
+
+/// A status write: `status.loadBalancer.ingress` of `service` := `ips` (empty: release).
+#[derive(Clone, Debug)]
+pub struct StatusWrite {
+    /// The Service as seen in the snapshot.
+    pub service: Arc<Service>,
+    /// The addresses, in the order of `spec.ipFamilies`.
+    pub ips: Vec<IpAddr>,
+    /// The spec digest when the write counts toward the write-war bound (R8); `None` for
+    /// releases.
+    pub spec: Option<u64>,
+}
+
+/// Counts for the metrics, per pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Addresses allocated (incl. re-allocations).
+    pub allocations: u64,
+    /// Services whose addresses were released.
+    pub releases: u64,
+    /// Allocation failures by metric label ([`failure_label`]).
+    pub failures: Vec<&'static str>,
+    /// Write wars detected, by the other field manager (`unknown` if unnamed).
+    pub conflicts: Vec<String>,
+    /// Services currently contested (R8).
+    pub contested: usize,
+    /// Per pool and family: `(pool, family, assigned, available)`.
+    pub pools: Vec<(String, Family, u64, u64)>,
+}
+
+/// What one pass wants written.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Service status writes (statuses first: they are what users wait for).
+    pub statuses: Vec<StatusWrite>,
+    /// Events on Services.
+    pub events: Vec<(Arc<Service>, EventSpec)>,
+    /// Pool statuses that differ from the stored ones: `(pool name, status)`.
+    pub pools: Vec<(String, IPAddressPoolStatus)>,
+    /// Counts for the metrics.
+    pub tally: Tally,
+}
+
+/// The decision state of the leader (see the module docs).
+pub struct Planner {
+    class: ClassConfig,
+    ipam: Ipam,
+    /// Service → (resourceVersion we wrote over, what we wrote).
+    written: HashMap<ServiceKey, (Option<String>, Vec<IpAddr>)>,
+    /// Service → annotation warnings already published.
+    warned: HashMap<ServiceKey, Vec<String>>,
+    /// Our status writes per Service, against another writer's (R8).
+    contests: Contests,
+}
+
+impl Planner {
+    /// A fresh planner (a new leader): empty allocator, nothing written yet.
+    pub fn new(class: ClassConfig, policy: contest::Policy) -> Planner {
+        Planner {
+            class,
+            ipam: Ipam::default(),
+            written: HashMap::new(),
+            warned: HashMap::new(),
+            contests: Contests::new(policy),
+        }
+    }
+
+    /// When a contested Service is due to be tried again (R8), if any.
+    pub fn next_retry(&self) -> Option<Instant> {
+        self.contests.next_retry()
+    }
+
+    /// Records a status write that the API server accepted (or whose Service is gone), so it is
+    /// neither repeated while the watch catches up nor counted twice by the write-war bound.
+    pub fn status_written(&mut self, write: &StatusWrite) {
+        let key = key_of(&write.service);
+        if let Some(spec) = write.spec {
+            self.contests.wrote(&key, spec, &write.ips);
+        }
+        self.written.insert(
+            key,
+            (
+                write.service.metadata.resource_version.clone(),
+                write.ips.clone(),
+            ),
+        );
+    }
+
+    /// One pass over `snap`. `now` drives the write-war backoff; `wall` is the transition time
+    /// for pool conditions that change.
+    pub fn plan(&mut self, snap: &Snapshot, now: Instant, wall: &Time) -> Plan {
+        let by_key: BTreeMap<ServiceKey, Arc<Service>> = snap
+            .services
+            .iter()
+            .map(|s| (key_of(s), s.clone()))
+            .collect();
+        self.feed_cluster(snap);
+
+        let mut plan = Plan::default();
+        let mut ours: BTreeSet<ServiceKey> = BTreeSet::new();
+        let mut releases: Vec<Arc<Service>> = Vec::new();
+        for svc in &snap.services {
+            let key = key_of(svc);
+            match classify(svc, &self.class) {
+                Classified::Ours(req, warnings) => {
+                    if !warnings.is_empty() && self.warned.get(&key) != Some(&warnings) {
+                        for w in &warnings {
+                            plan.events.push((
+                                svc.clone(),
+                                EventSpec {
+                                    warning: true,
+                                    reason: ANNOTATION_CONFLICT,
+                                    message: w.clone(),
+                                },
+                            ));
+                        }
+                    }
+                    self.warned.insert(key.clone(), warnings);
+                    self.ipam.upsert_service(*req);
+                    ours.insert(key);
+                }
+                Classified::NotLoadBalancer | Classified::OtherClass => {
+                    if we_own_ingress(svc) {
+                        releases.push(svc.clone());
+                    }
+                }
+            }
+        }
+        let known: Vec<ServiceKey> = self.ipam.services().map(|s| s.key.clone()).collect();
+        for key in known.into_iter().filter(|k| !ours.contains(k)) {
+            self.warned.remove(&key);
+            match by_key.get(&key) {
+                Some(svc) => {
+                    let freed = self.ipam.remove_service(&key, Gone::NotHandled);
+                    if !freed.is_empty() {
+                        plan.tally.releases += 1;
+                        plan.events.push((
+                            svc.clone(),
+                            event_for(&Note::Released {
+                                ips: freed,
+                                why: "the Service is no longer a LoadBalancer of this class".into(),
+                            }),
+                        ));
+                    }
+                }
+                None => {
+                    if !self.ipam.remove_service(&key, Gone::Deleted).is_empty() {
+                        plan.tally.releases += 1;
+                    }
+                    self.written.remove(&key);
+                }
+            }
+            self.contests.forget(&key);
+        }
+
+        for n in &self.ipam.reconcile() {
+            match &n.note {
+                Note::Allocated { ips, .. } => plan.tally.allocations += ips.len() as u64,
+                Note::Reallocated { to, .. } => plan.tally.allocations += to.len() as u64,
+                Note::Failed(f) => plan.tally.failures.push(failure_label(f)),
+                _ => {}
+            }
+            if let Some(svc) = by_key.get(&n.key) {
+                plan.events.push((svc.clone(), event_for(&n.note)));
+            }
+        }
+
+        for key in &ours {
+            let Some(svc) = by_key.get(key) else { continue };
+            let ips = self.ipam.desired_ips(key);
+            self.queue_status(svc, ips, Some(now), &mut plan);
+        }
+        for svc in releases {
+            self.queue_status(&svc, Vec::new(), None, &mut plan);
+        }
+        plan.tally.contested = self.contests.contested();
+        self.plan_pools(snap, wall, &mut plan);
+        plan
+    }
+
+    /// Queues a status write if the status differs. `contested_at`: the time of the pass when the
+    /// write is bounded by the write-war policy (R8), `None` for releases (which stop by
+    /// themselves: another writer's forced apply takes the field from us, and we clear only a
+    /// status we own).
+    fn queue_status(
+        &mut self,
+        svc: &Arc<Service>,
+        ips: Vec<IpAddr>,
+        contested_at: Option<Instant>,
+        plan: &mut Plan,
+    ) {
+        let key = key_of(svc);
+        if status_matches(svc, &ips) {
+            self.contests.settled(&key);
+            return;
+        }
+        if let Some((rv, wrote)) = self.written.get(&key)
+            && *rv == svc.metadata.resource_version
+            && *wrote == ips
+        {
+            return; // our write is on its way back through the watch
+        }
+        let Some(now) = contested_at else {
+            plan.statuses.push(StatusWrite {
+                service: svc.clone(),
+                ips,
+                spec: None,
+            });
+            return;
+        };
+        let spec = spec_digest(svc);
+        match self.contests.assess(&key, spec, &ips, now) {
+            Verdict::Write => plan.statuses.push(StatusWrite {
+                service: svc.clone(),
+                ips,
+                spec: Some(spec),
+            }),
+            Verdict::Hold { .. } => {}
+            Verdict::BackOff {
+                writes: ours, warn, ..
+            } => {
+                let manager = status_writer(svc);
+                plan.tally
+                    .conflicts
+                    .push(manager.clone().unwrap_or_else(|| "unknown".into()));
+                if warn {
+                    let class_less = svc
+                        .spec
+                        .as_ref()
+                        .is_none_or(|s| s.load_balancer_class.is_none());
+                    plan.events.push((
+                        svc.clone(),
+                        EventSpec {
+                            warning: true,
+                            reason: STATUS_WRITE_CONFLICT,
+                            message: conflict_message(
+                                manager.as_deref(),
+                                &ips,
+                                ours,
+                                self.contests.policy().backoff,
+                                &self.class.lb_class,
+                                class_less,
+                            ),
+                        },
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Pools, Nodes and Namespaces of the snapshot into the allocator.
+    fn feed_cluster(&mut self, snap: &Snapshot) {
+        let names: BTreeSet<String> = snap.pools.iter().map(|p| name_of(&p.metadata)).collect();
+        for p in &snap.pools {
+            let created = p
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_second());
+            self.ipam.upsert_pool(PoolConfig::from_spec(
+                &name_of(&p.metadata),
+                created,
+                &p.spec,
+            ));
+        }
+        for name in self.ipam.pool_names() {
+            if !names.contains(&name) {
+                self.ipam.remove_pool(&name);
+            }
+        }
+        let mut nodes = BTreeMap::new();
+        for n in &snap.nodes {
+            for a in n.status.iter().flat_map(|s| s.addresses.iter().flatten()) {
+                if (a.type_ == "InternalIP" || a.type_ == "ExternalIP")
+                    && let Some(ip) = parse_ip(&a.address)
+                {
+                    nodes.insert(ip, name_of(&n.metadata));
+                }
+            }
+        }
+        self.ipam.set_nodes(nodes);
+        let ns_names: BTreeSet<String> = snap
+            .namespaces
+            .iter()
+            .map(|n| name_of(&n.metadata))
+            .collect();
+        for ns in &snap.namespaces {
+            self.ipam.set_namespace(
+                &name_of(&ns.metadata),
+                ns.metadata.labels.clone().unwrap_or_default(),
+            );
+        }
+        for name in self.ipam.namespace_names() {
+            if !ns_names.contains(&name) {
+                self.ipam.remove_namespace(&name);
+            }
+        }
+    }
+
+    /// Pool gauges and the pool statuses that differ from the stored ones.
+    fn plan_pools(&mut self, snap: &Snapshot, wall: &Time, plan: &mut Plan) {
+        let pools: BTreeMap<String, &Arc<IPAddressPool>> = snap
+            .pools
+            .iter()
+            .map(|p| (name_of(&p.metadata), p))
+            .collect();
+        for report in self.ipam.pool_reports() {
+            plan.tally.pools.push((
+                report.name.clone(),
+                Family::V4,
+                report.assigned_v4,
+                report.available_v4,
+            ));
+            plan.tally.pools.push((
+                report.name.clone(),
+                Family::V6,
+                report.assigned_v6,
+                report.available_v6,
+            ));
+            let Some(pool) = pools.get(&report.name) else {
+                continue;
+            };
+            let labels = pool.metadata.labels.clone().unwrap_or_default();
+            let advertised = snap
+                .l2
+                .iter()
+                .any(|a| a.spec.covers_pool(&report.name, &labels));
+            let desired = pool_status(
+                &report,
+                advertised,
+                pool.metadata.generation,
+                pool.status.as_ref(),
+                wall,
+            );
+            if pool.status.as_ref() != Some(&desired) {
+                plan.pools.push((report.name.clone(), desired));
+            }
+        }
+    }
+}
+
+/// `metadata.name`, or empty (objects from the API server always have one).
+fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
