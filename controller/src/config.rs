@@ -1,19 +1,15 @@
 //! Command-line flags of `ferrolb-controller`. Every flag can also be set from an environment
-//! variable `FERROLB_<FLAG>` (flag wins over variable).
+//! variable `FERROLB_<FLAG>` (flag wins over variable). The settings both binaries share
+//! (`--kubeconfig`, `--admin-address`, `--log-format`) come from [`ferrolb_runtime::SharedArgs`].
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::{ArgAction, Parser};
+use ferrolb_runtime::SharedArgs;
 
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+/// Where the controller's admin endpoints listen unless `--admin-address` says otherwise.
+pub const DEFAULT_ADMIN_ADDRESS: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 7472);
 
 /// Flags of the controller binary.
 #[derive(Debug, Clone, Parser)]
@@ -30,12 +26,9 @@ pub struct Config {
     /// to leave them to another implementation).
     #[arg(long, env = "FERROLB_DEFAULT_CLASS", default_value_t = true, action = ArgAction::Set)]
     pub default_class: bool,
-    /// kubeconfig file; without it the in-cluster config (or the default kubeconfig) is used.
-    #[arg(long, env = "FERROLB_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Address of the HTTP server for `/livez`, `/readyz` and `/metrics`.
-    #[arg(long, env = "FERROLB_HTTP_ADDR", default_value = "0.0.0.0:7472")]
-    pub http_addr: SocketAddr,
+    /// Settings shared with the speaker.
+    #[command(flatten)]
+    pub shared: SharedArgs,
     /// Name of the Lease used for leader election (R13).
     #[arg(long, env = "FERROLB_LEASE_NAME", default_value = "ferrolb-controller")]
     pub lease_name: String,
@@ -67,9 +60,6 @@ pub struct Config {
     /// Status writes and Events sent concurrently.
     #[arg(long, env = "FERROLB_WRITE_CONCURRENCY", default_value_t = 32)]
     pub write_concurrency: usize,
-    /// Log format.
-    #[arg(long, env = "FERROLB_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
 }
 
 impl Config {
@@ -104,6 +94,11 @@ mod tests {
         assert_eq!(c.lb_class, "ferrolb.io/l2");
         assert!(c.default_class);
         assert_eq!(c.status_conflict_backoff_seconds, 600);
+        assert_eq!(
+            c.shared.admin_address(DEFAULT_ADMIN_ADDRESS).port(),
+            7472,
+            "the controller's port"
+        );
         let c = Config::try_parse_from([
             "ferrolb-controller",
             "--default-class=false",

@@ -1,14 +1,11 @@
-//! The HTTP endpoints: `/livez` (the process runs), `/readyz` (every watch has synced once;
-//! never depends on leadership, R13) and `/metrics`.
+//! The controller's readiness and metrics for the shared admin endpoints
+//! ([`ferrolb_runtime::admin`]): `/readyz` is 200 once every watch has synced once — never
+//! dependent on leadership (R13) — and `/metrics` serves [`Metrics`].
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
+use ferrolb_runtime::admin::Probe;
 
 use crate::metrics::Metrics;
 
@@ -21,38 +18,16 @@ pub struct Health {
     pub metrics: Arc<Metrics>,
 }
 
-/// The router (exposed for tests).
-pub fn router(health: Health) -> Router {
-    Router::new()
-        .route("/livez", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(|State(h): State<Health>| async move {
-                if h.ready.load(Ordering::Relaxed) {
-                    (StatusCode::OK, "ready")
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "watches not synced yet")
-                }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(|State(h): State<Health>| async move {
-                (
-                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-                    h.metrics.encode(),
-                )
-            }),
-        )
-        .with_state(health)
-}
+impl Probe for Health {
+    fn ready(&self) -> Result<(), String> {
+        if self.ready.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err("watches not synced yet".into())
+        }
+    }
 
-/// Serves until the task is dropped.
-///
-/// # Errors
-/// Binding the address fails.
-pub async fn serve(addr: SocketAddr, health: Health) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "HTTP endpoints listening");
-    axum::serve(listener, router(health)).await
+    fn metrics(&self) -> String {
+        self.metrics.encode()
+    }
 }

@@ -5,82 +5,36 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
-use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::{Notify, watch};
 
-use ferrolb_controller::config::{Config, LogFormat};
+use ferrolb_controller::config::{Config, DEFAULT_ADMIN_ADDRESS};
 use ferrolb_controller::contest::{MAX_WRITES, Policy as ContestPolicy};
-use ferrolb_controller::http::{Health, serve};
+use ferrolb_controller::http::Health;
 use ferrolb_controller::k8s::control::Control;
 use ferrolb_controller::k8s::leader::{self, LeaseConfig};
 use ferrolb_controller::k8s::stores::Stores;
 use ferrolb_controller::metrics::Metrics;
 use ferrolb_controller::service::ClassConfig;
+use ferrolb_runtime::{admin, build_info, client::client, logging, shutdown};
 
-fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FERROLB_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
-}
-
-async fn client(cfg: &Config) -> anyhow::Result<Client> {
-    match &cfg.kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .context("loading kubeconfig")?;
-            Client::try_from(config).context("building the API client")
-        }
-        None => Client::try_default()
-            .await
-            .context("in-cluster or default kubeconfig"),
-    }
-}
-
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
-}
-
-// Two workers: the controller is I-O bound, and fewer threads mean fewer malloc arenas (RSS).
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let cfg = Config::parse();
-    init_logs(cfg.log_format);
-    let client = client(&cfg).await?;
+    logging::init(cfg.shared.log_format(), "info");
+    build_info::log_startup("ferrolb-controller");
+    let client = client(cfg.shared.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let health = Health {
         ready: ready.clone(),
         metrics: metrics.clone(),
     };
-    let http_addr = cfg.http_addr;
+    let admin_address = cfg.shared.admin_address(DEFAULT_ADMIN_ADDRESS);
     let http = tokio::spawn(async move {
-        if let Err(e) = serve(http_addr, health).await {
-            tracing::error!(error = %e, "HTTP server failed");
+        if let Err(e) = admin::serve(admin_address, Arc::new(health)).await {
+            tracing::error!(error = %e, "admin endpoints failed");
         }
     });
 
@@ -126,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
             backoff: Duration::from_secs(cfg.status_conflict_backoff_seconds),
         },
     };
-    tracing::info!(identity, lb_class = %cfg.lb_class, default_class = cfg.default_class, "starting");
+    tracing::info!(identity, lb_class = %cfg.lb_class, default_class = cfg.default_class, "configured");
     let main_loop = tokio::spawn(async move {
         if ready_stores.wait_ready().await.is_err() {
             tracing::error!("a watch ended before its first list");
@@ -137,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
         control.run().await;
     });
 
-    shutdown_signal().await;
+    shutdown::signal().await;
     tracing::info!("shutting down: releasing the Lease");
     main_loop.abort();
     let _ = stop_tx.send(true);

@@ -66,6 +66,7 @@ impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("ferrolb_controller");
+        ferrolb_runtime::build_info::register(&mut registry);
         let m = Metrics {
             allocations: Counter::default(),
             failures: Family::default(),

@@ -27,7 +27,7 @@ use crate::claim::{ClaimGate, ClaimSettings, Standing, expected_speakers};
 use crate::eligibility::Interfaces;
 use crate::event_sink::{EventCounters, EventSink, EventSinkConfig};
 use crate::events::EventPlanner;
-use crate::http::{self, Health};
+use crate::http::Health;
 use crate::l2::{L2Config, Responder};
 use crate::membership::{
     KeyRing, Membership, MembershipConfig, MembershipEvent, MembershipSettings,
@@ -136,7 +136,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     supervised.tasks.push((
         "http",
         tokio::spawn(async move {
-            if let Err(e) = http::serve(metrics_address, listener_health).await {
+            if let Err(e) = ferrolb_runtime::admin::serve(metrics_address, listener_health).await {
                 tracing::error!(error = %e, %metrics_address, "HTTP endpoints failed");
             }
         }),

@@ -5,16 +5,16 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
 use ferrolb_crds::service::{ClassFilter, DEFAULT_LB_CLASS};
+use ferrolb_runtime::client::client;
+use ferrolb_runtime::{SharedArgs, build_info, logging};
 use ferrolb_speaker::claim::ClaimSettings;
 use ferrolb_speaker::daemon::{SpeakerConfig, run};
 use ferrolb_speaker::event_sink::EventSinkConfig;
 use ferrolb_speaker::l2::{AnnounceSchedule, L2Config};
 use ferrolb_speaker::membership::{DEFAULT_PORT, MembershipConfig, TimingProfile};
 use ferrolb_speaker::view::ViewSettings;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,9 +25,9 @@ struct Cli {
     /// This node's name (the pod's spec.nodeName).
     #[arg(long, env = "FERROLB_NODE_NAME")]
     node_name: String,
-    /// Kubeconfig file; default: in-cluster configuration, then ~/.kube/config.
-    #[arg(long, env = "FERROLB_KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
+    /// Settings shared with the controller.
+    #[command(flatten)]
+    shared: SharedArgs,
     /// The spec.loadBalancerClass this speaker announces.
     #[arg(long, env = "FERROLB_LB_CLASS", default_value = DEFAULT_LB_CLASS)]
     lb_class: String,
@@ -80,12 +80,6 @@ struct Cli {
     /// runs one) to be heard from before claiming IPs, in milliseconds.
     #[arg(long, env = "FERROLB_CONVERGE_TIMEOUT_MS", default_value_t = 3000)]
     converge_timeout_ms: u64,
-    /// Where /livez, /readyz and /metrics listen.
-    #[arg(long, env = "FERROLB_METRICS_ADDRESS", default_value = "0.0.0.0:7473")]
-    metrics_address: SocketAddr,
-    /// Log as JSON.
-    #[arg(long, env = "FERROLB_LOG_JSON")]
-    log_json: bool,
 }
 
 /// `--timing-profile` values (see [`TimingProfile`]).
@@ -112,17 +106,9 @@ impl Cli {
     }
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    Ok(kube::Client::try_from(config)?)
-}
+/// Where the speaker's admin endpoints listen unless `--admin-address` says otherwise.
+const DEFAULT_ADMIN_ADDRESS: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 7473);
 
 /// Refuses settings that cannot work or would overflow a timer (issue #8 F6), naming the flag.
 fn check(cli: &Cli) -> anyhow::Result<()> {
@@ -161,19 +147,8 @@ async fn main() -> anyhow::Result<()> {
         default_hook(info);
         std::process::abort();
     }));
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    if cli.log_json {
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .init();
-    } else {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-            .init();
-    }
+    logging::init(cli.shared.log_format(), "info");
+    build_info::log_startup("ferrolb-speaker");
     let (period, rtt, suspect) = cli.timings_ms();
     let membership = MembershipConfig {
         probe_period: Duration::from_millis(period),
@@ -206,13 +181,13 @@ async fn main() -> anyhow::Result<()> {
             },
             ..L2Config::default()
         },
-        metrics_address: cli.metrics_address,
+        metrics_address: cli.shared.admin_address(DEFAULT_ADMIN_ADDRESS),
         claim: ClaimSettings {
             converge_timeout: Duration::from_millis(cli.converge_timeout_ms),
             ..ClaimSettings::for_membership(membership.probe_period, membership.suspect_timeout)
         },
         events: EventSinkConfig::default(),
     };
-    let client = client(cli.kubeconfig.as_ref()).await?;
+    let client = client(cli.shared.kubeconfig.as_deref()).await?;
     run(client, config).await
 }

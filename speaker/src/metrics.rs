@@ -65,6 +65,7 @@ impl SpeakerMetrics {
     /// A registry with this collector registered.
     pub fn registry(self: &Arc<Self>) -> Registry {
         let mut registry = Registry::with_prefix("ferrolb_speaker");
+        ferrolb_runtime::build_info::register(&mut registry);
         registry.register_collector(Box::new(Arc::clone(self)));
         registry
     }

@@ -40,7 +40,7 @@ fn start_controller(cluster: &TestCluster, identity: &str, extra: &[&str]) -> Co
         .port();
     let mut args: Vec<String> = vec![
         format!("--kubeconfig={}", cluster.kubeconfig().display()),
-        format!("--http-addr=127.0.0.1:{port}"),
+        format!("--admin-address=127.0.0.1:{port}"),
         "--lease-namespace=default".into(),
         format!("--identity={identity}"),
         "--lease-duration-seconds=3".into(),

@@ -61,7 +61,7 @@ fn start(
 ) -> anyhow::Result<Supervised> {
     let args = vec![
         format!("--kubeconfig={}", cluster.kubeconfig().display()),
-        format!("--http-addr=127.0.0.1:{port}"),
+        format!("--admin-address=127.0.0.1:{port}"),
         "--lease-namespace=default".to_owned(),
         format!("--identity={identity}"),
         "--lease-duration-seconds=5".to_owned(),

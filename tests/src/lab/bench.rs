@@ -45,7 +45,7 @@ pub fn start_speaker_with(
         .arg(lab.node_kubeconfig())
         .arg("--memberlist-key-file")
         .arg(lab.key_file())
-        .args(["--metrics-address", "127.0.0.1:7473"])
+        .args(["--admin-address", "127.0.0.1:7473"])
         .args(extra_args)
         .env("RUST_LOG", "info,ferrolb_speaker=debug");
     Supervised::spawn_command(&format!("speaker {node}"), &mut cmd, &log, false)

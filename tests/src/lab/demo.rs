@@ -259,7 +259,7 @@ fn start_controller(lab: &Lab) -> anyhow::Result<Supervised> {
         .port();
     let args = vec![
         format!("--kubeconfig={}", lab.cluster().kubeconfig().display()),
-        format!("--http-addr=127.0.0.1:{port}"),
+        format!("--admin-address=127.0.0.1:{port}"),
         "--lease-namespace=default".into(),
         "--identity=demo-controller".into(),
     ];
