@@ -2,7 +2,7 @@
 //! ARP/NDP responders and gratuitous announcements (DESIGN §5).
 //!
 //! Pure modules (no `kube`, no `tokio`): [`claim`], [`election`], [`eligibility`], [`events`],
-//! [`plan`], [`wire`].
+//! [`plan`], [`trim`], [`view`], [`wire`].
 //! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP).
 
 pub mod claim;
@@ -16,6 +16,7 @@ pub mod l2;
 pub mod membership;
 pub mod metrics;
 pub mod plan;
+pub mod trim;
 pub mod view;
 pub mod watch;
 pub mod wire;

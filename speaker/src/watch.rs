@@ -1,23 +1,21 @@
 //! Watches the objects the speaker reads (Services, EndpointSlices, Nodes, IPAddressPools,
-//! L2Advertisements) into kube-runtime reflector stores. Every event wakes the daemon through one
+//! L2Advertisements) into kube-runtime reflector stores, each object trimmed to what the speaker
+//! reads first ([`crate::trim`], DESIGN S13). Every event wakes the daemon through one
 //! [`Notify`]; the daemon then recomputes its plan from the stores (level-triggered), never from
 //! the single event that arrived.
 
-use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::Arc;
 
 use ferrolb_crds::{IPAddressPool, L2Advertisement};
-use futures::StreamExt;
+use ferrolb_runtime::reflector::spawn;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::{Api, Client};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::trim;
 use crate::view::{View, ViewSettings, build};
 
 /// The reflector stores.
@@ -35,32 +33,22 @@ pub struct Stores {
     pub advertisements: Store<L2Advertisement>,
 }
 
-fn spawn_reflector<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, JoinHandle<()>)
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .for_each(move |event| {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, kind = %K::kind(&K::DynamicType::default()), "watch error; retrying");
-            }
-            changed.notify_one();
-            futures::future::ready(())
-        });
-    (reader, tokio::spawn(stream))
-}
-
 impl Stores {
     /// Starts all watches; `changed` is notified on every event.
     pub fn start(client: &Client, changed: &Arc<Notify>) -> (Stores, Vec<JoinHandle<()>>) {
-        let (services, a) = spawn_reflector(Api::all(client.clone()), changed.clone());
-        let (slices, b) = spawn_reflector(Api::all(client.clone()), changed.clone());
-        let (nodes, c) = spawn_reflector(Api::all(client.clone()), changed.clone());
-        let (pools, d) = spawn_reflector(Api::all(client.clone()), changed.clone());
-        let (advertisements, e) = spawn_reflector(Api::all(client.clone()), changed.clone());
+        let (services, a) = spawn(Api::all(client.clone()), changed.clone(), trim::service);
+        let (slices, b) = spawn(
+            Api::all(client.clone()),
+            changed.clone(),
+            trim::endpoint_slice,
+        );
+        let (nodes, c) = spawn(Api::all(client.clone()), changed.clone(), trim::node);
+        let (pools, d) = spawn(Api::all(client.clone()), changed.clone(), trim::pool);
+        let (advertisements, e) = spawn(
+            Api::all(client.clone()),
+            changed.clone(),
+            trim::advertisement,
+        );
         (
             Stores {
                 services,

@@ -4,7 +4,8 @@
 //!
 //! Rules at this tier: S1 (eligibility), S2 (one owner per IP, stable under removal of a
 //! non-owner), S5 (loss = no longer answered), S9 (one Event per owner change; one reporter for an
-//! IP nobody may announce), and R10 on the speaker side. The wire formats (S6, S7) have their own
+//! IP nobody may announce), R10 on the speaker side, and S13 (watch objects trimmed to what the
+//! speaker reads give the same plans). The wire formats (S6, S7) have their own
 //! unit and property tests, membership (S3) `membership_sim.rs`/`membership_udp.rs`, the claim
 //! gate (S10, S12) `claim.rs`; announcements on real links (S4, S8, S11, S13) are lab tests.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -277,4 +278,76 @@ fn s9_one_announcing_event_per_owner_change_and_one_reporter_when_nobody_may() {
         .collect();
     assert_eq!(warnings.len(), 1, "{third:?}");
     assert!(c.events(&mut planners).is_empty());
+}
+
+#[test]
+fn s13_trimmed_watch_objects_give_the_same_plans_and_stay_small() {
+    use ferrolb_speaker::trim;
+    let bulk = "x".repeat(1 << 20);
+    let big_meta = json!({
+        "labels": { "team": "a", "kubernetes.io/service-name": "svc" },
+        "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": bulk,
+            "ferrolb.io/address-pool": "pool",
+        },
+        "managedFields": [{ "manager": "kubectl", "operation": "Apply",
+                            "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": {} } }],
+    });
+    let mut full = Cluster::new(4);
+    full.services = vec![service("svc", IP, "Local")];
+    full.slices = vec![slice("svc", &["node-2", "node-3"])];
+    full.nodes[1] = node(
+        "node-2",
+        "192.0.2.12",
+        json!({ "rack": "a" }),
+        json!([{ "type": "Ready", "status": "True", "message": bulk.clone() },
+               { "type": "MemoryPressure", "status": "False" }]),
+    );
+    for m in [
+        &mut full.services[0].metadata,
+        &mut full.slices[0].metadata,
+        &mut full.nodes[0].metadata,
+    ] {
+        let mut v = serde_json::to_value(&*m).unwrap();
+        let Value::Object(extra) = big_meta.clone() else {
+            unreachable!()
+        };
+        v.as_object_mut().unwrap().extend(extra);
+        *m = serde_json::from_value(v).unwrap();
+    }
+    let mut trimmed = Cluster::new(4);
+    trimmed.services = full.services.clone();
+    trimmed.slices = full.slices.clone();
+    trimmed.nodes = full.nodes.clone();
+    trimmed.services.iter_mut().for_each(trim::service);
+    trimmed.slices.iter_mut().for_each(trim::endpoint_slice);
+    trimmed.nodes.iter_mut().for_each(trim::node);
+    trimmed.l2.iter_mut().for_each(trim::advertisement);
+
+    assert_eq!(full.answers(), trimmed.answers());
+    assert_eq!(full.owners().len(), 1);
+    for (what, bytes) in [
+        (
+            "Service",
+            serde_json::to_vec(&trimmed.services[0]).unwrap().len(),
+        ),
+        (
+            "EndpointSlice",
+            serde_json::to_vec(&trimmed.slices[0]).unwrap().len(),
+        ),
+        ("Node", serde_json::to_vec(&trimmed.nodes[1]).unwrap().len()),
+    ] {
+        assert!(bytes < 2048, "trimmed {what} is {bytes} bytes");
+    }
+    // What the view reads survives: the pool annotation, the service-name label, the conditions.
+    let svc = &trimmed.services[0];
+    assert_eq!(
+        svc.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .get("ferrolb.io/address-pool"),
+        Some(&"pool".to_owned())
+    );
+    assert!(svc.status.is_some() && svc.spec.is_some());
 }

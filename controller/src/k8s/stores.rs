@@ -5,11 +5,10 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
@@ -96,24 +95,7 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
-    let kind = K::kind(&K::DynamicType::default()).to_string();
-    let stream = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(trim)
-        .reflect(writer)
-        .touched_objects();
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(_) => wake.notify_one(),
-                Err(e) => tracing::warn!(kind, error = %e, "watch error (retrying with backoff)"),
-            }
-        }
-        tracing::error!(kind, "watch stream ended");
-    });
-    reader
+    ferrolb_runtime::reflector::spawn(api, wake, trim).0
 }
 
 impl Stores {

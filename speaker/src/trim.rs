@@ -1,0 +1,108 @@
+//! What the speaker keeps of each watched object (DESIGN S13): only the fields [`crate::view`]
+//! and the Event writer read, so a tenant cannot exhaust the memory of every speaker in the
+//! cluster with large annotations, labels or `managedFields` on their Services or
+//! EndpointSlices. Applied to every object before it enters a watch store. Pure.
+//!
+//! Kept, by kind:
+//! - every object: name, namespace, uid, resourceVersion, creationTimestamp, generation (for
+//!   Events and pool age, R9);
+//! - Service: `spec`, `status`, and only the address-pool annotations
+//!   ([`ADDRESS_POOL_ANNOTATIONS`]);
+//! - EndpointSlice: the `kubernetes.io/service-name` label, and per endpoint only `nodeName` and
+//!   `conditions`;
+//! - Node: labels (node selectors, the exclusion label), `status.addresses` and
+//!   `status.conditions` (`NetworkUnavailable`, `Ready`), nothing else of the status;
+//! - IPAddressPool and L2Advertisement: labels (pool selectors), `spec`, `status`.
+
+use ferrolb_crds::service::ADDRESS_POOL_ANNOTATIONS;
+use ferrolb_crds::{IPAddressPool, L2Advertisement};
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Service};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::view::SERVICE_NAME_LABEL;
+
+/// The identity fields of `meta`; labels and annotations are left to the caller.
+fn identity(meta: &ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        creation_timestamp: meta.creation_timestamp.clone(),
+        generation: meta.generation,
+        ..ObjectMeta::default()
+    }
+}
+
+/// Trims a Service in place (see the module docs).
+pub fn service(svc: &mut Service) {
+    let mut meta = identity(&svc.metadata);
+    let wanted: std::collections::BTreeMap<String, String> = svc
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| ADDRESS_POOL_ANNOTATIONS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    meta.annotations = (!wanted.is_empty()).then_some(wanted);
+    svc.metadata = meta;
+}
+
+/// Trims an EndpointSlice in place (see the module docs).
+pub fn endpoint_slice(slice: &mut EndpointSlice) {
+    let mut meta = identity(&slice.metadata);
+    meta.labels = slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(SERVICE_NAME_LABEL))
+        .map(|v| [(SERVICE_NAME_LABEL.to_owned(), v.clone())].into());
+    slice.metadata = meta;
+    slice.ports = None;
+    for e in slice.endpoints.iter_mut().flatten() {
+        *e = Endpoint {
+            node_name: e.node_name.take(),
+            conditions: e.conditions.take(),
+            ..Endpoint::default()
+        };
+    }
+}
+
+/// Trims a Node in place (see the module docs).
+pub fn node(node: &mut Node) {
+    let mut meta = identity(&node.metadata);
+    meta.labels = node.metadata.labels.take();
+    node.metadata = meta;
+    node.spec = None;
+    node.status = node.status.take().map(|s| NodeStatus {
+        addresses: s.addresses,
+        conditions: s.conditions.map(|cs| {
+            cs.into_iter()
+                .filter(|c| c.type_ == "NetworkUnavailable" || c.type_ == "Ready")
+                .map(|mut c| {
+                    // The message and reason can be long; eligibility reads type and status.
+                    c.message = None;
+                    c.reason = None;
+                    c
+                })
+                .collect()
+        }),
+        ..NodeStatus::default()
+    });
+}
+
+/// Trims an IPAddressPool in place (see the module docs).
+pub fn pool(pool: &mut IPAddressPool) {
+    let mut meta = identity(&pool.metadata);
+    meta.labels = pool.metadata.labels.take();
+    pool.metadata = meta;
+}
+
+/// Trims an L2Advertisement in place (see the module docs).
+pub fn advertisement(adv: &mut L2Advertisement) {
+    let mut meta = identity(&adv.metadata);
+    meta.labels = adv.metadata.labels.take();
+    adv.metadata = meta;
+}
