@@ -287,7 +287,7 @@ impl Ipam {
             return;
         }
         self.layout_dirty = false;
-        self.layout = Layout::build(self.pools.values(), &self.nodes);
+        self.layout = Layout::build(self.pools.values().map(PoolConfig::claim), &self.nodes);
         self.free.clear();
         self.assigned.clear();
         for p in self.pools.values() {

@@ -23,7 +23,8 @@ use kube::runtime::events::Recorder;
 use kube::{Client, ResourceExt};
 use tokio::sync::{Notify, watch};
 
-use ferrolb_crds::addresses::{Family, parse_ip};
+use ferrolb_crds::addresses::Family;
+use ferrolb_crds::ownership::creation_seconds;
 
 use crate::contest::{self, Contests, STATUS_WRITE_CONFLICT, Verdict, conflict_message};
 use crate::ipam::{Gone, Ipam, Note, PoolConfig, ServiceKey};
@@ -379,11 +380,7 @@ impl Control {
         let pools = self.stores.pools.state();
         let names: BTreeSet<String> = pools.iter().map(|p| p.name_any()).collect();
         for p in &pools {
-            let created = p
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map_or(0, |t| t.0.as_second());
+            let created = creation_seconds(&p.metadata);
             ipam.upsert_pool(PoolConfig::from_spec(&p.name_any(), created, &p.spec));
         }
         for name in ipam.pool_names() {
@@ -391,17 +388,8 @@ impl Control {
                 ipam.remove_pool(&name);
             }
         }
-        let mut nodes = BTreeMap::new();
-        for n in self.stores.nodes.state() {
-            for a in n.status.iter().flat_map(|s| s.addresses.iter().flatten()) {
-                if (a.type_ == "InternalIP" || a.type_ == "ExternalIP")
-                    && let Some(ip) = parse_ip(&a.address)
-                {
-                    nodes.insert(ip, n.name_any());
-                }
-            }
-        }
-        ipam.set_nodes(nodes);
+        let nodes = self.stores.nodes.state();
+        ipam.set_nodes(ferrolb_crds::node::address_map(nodes.iter().map(|n| &**n)));
         let namespaces = self.stores.namespaces.state();
         let ns_names: BTreeSet<String> = namespaces.iter().map(|n| n.name_any()).collect();
         for ns in &namespaces {
