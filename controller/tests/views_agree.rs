@@ -18,7 +18,7 @@ use ferrolb_controller::ipam::{Ipam, PoolConfig};
 use ferrolb_controller::service::{ClassConfig, Classified, classify, ingress_of, observed_of};
 use ferrolb_crds::ownership::creation_seconds;
 use ferrolb_crds::{IPAddressPool, IPAddressPoolSpec};
-use ferrolb_speaker::view::{ViewSettings, build};
+use ferrolb_l2::view::{ViewSettings, build};
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, NodeStatus, Service, ServiceSpec,
     ServiceStatus,
