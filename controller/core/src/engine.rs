@@ -16,10 +16,10 @@ use std::net::IpAddr;
 
 use ferrolb_crds::addresses::{Family, to_offset};
 
-use super::choice::Pick;
 use super::free_set::FreeSet;
 use super::layout::Layout;
 use super::outcome::{Failure, Note, ServiceNote};
+use super::pick::Pick;
 use super::pool::PoolConfig;
 use super::request::{FamilyPolicy, ServiceKey, ServiceRequest};
 use super::sharing::incompatibility;
