@@ -20,7 +20,8 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use ferrolb_crds::addresses::{Family, parse_ip};
+use ferrolb_crds::addresses::Family;
+use ferrolb_crds::ownership::creation_seconds;
 use ferrolb_crds::{IPAddressPool, IPAddressPoolStatus, L2Advertisement};
 
 use crate::contest::{self, Contests, STATUS_WRITE_CONFLICT, Verdict, conflict_message};
@@ -300,11 +301,7 @@ impl Planner {
     fn feed_cluster(&mut self, snap: &Snapshot) {
         let names: BTreeSet<String> = snap.pools.iter().map(|p| name_of(&p.metadata)).collect();
         for p in &snap.pools {
-            let created = p
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map_or(0, |t| t.0.as_second());
+            let created = creation_seconds(&p.metadata);
             self.ipam.upsert_pool(PoolConfig::from_spec(
                 &name_of(&p.metadata),
                 created,
@@ -316,16 +313,7 @@ impl Planner {
                 self.ipam.remove_pool(&name);
             }
         }
-        let mut nodes = BTreeMap::new();
-        for n in &snap.nodes {
-            for a in n.status.iter().flat_map(|s| s.addresses.iter().flatten()) {
-                if (a.type_ == "InternalIP" || a.type_ == "ExternalIP")
-                    && let Some(ip) = parse_ip(&a.address)
-                {
-                    nodes.insert(ip, name_of(&n.metadata));
-                }
-            }
-        }
+        let nodes = ferrolb_crds::node::address_map(snap.nodes.iter().map(|n| &**n));
         self.ipam.set_nodes(nodes);
         let ns_names: BTreeSet<String> = snap
             .namespaces

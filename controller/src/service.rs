@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ferrolb_crds::addresses::{Family, parse_ip};
+use ferrolb_crds::ownership::creation_seconds;
+use ferrolb_crds::service::{ServiceClass, ingress};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 
 use crate::annotations::{ADDRESS_POOL, ALLOW_SHARED_IP, LOAD_BALANCER_IPS, lookup};
@@ -42,17 +44,14 @@ pub fn key_of(svc: &Service) -> ServiceKey {
 
 /// Whether the Service is `type: LoadBalancer` of our class.
 pub fn classify(svc: &Service, cfg: &ClassConfig) -> Classified {
-    let Some(spec) = &svc.spec else {
-        return Classified::NotLoadBalancer;
-    };
-    if spec.type_.as_deref() != Some("LoadBalancer") {
-        return Classified::NotLoadBalancer;
+    match cfg.classify(svc) {
+        ServiceClass::NotLoadBalancer => Classified::NotLoadBalancer,
+        ServiceClass::OtherClass => Classified::OtherClass,
+        ServiceClass::Ours => {
+            let (req, warnings) = request_of(svc);
+            Classified::Ours(Box::new(req), warnings)
+        }
     }
-    if !cfg.handles(svc) {
-        return Classified::OtherClass;
-    }
-    let (req, warnings) = request_of(svc);
-    Classified::Ours(Box::new(req), warnings)
 }
 
 /// Builds the allocator's request. Never fails; see the module docs.
@@ -99,11 +98,7 @@ pub fn request_of(svc: &Service) -> (ServiceRequest, Vec<String>) {
     };
     let mut req = ServiceRequest {
         key: key_of(svc),
-        created: svc
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(0, |t| t.0.as_second()),
+        created: creation_seconds(&svc.metadata),
         labels: svc.metadata.labels.clone().unwrap_or_default(),
         families,
         policy,
@@ -165,27 +160,14 @@ pub fn parse_requested(text: &str, wanted: &[Family]) -> Result<Vec<IpAddr>, Str
     Ok(out)
 }
 
-/// `status.loadBalancer.ingress` as the allocator sees it.
+/// `status.loadBalancer.ingress` as the allocator sees it: the shared reading
+/// ([`ferrolb_crds::service::ingress`]), which the speaker uses too.
 pub fn observed_of(svc: &Service) -> ObservedStatus {
-    let mut out = ObservedStatus::default();
-    let ingress = svc
-        .status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.as_ref());
-    for entry in ingress.into_iter().flatten() {
-        match (&entry.ip, &entry.hostname) {
-            (Some(ip), _) => match parse_ip(ip) {
-                Some(ip) => out.ips.push(ip),
-                None => out.unusable.push(format!("{ip:?}: not an IP address")),
-            },
-            (None, Some(h)) => out.unusable.push(format!("hostname-only entry {h:?}")),
-            (None, None) => out
-                .unusable
-                .push("an entry with neither ip nor hostname".into()),
-        }
+    let ingress = ingress(svc);
+    ObservedStatus {
+        ips: ingress.ips,
+        unusable: ingress.unusable,
     }
-    out
 }
 
 /// The ingress entries we write for these addresses: one per IP, `ipMode: VIP`, in order.

@@ -5,11 +5,21 @@
 //! - [`v1beta1`]: `IPAddressPool`, `L2Advertisement` (kube-derive + schemars, CEL validation);
 //! - [`addresses`]: parse entries, membership, counts, lazy walks (pure);
 //! - [`selector`]: label-selector matching (pure);
-//! - [`service`]: which Services are ours, and the IPs in their status (pure);
+//! - [`service`]: which Services are ours (class rule), and the IPs in their status (pure);
+//! - [`annotations`]: the Service annotations, their MetalLB spellings and precedence (pure);
+//! - [`node`]: which addresses are Node addresses (R10, pure);
+//! - [`ownership`]: which pool owns an address — overlaps (R9) and Node addresses (R10) (pure);
 //! - [`manifests`]: the CRD YAML committed under `deploy/crds/`.
+//!
+//! Every rule the controller and the speaker must agree on lives here exactly once, and both call
+//! it. The crate depends on `kube-core` and `kube-derive` only — never the kube client, runtime,
+//! tokio or an HTTP stack (`tests/purity.rs` checks).
 
 pub mod addresses;
+pub mod annotations;
 pub mod manifests;
+pub mod node;
+pub mod ownership;
 pub mod selector;
 pub mod service;
 pub mod v1beta1;

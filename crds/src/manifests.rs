@@ -3,7 +3,7 @@
 //! rewrites it).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
+use kube_core::CustomResourceExt;
 
 use crate::v1beta1::{IPAddressPool, L2Advertisement};
 

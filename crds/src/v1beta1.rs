@@ -12,8 +12,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::core::{Message, Rule};
-use kube::{CustomResource, KubeSchema};
+use kube_core::{Message, Rule};
+use kube_derive::{CustomResource, KubeSchema};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +24,9 @@ pub const VERSION: &str = "v1beta1";
 
 /// Spec of an `IPAddressPool`: the addresses, and which Services may use them.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[kube(
+    crates(kube_core = "::kube_core", kube = "::kube_derive"),
     group = "ferrolb.io",
     version = "v1beta1",
     kind = "IPAddressPool",
@@ -98,6 +100,7 @@ impl IPAddressPoolSpec {
 
 /// Which Services a pool serves, and its priority among pools.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceAllocation {
     /// Lower numbers are tried first; pools without a priority come after all numbered ones.
@@ -150,7 +153,9 @@ pub struct IPAddressPoolStatus {
 #[derive(
     CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema,
 )]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[kube(
+    crates(kube_core = "::kube_core", kube = "::kube_derive"),
     group = "ferrolb.io",
     version = "v1beta1",
     kind = "L2Advertisement",
@@ -206,6 +211,7 @@ impl L2AdvertisementSpec {
 
 /// A label selector (`matchLabels` AND `matchExpressions`). Empty matches every object.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
     /// Labels that must be present with exactly these values.
@@ -219,6 +225,7 @@ pub struct LabelSelector {
 
 /// One requirement of a [`LabelSelector`].
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(validation = Rule::new(
     "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0) : (!has(self.values) || size(self.values) == 0)"
 ).message(Message::Expression(
@@ -350,7 +357,7 @@ impl JsonSchema for AddressEntryText {
         for rule in address_entry_rules() {
             // Serialising a Rule into a schema cannot fail: it is plain strings.
             #[allow(clippy::expect_used)]
-            kube::core::validate(&mut schema, rule).expect("CEL rule serialises");
+            kube_core::validate(&mut schema, rule).expect("CEL rule serialises");
         }
         schema
     }

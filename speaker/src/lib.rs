@@ -1,22 +1,18 @@
 //! ferrolb speaker: membership among speakers (SWIM), per-IP owner election (rendezvous hash),
 //! ARP/NDP responders and gratuitous announcements (DESIGN §5).
 //!
-//! Pure modules (no `kube`, no `tokio`): [`claim`], [`election`], [`eligibility`], [`events`],
-//! [`plan`], [`trim`], [`view`], [`wire`].
-//! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP).
+//! The pure layer-2 core is its own crate, `ferrolb-l2` (no `kube`, no `tokio`, no sockets); its
+//! modules are re-exported here under their old paths: [`claim`], [`election`], [`eligibility`],
+//! [`events`], [`plan`], [`trim`] (what the watch stores keep, S13), [`view`], [`wire`], and the pure parts of [`membership`].
+//! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP, [`membership::agent`]),
+//! [`watch`] and [`event_sink`] (Kubernetes), [`http`], [`metrics`], [`daemon`].
 
-pub mod claim;
+pub use ferrolb_l2::{claim, election, eligibility, events, plan, trim, view, wire};
+
 pub mod daemon;
-pub mod election;
-pub mod eligibility;
 pub mod event_sink;
-pub mod events;
 pub mod http;
 pub mod l2;
 pub mod membership;
 pub mod metrics;
-pub mod plan;
-pub mod trim;
-pub mod view;
 pub mod watch;
-pub mod wire;

@@ -1,7 +1,8 @@
 //! Speaker membership: SWIM (crate `foca`) over UDP, every datagram sealed with
 //! XChaCha20-Poly1305 (DESIGN §5 S3; user documentation in `docs/membership.md`).
 //!
-//! Module map — everything but [`agent`] is pure (no tokio, no kube):
+//! Module map — everything but [`agent`] is pure (no tokio, no kube) and lives in the `ferrolb-l2`
+//! crate (`ferrolb_l2::membership`), re-exported here under its old paths:
 //! - [`key`]: the key file format and weak-key checks;
 //! - [`envelope`]: the sealed datagram format (seal / open);
 //! - [`budget`]: source admission and the decrypt budget, checked before any decryption;
@@ -36,15 +37,9 @@
 //! ```
 
 pub mod agent;
-pub mod budget;
-pub mod config;
-pub mod counters;
-pub mod envelope;
-pub mod identity;
-pub mod key;
-pub mod machine;
-pub mod replay;
-pub mod timers;
+pub use ferrolb_l2::membership::{
+    budget, config, counters, envelope, identity, key, machine, replay, timers,
+};
 
 pub use agent::{Membership, MembershipSettings, StartError};
 pub use config::{ConfigError, DEFAULT_PORT, MembershipConfig, TimingProfile};

@@ -3,7 +3,7 @@
 //! [`Clock`] argument and datagrams go out through [`MembershipCore::take_outgoing`], so the
 //! whole protocol can be driven by a simulated network in tests.
 //!
-//! Driving contract (what [`super::agent`] does):
+//! Driving contract (what `ferrolb_speaker::membership::agent` does):
 //! 1. feed every received datagram, with its source address, to
 //!    [`MembershipCore::handle_datagram`];
 //! 2. call [`MembershipCore::handle_timers`] whenever [`MembershipCore::next_deadline`] passes;

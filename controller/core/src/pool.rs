@@ -88,7 +88,7 @@ impl PoolConfig {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::ipam::request::ServiceKey;
+    use crate::request::ServiceKey;
     use ferrolb_crds::v1beta1::LabelSelector;
 
     fn svc(ns: &str, labels: &[(&str, &str)]) -> ServiceRequest {

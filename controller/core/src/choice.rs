@@ -3,38 +3,13 @@
 //! address; R2, R3), and the plan over families (R5). Read-only over the allocator state; the
 //! engine commits the plan.
 
-use std::net::IpAddr;
-
 use ferrolb_crds::addresses::{Family, to_offset};
 
 use super::engine::Ipam;
 use super::outcome::Failure;
+use super::pick::{Pick, Plan};
 use super::pool::PoolConfig;
 use super::request::{FamilyPolicy, ServiceRequest};
-
-/// What one pick in one pool and family would do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Pick {
-    /// Take a free address.
-    Take(IpAddr),
-    /// Join a sharing group on this held address.
-    Join(IpAddr),
-}
-
-impl Pick {
-    pub(super) fn ip(self) -> IpAddr {
-        match self {
-            Pick::Take(ip) | Pick::Join(ip) => ip,
-        }
-    }
-}
-
-/// A full choice for one Service.
-pub(super) struct Plan {
-    pub(super) pool: String,
-    pub(super) picks: Vec<Pick>,
-    pub(super) missing: Option<(Family, Failure)>,
-}
 
 impl Ipam {
     /// What `req` would get of `family` in `pool`, or why not.

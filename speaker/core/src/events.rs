@@ -1,6 +1,6 @@
 //! Which Kubernetes Events the speaker should emit on Services (S1, S9), deduplicated so a
 //! steady state emits nothing. Pure: no `kube`, no `tokio`; the intents are written by
-//! [`crate::event_sink`], off the data path (issue #8 F2).
+//! `ferrolb_speaker::event_sink`, off the data path (issue #8 F2).
 //!
 //! - Normal `AnnouncingIP`, "announcing 198.51.100.10 from node-2 on eth0", by the new owner when
 //!   it gains an IP;

@@ -5,19 +5,23 @@
 //! What gets announced (DESIGN §1 data flow, §4 R9/R10, §5 S1):
 //! - the IPs in `status.loadBalancer.ingress` of LoadBalancer Services of our class — the Service
 //!   status is the single source of truth, the speaker never allocates;
-//! - only when the IP lies inside an IPAddressPool (a pool deleted or shrunk stops its IPs being
-//!   announced at once, case C-03); with overlapping pools the older pool (creationTimestamp, then
-//!   name) owns the IP, as the controller decides (R9) — unless the Service names a covering pool
-//!   with the `ferrolb.io/address-pool` annotation (or its MetalLB spellings), which then decides
-//!   which L2Advertisements apply to that Service;
-//! - never a Node's InternalIP/ExternalIP (R10), even if a Service status names one (R8: that is
-//!   foreign status the controller will replace).
+//! - only when the IP is owned by an IPAddressPool (a pool deleted or shrunk stops its IPs being
+//!   announced at once, case C-03). Ownership is the shared rule [`ferrolb_crds::ownership`], the
+//!   very code the controller allocates with: with overlapping pools the older pool
+//!   (creationTimestamp, then name) owns the IP (R9), whatever pool the Service's `address-pool`
+//!   annotation names, and the owner's L2Advertisements apply;
+//! - never a Node's InternalIP/ExternalIP (R10, [`ferrolb_crds::node`]), even if a Service status
+//!   names one (R8: that is foreign status the controller will replace).
+//!
+//! Status IPs are read with [`ferrolb_crds::service::ingress_ips`] and the class with
+//! [`ClassFilter`], both shared with the controller.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use ferrolb_crds::addresses::PoolAddresses;
-use ferrolb_crds::service::{ClassFilter, ingress_ips, key, requested_pool};
+use ferrolb_crds::node::address_map;
+use ferrolb_crds::ownership::Layout;
+use ferrolb_crds::service::{ClassFilter, ingress_ips, key};
 use ferrolb_crds::{IPAddressPool, L2Advertisement};
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -67,12 +71,10 @@ pub fn build(
         },
         ..Default::default()
     };
-    let mut node_ips = BTreeSet::new();
     for node in nodes {
         let Some(name) = node.metadata.name.clone() else {
             continue;
         };
-        node_ips.extend(node_addresses(node));
         view.cluster.nodes.insert(
             name,
             NodeFacts {
@@ -84,21 +86,27 @@ pub fn build(
         );
     }
 
-    let pools = pools_oldest_first(pools);
+    let node_ips = address_map(nodes.iter().copied());
+    let layout = Layout::of_pools(pools, &node_ips);
+    let pool_labels: BTreeMap<&str, BTreeMap<String, String>> = pools
+        .iter()
+        .filter_map(|p| {
+            Some((
+                p.metadata.name.as_deref()?,
+                p.metadata.labels.clone().unwrap_or_default(),
+            ))
+        })
+        .collect();
     let endpoints = endpoints_by_service(slices);
     for svc in services.iter().filter(|s| settings.class.handles(s)) {
         let name = key(&svc.metadata);
         for ip in ingress_ips(svc) {
-            if node_ips.contains(&ip) {
+            if node_ips.contains_key(&ip) {
                 view.skipped
                     .insert(ip, format!("{ip} of {name} is a Node address"));
                 continue;
             }
-            // The pool the Service names, if it covers the IP; else the oldest covering pool.
-            let named = requested_pool(svc)
-                .and_then(|want| pools.iter().find(|(n, _, a)| n == want && a.covers(ip)));
-            let Some(pool) = named.or_else(|| pools.iter().find(|(_, _, addrs)| addrs.covers(ip)))
-            else {
+            let Some(pool) = layout.owner_of(ip) else {
                 view.skipped
                     .insert(ip, format!("{ip} of {name} is in no IPAddressPool"));
                 continue;
@@ -107,8 +115,8 @@ pub fn build(
                 name: name.clone(),
                 traffic_policy: traffic_policy(svc),
                 pool: PoolRef {
-                    name: pool.0.clone(),
-                    labels: pool.1.clone(),
+                    name: pool.to_owned(),
+                    labels: pool_labels.get(pool).cloned().unwrap_or_default(),
                 },
                 endpoints: endpoints.get(&name).cloned().unwrap_or_default(),
             });
@@ -117,20 +125,8 @@ pub fn build(
     view
 }
 
-/// `InternalIP` and `ExternalIP` addresses of a Node.
-pub fn node_addresses(node: &Node) -> Vec<IpAddr> {
-    node.status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .map(|addrs| {
-            addrs
-                .iter()
-                .filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP")
-                .filter_map(|a| a.address.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
+/// `InternalIP` and `ExternalIP` addresses of a Node: the shared rule (R10).
+pub use ferrolb_crds::node::addresses as node_addresses;
 
 /// The `status` of Node condition `type_`, if the Node reports it.
 fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a str> {
@@ -161,29 +157,6 @@ fn traffic_policy(svc: &Service) -> TrafficPolicy {
         Some("Local") => TrafficPolicy::Local,
         _ => TrafficPolicy::Cluster,
     }
-}
-
-/// Parsed pools, oldest first (creationTimestamp, then name): the first covering pool owns an IP
-/// (R9). Pools whose addresses do not parse are skipped (the API server refuses them at admission;
-/// the controller reports them as `Invalid`).
-fn pools_oldest_first(
-    pools: &[&IPAddressPool],
-) -> Vec<(String, BTreeMap<String, String>, PoolAddresses)> {
-    let mut sorted: Vec<_> = pools
-        .iter()
-        .filter_map(|p| {
-            let addrs = PoolAddresses::parse(&p.spec.addresses, p.spec.avoid_buggy_ips).ok()?;
-            let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            Some((
-                created,
-                p.metadata.name.clone()?,
-                p.metadata.labels.clone().unwrap_or_default(),
-                addrs,
-            ))
-        })
-        .collect();
-    sorted.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    sorted.into_iter().map(|(_, n, l, a)| (n, l, a)).collect()
 }
 
 /// Endpoints of every Service, keyed `namespace/name`, from the EndpointSlices labelled with
@@ -368,6 +341,34 @@ mod tests {
         assert!(facts.endpoints[0].ready, "nil ready counts as ready");
         assert!(!facts.endpoints[1].ready);
         assert_eq!(facts.endpoints[2].node_name, None);
+    }
+
+    #[test]
+    fn the_older_pool_owns_an_overlap_even_when_the_service_names_the_newer() {
+        let mut s = lb("a", &["198.51.100.10", "::ffff:198.51.100.11"], "Cluster");
+        s.metadata.annotations =
+            Some([("ferrolb.io/address-pool".to_string(), "newer".to_string())].into());
+        let pools = [
+            pool("newer", &["198.51.100.0/24"], 200),
+            pool("older", &["198.51.100.0/28"], 100),
+        ];
+        let v = build(
+            &ViewSettings::default(),
+            &[&s],
+            &[],
+            &[],
+            &pools.iter().collect::<Vec<_>>(),
+            &[],
+        );
+        assert_eq!(
+            v.ips.keys().map(ToString::to_string).collect::<Vec<_>>(),
+            vec!["198.51.100.10"],
+            "an IPv4-mapped status IP is not an IP to announce"
+        );
+        assert_eq!(
+            v.ips[&"198.51.100.10".parse().unwrap()][0].pool.name,
+            "older"
+        );
     }
 
     #[test]

@@ -20,14 +20,14 @@
 //!   wrote ours, or gave up), the Service is no longer contested.
 //!
 //! Services have no `metadata.generation` (the API server does not maintain it for them), so the
-//! "spec generation" is a digest of `spec` computed by the glue (`crate::service::spec_digest`).
+//! "spec generation" is a digest of `spec` computed by the glue (`ferrolb_controller::service::spec_digest`).
 //! State lives only in the leader's memory: a new leader starts afresh (at most 3 more writes).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use crate::ipam::ServiceKey;
+use crate::ServiceKey;
 
 /// Reason of the Warning Event published when ferrolb stops writing a contested status.
 pub const STATUS_WRITE_CONFLICT: &str = "StatusWriteConflict";

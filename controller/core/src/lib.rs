@@ -1,4 +1,7 @@
-//! IPAM: the pure allocator (DESIGN §4). Imports neither `kube` nor `tokio`.
+//! ferrolb-ipam: the controller's pure core — the allocator (DESIGN §4) and the write-war policy
+//! (R8). No `kube`, no `tokio` (`crds/tests/purity.rs` checks the dependency tree); the
+//! `ferrolb-controller` crate feeds it from its watches and re-exports it as
+//! `ferrolb_controller::ipam` (and [`contest`] as `ferrolb_controller::contest`).
 //!
 //! - [`free_set`]: free addresses of one pool and family as intervals (R12);
 //! - [`layout`]: which pool owns which address after overlaps (R9) and Node addresses (R10);
@@ -6,14 +9,17 @@
 //! - [`request`]: what a Service asks for;
 //! - [`sharing`]: when two Services may share an IP (R2);
 //! - [`outcome`]: failure reasons and notes that become Events (R14);
-//! - [`choice`]: candidate pools and per-family picks for one Service (R2–R5);
-//! - [`engine`]: the index and the level-triggered reconcile pass (R1–R11).
+//! - [`choice`]: candidate pools and per-family picks for one Service (R2–R5), as a plan (`pick`);
+//! - [`engine`]: the index and the level-triggered reconcile pass (R1–R11);
+//! - [`contest`]: no write wars over a Service's status (R8).
 
 pub mod choice;
+pub mod contest;
 pub mod engine;
 pub mod free_set;
 pub mod layout;
 pub mod outcome;
+mod pick;
 pub mod pool;
 pub mod request;
 pub mod sharing;

@@ -38,7 +38,7 @@ pub fn incompatibility(a: &ServiceRequest, b: &ServiceRequest) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ipam::request::ServiceKey;
+    use crate::request::ServiceKey;
 
     fn svc(
         name: &str,

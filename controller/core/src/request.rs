@@ -1,5 +1,5 @@
 //! What a Service asks of the allocator, already translated from the Kubernetes object by the
-//! glue (`crate::service`): families, requested IPs, named pool, sharing key, ports, backends and
+//! glue (`ferrolb_controller::service`): families, requested IPs, named pool, sharing key, ports, backends and
 //! the status it carries now.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -16,10 +16,10 @@ use std::net::IpAddr;
 
 use ferrolb_crds::addresses::{Family, to_offset};
 
-use super::choice::Pick;
 use super::free_set::FreeSet;
 use super::layout::Layout;
 use super::outcome::{Failure, Note, ServiceNote};
+use super::pick::Pick;
 use super::pool::PoolConfig;
 use super::request::{FamilyPolicy, ServiceKey, ServiceRequest};
 use super::sharing::incompatibility;
@@ -287,7 +287,7 @@ impl Ipam {
             return;
         }
         self.layout_dirty = false;
-        self.layout = Layout::build(self.pools.values(), &self.nodes);
+        self.layout = Layout::build(self.pools.values().map(PoolConfig::claim), &self.nodes);
         self.free.clear();
         self.assigned.clear();
         for p in self.pools.values() {

@@ -36,7 +36,7 @@ pub struct IpPlan {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
     /// IPs this node owns, with the interfaces it may announce them on (feed to
-    /// [`crate::l2::Responder::set_owned`]).
+    /// `ferrolb_speaker::l2::Responder::set_owned`).
     pub owned: BTreeMap<IpAddr, Interfaces>,
     /// Every announced-or-wanted IP.
     pub ips: BTreeMap<IpAddr, IpPlan>,

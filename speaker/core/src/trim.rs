@@ -6,15 +6,14 @@
 //! Kept, by kind:
 //! - every object: name, namespace, uid, resourceVersion, creationTimestamp, generation (for
 //!   Events and pool age, R9);
-//! - Service: `spec`, `status`, and only the address-pool annotations
-//!   ([`ADDRESS_POOL_ANNOTATIONS`]);
+//! - Service: `spec` and `status` (the speaker reads no annotation and no label of a Service:
+//!   which pool owns an IP is decided by the pools alone, R9);
 //! - EndpointSlice: the `kubernetes.io/service-name` label, and per endpoint only `nodeName` and
 //!   `conditions`;
 //! - Node: labels (node selectors, the exclusion label), `status.addresses` and
 //!   `status.conditions` (`NetworkUnavailable`, `Ready`), nothing else of the status;
 //! - IPAddressPool and L2Advertisement: labels (pool selectors), `spec`, `status`.
 
-use ferrolb_crds::service::ADDRESS_POOL_ANNOTATIONS;
 use ferrolb_crds::{IPAddressPool, L2Advertisement};
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
@@ -37,17 +36,7 @@ fn identity(meta: &ObjectMeta) -> ObjectMeta {
 
 /// Trims a Service in place (see the module docs).
 pub fn service(svc: &mut Service) {
-    let mut meta = identity(&svc.metadata);
-    let wanted: std::collections::BTreeMap<String, String> = svc
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        .filter(|(k, _)| ADDRESS_POOL_ANNOTATIONS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    meta.annotations = (!wanted.is_empty()).then_some(wanted);
-    svc.metadata = meta;
+    svc.metadata = identity(&svc.metadata);
 }
 
 /// Trims an EndpointSlice in place (see the module docs).
