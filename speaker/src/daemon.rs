@@ -195,6 +195,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     tracing::info!(node = %config.node_name, %advertise, "speaker running; converging before claiming");
 
     let mut last_alive: BTreeSet<String> = BTreeSet::new();
+    let mut seen_rejoins = 0u64;
     let mut last_standing = "";
     let mut ever_converged = false;
     let mut view = stores.view(&config.view);
@@ -243,7 +244,33 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             break Err(anyhow::anyhow!("supervised task '{task}' ended"));
         }
 
+        // Declared down by the others (we learned it from their gossip and foca rejoined us
+        // with a new generation): they have elected new owners for our IPs. Withdraw now and
+        // stay out of the membership for a hold-off (doubling while it keeps happening, see
+        // `ClaimGate::declared_down`): an alive member that claims nothing would be elected by
+        // the others and leave its IPs unanswered. Then rejoin and converge again.
+        if let Some(m) = &membership {
+            let rejoins = m.counters().self_rejoins;
+            if rejoins > seen_rejoins {
+                seen_rejoins = rejoins;
+                gate.declared_down(now);
+                tracing::warn!(
+                    hold_off = ?gate.held_until().saturating_duration_since(now),
+                    "the others declared this speaker down; withdrawing every IP and leaving the membership for a hold-off"
+                );
+                metrics.claim.declared_down.fetch_add(1, Ordering::Relaxed);
+                responder.set_lease(Some(now));
+                responder.set_owned(BTreeMap::new());
+                if let Some(m) = membership.take() {
+                    tokio::spawn(m.leave(Duration::from_millis(500)));
+                }
+                members = None;
+                member_events = None;
+            }
+        }
+
         let carrier = responder.carrier(&Interfaces::All);
+        let held_off = now < gate.held_until();
         // Carrier gates membership: without any announce interface we must not look alive.
         match (&membership, carrier) {
             (Some(_), false) => {
@@ -256,8 +283,8 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                 members = None;
                 member_events = None;
             }
-            (None, true) => {
-                tracing::info!("carrier is back; rejoining the membership");
+            (None, true) if !held_off => {
+                tracing::info!("rejoining the membership");
                 match Membership::start(settings(None)).await {
                     Ok(m) => {
                         if let Ok(mut slot) = metrics.membership.lock() {
@@ -266,6 +293,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                         members = Some(m.members());
                         member_events = Some(m.events());
                         membership = Some(m);
+                        seen_rejoins = 0;
                         gate.restart(now);
                     }
                     Err(e) => {

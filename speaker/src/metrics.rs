@@ -40,13 +40,15 @@ pub struct SpeakerMetrics {
 }
 
 /// The claim gate's state for `/metrics`: `claim_standing{standing}` (1 for the current one)
-/// and `stalls_total`.
+/// `stalls_total` and `declared_down_total`.
 #[derive(Debug, Default)]
 pub struct ClaimMetrics {
     /// 0 converging, 1 minority, 2 majority.
     standing: AtomicU64,
     /// Stalls detected (gaps between ticks above the threshold).
     pub stalls: AtomicU64,
+    /// Times the others declared this speaker down while it ran (it withdrew and held off).
+    pub declared_down: AtomicU64,
 }
 
 impl ClaimMetrics {
@@ -194,6 +196,12 @@ impl Collector for SpeakerMetrics {
             "stalls",
             "Stalls detected: the speaker did not run for longer than the stall threshold",
             self.claim.stalls.load(Ordering::Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "declared_down",
+            "Times the other speakers declared this one down while it ran; it withdrew every IP and held off",
+            self.claim.declared_down.load(Ordering::Relaxed),
         )?;
         let ev = &self.events;
         labelled_counters(

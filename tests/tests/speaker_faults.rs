@@ -8,53 +8,16 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use ferrolb_crds::L2AdvertisementSpec;
 use ferrolb_tests::lab::scenario::{
-    Sample, answer_timeline, capture_around, dual_answer_window, events_for, expected_owner,
-    gratuitous_macs, node_names,
+    self, Sample, answer_timeline, capture_around, dual_answer_window, events_for, expected_owner,
+    gratuitous_macs, ips_where, lab_with_ips, node_names,
 };
 use ferrolb_tests::lab::starvation::{self, Starve};
 use ferrolb_tests::lab::{Lab, Seen};
-use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
 
 const SETTLE: Duration = Duration::from_secs(20);
 const LISTEN: Duration = Duration::from_millis(120);
 const PORT: u16 = 7947;
-
-/// A lab with `nodes` nodes, one client, a pool advertised everywhere and one Service per IP
-/// (`svc-0`, `svc-1`, …) holding it. Speakers are not started.
-async fn lab_with_ips(nodes: usize, ips: &[Ipv4Addr]) -> (Lab, kube::Client) {
-    let lab = Lab::start(nodes, 1).await.expect("lab");
-    let client = lab.client().await.unwrap();
-    create_pool(&client, "pool", &["198.51.100.0/24"])
-        .await
-        .unwrap();
-    apply_l2(&client, "all", L2AdvertisementSpec::default())
-        .await
-        .unwrap();
-    for (i, ip) in ips.iter().enumerate() {
-        let name = format!("svc-{i}");
-        create_service(
-            &client,
-            &lb_service("default", &name, &[("TCP", 80)], "Cluster"),
-        )
-        .await
-        .unwrap();
-        set_ingress(&client, "default", &name, &[&ip.to_string()])
-            .await
-            .unwrap();
-    }
-    (lab, client)
-}
-
-/// `count` IPs from `198.51.100.60` on whose owner among `all` satisfies `keep`.
-fn ips_where(all: &[&str], count: usize, keep: impl Fn(&str) -> bool) -> Vec<Ipv4Addr> {
-    (60u8..250)
-        .map(|i| Ipv4Addr::new(198, 51, 100, i))
-        .filter(|ip| keep(&expected_owner(*ip, all)))
-        .take(count)
-        .collect()
-}
 
 fn start_all(lab: &mut Lab, nodes: &[String]) {
     for n in nodes {
@@ -64,19 +27,7 @@ fn start_all(lab: &mut Lab, nodes: &[String]) {
 
 /// Waits until each IP is answered by exactly its owner among `members`.
 async fn wait_owners(lab: &Lab, ips: &[Ipv4Addr], members: &[&str]) {
-    for ip in ips {
-        let owner = expected_owner(*ip, members);
-        let answers = lab
-            .wait_for_owner(0, *ip, Some(&owner), SETTLE)
-            .await
-            .unwrap();
-        assert_eq!(
-            answers,
-            BTreeSet::from([lab.node(&owner).mac.clone()]),
-            "{ip}: expected {owner} alone\n{}",
-            lab.speaker_log(&owner, 30)
-        );
-    }
+    scenario::wait_owners(lab, ips, members).await.unwrap();
 }
 
 fn macs_of(lab: &Lab, nodes: &[&str]) -> BTreeSet<String> {
@@ -110,7 +61,7 @@ async fn f1_restart_of_a_non_owner_sends_no_gratuitous_frames_and_changes_no_ans
     let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
     // node-3 owns none of these; node-1 and node-2 share them.
     let ips = ips_where(&all, 3, |owner| owner != "node-3");
-    let (mut lab, _client) = lab_with_ips(3, &ips).await;
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
     start_all(&mut lab, &nodes);
     wait_owners(&lab, &ips, &all).await;
     let victim_mac = lab.node("node-3").mac.clone();
@@ -175,7 +126,7 @@ async fn f1_cold_start_of_every_speaker_gives_one_announcer_and_one_event_per_ip
     let nodes = node_names(3);
     let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
     let ips = ips_where(&all, 3, |_| true);
-    let (mut lab, client) = lab_with_ips(3, &ips).await;
+    let (mut lab, client) = lab_with_ips(3, &ips).await.unwrap();
     // All at once; the capture starts before any of them has even synced its watches.
     start_all(&mut lab, &nodes);
     let seen = lab.capture(0, Duration::from_secs(6)).await.unwrap();
@@ -236,7 +187,7 @@ async fn f2_hung_api_server_changes_nothing_about_who_answers() {
     let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
     let ips = ips_where(&all, 1, |_| true);
     let ip = ips[0];
-    let (mut lab, _client) = lab_with_ips(3, &ips).await;
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
     start_all(&mut lab, &nodes);
     wait_owners(&lab, &ips, &all).await;
     let owner = expected_owner(ip, &all);
@@ -302,7 +253,7 @@ async fn f2_hung_api_server_changes_nothing_about_who_answers() {
 async fn partition_scenario(shape: &str, nodes: usize, isolated: &[&str], ips: &[Ipv4Addr]) {
     let names = node_names(nodes);
     let all: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (mut lab, _client) = lab_with_ips(nodes, ips).await;
+    let (mut lab, _client) = lab_with_ips(nodes, ips).await.unwrap();
     start_all(&mut lab, &names);
     wait_owners(&lab, ips, &all).await;
     let other: Vec<&str> = all
@@ -438,7 +389,7 @@ async fn f4_short_stall_causes_no_failover_and_a_long_one_no_double_answer() {
     let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
     let ips = ips_where(&all, 1, |_| true);
     let ip = ips[0];
-    let (mut lab, _client) = lab_with_ips(3, &ips).await;
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
     start_all(&mut lab, &nodes);
     wait_owners(&lab, &ips, &all).await;
     let owner = expected_owner(ip, &all);
@@ -563,7 +514,7 @@ async fn f6_a_dead_task_takes_the_speaker_down_and_the_others_serve() {
     let nodes = node_names(2);
     let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
     let ips = ips_where(&all, 1, |o| o == "node-1");
-    let (mut lab, _client) = lab_with_ips(2, &ips).await;
+    let (mut lab, _client) = lab_with_ips(2, &ips).await.unwrap();
     // Occupy node-1's metrics port: its HTTP task ends at once.
     let netns = lab.node("node-1").netns.clone();
     let blocker = ferrolb_tests::lab::within_netns(&netns, || {

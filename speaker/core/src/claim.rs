@@ -121,7 +121,13 @@ pub struct ClaimGate {
     /// Converged since `closed_since`.
     converged: bool,
     last_tick: Option<Instant>,
+    /// Times we were declared down recently, and when last (for the hold-off back-off).
+    declared_down: u32,
+    last_declared_down: Option<Instant>,
 }
+
+/// Longest hold-off after being declared down repeatedly: 32 resync periods.
+const MAX_DECLARED_DOWN_FACTOR: u32 = 32;
 
 impl ClaimGate {
     /// A closed gate, as at start-up.
@@ -132,6 +138,8 @@ impl ClaimGate {
             not_before: now,
             converged: false,
             last_tick: None,
+            declared_down: 0,
+            last_declared_down: None,
         }
     }
 
@@ -141,11 +149,47 @@ impl ClaimGate {
     }
 
     /// Close the gate as at start-up, e.g. after rejoining the membership with a new
-    /// generation (carrier came back): our member set restarts from ourselves.
+    /// generation (carrier came back, or after the hold-off that follows a declaration of
+    /// death): our member set restarts from ourselves. It opens again once every expected
+    /// speaker is heard (F1) — at once, if they all are: waiting longer would leave our IPs
+    /// unanswered, since the others elect us as soon as we are alive.
     pub fn restart(&mut self, now: Instant) {
         self.closed_since = now;
         self.not_before = now;
         self.converged = false;
+    }
+
+    /// The others declared this speaker down (it learned so from their gossip and rejoined with a
+    /// new generation): they have already elected new owners for its IPs, so it must withdraw
+    /// at once — even though it may still hear all of them (a one-way or lossy link) — and stay
+    /// closed for a hold-off before converging again: one resync period the first time, doubling
+    /// with each further declaration less than a minute after the previous one, up to 32 periods.
+    /// (MetalLB's memberlist rejoins too, but the speaker keeps answering meanwhile.)
+    pub fn declared_down(&mut self, now: Instant) {
+        let recent = self
+            .last_declared_down
+            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(60));
+        self.declared_down = if recent {
+            self.declared_down.saturating_add(1)
+        } else {
+            1
+        };
+        self.last_declared_down = Some(now);
+        let factor = 1u32
+            .checked_shl(self.declared_down.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .min(MAX_DECLARED_DOWN_FACTOR);
+        self.closed_since = now;
+        self.not_before = now
+            .checked_add(self.settings.resync.saturating_mul(factor))
+            .unwrap_or(now);
+        self.converged = false;
+    }
+
+    /// The gate may not open before this instant (after a stall or a declaration of death; the
+    /// daemon also stays out of the membership until then after the latter).
+    pub fn held_until(&self) -> Instant {
+        self.not_before
     }
 
     /// Advance to `now` with the current membership (`alive`, node names, this speaker
@@ -186,13 +230,20 @@ impl ClaimGate {
     }
 }
 
-/// The speakers that should exist: every Node of the API view whose `Ready` condition is not
-/// `False`/`Unknown`, plus `me` (a speaker always counts itself).
+/// The speakers that should exist and vote in the majority rule: every Node of the API view
+/// whose `Ready` condition is not `False`/`Unknown` and that could announce something — not
+/// excluded by the `node.kubernetes.io/exclude-from-external-load-balancers` label (unless
+/// `--ignore-exclude-lb`) and selected by the `nodeSelectors` of at least one L2Advertisement
+/// (when there is any) — plus `me` (a speaker always counts itself). Nodes that can announce
+/// nothing often run no speaker (a narrowed DaemonSet); counting them would make the survivors
+/// of one crash a minority. Every speaker computes the same set from the same API view, which is
+/// what keeps the majority rule to one side of a partition.
 pub fn expected_speakers(cluster: &Cluster, me: &str) -> BTreeSet<String> {
     cluster
         .nodes
         .iter()
         .filter(|(_, facts)| !facts.not_ready)
+        .filter(|(name, _)| cluster.may_announce_anything(name))
         .map(|(name, _)| name.clone())
         .chain(std::iter::once(me.to_owned()))
         .collect()
@@ -223,6 +274,98 @@ mod tests {
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn nodes_that_can_announce_nothing_do_not_vote() {
+        use crate::eligibility::NodeFacts;
+        use ferrolb_crds::L2AdvertisementSpec;
+        let mut cluster = Cluster::default();
+        let node = |labels: &[(&str, &str)], not_ready: bool| NodeFacts {
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            not_ready,
+            ..NodeFacts::default()
+        };
+        cluster
+            .nodes
+            .insert("a".into(), node(&[("rack", "1")], false));
+        cluster
+            .nodes
+            .insert("b".into(), node(&[("rack", "1")], false));
+        cluster
+            .nodes
+            .insert("c".into(), node(&[("rack", "1")], true));
+        cluster
+            .nodes
+            .insert("d".into(), node(&[("rack", "2")], false));
+        cluster.nodes.insert(
+            "e".into(),
+            node(
+                &[
+                    ("rack", "1"),
+                    (
+                        "node.kubernetes.io/exclude-from-external-load-balancers",
+                        "",
+                    ),
+                ],
+                false,
+            ),
+        );
+        // No L2Advertisement yet: every Ready, non-excluded Node votes.
+        assert_eq!(expected_speakers(&cluster, "a"), set(&["a", "b", "d"]));
+        let spec: L2AdvertisementSpec = serde_json::from_value(serde_json::json!({
+            "nodeSelectors": [{ "matchLabels": { "rack": "1" } }]
+        }))
+        .unwrap();
+        cluster.advertisements.insert("rack-1".into(), spec);
+        assert_eq!(expected_speakers(&cluster, "a"), set(&["a", "b"]));
+        // A speaker always counts itself.
+        assert_eq!(expected_speakers(&cluster, "d"), set(&["a", "b", "d"]));
+        cluster.ignore_exclude_lb = true;
+        assert_eq!(expected_speakers(&cluster, "a"), set(&["a", "b", "e"]));
+    }
+
+    #[test]
+    fn declared_down_closes_the_gate_with_a_growing_hold_off() {
+        let t0 = Instant::now();
+        let mut gate = ClaimGate::new(settings(), t0);
+        let all = set(&["a", "b", "c"]);
+        let step = Duration::from_millis(100);
+        let mut now = t0;
+        assert_eq!(gate.tick(now, &all, &all).standing, Standing::Majority);
+        // Declared down while everyone still looks alive to us: closed for one resync (300 ms).
+        gate.declared_down(now);
+        let open_after = |gate: &mut ClaimGate, mut now: Instant| {
+            let start = now;
+            loop {
+                now += step;
+                if gate.tick(now, &all, &all).standing == Standing::Majority {
+                    return (now - start, now);
+                }
+            }
+        };
+        let (first, t) = open_after(&mut gate, now);
+        now = t;
+        assert_eq!(first, Duration::from_millis(300));
+        // Again within a minute: twice as long, then four times.
+        gate.declared_down(now);
+        let (second, t) = open_after(&mut gate, now);
+        now = t;
+        assert_eq!(second, Duration::from_millis(600));
+        gate.declared_down(now);
+        let (third, t) = open_after(&mut gate, now);
+        now = t;
+        assert_eq!(third, Duration::from_millis(1200));
+        // Quiet for over a minute: back to one period.
+        for _ in 0..700 {
+            now += step;
+            gate.tick(now, &all, &all);
+        }
+        gate.declared_down(now);
+        assert_eq!(open_after(&mut gate, now).0, Duration::from_millis(300));
     }
 
     fn settings() -> ClaimSettings {

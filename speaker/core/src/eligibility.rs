@@ -280,6 +280,24 @@ impl Cluster {
         None
     }
 
+    /// Whether `node` could announce any IP at all, judged from the API alone: not excluded by
+    /// label (unless ignored) and selected by at least one L2Advertisement's `nodeSelectors`
+    /// (trivially, when there is no L2Advertisement yet). Membership and carrier are not
+    /// considered. Used for the claim gate's set of voting speakers.
+    pub fn may_announce_anything(&self, node: &str) -> bool {
+        let empty = BTreeMap::new();
+        let facts = self.nodes.get(node);
+        let labels = facts.map_or(&empty, |f| &f.labels);
+        let excluded =
+            !self.ignore_exclude_lb && labels.get(EXCLUDE_LB_LABEL).is_some_and(|v| v != "false");
+        let selected = self.advertisements.is_empty()
+            || self
+                .advertisements
+                .values()
+                .any(|a| any_matches(&a.node_selectors, labels));
+        !excluded && selected
+    }
+
     /// The L2Advertisements (name, spec) that cover `pool`.
     pub fn covering<'a>(
         &'a self,

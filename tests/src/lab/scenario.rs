@@ -5,11 +5,68 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use ferrolb_crds::L2AdvertisementSpec;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 
 use super::{Lab, Seen};
+use crate::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
+
+/// How long [`wait_owners`] waits for each IP.
+pub const SETTLE: Duration = Duration::from_secs(20);
+
+/// A lab with `nodes` nodes and one client, pool `198.51.100.0/24` advertised everywhere and one
+/// Service per IP (`default/svc-0`, `svc-1`, …, TCP 80, ETP Cluster) holding it. Speakers are
+/// not started.
+///
+/// # Errors
+/// The lab could not start or an object was refused.
+pub async fn lab_with_ips(nodes: usize, ips: &[Ipv4Addr]) -> anyhow::Result<(Lab, kube::Client)> {
+    let lab = Lab::start(nodes, 1).await?;
+    let client = lab.client().await?;
+    create_pool(&client, "pool", &["198.51.100.0/24"]).await?;
+    apply_l2(&client, "all", L2AdvertisementSpec::default()).await?;
+    for (i, ip) in ips.iter().enumerate() {
+        let name = format!("svc-{i}");
+        create_service(
+            &client,
+            &lb_service("default", &name, &[("TCP", 80)], "Cluster"),
+        )
+        .await?;
+        set_ingress(&client, "default", &name, &[&ip.to_string()]).await?;
+    }
+    Ok((lab, client))
+}
+
+/// `count` IPs from `198.51.100.60` on whose owner among `all` (by [`expected_owner`])
+/// satisfies `keep`.
+pub fn ips_where(all: &[&str], count: usize, keep: impl Fn(&str) -> bool) -> Vec<Ipv4Addr> {
+    (60u8..250)
+        .map(|i| Ipv4Addr::new(198, 51, 100, i))
+        .filter(|ip| keep(&expected_owner(*ip, all)))
+        .take(count)
+        .collect()
+}
+
+/// Waits (up to [`SETTLE`] each) until every IP of `ips` is answered by exactly its owner among
+/// `members`.
+///
+/// # Errors
+/// An IP did not settle on its owner alone; the message carries the owner's log.
+pub async fn wait_owners(lab: &Lab, ips: &[Ipv4Addr], members: &[&str]) -> anyhow::Result<()> {
+    for ip in ips {
+        let owner = expected_owner(*ip, members);
+        let answers = lab.wait_for_owner(0, *ip, Some(&owner), SETTLE).await?;
+        if answers != BTreeSet::from([lab.node(&owner).mac.clone()]) {
+            anyhow::bail!(
+                "{ip}: expected {owner} alone, got {answers:?}\n{}",
+                lab.speaker_log(&owner, 30)
+            );
+        }
+    }
+    Ok(())
+}
 
 /// `node-1 … node-n`.
 pub fn node_names(n: usize) -> Vec<String> {

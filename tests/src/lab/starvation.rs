@@ -8,13 +8,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
-use ferrolb_crds::L2AdvertisementSpec;
-
-use crate::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
-
 use super::cpu_quota::Throttling;
-use super::scenario::{expected_owner, gratuitous_macs, metric_value};
+use super::scenario::{
+    expected_owner, gratuitous_macs, ips_where, lab_with_ips, metric_value, wait_owners,
+};
 use super::{Lab, Seen, bench};
 
 /// How the speaker is starved.
@@ -123,53 +120,25 @@ pub async fn signals(lab: &Lab, nodes: &[&str]) -> anyhow::Result<Signals> {
 /// The node that is starved in [`run`].
 pub const STARVED: &str = "node-1";
 
-/// The whole scenario: a lab of three nodes and one client, a pool advertised everywhere, four
-/// Services holding two IPs owned by [`STARVED`] and two owned by the others, speakers (`bin`, or
-/// the workspace's debug build) started with `args`; once every IP is answered by its owner
-/// alone, [`STARVED`] is starved as `how` says.
+/// The whole scenario: a lab of three nodes and one client ([`lab_with_ips`]) with two IPs owned
+/// by [`STARVED`] and two owned by the others, speakers (`bin`, or the workspace's debug build)
+/// started with `args`; once every IP is answered by its owner alone, [`STARVED`] is starved as
+/// `how` says.
 ///
 /// # Errors
-/// The lab could not be set up or did not settle within 30 s, or [`starve`] failed.
+/// The lab could not be set up or did not settle, or [`starve`] failed.
 pub async fn run(bin: Option<PathBuf>, args: &[&str], how: Starve) -> anyhow::Result<Starvation> {
-    let mut lab = Lab::start(3, 1).await?;
+    let nodes = ["node-1", "node-2", "node-3"];
+    let mut ips = ips_where(&nodes, 2, |o| o == STARVED);
+    ips.extend(ips_where(&nodes, 2, |o| o != STARVED));
+    let (mut lab, _client) = lab_with_ips(3, &ips).await?;
     if let Some(bin) = bin {
         lab.set_speaker_bin(bin);
-    }
-    let nodes = ["node-1", "node-2", "node-3"];
-    let owned_by = |starved: bool| {
-        (60u8..250)
-            .map(|i| Ipv4Addr::new(198, 51, 100, i))
-            .filter(move |ip| (expected_owner(*ip, &nodes) == STARVED) == starved)
-            .take(2)
-    };
-    let ips: Vec<Ipv4Addr> = owned_by(true).chain(owned_by(false)).collect();
-    let client = lab.client().await?;
-    create_pool(&client, "pool", &["198.51.100.0/24"]).await?;
-    apply_l2(&client, "all", L2AdvertisementSpec::default()).await?;
-    for (i, ip) in ips.iter().enumerate() {
-        let name = format!("svc-{i}");
-        create_service(
-            &client,
-            &lb_service("default", &name, &[("TCP", 80)], "Cluster"),
-        )
-        .await?;
-        set_ingress(&client, "default", &name, &[&ip.to_string()]).await?;
     }
     for n in nodes {
         lab.start_speaker(n, args)?;
     }
-    for ip in &ips {
-        let owner = expected_owner(*ip, &nodes);
-        let answers = lab
-            .wait_for_owner(0, *ip, Some(&owner), Duration::from_secs(30))
-            .await?;
-        if answers != BTreeSet::from([lab.node(&owner).mac.clone()]) {
-            return Err(anyhow::anyhow!(
-                "{ip}: expected {owner} alone, got {answers:?}"
-            ))
-            .with_context(|| lab.speaker_log(&owner, 30));
-        }
-    }
+    wait_owners(&lab, &ips, &nodes).await?;
     starve(&lab, &nodes, &ips, STARVED, how).await
 }
 

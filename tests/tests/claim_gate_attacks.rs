@@ -1,0 +1,928 @@
+//! Attacks on the claim gate (issue #8 F1–F6, `docs/speaker.md` "Under faults: the claim gate"):
+//! faults in which two nodes answer for one IP at once, or none answers for longer than a
+//! failover. Each test prints `ATTACK` lines with what it observed (run with `--nocapture`) and
+//! asserts the promise ("exactly one node answers"), so a failing test is a finding. The tests
+//! marked `#[ignore]` reproduce faults that are still open (`docs/speaker.md`, "Known faults");
+//! run them with `-- --ignored`. The others held, some only after the fixes they prompted
+//! (A13: a speaker declared down now leaves the membership for a hold-off).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use ferrolb_tests::lab::scenario::{
+    self, Sample, answer_timeline, dual_answer_window, expected_owner, gratuitous_macs, ips_where,
+    lab_with_ips, node_names,
+};
+use ferrolb_tests::lab::{Lab, pause_process};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+const LISTEN: Duration = Duration::from_millis(120);
+const PORT: u16 = 7947;
+
+async fn wait_owner(lab: &Lab, ip: Ipv4Addr, members: &[&str]) {
+    scenario::wait_owners(lab, &[ip], members).await.unwrap();
+}
+
+/// Writes Node `name`'s status like the node controller would: `Ready` = `ready`.
+async fn set_ready(client: &kube::Client, name: &str, ip: Ipv4Addr, ready: &str) {
+    let api: Api<Node> = Api::all(client.clone());
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let cond = |type_: &str, status: &str| NodeCondition {
+        type_: type_.into(),
+        status: status.into(),
+        last_transition_time: Some(now.clone()),
+        reason: Some("FerrolbLab".into()),
+        ..Default::default()
+    };
+    let status = NodeStatus {
+        addresses: Some(vec![NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.to_string(),
+        }]),
+        conditions: Some(vec![
+            cond("Ready", ready),
+            cond("NetworkUnavailable", "False"),
+        ]),
+        ..Default::default()
+    };
+    let patch = serde_json::json!({ "apiVersion": "v1", "kind": "Node", "status": status });
+    api.patch_status(
+        name,
+        &PatchParams::apply("ferrolb-lab").force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .unwrap();
+}
+
+/// Cuts (or restores) node `name`'s speaker from the API server (the relay on 127.0.0.1:6443 in
+/// its namespace): its watch view freezes, as for a kubelet/speaker behind a partition.
+fn block_api(lab: &Lab, name: &str, block: bool) {
+    let netns = lab.node(name).netns.clone();
+    let _ = lab.exec(&netns, "nft", &["delete", "table", "inet", "attack_api"]);
+    if block {
+        let file = lab.dir().join(format!("api-{name}.nft"));
+        std::fs::write(
+            &file,
+            "table inet attack_api {\n chain output { type filter hook output priority -10; tcp dport 6443 drop; tcp sport 6443 drop; }\n}\n",
+        )
+        .unwrap();
+        lab.exec(&netns, "nft", &["-f", &file.to_string_lossy()])
+            .unwrap();
+    }
+}
+
+fn summary(timeline: &[Sample], lab: &Lab) -> String {
+    let name = |mac: &String| {
+        lab.node_by_mac(mac)
+            .map_or_else(|| mac.clone(), |n| n.name.clone())
+    };
+    let mut out = String::new();
+    let mut last: Option<Vec<String>> = None;
+    for s in timeline {
+        let names: Vec<String> = s.macs.iter().map(name).collect();
+        if last.as_ref() != Some(&names) {
+            out.push_str(&format!("{:>6}ms {:?}\n", s.at.as_millis(), names));
+            last = Some(names);
+        }
+    }
+    out
+}
+
+fn stats(timeline: &[Sample]) -> (usize, usize, usize) {
+    let dual = timeline.iter().filter(|s| s.macs.len() > 1).count();
+    let none = timeline.iter().filter(|s| s.macs.is_empty()).count();
+    (dual, none, timeline.len())
+}
+
+/// Longest run of consecutive probes with no answer, as time (from the first silent probe to
+/// the end of the last one).
+fn longest_silence(timeline: &[Sample]) -> Duration {
+    let mut best = Duration::ZERO;
+    let mut start: Option<Duration> = None;
+    for s in timeline {
+        if s.macs.is_empty() {
+            let from = *start.get_or_insert(s.at);
+            best = best.max(s.at + LISTEN - from);
+        } else {
+            start = None;
+        }
+    }
+    best
+}
+
+/// Copies the speaker logs to /tmp/attack-logs/<tag>-<node>.log.
+fn keep_logs(lab: &Lab, tag: &str) {
+    let _ = std::fs::create_dir_all("/tmp/attack-logs");
+    for n in &lab.nodes {
+        let _ = std::fs::copy(
+            lab.dir().join(format!("speaker-{}.log", n.name)),
+            format!("/tmp/attack-logs/{tag}-{}.log", n.name),
+        );
+    }
+}
+
+fn attack(name: &str, what: &str, value: impl std::fmt::Debug) {
+    println!("ATTACK {name}: {what} = {value:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A1 — a partition that also separates nodes from the API server. node-1 (owner) is cut off on
+// the membership port from node-2/node-3 (the minority, correctly withdrawn). node-2 and node-3
+// also lose the API server (their views freeze, all Ready), and the node controller marks them
+// NotReady. node-1's expected set shrinks to {node-1}: a "cluster of one", which always claims.
+
+#[ignore = "known fault: the voting set follows Node Ready (docs/speaker.md, Known faults)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a1_partition_where_the_minority_keeps_the_api_server_gives_two_answerers() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    let successor = expected_owner(ip, &["node-2", "node-3"]);
+
+    // Split: node-1 alone on the membership; node-2/3 lose the API server.
+    block_api(&lab, "node-2", true);
+    block_api(&lab, "node-3", true);
+    lab.partition_membership("node-1", &["node-2", "node-3"], PORT, true)
+        .unwrap();
+    wait_owner(&lab, ip, &["node-2", "node-3"]).await;
+    let before = answer_timeline(&lab, 0, ip, Duration::from_secs(2), LISTEN)
+        .await
+        .unwrap();
+    attack(
+        "A1",
+        "after the split (before NotReady)",
+        summary(&before, &lab),
+    );
+
+    // The node controller (on node-1's side of the partition) marks node-2/3 NotReady.
+    set_ready(&client, "node-2", lab.node("node-2").ip, "Unknown").await;
+    set_ready(&client, "node-3", lab.node("node-3").ip, "Unknown").await;
+    let timeline = answer_timeline(&lab, 0, ip, Duration::from_secs(8), LISTEN)
+        .await
+        .unwrap();
+    let (dual, none, total) = stats(&timeline);
+    attack(
+        "A1",
+        "after NotReady: probes dual/none/total",
+        (dual, none, total),
+    );
+    attack("A1", "timeline", summary(&timeline, &lab));
+    attack(
+        "A1",
+        "dual-answer window",
+        dual_answer_window(&timeline, LISTEN),
+    );
+    println!("{}", lab.speaker_log("node-1", 15));
+    assert_eq!(
+        dual, 0,
+        "node-1 (alone, with the API) and {successor} (majority) both answer {ip}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A2 — one Node NotReady (kubelet down) while its speaker still runs and is eligible; then the
+// owner is isolated on the membership port. The isolated owner's expected set is {itself, the
+// other Ready node}: two, so it always claims; the other side has the majority.
+
+#[ignore = "known fault: the voting set follows Node Ready (docs/speaker.md, Known faults)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2_not_ready_node_with_a_live_speaker_turns_an_owner_partition_into_two_answerers() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    // node-3's kubelet stops posting status: NotReady. Its speaker runs on; nothing changes.
+    set_ready(&client, "node-3", lab.node("node-3").ip, "False").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_owner(&lab, ip, &all).await;
+
+    let split = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        lab.partition_membership("node-1", &["node-2", "node-3"], PORT, true)
+            .unwrap();
+    };
+    let (timeline, ()) = tokio::join!(
+        answer_timeline(&lab, 0, ip, Duration::from_secs(8), LISTEN),
+        split
+    );
+    let timeline = timeline.unwrap();
+    let (dual, none, total) = stats(&timeline);
+    attack("A2", "probes dual/none/total", (dual, none, total));
+    attack("A2", "timeline", summary(&timeline, &lab));
+    attack(
+        "A2",
+        "dual-answer window",
+        dual_answer_window(&timeline, LISTEN),
+    );
+    assert!(
+        dual <= 1,
+        "more than one probe straddling the split saw two answerers"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A3 — a Ready Node without a speaker (DaemonSet excluded by nodeSelector/label, a Windows node,
+// a speaker Pod stuck Pending). 4 Nodes, speakers on node-2..4 (3 of 4: majority, serving).
+// One speaker crashes: 2 of 4 alive, and the speakerless node-1 holds the smallest name, so
+// neither survivor has "half including the smallest": nobody answers, for as long as node-1 is
+// Ready (forever).
+
+#[ignore = "known fault: an announcing Node without a speaker votes (docs/speaker.md, Known faults)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_ready_node_without_a_speaker_makes_one_crash_a_total_outage() {
+    let running = ["node-2", "node-3", "node-4"];
+    let ips = ips_where(&running, 1, |o| o == "node-2");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(4, &ips).await.unwrap();
+    for n in running {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &running).await;
+    attack("A3", "3 speakers of 4 Ready nodes", "serving");
+
+    let killed = tokio::time::Instant::now();
+    lab.signal_speaker("node-2", "KILL").unwrap();
+    let timeline = answer_timeline(&lab, 0, ip, Duration::from_secs(15), LISTEN)
+        .await
+        .unwrap();
+    let (dual, none, total) = stats(&timeline);
+    attack(
+        "A3",
+        "after SIGKILL of the owner: dual/none/total",
+        (dual, none, total),
+    );
+    attack("A3", "timeline", summary(&timeline, &lab));
+    attack("A3", "longest silence", longest_silence(&timeline));
+    attack("A3", "elapsed", killed.elapsed());
+    println!("{}", lab.speaker_log("node-3", 8));
+    let answered_late = timeline
+        .iter()
+        .filter(|s| s.at > Duration::from_secs(3))
+        .any(|s| !s.macs.is_empty());
+    assert!(
+        answered_late,
+        "nobody answers {ip} 3–15 s after one of three running speakers crashed"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A4 — SIGSTOP just under the stall threshold, back to back: stopped 250 ms, running 30 ms, for
+// 6 s. Every tick gap stays under 300 ms (no stall detected, lease renewed each time), yet the
+// owner answers at most 30 ms out of 280.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a4_repeated_stalls_just_under_the_threshold() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    let pid = lab.speaker_pid("node-1").unwrap();
+    let stop_ms: u64 = std::env::var("A4_STOP_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(250);
+    let run_ms: u64 = std::env::var("A4_RUN_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let stalls = async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::task::spawn_blocking(move || {
+            let end = std::time::Instant::now() + Duration::from_secs(6);
+            while std::time::Instant::now() < end {
+                pause_process(pid, Duration::from_millis(stop_ms)).unwrap();
+                std::thread::sleep(Duration::from_millis(run_ms));
+            }
+        })
+        .await
+        .unwrap();
+    };
+    let (seen, (timeline, ())) = tokio::join!(lab.capture(0, Duration::from_secs(8)), async {
+        tokio::join!(
+            answer_timeline(
+                &lab,
+                0,
+                ip,
+                Duration::from_secs(8),
+                Duration::from_millis(300)
+            ),
+            stalls
+        )
+    });
+    let seen = seen.unwrap();
+    let timeline = timeline.unwrap();
+    let (dual, none, total) = stats(&timeline);
+    let g = gratuitous_macs(&seen, ip);
+    let name = |m: &String| lab.node_by_mac(m).map(|n| n.name.clone());
+    attack(
+        "A4",
+        &format!("{stop_ms}/{run_ms} ms: dual/none/total (300 ms probes)"),
+        (dual, none, total),
+    );
+    attack("A4", "timeline", summary(&timeline, &lab));
+    attack(
+        "A4",
+        "gratuitous ARP senders",
+        g.iter().map(name).collect::<Vec<_>>(),
+    );
+    let m = lab.speaker_http("node-1", "/metrics").await.unwrap().1;
+    for l in m.lines().filter(|l| {
+        l.starts_with("ferrolb_speaker_stalls_total")
+            || l.starts_with("ferrolb_speaker_frames_dropped_total")
+            || l.starts_with("ferrolb_speaker_membership_transitions_total")
+    }) {
+        println!("node-1 {l}");
+    }
+    for n in ["node-2", "node-3"] {
+        let m = lab.speaker_http(n, "/metrics").await.unwrap().1;
+        for l in m
+            .lines()
+            .filter(|l| l.starts_with("ferrolb_speaker_membership_transitions_total"))
+        {
+            println!("{n} {l}");
+        }
+    }
+    assert_eq!(dual, 0, "two answerers during sub-threshold stalls");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A5 — the owner's membership port flaps (blocked/unblocked every `A5_PERIOD_MS`, default 400 ms)
+// for 8 s.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a5_membership_port_flapping_on_the_owner() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    let period: u64 = std::env::var("A5_PERIOD_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let flap = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let end = tokio::time::Instant::now() + Duration::from_secs(8);
+        let mut block = true;
+        while tokio::time::Instant::now() < end {
+            lab.partition_membership("node-1", &[], PORT, block)
+                .unwrap();
+            block = !block;
+            tokio::time::sleep(Duration::from_millis(period)).await;
+        }
+        lab.partition_membership("node-1", &[], PORT, false)
+            .unwrap();
+    };
+    let (seen, (timeline, ())) = tokio::join!(lab.capture(0, Duration::from_secs(11)), async {
+        tokio::join!(
+            answer_timeline(&lab, 0, ip, Duration::from_secs(11), LISTEN),
+            flap
+        )
+    });
+    let timeline = timeline.unwrap();
+    let seen = seen.unwrap();
+    let (dual, none, total) = stats(&timeline);
+    let name = |m: &String| lab.node_by_mac(m).map(|n| n.name.clone());
+    attack(
+        "A5",
+        &format!("flap every {period} ms: dual/none/total"),
+        (dual, none, total),
+    );
+    attack("A5", "timeline", summary(&timeline, &lab));
+    attack("A5", "longest silence", longest_silence(&timeline));
+    attack(
+        "A5",
+        "gratuitous ARP senders",
+        gratuitous_macs(&seen, ip)
+            .iter()
+            .map(name)
+            .collect::<Vec<_>>(),
+    );
+    wait_owner(&lab, ip, &all).await;
+    // The documented window is one probe per split; flapping makes many splits, so only a run
+    // of two or more consecutive dual probes counts as a finding.
+    let longest_dual_run = timeline
+        .split(|s| s.macs.len() <= 1)
+        .map(<[Sample]>::len)
+        .max()
+        .unwrap_or(0);
+    attack("A5", "longest run of dual probes", longest_dual_run);
+    assert!(
+        longest_dual_run <= 1,
+        "{dual} probes saw two answerers while flapping"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A6 — two non-owners restarted at once (SIGKILL + immediate restart, e.g. an upgrade with
+// maxUnavailable 2, or two nodes rebooting): the owner, which never failed, drops to a minority.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a6_two_non_owners_restarted_at_once_silence_the_owner() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    let mut results = Vec::new();
+    for signal in ["KILL", "TERM"] {
+        // Probing starts right after both restarts (the lab needs `&mut` to restart).
+        lab.signal_speaker("node-2", signal).unwrap();
+        lab.signal_speaker("node-3", signal).unwrap();
+        lab.start_speaker("node-2", &[]).unwrap();
+        lab.start_speaker("node-3", &[]).unwrap();
+        let probing = answer_timeline(&lab, 0, ip, Duration::from_secs(8), LISTEN);
+        let timeline = probing.await.unwrap();
+        let (dual, none, total) = stats(&timeline);
+        attack(
+            "A6",
+            &format!("{signal}: dual/none/total"),
+            (dual, none, total),
+        );
+        attack(
+            "A6",
+            &format!("{signal}: timeline"),
+            summary(&timeline, &lab),
+        );
+        attack(
+            "A6",
+            &format!("{signal}: longest silence"),
+            longest_silence(&timeline),
+        );
+        results.push(longest_silence(&timeline));
+        wait_owner(&lab, ip, &all).await;
+    }
+    println!("{}", lab.speaker_log("node-1", 12));
+    assert!(
+        results.iter().all(|d| *d < Duration::from_millis(600)),
+        "the owner went silent: {results:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A7 — one stall just over the threshold that the others do not (yet) fail over: the owner
+// withdraws for the resync period and nobody answers meanwhile, although no failover happened.
+// `A7_PROFILE` (fast|safe, default safe) and `A7_STALL_MS` (default 6500; fast: try 350).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a7_stall_just_over_the_threshold_silences_the_ip_for_stall_plus_resync() {
+    let profile = std::env::var("A7_PROFILE").unwrap_or_else(|_| "safe".into());
+    let stall_ms: u64 = std::env::var("A7_STALL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if profile == "safe" { 6500 } else { 350 });
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &["--timing-profile", &profile])
+            .unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    // Let the membership settle (safe profile: slow).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    wait_owner(&lab, ip, &all).await;
+    let pid = lab.speaker_pid("node-1").unwrap();
+    let total = Duration::from_millis(stall_ms * 2 + 4000);
+    let stall = async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::task::spawn_blocking(move || {
+            pause_process(pid, Duration::from_millis(stall_ms)).unwrap()
+        })
+        .await
+        .unwrap();
+    };
+    let (timeline, ()) = tokio::join!(answer_timeline(&lab, 0, ip, total, LISTEN), stall);
+    let timeline = timeline.unwrap();
+    let (dual, none, n) = stats(&timeline);
+    attack(
+        "A7",
+        &format!("{profile}, one {stall_ms} ms SIGSTOP from 500 ms: dual/none/total"),
+        (dual, none, n),
+    );
+    attack("A7", "timeline", summary(&timeline, &lab));
+    let silence = longest_silence(&timeline);
+    attack("A7", "longest silence", silence);
+    for n in &all {
+        let m = lab.speaker_http(n, "/metrics").await.unwrap().1;
+        for l in m.lines().filter(|l| {
+            l.starts_with("ferrolb_speaker_stalls_total")
+                || l.starts_with("ferrolb_speaker_membership_transitions_total")
+        }) {
+            println!("{n} {l}");
+        }
+    }
+    assert!(
+        silence < Duration::from_millis(stall_ms) + Duration::from_millis(1000),
+        "nobody answered {ip} for {silence:?} after a {stall_ms} ms stall"
+    );
+}
+
+/// Drops node `name`'s membership datagrams in one direction only (`"input"` or `"output"`).
+fn one_way(lab: &Lab, name: &str, dir: Option<&str>) {
+    let netns = lab.node(name).netns.clone();
+    let _ = lab.exec(&netns, "nft", &["delete", "table", "inet", "attack_oneway"]);
+    if let Some(dir) = dir {
+        let file = lab.dir().join(format!("oneway-{name}.nft"));
+        std::fs::write(
+            &file,
+            format!(
+                "table inet attack_oneway {{\n chain {dir} {{ type filter hook {dir} priority -10; udp dport {PORT} drop; }}\n}}\n"
+            ),
+        )
+        .unwrap();
+        lab.exec(&netns, "nft", &["-f", &file.to_string_lossy()])
+            .unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A8 — asymmetric partition on the owner: only its incoming (`A8_DIR=input`) or outgoing
+// (`output`, default) membership datagrams are dropped, for 6 s, then restored.
+
+#[ignore = "known fault: convergence is one-way (docs/speaker.md, Known faults)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a8_asymmetric_partition_of_the_owner() {
+    let dir = std::env::var("A8_DIR").unwrap_or_else(|_| "output".into());
+    let count: usize = std::env::var("A8_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let nodes = node_names(count);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(count, &ips).await.unwrap();
+    let profile = std::env::var("A8_PROFILE").unwrap_or_else(|_| "fast".into());
+    let fault_s: u64 = std::env::var("A8_FAULT_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    for n in &nodes {
+        lab.start_speaker(n, &["--timing-profile", &profile])
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_owner(&lab, ip, &all).await;
+    wait_owner(&lab, ip, &all).await;
+    let fault = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        one_way(&lab, "node-1", Some(&dir));
+        tokio::time::sleep(Duration::from_secs(fault_s)).await;
+        one_way(&lab, "node-1", None);
+    };
+    let (timeline, ()) = tokio::join!(
+        answer_timeline(&lab, 0, ip, Duration::from_secs(fault_s + 4), LISTEN),
+        fault
+    );
+    let timeline = timeline.unwrap();
+    let (dual, none, n) = stats(&timeline);
+    attack(
+        "A8",
+        &format!("{profile}, {count} nodes, {dir} dropped {fault_s} s: dual/none/total"),
+        (dual, none, n),
+    );
+    attack("A8", "timeline", summary(&timeline, &lab));
+    attack("A8", "dual window", dual_answer_window(&timeline, LISTEN));
+    attack("A8", "longest silence", longest_silence(&timeline));
+    keep_logs(&lab, "a8");
+    assert!(dual <= 2, "{dual} probes saw two answerers");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A9 — non-transitive partition: node-1 (owner) and node-2 cannot hear each other; node-3 hears
+// both. 6 s, then healed.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a9_non_transitive_partition() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    let fault = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        lab.partition_membership("node-1", &["node-2"], PORT, true)
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        lab.partition_membership("node-1", &[], PORT, false)
+            .unwrap();
+    };
+    let (timeline, ()) = tokio::join!(
+        answer_timeline(&lab, 0, ip, Duration::from_secs(10), LISTEN),
+        fault
+    );
+    let timeline = timeline.unwrap();
+    let (dual, none, n) = stats(&timeline);
+    attack("A9", "dual/none/total", (dual, none, n));
+    attack("A9", "timeline", summary(&timeline, &lab));
+    attack("A9", "dual window", dual_answer_window(&timeline, LISTEN));
+    attack("A9", "longest silence", longest_silence(&timeline));
+    keep_logs(&lab, "a9");
+    assert!(dual <= 1, "{dual} probes saw two answerers");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A10 — the isolated owner is restarted at the moment its partition heals.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a10_owner_restarted_as_its_partition_heals() {
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    lab.partition_membership("node-1", &["node-2", "node-3"], PORT, true)
+        .unwrap();
+    wait_owner(&lab, ip, &["node-2", "node-3"]).await;
+    let mut results = Vec::new();
+    for signal in ["KILL", "TERM"] {
+        lab.signal_speaker("node-1", signal).unwrap();
+        lab.partition_membership("node-1", &[], PORT, false)
+            .unwrap();
+        lab.start_speaker("node-1", &[]).unwrap();
+        let (seen, timeline) = tokio::join!(
+            lab.capture(0, Duration::from_secs(6)),
+            answer_timeline(&lab, 0, ip, Duration::from_secs(6), LISTEN)
+        );
+        let timeline = timeline.unwrap();
+        let seen = seen.unwrap();
+        let (dual, none, n) = stats(&timeline);
+        attack(
+            "A10",
+            &format!("{signal}: dual/none/total"),
+            (dual, none, n),
+        );
+        attack(
+            "A10",
+            &format!("{signal}: timeline"),
+            summary(&timeline, &lab),
+        );
+        attack(
+            "A10",
+            &format!("{signal}: gratuitous"),
+            gratuitous_macs(&seen, ip)
+                .iter()
+                .map(|m| lab.node_by_mac(m).map(|n| n.name.clone()))
+                .collect::<Vec<_>>(),
+        );
+        results.push(dual);
+        wait_owner(&lab, ip, &all).await;
+        // Isolate again for the next round.
+        lab.partition_membership("node-1", &["node-2", "node-3"], PORT, true)
+            .unwrap();
+        wait_owner(&lab, ip, &["node-2", "node-3"]).await;
+    }
+    assert!(results.iter().all(|d| *d <= 1), "{results:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A11 — the owner node-1 is isolated (minority, withdrawn: correct). Then, while the partition
+// lasts, node-3's Node flips NotReady (`A11_MODE=notready`, default; its kubelet restarts, say)
+// or is deleted (`delete`; its speaker keeps running). node-1's expected set drops to
+// {node-1, node-2}: a "cluster of two", which always claims.
+
+#[ignore = "known fault: the voting set follows Node Ready (docs/speaker.md, Known faults)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a11_node_flips_not_ready_or_is_deleted_while_the_owner_is_partitioned() {
+    let mode = std::env::var("A11_MODE").unwrap_or_else(|_| "notready".into());
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    lab.partition_membership("node-1", &["node-2", "node-3"], PORT, true)
+        .unwrap();
+    wait_owner(&lab, ip, &["node-2", "node-3"]).await;
+    let before = answer_timeline(&lab, 0, ip, Duration::from_secs(2), LISTEN)
+        .await
+        .unwrap();
+    attack(
+        "A11",
+        "partitioned, before the flip",
+        summary(&before, &lab),
+    );
+    match mode.as_str() {
+        "delete" => {
+            let api: Api<Node> = Api::all(client.clone());
+            api.delete("node-3", &Default::default()).await.unwrap();
+        }
+        _ => set_ready(&client, "node-3", lab.node("node-3").ip, "False").await,
+    }
+    let timeline = answer_timeline(&lab, 0, ip, Duration::from_secs(6), LISTEN)
+        .await
+        .unwrap();
+    let (dual, none, n) = stats(&timeline);
+    attack("A11", &format!("{mode}: dual/none/total"), (dual, none, n));
+    attack(
+        "A11",
+        &format!("{mode}: timeline"),
+        summary(&timeline, &lab),
+    );
+    keep_logs(&lab, "a11");
+    assert_eq!(dual, 0, "two answerers for {ip} after node-3 went {mode}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A12 — the default (fast) profile starved by a busy neighbour (3 % quota shared with a busy
+// loop, 60 s): documented to fail over falsely; does any probe see two answerers? (CFS
+// throttles per-CPU run queues, so the speaker's threads need not stop together.)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a12_fast_profile_starved_owner_never_answers_alongside_its_successor() {
+    use ferrolb_tests::lab::starvation::{self, Starve};
+    let secs: u64 = std::env::var("A12_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let outcome = starvation::run(
+        None,
+        &[],
+        Starve {
+            percent: 3,
+            hog: true,
+            duration: Duration::from_secs(secs),
+            listen: Duration::from_millis(500),
+        },
+    )
+    .await
+    .unwrap();
+    println!("ATTACK A12: {}", outcome.summary());
+    let dual: Vec<_> = outcome
+        .wrong_answers
+        .iter()
+        .filter(|(_, macs)| macs.len() > 1)
+        .collect();
+    let none = outcome
+        .wrong_answers
+        .iter()
+        .filter(|(_, macs)| macs.is_empty())
+        .count();
+    attack("A12", "probes", outcome.probes);
+    attack("A12", "dual-answer probes (500 ms listen)", &dual);
+    attack("A12", "unanswered probes", none);
+    attack("A12", "foreign gratuitous", &outcome.foreign_announcements);
+    assert!(dual.is_empty(), "{dual:?}");
+}
+
+/// Drops `percent` % of node `name`'s membership datagrams at random in `dirs` ("input",
+/// "output"); `None` restores.
+fn lossy(lab: &Lab, name: &str, percent: Option<u32>, dirs: &[&str]) {
+    let netns = lab.node(name).netns.clone();
+    let _ = lab.exec(&netns, "nft", &["delete", "table", "inet", "attack_loss"]);
+    if let Some(p) = percent {
+        let chains: String = dirs
+            .iter()
+            .map(|d| {
+                format!(
+                    " chain {d} {{ type filter hook {d} priority -10; udp dport {PORT} numgen random mod 100 < {p} drop; udp sport {PORT} numgen random mod 100 < {p} drop; }}\n"
+                )
+            })
+            .collect();
+        let file = lab.dir().join(format!("loss-{name}.nft"));
+        std::fs::write(&file, format!("table inet attack_loss {{\n{chains}}}\n")).unwrap();
+        lab.exec(&netns, "nft", &["-f", &file.to_string_lossy()])
+            .unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A13 — a lossy owner: `A13_LOSS` % (default 60) of node-1's membership datagrams are dropped
+// at random in `A13_DIRS` (default "output"; "input,output" for both) for 20 s.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a13_lossy_membership_link_on_the_owner() {
+    let loss: u32 = std::env::var("A13_LOSS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let dirs_s = std::env::var("A13_DIRS").unwrap_or_else(|_| "output".into());
+    let dirs: Vec<&str> = dirs_s.split(',').collect();
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    let profile = std::env::var("A13_PROFILE").unwrap_or_else(|_| "fast".into());
+    for n in &nodes {
+        lab.start_speaker(n, &["--timing-profile", &profile])
+            .unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    lossy(&lab, "node-1", Some(loss), &dirs);
+    let timeline = answer_timeline(&lab, 0, ip, Duration::from_secs(20), LISTEN)
+        .await
+        .unwrap();
+    lossy(&lab, "node-1", None, &dirs);
+    let (dual, none, n) = stats(&timeline);
+    let longest_dual_run = timeline
+        .split(|s| s.macs.len() <= 1)
+        .map(<[Sample]>::len)
+        .max()
+        .unwrap_or(0);
+    attack(
+        "A13",
+        &format!("{profile}, {loss}% {dirs_s}: dual/none/total"),
+        (dual, none, n),
+    );
+    attack("A13", "longest run of dual probes", longest_dual_run);
+    attack("A13", "longest silence", longest_silence(&timeline));
+    attack("A13", "timeline", summary(&timeline, &lab));
+    keep_logs(&lab, "a13");
+    assert!(longest_dual_run <= 1, "runs of dual answers");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A14 — a key rotation rolled out in the wrong order (step 2 of docs/membership.md, `new\nold`,
+// before step 1 reached everyone): the first restarted speaker seals with a key the others
+// cannot open, but opens theirs — one-way hearing, as in A8. It is restarted while owning an IP
+// (a `rollout restart` restarts owners too).
+
+#[ignore = "known fault: convergence is one-way (docs/speaker.md, Known faults)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a14_misordered_key_rotation_restart_of_the_owner() {
+    let profile = std::env::var("A14_PROFILE").unwrap_or_else(|_| "fast".into());
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &["--timing-profile", &profile])
+            .unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    let old = std::fs::read_to_string(lab.key_file()).unwrap();
+    let new = "5f1e0c9a7b3d2e4f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7";
+    std::fs::write(lab.key_file(), format!("{new}\n{}", old.trim())).unwrap();
+    lab.signal_speaker("node-1", "TERM").unwrap();
+    lab.start_speaker("node-1", &["--timing-profile", &profile])
+        .unwrap();
+    let (seen, timeline) = tokio::join!(
+        lab.capture(0, Duration::from_secs(12)),
+        answer_timeline(&lab, 0, ip, Duration::from_secs(12), LISTEN)
+    );
+    let timeline = timeline.unwrap();
+    let seen = seen.unwrap();
+    let (dual, none, n) = stats(&timeline);
+    attack(
+        "A14",
+        &format!("{profile}: dual/none/total"),
+        (dual, none, n),
+    );
+    attack("A14", "timeline", summary(&timeline, &lab));
+    attack("A14", "dual window", dual_answer_window(&timeline, LISTEN));
+    attack(
+        "A14",
+        "gratuitous",
+        gratuitous_macs(&seen, ip)
+            .iter()
+            .map(|m| lab.node_by_mac(m).map(|n| n.name.clone()))
+            .collect::<Vec<_>>(),
+    );
+    keep_logs(&lab, "a14");
+    assert!(dual <= 1, "{dual} probes saw two answerers");
+}
