@@ -62,21 +62,6 @@ pub struct SpeakerConfig {
     pub events: EventSinkConfig,
 }
 
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = term => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
-}
-
 /// How often the loop ticks when nothing else wakes it: renews the responder lease and feeds the
 /// claim gate's stall detector (which needs ticks well inside its threshold).
 const TICK: Duration = Duration::from_millis(100);
@@ -200,7 +185,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let mut ever_converged = false;
     let mut view = stores.view(&config.view);
     let mut last_plan: Option<Instant> = None;
-    let mut shutdown = std::pin::pin!(shutdown_signal());
+    let mut shutdown = std::pin::pin!(ferrolb_runtime::shutdown::signal());
     let outcome: anyhow::Result<()> = loop {
         let members_changed = async {
             match members.as_mut() {

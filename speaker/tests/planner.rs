@@ -22,7 +22,7 @@ use ferrolb_speaker::events::{
     EventIntent, EventPlanner, REASON_ANNOUNCING, REASON_NO_ELIGIBLE_NODE,
 };
 use ferrolb_speaker::plan::plan;
-use ferrolb_speaker::view::{ViewSettings, build};
+use ferrolb_speaker::view::{View, ViewSettings, build};
 
 const IP: &str = "198.51.100.53";
 
@@ -110,17 +110,22 @@ impl Cluster {
         }
     }
 
-    /// Per node: the IPs it answers for.
-    fn answers(&self) -> BTreeMap<String, BTreeSet<IpAddr>> {
+    /// The view every speaker builds from these objects.
+    fn view(&self) -> View {
         let p = [pool()];
-        let view = build(
+        build(
             &ViewSettings::default(),
             &self.services.iter().collect::<Vec<_>>(),
             &self.slices.iter().collect::<Vec<_>>(),
             &self.nodes.iter().collect::<Vec<_>>(),
             &p.iter().collect::<Vec<_>>(),
             &self.l2.iter().collect::<Vec<_>>(),
-        );
+        )
+    }
+
+    /// Per node: the IPs it answers for.
+    fn answers(&self) -> BTreeMap<String, BTreeSet<IpAddr>> {
+        let view = self.view();
         self.alive
             .iter()
             .map(|me| {
@@ -142,15 +147,7 @@ impl Cluster {
 
     /// The Events every alive node's planner (state in `planners`) calls for now.
     fn events(&self, planners: &mut BTreeMap<String, EventPlanner>) -> Vec<(String, EventIntent)> {
-        let p = [pool()];
-        let view = build(
-            &ViewSettings::default(),
-            &self.services.iter().collect::<Vec<_>>(),
-            &self.slices.iter().collect::<Vec<_>>(),
-            &self.nodes.iter().collect::<Vec<_>>(),
-            &p.iter().collect::<Vec<_>>(),
-            &self.l2.iter().collect::<Vec<_>>(),
-        );
+        let view = self.view();
         let mut out = Vec::new();
         for me in &self.alive {
             let plan = plan(&view, &self.alive, me, Some(true));

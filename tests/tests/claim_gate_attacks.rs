@@ -15,9 +15,8 @@ use ferrolb_tests::lab::scenario::{
     lab_with_ips, node_names,
 };
 use ferrolb_tests::lab::{Lab, pause_process};
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 
 const LISTEN: Duration = Duration::from_millis(120);
 const PORT: u16 = 7947;
@@ -28,35 +27,9 @@ async fn wait_owner(lab: &Lab, ip: Ipv4Addr, members: &[&str]) {
 
 /// Writes Node `name`'s status like the node controller would: `Ready` = `ready`.
 async fn set_ready(client: &kube::Client, name: &str, ip: Ipv4Addr, ready: &str) {
-    let api: Api<Node> = Api::all(client.clone());
-    let now =
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    let cond = |type_: &str, status: &str| NodeCondition {
-        type_: type_.into(),
-        status: status.into(),
-        last_transition_time: Some(now.clone()),
-        reason: Some("FerrolbLab".into()),
-        ..Default::default()
-    };
-    let status = NodeStatus {
-        addresses: Some(vec![NodeAddress {
-            type_: "InternalIP".into(),
-            address: ip.to_string(),
-        }]),
-        conditions: Some(vec![
-            cond("Ready", ready),
-            cond("NetworkUnavailable", "False"),
-        ]),
-        ..Default::default()
-    };
-    let patch = serde_json::json!({ "apiVersion": "v1", "kind": "Node", "status": status });
-    api.patch_status(
-        name,
-        &PatchParams::apply("ferrolb-lab").force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .unwrap();
+    ferrolb_tests::lab::set_node_conditions(client, name, ip, ready, false)
+        .await
+        .unwrap();
 }
 
 /// Cuts (or restores) node `name`'s speaker from the API server (the relay on 127.0.0.1:6443 in

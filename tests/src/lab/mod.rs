@@ -531,6 +531,21 @@ pub async fn set_node_status(
     ip: Ipv4Addr,
     network_unavailable: bool,
 ) -> anyhow::Result<()> {
+    set_node_conditions(client, name, ip, "True", network_unavailable).await
+}
+
+/// Writes Node `name`'s status as the kubelet and node controller would: InternalIP `ip`,
+/// `Ready` = `ready` (`"True"`, `"False"`, `"Unknown"`), `NetworkUnavailable` as given.
+///
+/// # Errors
+/// The API server refused the patch.
+pub async fn set_node_conditions(
+    client: &Client,
+    name: &str,
+    ip: Ipv4Addr,
+    ready: &str,
+    network_unavailable: bool,
+) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(client.clone());
     let now =
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
@@ -547,7 +562,7 @@ pub async fn set_node_status(
             address: ip.to_string(),
         }]),
         conditions: Some(vec![
-            cond("Ready", "True"),
+            cond("Ready", ready),
             cond(
                 "NetworkUnavailable",
                 if network_unavailable { "True" } else { "False" },
