@@ -457,7 +457,7 @@ fn r8_foreign_status_is_replaced_once_then_a_write_war_backs_off() {
 }
 
 #[test]
-fn r9_overlapping_addresses_belong_to_the_older_pool() {
+fn r9_overlapping_addresses_belong_to_the_older_pool_unless_the_service_names_the_newer() {
     let mut world = World::new(vec![
         pool(
             "new",
@@ -479,8 +479,24 @@ fn r9_overlapping_addresses_belong_to_the_older_pool() {
             ("ferrolb.io/loadBalancerIPs", "198.51.100.2"),
         ]),
     ));
+    // Without the annotation the same request is served by the owner, "old".
+    world.put(svc(
+        "o",
+        annotated(&[("ferrolb.io/loadBalancerIPs", "198.51.100.3")]),
+    ));
+    // Naming "new" without a request: "new" hands out only what it owns (.1; .0 is the network).
+    world.put(svc("x", annotated(&[("ferrolb.io/address-pool", "new")])));
     let plan = world.pass();
-    assert!(writes(&plan).is_empty(), "{:?}", writes(&plan));
+    assert_eq!(
+        writes(&plan),
+        vec![
+            w("n", &["198.51.100.2"]),
+            w("o", &["198.51.100.3"]),
+            w("x", &["198.51.100.1"]),
+        ]
+    );
+    let events = events(&plan);
+    assert!(events.contains(&("n".into(), "IPAllocated")), "{events:?}");
     let new_status = plan
         .pools
         .iter()

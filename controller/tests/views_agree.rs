@@ -4,10 +4,11 @@
 //! status IPs including IPv4-mapped, zoned and leading-zero spellings), this checks that
 //!
 //! - every address the controller allocates is announced by the speaker under the pool the
-//!   controller allocated it from (R9), and is never a Node address (R10);
+//!   controller allocated it from (R9, `Layout::pool_for`), and is never a Node address (R10);
 //! - for any status IP, foreign ones included, the speaker announces it exactly when the
-//!   controller reads it as an IP and its ownership (the layout its allocator uses) gives it an
-//!   owner, and then under that owner;
+//!   controller reads it as an IP and the layout its allocator uses gives the Service a pool
+//!   there (`Layout::pool_for`: the named pool when it contains the IP, else the owner), and
+//!   then under that pool;
 //! - Node addresses are excluded by both.
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -16,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ferrolb_controller::ipam::layout::Layout;
 use ferrolb_controller::ipam::{Ipam, PoolConfig};
 use ferrolb_controller::service::{ClassConfig, Classified, classify, ingress_of, observed_of};
+use ferrolb_crds::annotations::address_pool;
 use ferrolb_crds::ownership::creation_seconds;
 use ferrolb_crds::{IPAddressPool, IPAddressPoolSpec};
 use ferrolb_l2::view::{ViewSettings, build};
@@ -277,18 +279,20 @@ proptest! {
             &pool_refs,
             &[],
         );
-        for key in &keys {
+        for (i, key) in keys.iter().enumerate() {
             let Some(a) = ipam.assignment(key) else { continue };
+            let named = address_pool(written[i].metadata.annotations.as_ref());
+            let name = ferrolb_crds::service::key(&written[i].metadata);
             for ip in &a.ips {
                 prop_assert!(!node_map.contains_key(ip), "controller allocated node address {}", ip);
-                prop_assert_eq!(layout.owner_of(*ip), Some(a.pool.as_str()));
+                prop_assert_eq!(layout.pool_for(named.as_deref(), *ip), Some(a.pool.as_str()));
                 let facts = view.ips.get(ip);
                 prop_assert!(
                     facts.is_some(),
                     "allocated {} not announced: {:?}", ip, view.skipped.get(ip)
                 );
-                for f in facts.into_iter().flatten() {
-                    prop_assert_eq!(&f.pool.name, &a.pool, "pool of {}", ip);
+                for f in facts.into_iter().flatten().filter(|f| f.name == name) {
+                    prop_assert_eq!(&f.pool.name, &a.pool, "pool of {} for {}", ip, name);
                 }
             }
         }
@@ -304,22 +308,29 @@ proptest! {
         );
         let mut read_by_controller = BTreeSet::new();
         for svc in &services {
-            read_by_controller.extend(observed_of(svc).ips);
-        }
-        for ip in &read_by_controller {
-            let announced = view.ips.get(ip);
-            if node_map.contains_key(ip) {
-                prop_assert!(announced.is_none(), "node address {} announced", ip);
-                continue;
-            }
-            match layout.owner_of(*ip) {
-                Some(pool) => {
-                    prop_assert!(announced.is_some(), "{} owned by {} but not announced", ip, pool);
-                    for f in announced.into_iter().flatten() {
-                        prop_assert_eq!(f.pool.name.as_str(), pool, "pool of {}", ip);
-                    }
+            let named = address_pool(svc.metadata.annotations.as_ref());
+            let name = ferrolb_crds::service::key(&svc.metadata);
+            for ip in observed_of(svc).ips {
+                read_by_controller.insert(ip);
+                let announced = view.ips.get(&ip);
+                if node_map.contains_key(&ip) {
+                    prop_assert!(announced.is_none(), "node address {} announced", ip);
+                    continue;
                 }
-                None => prop_assert!(announced.is_none(), "{} has no owner but is announced", ip),
+                match layout.pool_for(named.as_deref(), ip) {
+                    Some(pool) => {
+                        let mine: Vec<_> =
+                            announced.into_iter().flatten().filter(|f| f.name == name).collect();
+                        prop_assert!(!mine.is_empty(), "{} of {} in {} but not announced", ip, name, pool);
+                        for f in mine {
+                            prop_assert_eq!(f.pool.name.as_str(), pool, "pool of {} for {}", ip, name);
+                        }
+                    }
+                    None => prop_assert!(
+                        announced.into_iter().flatten().all(|f| f.name != name),
+                        "{} of {} has no pool but is announced", ip, name
+                    ),
+                }
             }
         }
         for ip in view.ips.keys() {

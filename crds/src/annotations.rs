@@ -3,8 +3,9 @@
 //! value that is empty or only whitespace counts as absent. A disagreement between spellings yields
 //! a warning (the controller turns it into a Warning Event) naming both. The one implementation of
 //! these spellings and this precedence: the controller reads every annotation through [`lookup`];
-//! the speaker reads none (the pool an announced address belongs to is decided by ownership,
-//! [`crate::ownership`], not by the Service). Pure: no `kube`, no `tokio`.
+//! the speaker reads only the pool ([`address_pool`]), which together with ownership
+//! ([`crate::ownership::Layout::pool_for`]) decides the L2Advertisements of an announced address.
+//! Pure: no `kube`, no `tokio`.
 
 use std::collections::BTreeMap;
 
@@ -55,6 +56,11 @@ pub fn lookup(
         })
         .collect();
     (Some(value.to_owned()), warnings)
+}
+
+/// The pool a Service names ([`ADDRESS_POOL`], by [`lookup`]'s precedence), if any.
+pub fn address_pool(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
+    annotations.and_then(|a| lookup(a, &ADDRESS_POOL).0)
 }
 
 #[cfg(test)]

@@ -4,11 +4,11 @@
 //!
 //! - **R9, overlapping pools:** an address inside several pools belongs to the *older* pool
 //!   (`metadata.creationTimestamp`, then name; a pool without a timestamp counts as created at the
-//!   epoch). This holds for every Service, including one whose `address-pool` annotation names the
-//!   newer pool: ownership is a property of the address, not of the Service, so the controller (which
-//!   never hands the address out from the newer pool) and the speaker (which announces it under the
-//!   older pool's L2Advertisements) can never disagree about it. The newer pool reports
-//!   `Overlapping`.
+//!   epoch): only the older pool hands it out, so nothing is allocated twice, and the newer pool
+//!   reports `Overlapping`. A Service whose `address-pool` annotation names a pool that contains
+//!   its address is served from *that* pool ([`Layout::pool_for`]): the controller keeps or grants
+//!   such an address (a requested or shared one), and the speaker announces it under that pool's
+//!   L2Advertisements. Both call [`Layout::pool_for`], so they cannot disagree.
 //! - **R10, Node addresses:** an InternalIP/ExternalIP of any Node ([`crate::node`]) is owned by no
 //!   pool: never handed out, never announced. The pool reports `NodeAddressConflict`.
 //!
@@ -53,6 +53,9 @@ pub struct PoolLayout {
     pub overlaps: Vec<String>,
     /// `"198.51.100.5 (InternalIP/ExternalIP of node node-1)"`, one per Node address inside.
     pub node_conflicts: Vec<String>,
+    /// Every range of the pool, overlaps included, minus Node addresses: what a Service that
+    /// names this pool may hold ([`Layout::pool_for`]).
+    pub covered: Vec<IpRange>,
 }
 
 /// Owned ranges of every pool, and a lookup from address to owning pool.
@@ -103,6 +106,7 @@ impl Layout {
         for pool in by_age {
             let mut pl = PoolLayout::default();
             let mut owned = pool.ranges.to_vec();
+            let mut covered = pool.ranges.to_vec();
             for (range, other) in &claimed {
                 let before = owned.clone();
                 owned = subtract(&owned, range);
@@ -120,14 +124,19 @@ impl Layout {
             }
             for (ip, node) in nodes {
                 let o = to_offset(*ip);
-                if let Some(hole) = IpRange::from_offsets(Family::of(*ip), o, o)
-                    && owned.iter().any(|r| r.contains(*ip))
-                {
+                let Some(hole) = IpRange::from_offsets(Family::of(*ip), o, o) else {
+                    continue;
+                };
+                if covered.iter().any(|r| r.contains(*ip)) {
+                    covered = subtract(&covered, &hole);
+                }
+                if owned.iter().any(|r| r.contains(*ip)) {
                     owned = subtract(&owned, &hole);
                     pl.node_conflicts
                         .push(format!("{ip} (InternalIP/ExternalIP of node {node})"));
                 }
             }
+            pl.covered = covered;
             for r in &owned {
                 layout.index.insert(
                     (r.family(), r.first_offset()),
@@ -177,6 +186,23 @@ impl Layout {
             .next_back()
             .filter(|(_, (last, _))| *last >= o)
             .map(|(_, (_, pool))| pool.as_str())
+    }
+
+    /// The pool a Service that names `named` (its `address-pool` annotation, if any) is served
+    /// from at `ip`: the named pool when its addresses contain `ip` (overlap with an older pool
+    /// included, Node addresses excluded), else the owner ([`Layout::owner_of`]). The
+    /// controller keeps such an address for the Service (R7) and the speaker announces it under
+    /// that pool's L2Advertisements, so two Services sharing an address may be served from two
+    /// pools (case C-10). MetalLB likewise records the pool a Service was given and announces
+    /// under it. O(log n) plus the named pool's range count.
+    pub fn pool_for<'a>(&'a self, named: Option<&'a str>, ip: IpAddr) -> Option<&'a str> {
+        named
+            .filter(|n| {
+                self.pools
+                    .get(*n)
+                    .is_some_and(|pl| pl.covered.iter().any(|r| r.contains(ip)))
+            })
+            .or_else(|| self.owner_of(ip))
     }
 
     /// Usable addresses of `family` owned by `pool` (`avoidBuggyIPs` applied), saturating.

@@ -336,10 +336,15 @@ fn s13_trimmed_watch_objects_give_the_same_plans_and_stay_small() {
     ] {
         assert!(bytes < 2048, "trimmed {what} is {bytes} bytes");
     }
-    // What the view reads survives (spec, status, the service-name label); nothing else does.
+    // What the view reads survives (spec, status, the address-pool annotation, the service-name
+    // label); nothing else does.
     let svc = &trimmed.services[0];
     assert!(svc.status.is_some() && svc.spec.is_some());
-    assert!(svc.metadata.annotations.is_none() && svc.metadata.managed_fields.is_none());
+    assert_eq!(
+        svc.metadata.annotations,
+        Some([("ferrolb.io/address-pool".to_string(), "pool".to_string())].into())
+    );
+    assert!(svc.metadata.managed_fields.is_none());
     assert_eq!(
         trimmed.slices[0].metadata.labels.as_ref().map(|l| l.len()),
         Some(1)

@@ -19,18 +19,10 @@ impl Ipam {
         pool: &str,
         family: Family,
     ) -> Result<Pick, Failure> {
-        let Some(free) = self.free.get(&(pool.to_owned(), family)) else {
-            return Err(Failure::FamilyUnavailable(family));
-        };
-        let usable = match self.pools.get(pool).map(|p| &p.addresses) {
-            Some(Ok(a)) => self.layout.usable_count(pool, a, family),
-            _ => 0,
-        };
-        if usable == 0 {
-            return Err(Failure::FamilyUnavailable(family));
-        }
         if let Some(r) = req.requested_of(family) {
-            if self.pool_of(r) != Some(pool) {
+            // A requested address may lie in the overlap the pool shares with an older one when
+            // the Service names this pool (R9, [`Ipam::pool_for`]).
+            if self.pool_for(req, r) != Some(pool) {
                 return Err(Failure::RequestedInNoPool {
                     ip: r,
                     detail: format!("it is not handed out by pool {pool}"),
@@ -42,7 +34,11 @@ impl Ipam {
                     None => Ok(Pick::Join(r)),
                 };
             }
-            return if free.contains(to_offset(r)) {
+            let free_at_owner = self
+                .pool_of(r)
+                .and_then(|owner| self.free.get(&(owner.to_owned(), family)))
+                .is_some_and(|fs| fs.contains(to_offset(r)));
+            return if free_at_owner {
                 Ok(Pick::Take(r))
             } else {
                 Err(Failure::RequestedInNoPool {
@@ -51,12 +47,23 @@ impl Ipam {
                 })
             };
         }
+        let Some(free) = self.free.get(&(pool.to_owned(), family)) else {
+            return Err(Failure::FamilyUnavailable(family));
+        };
+        let usable = match self.pools.get(pool).map(|p| &p.addresses) {
+            Some(Ok(a)) => self.layout.usable_count(pool, a, family),
+            _ => 0,
+        };
+        if usable == 0 {
+            return Err(Failure::FamilyUnavailable(family));
+        }
         if let Some(k) = &req.sharing_key
             && let Some(ips) = self.groups.get(k)
         {
             for ip in ips.keys() {
                 if Family::of(*ip) == family
-                    && self.holdings.get(ip).is_some_and(|h| h.pool == pool)
+                    && self.holdings.contains_key(ip)
+                    && self.pool_for(req, *ip) == Some(pool)
                     && self.blocker(req, *ip, None).is_none()
                 {
                     return Ok(Pick::Join(*ip));

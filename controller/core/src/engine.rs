@@ -326,6 +326,21 @@ impl Ipam {
         pool.addresses.as_ref().ok()?.is_usable(ip).then_some(owner)
     }
 
+    /// The pool `req` is served from at `ip` ([`Layout::pool_for`]: the pool its annotation
+    /// names when that pool contains `ip`, else the owner), when `ip` is usable there. The
+    /// annotation counts even when other annotations make the request invalid, as the speaker
+    /// (which reads only this one) sees it.
+    pub(super) fn pool_for(&self, req: &ServiceRequest, ip: IpAddr) -> Option<&str> {
+        let pool = self.layout.pool_for(req.pool.as_deref(), ip)?;
+        let (name, config) = self.pools.get_key_value(pool)?;
+        config
+            .addresses
+            .as_ref()
+            .ok()?
+            .is_usable(ip)
+            .then_some(name.as_str())
+    }
+
     fn order(&self, key: &ServiceKey) -> (i64, ServiceKey) {
         (
             self.services.get(key).map_or(i64::MAX, |s| s.created),
@@ -344,11 +359,13 @@ impl Ipam {
             }
             None => {
                 let family = Family::of(ip);
-                if let Some(fs) = self.free.get_mut(&(pool.to_owned(), family)) {
+                // Counted against the owner (R9), also when held for a Service of a newer pool.
+                let owner = self.pool_of(ip).unwrap_or(pool).to_owned();
+                if let Some(fs) = self.free.get_mut(&(owner.clone(), family)) {
                     let o = to_offset(ip);
                     fs.remove_range(o, o);
                 }
-                *self.assigned.entry((pool.to_owned(), family)).or_default() += 1;
+                *self.assigned.entry((owner, family)).or_default() += 1;
                 self.holdings.insert(
                     ip,
                     Holding {
@@ -460,7 +477,8 @@ impl Ipam {
             let honour_request = req.invalid.is_none();
             // An address now owned by another pool that admits the Service keeps it (R7).
             let mut pool = a.pool.clone();
-            let owners: BTreeSet<Option<&str>> = a.ips.iter().map(|ip| self.pool_of(*ip)).collect();
+            let owners: BTreeSet<Option<&str>> =
+                a.ips.iter().map(|ip| self.pool_for(req, *ip)).collect();
             if let [Some(p)] = owners.into_iter().collect::<Vec<_>>()[..]
                 && p != a.pool
                 && self
@@ -491,8 +509,8 @@ impl Ipam {
                     .filter(|r| honour_request && r != ip)
                 {
                     Some(format!("the Service now requests {r}"))
-                } else if self.pool_of(*ip) != Some(pool.as_str()) {
-                    Some(match self.pool_of(*ip) {
+                } else if self.pool_for(req, *ip) != Some(pool.as_str()) {
+                    Some(match self.pool_for(req, *ip) {
                         Some(other) => format!("{ip} now belongs to pool {other}"),
                         None => self.node_or_pool_why(*ip),
                     })
@@ -593,7 +611,7 @@ impl Ipam {
             } else if let Some(first) = by_family.get(&family) {
                 Some(format!("{ip}: a second {family} address after {first}"))
             } else {
-                match self.pool_of(*ip) {
+                match self.pool_for(req, *ip) {
                     None => Some(format!(
                         "{ip}: {}",
                         self.node_or_pool_why(*ip).replace(&format!("{ip} "), "")

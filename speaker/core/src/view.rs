@@ -7,9 +7,11 @@
 //!   status is the single source of truth, the speaker never allocates;
 //! - only when the IP is owned by an IPAddressPool (a pool deleted or shrunk stops its IPs being
 //!   announced at once, case C-03). Ownership is the shared rule [`ferrolb_crds::ownership`], the
-//!   very code the controller allocates with: with overlapping pools the older pool
-//!   (creationTimestamp, then name) owns the IP (R9), whatever pool the Service's `address-pool`
-//!   annotation names, and the owner's L2Advertisements apply;
+//!   very code the controller allocates with: the pool the Service's `address-pool` annotation
+//!   names when it contains the IP, else the owner — with overlapping pools the older one
+//!   (creationTimestamp, then name, R9) — and that pool's L2Advertisements apply
+//!   ([`Layout::pool_for`]); two Services sharing an IP may so be served from two pools, and the
+//!   eligible nodes are the intersection (S1, case C-10);
 //! - never a Node's InternalIP/ExternalIP (R10, [`ferrolb_crds::node`]), even if a Service status
 //!   names one (R8: that is foreign status the controller will replace).
 //!
@@ -19,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use ferrolb_crds::annotations::address_pool;
 use ferrolb_crds::node::address_map;
 use ferrolb_crds::ownership::Layout;
 use ferrolb_crds::service::{ClassFilter, ingress_ips, key};
@@ -106,7 +109,8 @@ pub fn build(
                     .insert(ip, format!("{ip} of {name} is a Node address"));
                 continue;
             }
-            let Some(pool) = layout.owner_of(ip) else {
+            let named = address_pool(svc.metadata.annotations.as_ref());
+            let Some(pool) = layout.pool_for(named.as_deref(), ip) else {
                 view.skipped
                     .insert(ip, format!("{ip} of {name} is in no IPAddressPool"));
                 continue;
@@ -344,7 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn the_older_pool_owns_an_overlap_even_when_the_service_names_the_newer() {
+    fn a_service_naming_the_newer_overlapping_pool_is_served_from_it() {
         let mut s = lb("a", &["198.51.100.10", "::ffff:198.51.100.11"], "Cluster");
         s.metadata.annotations =
             Some([("ferrolb.io/address-pool".to_string(), "newer".to_string())].into());
@@ -364,6 +368,20 @@ mod tests {
             v.ips.keys().map(ToString::to_string).collect::<Vec<_>>(),
             vec!["198.51.100.10"],
             "an IPv4-mapped status IP is not an IP to announce"
+        );
+        assert_eq!(
+            v.ips[&"198.51.100.10".parse().unwrap()][0].pool.name,
+            "newer"
+        );
+        // Without the annotation, the older pool owns the overlap (R9).
+        s.metadata.annotations = None;
+        let v = build(
+            &ViewSettings::default(),
+            &[&s],
+            &[],
+            &[],
+            &pools.iter().collect::<Vec<_>>(),
+            &[],
         );
         assert_eq!(
             v.ips[&"198.51.100.10".parse().unwrap()][0].pool.name,
