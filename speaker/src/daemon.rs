@@ -230,27 +230,34 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         }
 
         // Declared down by the others (we learned it from their gossip and foca rejoined us
-        // with a new generation): they have elected new owners for our IPs. Withdraw now and
-        // stay out of the membership for a hold-off (doubling while it keeps happening, see
-        // `ClaimGate::declared_down`): an alive member that claims nothing would be elected by
-        // the others and leave its IPs unanswered. Then rejoin and converge again.
+        // with a new generation): some of them may have elected new owners for our IPs.
+        // Withdraw now and converge again. A flapping member (declared down again within a
+        // minute) also stays out of the membership for a doubling hold-off
+        // (`ClaimGate::declared_down`): an alive member that claims nothing would be elected by
+        // the others and leave its IPs unanswered. Then it rejoins and converges again.
         if let Some(m) = &membership {
             let rejoins = m.counters().self_rejoins;
             if rejoins > seen_rejoins {
                 seen_rejoins = rejoins;
-                gate.declared_down(now);
-                tracing::warn!(
-                    hold_off = ?gate.held_until().saturating_duration_since(now),
-                    "the others declared this speaker down; withdrawing every IP and leaving the membership for a hold-off"
-                );
+                let leave = gate.declared_down(now);
                 metrics.claim.declared_down.fetch_add(1, Ordering::Relaxed);
                 responder.set_lease(Some(now));
                 responder.set_owned(BTreeMap::new());
-                if let Some(m) = membership.take() {
-                    tokio::spawn(m.leave(Duration::from_millis(500)));
+                if leave {
+                    tracing::warn!(
+                        hold_off = ?gate.held_until().saturating_duration_since(now),
+                        "the others declared this speaker down again; withdrawing every IP and leaving the membership for a hold-off"
+                    );
+                    if let Some(m) = membership.take() {
+                        tokio::spawn(m.leave(Duration::from_millis(500)));
+                    }
+                    members = None;
+                    member_events = None;
+                } else {
+                    tracing::warn!(
+                        "the others declared this speaker down; withdrawing every IP until the membership has converged again"
+                    );
                 }
-                members = None;
-                member_events = None;
             }
         }
 

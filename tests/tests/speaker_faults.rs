@@ -407,7 +407,12 @@ async fn f4_short_stall_causes_no_failover_and_a_long_one_no_double_answer() {
         let g = gratuitous_macs(&seen, ip);
         assert!(
             g.is_subset(&BTreeSet::from([owner_mac.clone()])),
-            "round {round}: a 150 ms stall caused a failover: {g:?}"
+            "round {round}: a 150 ms stall caused a failover: {g:?}\n{}",
+            nodes
+                .iter()
+                .map(|n| format!("--- {n}\n{}", lab.speaker_log(n, 25)))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         assert_eq!(
             lab.arp_answers(0, ip).await.unwrap(),

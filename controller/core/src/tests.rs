@@ -892,7 +892,10 @@ mod props {
                     }
                     Op::DropService { slot, deleted } => {
                         let gone = if deleted { Gone::Deleted } else { Gone::NotHandled };
-                        ipam.remove_service(&ServiceKey::new("ns", format!("s{slot}")), gone);
+                        let key = ServiceKey::new("ns", format!("s{slot}"));
+                        ipam.remove_service(&key, gone);
+                        // Its addresses were released (R6): a later return is a new allocation.
+                        snapshot.remove(&key);
                         if deleted {
                             created.remove(&slot);
                         }

@@ -124,6 +124,8 @@ pub struct ClaimGate {
     /// Times we were declared down recently, and when last (for the hold-off back-off).
     declared_down: u32,
     last_declared_down: Option<Instant>,
+    /// When a tick last found a gap longer than half the stall threshold (a pause of ours).
+    last_pause: Option<Instant>,
 }
 
 /// Longest hold-off after being declared down repeatedly: 32 resync periods.
@@ -140,6 +142,7 @@ impl ClaimGate {
             last_tick: None,
             declared_down: 0,
             last_declared_down: None,
+            last_pause: None,
         }
     }
 
@@ -160,12 +163,31 @@ impl ClaimGate {
     }
 
     /// The others declared this speaker down (it learned so from their gossip and rejoined with a
-    /// new generation): they have already elected new owners for its IPs, so it must withdraw
-    /// at once — even though it may still hear all of them (a one-way or lossy link) — and stay
-    /// closed for a hold-off before converging again: one resync period the first time, doubling
-    /// with each further declaration less than a minute after the previous one, up to 32 periods.
-    /// (MetalLB's memberlist rejoins too, but the speaker keeps answering meanwhile.)
-    pub fn declared_down(&mut self, now: Instant) {
+    /// new generation): some of them may have elected new owners for its IPs, so it withdraws at
+    /// once — even though it may still hear all of them (a one-way or lossy link) — and converges
+    /// again. Returns whether it must also stay out of the membership until [`Self::held_until`]:
+    /// not for an isolated declaration, nor for one that follows a pause of ours (a tick gap
+    /// over half the stall threshold, within two stall thresholds: the others could not hear
+    /// us, and the rejoin usually undoes it before anybody moved an IP — leaving would turn it
+    /// into a failover), but for each further unexplained declaration less than a minute after
+    /// the previous one — a flapping member, e.g. on a lossy link — for one resync period,
+    /// doubling each time up to 32 periods. (MetalLB's memberlist rejoins too, but the speaker
+    /// keeps answering meanwhile.)
+    pub fn declared_down(&mut self, now: Instant) -> bool {
+        self.closed_since = now;
+        self.converged = false;
+        // A pause shows as a long gap since the last tick, or was seen by a recent tick.
+        let pausing = self
+            .last_tick
+            .is_some_and(|t| now.saturating_duration_since(t) > self.settings.stall_threshold / 2);
+        let explained = pausing
+            || self.last_pause.is_some_and(|t| {
+                now.saturating_duration_since(t) <= self.settings.stall_threshold.saturating_mul(2)
+            });
+        if explained {
+            self.not_before = now;
+            return false;
+        }
         let recent = self
             .last_declared_down
             .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(60));
@@ -175,15 +197,20 @@ impl ClaimGate {
             1
         };
         self.last_declared_down = Some(now);
+        self.closed_since = now;
+        self.converged = false;
+        if self.declared_down < 2 {
+            self.not_before = now;
+            return false;
+        }
         let factor = 1u32
-            .checked_shl(self.declared_down.saturating_sub(1))
+            .checked_shl(self.declared_down.saturating_sub(2))
             .unwrap_or(u32::MAX)
             .min(MAX_DECLARED_DOWN_FACTOR);
-        self.closed_since = now;
         self.not_before = now
             .checked_add(self.settings.resync.saturating_mul(factor))
             .unwrap_or(now);
-        self.converged = false;
+        true
     }
 
     /// The gate may not open before this instant (after a stall or a declaration of death; the
@@ -204,6 +231,9 @@ impl ClaimGate {
             .last_tick
             .map(|last| now.saturating_duration_since(last));
         self.last_tick = Some(now);
+        if gap.is_some_and(|g| g > self.settings.stall_threshold / 2) {
+            self.last_pause = Some(now);
+        }
         let stalled = gap.filter(|g| *g > self.settings.stall_threshold);
         if stalled.is_some() {
             self.closed_since = now;
@@ -329,15 +359,13 @@ mod tests {
     }
 
     #[test]
-    fn declared_down_closes_the_gate_with_a_growing_hold_off() {
+    fn declared_down_closes_the_gate_and_holds_off_only_a_flapping_member() {
         let t0 = Instant::now();
         let mut gate = ClaimGate::new(settings(), t0);
         let all = set(&["a", "b", "c"]);
         let step = Duration::from_millis(100);
         let mut now = t0;
         assert_eq!(gate.tick(now, &all, &all).standing, Standing::Majority);
-        // Declared down while everyone still looks alive to us: closed for one resync (300 ms).
-        gate.declared_down(now);
         let open_after = |gate: &mut ClaimGate, mut now: Instant| {
             let start = now;
             loop {
@@ -347,25 +375,47 @@ mod tests {
                 }
             }
         };
+        // Declared down once while everyone still looks alive to us: closed, no hold-off; it
+        // opens as soon as the membership has converged again.
+        assert!(
+            !gate.declared_down(now),
+            "the first declaration keeps us in"
+        );
+        assert!(
+            matches!(
+                gate.tick(now, &set(&["a", "b"]), &all).standing,
+                Standing::Converging { .. }
+            ),
+            "closed until converged"
+        );
         let (first, t) = open_after(&mut gate, now);
         now = t;
-        assert_eq!(first, Duration::from_millis(300));
-        // Again within a minute: twice as long, then four times.
-        gate.declared_down(now);
-        let (second, t) = open_after(&mut gate, now);
-        now = t;
-        assert_eq!(second, Duration::from_millis(600));
-        gate.declared_down(now);
-        let (third, t) = open_after(&mut gate, now);
-        now = t;
-        assert_eq!(third, Duration::from_millis(1200));
-        // Quiet for over a minute: back to one period.
+        assert_eq!(first, step);
+        // Again within a minute: out of the membership for one resync (300 ms), then twice
+        // as long, then four times.
+        for want in [300, 600, 1200] {
+            assert!(gate.declared_down(now));
+            let (held, t) = open_after(&mut gate, now);
+            now = t;
+            assert_eq!(held, Duration::from_millis(want));
+        }
+        // Quiet for over a minute: an isolated declaration again.
         for _ in 0..700 {
             now += step;
             gate.tick(now, &all, &all);
         }
-        gate.declared_down(now);
-        assert_eq!(open_after(&mut gate, now).0, Duration::from_millis(300));
+        assert!(!gate.declared_down(now));
+        let (first, t) = open_after(&mut gate, now);
+        now = t;
+        assert_eq!(first, step);
+        // Declarations right after pauses of ours (a 200 ms tick gap > 300 ms / 2) are explained
+        // by them and never hold us off, however often they come.
+        for _ in 0..4 {
+            now += Duration::from_millis(200);
+            gate.tick(now, &all, &all);
+            assert!(!gate.declared_down(now), "a pause explains it");
+            now = open_after(&mut gate, now).1;
+        }
     }
 
     fn settings() -> ClaimSettings {
