@@ -231,10 +231,10 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
 
         // Declared down by the others (we learned it from their gossip and foca rejoined us
         // with a new generation): some of them may have elected new owners for our IPs.
-        // Withdraw now and converge again. A flapping member (declared down again within a
-        // minute) also stays out of the membership for a doubling hold-off
+        // Withdraw now and converge again. Unless a pause of ours explains it, also stay out of
+        // the membership for a hold-off that doubles while it keeps happening
         // (`ClaimGate::declared_down`): an alive member that claims nothing would be elected by
-        // the others and leave its IPs unanswered. Then it rejoins and converges again.
+        // the others and leave its IPs unanswered. Then rejoin and converge again.
         if let Some(m) = &membership {
             let rejoins = m.counters().self_rejoins;
             if rejoins > seen_rejoins {
@@ -246,7 +246,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                 if leave {
                     tracing::warn!(
                         hold_off = ?gate.held_until().saturating_duration_since(now),
-                        "the others declared this speaker down again; withdrawing every IP and leaving the membership for a hold-off"
+                        "the others declared this speaker down; withdrawing every IP and leaving the membership for a hold-off"
                     );
                     if let Some(m) = membership.take() {
                         tokio::spawn(m.leave(Duration::from_millis(500)));
@@ -255,7 +255,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                     member_events = None;
                 } else {
                     tracing::warn!(
-                        "the others declared this speaker down; withdrawing every IP until the membership has converged again"
+                        "the others declared this speaker down right after a pause of ours; withdrawing every IP until the membership has converged again"
                     );
                 }
             }

@@ -166,13 +166,13 @@ impl ClaimGate {
     /// new generation): some of them may have elected new owners for its IPs, so it withdraws at
     /// once — even though it may still hear all of them (a one-way or lossy link) — and converges
     /// again. Returns whether it must also stay out of the membership until [`Self::held_until`]:
-    /// not for an isolated declaration, nor for one that follows a pause of ours (a tick gap
-    /// over half the stall threshold, within two stall thresholds: the others could not hear
-    /// us, and the rejoin usually undoes it before anybody moved an IP — leaving would turn it
-    /// into a failover), but for each further unexplained declaration less than a minute after
-    /// the previous one — a flapping member, e.g. on a lossy link — for one resync period,
-    /// doubling each time up to 32 periods. (MetalLB's memberlist rejoins too, but the speaker
-    /// keeps answering meanwhile.)
+    /// yes — for one resync period, doubling with each further declaration less than a minute
+    /// after the previous one, up to 32 periods — unless a pause of its own explains the
+    /// declaration (a tick gap over half the stall threshold now or within the last two stall
+    /// thresholds): then the others merely could not hear it for a moment, the rejoin usually
+    /// undoes the declaration before anybody moved an IP, and leaving would turn a short stall
+    /// into a failover (F4). (MetalLB's memberlist rejoins too, but the speaker keeps answering
+    /// meanwhile.)
     pub fn declared_down(&mut self, now: Instant) -> bool {
         self.closed_since = now;
         self.converged = false;
@@ -185,7 +185,8 @@ impl ClaimGate {
                 now.saturating_duration_since(t) <= self.settings.stall_threshold.saturating_mul(2)
             });
         if explained {
-            self.not_before = now;
+            // Keep a resync already running after a stall.
+            self.not_before = self.not_before.max(now);
             return false;
         }
         let recent = self
@@ -197,14 +198,8 @@ impl ClaimGate {
             1
         };
         self.last_declared_down = Some(now);
-        self.closed_since = now;
-        self.converged = false;
-        if self.declared_down < 2 {
-            self.not_before = now;
-            return false;
-        }
         let factor = 1u32
-            .checked_shl(self.declared_down.saturating_sub(2))
+            .checked_shl(self.declared_down.saturating_sub(1))
             .unwrap_or(u32::MAX)
             .min(MAX_DECLARED_DOWN_FACTOR);
         self.not_before = now
@@ -359,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn declared_down_closes_the_gate_and_holds_off_only_a_flapping_member() {
+    fn declared_down_holds_off_with_a_growing_period_unless_a_pause_explains_it() {
         let t0 = Instant::now();
         let mut gate = ClaimGate::new(settings(), t0);
         let all = set(&["a", "b", "c"]);
@@ -375,46 +370,41 @@ mod tests {
                 }
             }
         };
-        // Declared down once while everyone still looks alive to us: closed, no hold-off; it
-        // opens as soon as the membership has converged again.
-        assert!(
-            !gate.declared_down(now),
-            "the first declaration keeps us in"
-        );
-        assert!(
-            matches!(
-                gate.tick(now, &set(&["a", "b"]), &all).standing,
-                Standing::Converging { .. }
-            ),
-            "closed until converged"
-        );
-        let (first, t) = open_after(&mut gate, now);
-        now = t;
-        assert_eq!(first, step);
-        // Again within a minute: out of the membership for one resync (300 ms), then twice
-        // as long, then four times.
+        // Declared down while everyone still looks alive to us and we ran normally: out of the
+        // membership for one resync (300 ms), then twice as long, then four times.
         for want in [300, 600, 1200] {
             assert!(gate.declared_down(now));
             let (held, t) = open_after(&mut gate, now);
             now = t;
             assert_eq!(held, Duration::from_millis(want));
         }
-        // Quiet for over a minute: an isolated declaration again.
+        // Quiet for over a minute: back to one period.
         for _ in 0..700 {
             now += step;
             gate.tick(now, &all, &all);
         }
-        assert!(!gate.declared_down(now));
-        let (first, t) = open_after(&mut gate, now);
+        assert!(gate.declared_down(now));
+        let (held, t) = open_after(&mut gate, now);
         now = t;
-        assert_eq!(first, step);
-        // Declarations right after pauses of ours (a 200 ms tick gap > 300 ms / 2) are explained
-        // by them and never hold us off, however often they come.
-        for _ in 0..4 {
+        assert_eq!(held, Duration::from_millis(300));
+        // Declarations right after pauses of ours (a 200 ms tick gap > 300 ms / 2, seen by a
+        // tick or not yet) are explained by them: closed until converged, never held off.
+        for seen_by_a_tick in [true, false, true, false] {
             now += Duration::from_millis(200);
-            gate.tick(now, &all, &all);
+            if seen_by_a_tick {
+                gate.tick(now, &all, &all);
+            }
             assert!(!gate.declared_down(now), "a pause explains it");
-            now = open_after(&mut gate, now).1;
+            assert!(
+                matches!(
+                    gate.tick(now, &set(&["a", "b"]), &all).standing,
+                    Standing::Converging { .. }
+                ),
+                "closed until converged"
+            );
+            let (held, t) = open_after(&mut gate, now);
+            now = t;
+            assert_eq!(held, step);
         }
     }
 
