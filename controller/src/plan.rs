@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use ferrolb_crds::addresses::Family;
 use ferrolb_crds::ownership::creation_seconds;
@@ -100,6 +100,9 @@ pub struct Planner {
     warned: HashMap<ServiceKey, Vec<String>>,
     /// Our status writes per Service, against another writer's (R8).
     contests: Contests,
+    /// Service → `metadata.uid` of the Services we hold, so a deleted Service still gets its
+    /// `IPReleased` Event (R14) from the last state we held, without keeping the object.
+    uids: HashMap<ServiceKey, String>,
 }
 
 impl Planner {
@@ -111,6 +114,7 @@ impl Planner {
             written: HashMap::new(),
             warned: HashMap::new(),
             contests: Contests::new(policy),
+            uids: HashMap::new(),
         }
     }
 
@@ -166,6 +170,11 @@ impl Planner {
                     }
                     self.warned.insert(key.clone(), warnings);
                     self.ipam.upsert_service(*req);
+                    if let Some(uid) = &svc.metadata.uid
+                        && self.uids.get(&key) != Some(uid)
+                    {
+                        self.uids.insert(key.clone(), uid.clone());
+                    }
                     ours.insert(key);
                 }
                 Classified::NotLoadBalancer | Classified::OtherClass => {
@@ -193,12 +202,21 @@ impl Planner {
                     }
                 }
                 None => {
-                    if !self.ipam.remove_service(&key, Gone::Deleted).is_empty() {
+                    let freed = self.ipam.remove_service(&key, Gone::Deleted);
+                    if !freed.is_empty() {
                         plan.tally.releases += 1;
+                        plan.events.push((
+                            Arc::new(deleted_service(&key, self.uids.get(&key))),
+                            event_for(&Note::Released {
+                                ips: freed,
+                                why: "the Service was deleted".into(),
+                            }),
+                        ));
                     }
                     self.written.remove(&key);
                 }
             }
+            self.uids.remove(&key);
             self.contests.forget(&key);
         }
 
@@ -376,6 +394,20 @@ impl Planner {
 }
 
 /// `metadata.name`, or empty (objects from the API server always have one).
+/// What an Event about a deleted Service refers to: its namespace, name and (when we saw it)
+/// uid, all an Event's `involvedObject` needs.
+fn deleted_service(key: &ServiceKey, uid: Option<&String>) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.clone()),
+            uid: uid.cloned(),
+            ..ObjectMeta::default()
+        },
+        ..Service::default()
+    }
+}
+
 fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }

@@ -61,7 +61,7 @@ fn namespace(name: &str) -> Arc<Namespace> {
 /// A Service; `over` is merged into the object (JSON merge of top-level `metadata`/`spec`/`status`).
 fn svc(name: &str, over: Value) -> Service {
     let mut v = json!({
-        "metadata": { "name": name, "namespace": "default", "resourceVersion": "1" },
+        "metadata": { "name": name, "namespace": "default", "resourceVersion": "1", "uid": format!("uid-{name}") },
         "spec": {
             "type": "LoadBalancer",
             "ports": [{ "protocol": "TCP", "port": 80 }],
@@ -577,6 +577,15 @@ fn r14_events_and_counters_say_what_happened() {
     let plan = world.pass();
     assert_eq!(plan.tally.releases, 1);
     assert!(writes(&plan).is_empty(), "a deleted Service is not written");
+    // A deleted Service still gets IPReleased, about the object it was (namespace, name, uid).
+    assert_eq!(events(&plan), vec![("a".to_string(), "IPReleased")]);
+    assert!(
+        message(&plan, "a", "IPReleased")
+            .contains("released 198.51.100.1: the Service was deleted")
+    );
+    let (gone, _) = &plan.events[0];
+    assert_eq!(gone.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(gone.metadata.uid.as_deref(), Some("uid-a"));
 }
 
 #[test]
