@@ -3,13 +3,20 @@
 //! (`--kubeconfig`, `--admin-address`, `--log-format`) come from [`ferrolb_runtime::SharedArgs`].
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use clap::{ArgAction, Parser};
-use ferrolb_runtime::SharedArgs;
+use ferrolb_runtime::{SharedArgs, duration};
 
 /// Where the controller's admin endpoints listen unless `--admin-address` says otherwise.
 pub const DEFAULT_ADMIN_ADDRESS: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 7472);
+
+/// `d` in whole seconds, rounded up, at least 1.
+fn whole_seconds(d: Duration) -> u64 {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    secs.max(1)
+}
 
 /// Flags of the controller binary.
 #[derive(Debug, Clone, Parser)]
@@ -39,30 +46,78 @@ pub struct Config {
     /// Identity in the Lease; default: `$HOSTNAME` plus the process id.
     #[arg(long, env = "FERROLB_IDENTITY")]
     pub identity: Option<String>,
-    /// Seconds a Lease stays valid without renewal: the longest a standby waits to take over.
-    #[arg(long, env = "FERROLB_LEASE_DURATION_SECONDS", default_value_t = 15)]
-    pub lease_duration_seconds: u64,
-    /// Seconds before expiry at which the leader renews.
-    #[arg(long, env = "FERROLB_LEASE_GRACE_SECONDS", default_value_t = 5)]
-    pub lease_grace_seconds: u64,
-    /// Seconds between full resyncs (safety net; changes are acted on at once) (R11).
-    #[arg(long, env = "FERROLB_RESYNC_SECONDS", default_value_t = 300)]
-    pub resync_seconds: u64,
-    /// Seconds a Service whose status another field manager keeps rewriting is left alone
+    /// How long a Lease stays valid without renewal: the longest a standby waits to take over
+    /// (whole seconds, the Lease API's unit) [default: 15s].
+    #[arg(long, env = "FERROLB_LEASE_DURATION", value_parser = duration::parse)]
+    pub lease_duration: Option<Duration>,
+    /// How long before expiry the leader renews [default: 5s].
+    #[arg(long, env = "FERROLB_LEASE_GRACE", value_parser = duration::parse)]
+    pub lease_grace: Option<Duration>,
+    /// Time between full resyncs (a safety net; changes are acted on at once) (R11)
+    /// [default: 5m].
+    #[arg(long, env = "FERROLB_RESYNC", value_parser = duration::parse)]
+    pub resync: Option<Duration>,
+    /// How long a Service whose status another field manager keeps rewriting is left alone
     /// before ferrolb tries again, unless its spec changes first (R8, `crate::contest`: at most
-    /// 3 writes per spec and per period).
-    #[arg(
-        long,
-        env = "FERROLB_STATUS_CONFLICT_BACKOFF_SECONDS",
-        default_value_t = 600
-    )]
-    pub status_conflict_backoff_seconds: u64,
+    /// 3 writes per spec and per period) [default: 10m].
+    #[arg(long, env = "FERROLB_STATUS_CONFLICT_BACKOFF", value_parser = duration::parse)]
+    pub status_conflict_backoff: Option<Duration>,
+    /// Deprecated spellings (one release): a bare number is in seconds.
+    #[command(flatten)]
+    pub legacy: LegacyDurations,
     /// Status writes and Events sent concurrently.
     #[arg(long, env = "FERROLB_WRITE_CONCURRENCY", default_value_t = 32)]
     pub write_concurrency: usize,
 }
 
+/// The duration flags as they were spelled before issue #9 (`-seconds` in the name), hidden;
+/// each also read from its old environment variable. The new spelling wins when both are given.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LegacyDurations {
+    #[arg(long, hide = true, env = "FERROLB_LEASE_DURATION_SECONDS", value_parser = duration::parse_legacy_seconds)]
+    lease_duration_seconds: Option<Duration>,
+    #[arg(long, hide = true, env = "FERROLB_LEASE_GRACE_SECONDS", value_parser = duration::parse_legacy_seconds)]
+    lease_grace_seconds: Option<Duration>,
+    #[arg(long, hide = true, env = "FERROLB_RESYNC_SECONDS", value_parser = duration::parse_legacy_seconds)]
+    resync_seconds: Option<Duration>,
+    #[arg(long, hide = true, env = "FERROLB_STATUS_CONFLICT_BACKOFF_SECONDS", value_parser = duration::parse_legacy_seconds)]
+    status_conflict_backoff_seconds: Option<Duration>,
+}
+
 impl Config {
+    /// `--lease-duration` in whole seconds (rounded up, at least 1), as the Lease API takes it.
+    pub fn lease_duration_secs(&self) -> u64 {
+        whole_seconds(
+            self.lease_duration
+                .or(self.legacy.lease_duration_seconds)
+                .unwrap_or(Duration::from_secs(15)),
+        )
+    }
+
+    /// `--lease-grace` in whole seconds (rounded up, at least 1).
+    pub fn lease_grace_secs(&self) -> u64 {
+        whole_seconds(
+            self.lease_grace
+                .or(self.legacy.lease_grace_seconds)
+                .unwrap_or(Duration::from_secs(5)),
+        )
+    }
+
+    /// `--resync`, at least one second.
+    pub fn resync(&self) -> Duration {
+        self.resync
+            .or(self.legacy.resync_seconds)
+            .unwrap_or(Duration::from_secs(300))
+            .max(Duration::from_secs(1))
+    }
+
+    /// `--status-conflict-backoff`.
+    pub fn status_conflict_backoff(&self) -> Duration {
+        self.status_conflict_backoff
+            .or(self.legacy.status_conflict_backoff_seconds)
+            .unwrap_or(Duration::from_secs(600))
+    }
+
     /// The Lease namespace to use (see [`Config::lease_namespace`]).
     pub fn lease_namespace(&self) -> String {
         self.lease_namespace.clone().unwrap_or_else(|| {
@@ -93,7 +148,9 @@ mod tests {
         let c = Config::try_parse_from(["ferrolb-controller"]).unwrap();
         assert_eq!(c.lb_class, "ferrolb.io/l2");
         assert!(c.default_class);
-        assert_eq!(c.status_conflict_backoff_seconds, 600);
+        assert_eq!(c.status_conflict_backoff(), Duration::from_secs(600));
+        assert_eq!((c.lease_duration_secs(), c.lease_grace_secs()), (15, 5));
+        assert_eq!(c.resync(), Duration::from_secs(300));
         assert_eq!(
             c.shared.admin_address(DEFAULT_ADMIN_ADDRESS).port(),
             7472,
@@ -108,5 +165,31 @@ mod tests {
         .unwrap();
         assert!(!c.default_class);
         assert_eq!(c.lb_class, "x/y");
+    }
+
+    #[test]
+    fn durations_carry_their_unit_and_the_old_spellings_still_work() {
+        let new = Config::try_parse_from([
+            "ferrolb-controller",
+            "--lease-duration=3s",
+            "--lease-grace=1500ms",
+            "--resync=1m",
+            "--status-conflict-backoff=20s",
+        ])
+        .unwrap();
+        let old = Config::try_parse_from([
+            "ferrolb-controller",
+            "--lease-duration-seconds=3",
+            "--lease-grace-seconds=2",
+            "--resync-seconds=60",
+            "--status-conflict-backoff-seconds=20",
+        ])
+        .unwrap();
+        for c in [&new, &old] {
+            assert_eq!((c.lease_duration_secs(), c.lease_grace_secs()), (3, 2));
+            assert_eq!(c.resync(), Duration::from_secs(60));
+            assert_eq!(c.status_conflict_backoff(), Duration::from_secs(20));
+        }
+        assert!(Config::try_parse_from(["ferrolb-controller", "--resync", "60"]).is_err());
     }
 }

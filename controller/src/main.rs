@@ -48,8 +48,8 @@ async fn main() -> anyhow::Result<()> {
             name: cfg.lease_name.clone(),
             namespace: cfg.lease_namespace(),
             identity: identity.clone(),
-            duration: cfg.lease_duration_seconds,
-            grace: cfg.lease_grace_seconds,
+            duration: cfg.lease_duration_secs(),
+            grace: cfg.lease_grace_secs(),
         },
         stop_rx,
     );
@@ -73,11 +73,11 @@ async fn main() -> anyhow::Result<()> {
                 instance: Some(identity.clone()),
             },
         ),
-        resync: Duration::from_secs(cfg.resync_seconds.max(1)),
+        resync: cfg.resync(),
         concurrency: cfg.write_concurrency,
         contest: ContestPolicy {
             max_writes: MAX_WRITES,
-            backoff: Duration::from_secs(cfg.status_conflict_backoff_seconds),
+            backoff: cfg.status_conflict_backoff(),
         },
     };
     tracing::info!(identity, lb_class = %cfg.lb_class, default_class = cfg.default_class, "configured");

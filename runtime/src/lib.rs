@@ -9,6 +9,7 @@ pub mod admin;
 pub mod args;
 pub mod build_info;
 pub mod client;
+pub mod duration;
 pub mod logging;
 pub mod reflector;
 pub mod shutdown;

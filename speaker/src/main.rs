@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use ferrolb_crds::service::{ClassFilter, DEFAULT_LB_CLASS};
 use ferrolb_runtime::client::client;
-use ferrolb_runtime::{SharedArgs, build_info, logging};
+use ferrolb_runtime::{SharedArgs, build_info, duration, logging};
 use ferrolb_speaker::claim::ClaimSettings;
 use ferrolb_speaker::daemon::{SpeakerConfig, run};
 use ferrolb_speaker::event_sink::EventSinkConfig;
@@ -55,31 +55,48 @@ struct Cli {
     /// override single values.
     #[arg(long, env = "FERROLB_TIMING_PROFILE", value_enum, default_value_t = Profile::Fast)]
     timing_profile: Profile,
-    /// SWIM probe period in milliseconds [default: from --timing-profile].
-    #[arg(long, env = "FERROLB_PROBE_PERIOD_MS")]
-    probe_period_ms: Option<u64>,
-    /// SWIM direct-probe timeout in milliseconds [default: from --timing-profile].
-    #[arg(long, env = "FERROLB_PROBE_RTT_MS")]
-    probe_rtt_ms: Option<u64>,
-    /// How long a suspect member has to refute before it is declared down, in milliseconds
+    /// SWIM probe period, with its unit (e.g. 100ms) [default: from --timing-profile].
+    #[arg(long, env = "FERROLB_PROBE_PERIOD", value_parser = duration::parse)]
+    probe_period: Option<Duration>,
+    /// SWIM direct-probe timeout (e.g. 40ms) [default: from --timing-profile].
+    #[arg(long, env = "FERROLB_PROBE_RTT", value_parser = duration::parse)]
+    probe_rtt: Option<Duration>,
+    /// How long a suspect member has to refute before it is declared down (e.g. 200ms)
     /// [default: from --timing-profile].
-    #[arg(long, env = "FERROLB_SUSPECT_TIMEOUT_MS")]
-    suspect_timeout_ms: Option<u64>,
-    /// Offsets (ms, comma-separated) of the gratuitous ARP / unsolicited NA burst after gaining an IP.
-    #[arg(
-        long,
-        env = "FERROLB_ANNOUNCE_OFFSETS_MS",
-        value_delimiter = ',',
-        default_value = "0,500,2000,5000"
-    )]
-    announce_offsets_ms: Vec<u64>,
-    /// Re-announce owned IPs every this many seconds after the burst (0 = never).
-    #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH_S", default_value_t = 0)]
-    announce_refresh_s: u64,
+    #[arg(long, env = "FERROLB_SUSPECT_TIMEOUT", value_parser = duration::parse)]
+    suspect_timeout: Option<Duration>,
+    /// Offsets of the gratuitous ARP / unsolicited NA burst after gaining an IP, comma-separated
+    /// [default: 0s,500ms,2s,5s].
+    #[arg(long, env = "FERROLB_ANNOUNCE_OFFSETS", value_delimiter = ',', value_parser = duration::parse)]
+    announce_offsets: Vec<Duration>,
+    /// Re-announce owned IPs this often after the burst (0s = never) [default: 0s].
+    #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH", value_parser = duration::parse)]
+    announce_refresh: Option<Duration>,
     /// Longest wait after a start, rejoin or stall for every expected speaker (each Ready Node
-    /// runs one) to be heard from before claiming IPs, in milliseconds.
-    #[arg(long, env = "FERROLB_CONVERGE_TIMEOUT_MS", default_value_t = 3000)]
-    converge_timeout_ms: u64,
+    /// runs one) to be heard from before claiming IPs [default: 3s].
+    #[arg(long, env = "FERROLB_CONVERGE_TIMEOUT", value_parser = duration::parse)]
+    converge_timeout: Option<Duration>,
+    /// Deprecated spellings (one release): a bare number is in the unit of the old name.
+    #[command(flatten)]
+    legacy: LegacyDurations,
+}
+
+/// The duration flags as they were spelled before issue #9 (unit in the name), hidden; each
+/// also read from its old environment variable. The new spelling wins when both are given.
+#[derive(clap::Args, Debug)]
+struct LegacyDurations {
+    #[arg(long, hide = true, env = "FERROLB_PROBE_PERIOD_MS", value_parser = duration::parse_legacy_ms)]
+    probe_period_ms: Option<Duration>,
+    #[arg(long, hide = true, env = "FERROLB_PROBE_RTT_MS", value_parser = duration::parse_legacy_ms)]
+    probe_rtt_ms: Option<Duration>,
+    #[arg(long, hide = true, env = "FERROLB_SUSPECT_TIMEOUT_MS", value_parser = duration::parse_legacy_ms)]
+    suspect_timeout_ms: Option<Duration>,
+    #[arg(long, hide = true, env = "FERROLB_ANNOUNCE_OFFSETS_MS", value_delimiter = ',', value_parser = duration::parse_legacy_ms)]
+    announce_offsets_ms: Vec<Duration>,
+    #[arg(long, hide = true, env = "FERROLB_ANNOUNCE_REFRESH_S", value_parser = duration::parse_legacy_seconds)]
+    announce_refresh_s: Option<Duration>,
+    #[arg(long, hide = true, env = "FERROLB_CONVERGE_TIMEOUT_MS", value_parser = duration::parse_legacy_ms)]
+    converge_timeout_ms: Option<Duration>,
 }
 
 /// `--timing-profile` values (see [`TimingProfile`]).
@@ -90,19 +107,46 @@ enum Profile {
 }
 
 impl Cli {
-    /// `(probe_period_ms, probe_rtt_ms, suspect_timeout_ms)`: the profile's, overridden by flags.
-    fn timings_ms(&self) -> (u64, u64, u64) {
+    /// `(probe_period, probe_rtt, suspect_timeout)`: the profile's, overridden by flags.
+    fn timings(&self) -> (Duration, Duration, Duration) {
         let profile = match self.timing_profile {
             Profile::Fast => TimingProfile::Fast,
             Profile::Safe => TimingProfile::Safe,
         };
         let (period, rtt, suspect) = profile.timings();
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let l = &self.legacy;
         (
-            self.probe_period_ms.unwrap_or(ms(period)),
-            self.probe_rtt_ms.unwrap_or(ms(rtt)),
-            self.suspect_timeout_ms.unwrap_or(ms(suspect)),
+            self.probe_period.or(l.probe_period_ms).unwrap_or(period),
+            self.probe_rtt.or(l.probe_rtt_ms).unwrap_or(rtt),
+            self.suspect_timeout
+                .or(l.suspect_timeout_ms)
+                .unwrap_or(suspect),
         )
+    }
+
+    /// The announcement burst offsets.
+    fn announce_offsets(&self) -> Vec<Duration> {
+        if !self.announce_offsets.is_empty() {
+            self.announce_offsets.clone()
+        } else if !self.legacy.announce_offsets_ms.is_empty() {
+            self.legacy.announce_offsets_ms.clone()
+        } else {
+            [0, 500, 2000, 5000].map(Duration::from_millis).to_vec()
+        }
+    }
+
+    /// The periodic refresh (zero = none).
+    fn announce_refresh(&self) -> Duration {
+        self.announce_refresh
+            .or(self.legacy.announce_refresh_s)
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// The convergence wait.
+    fn converge_timeout(&self) -> Duration {
+        self.converge_timeout
+            .or(self.legacy.converge_timeout_ms)
+            .unwrap_or(Duration::from_secs(3))
     }
 }
 
@@ -112,25 +156,42 @@ const DEFAULT_ADMIN_ADDRESS: SocketAddr =
 
 /// Refuses settings that cannot work or would overflow a timer (issue #8 F6), naming the flag.
 fn check(cli: &Cli) -> anyhow::Result<()> {
-    const HOUR_MS: u64 = 3_600_000;
-    let (period, rtt, suspect) = cli.timings_ms();
-    let limits: [(&str, u64, u64, u64); 5] = [
-        ("--probe-period-ms", period, 1, 60_000),
-        ("--probe-rtt-ms", rtt, 1, 60_000),
-        ("--suspect-timeout-ms", suspect, 1, HOUR_MS),
-        ("--announce-refresh-s", cli.announce_refresh_s, 0, 86_400),
-        ("--converge-timeout-ms", cli.converge_timeout_ms, 0, HOUR_MS),
+    const MS: Duration = Duration::from_millis(1);
+    const MINUTE: Duration = Duration::from_secs(60);
+    const HOUR: Duration = Duration::from_secs(3600);
+    const DAY: Duration = Duration::from_secs(86_400);
+    let (period, rtt, suspect) = cli.timings();
+    let limits: [(&str, Duration, Duration, Duration); 5] = [
+        ("--probe-period", period, MS, MINUTE),
+        ("--probe-rtt", rtt, MS, MINUTE),
+        ("--suspect-timeout", suspect, MS, HOUR),
+        (
+            "--announce-refresh",
+            cli.announce_refresh(),
+            Duration::ZERO,
+            DAY,
+        ),
+        (
+            "--converge-timeout",
+            cli.converge_timeout(),
+            Duration::ZERO,
+            HOUR,
+        ),
     ];
     for (flag, value, min, max) in limits {
         anyhow::ensure!(
             (min..=max).contains(&value),
-            "{flag} {value} is outside {min}..={max}"
+            "{flag} {} is outside {}..={}",
+            duration::format(value),
+            duration::format(min),
+            duration::format(max)
         );
     }
-    for offset in &cli.announce_offsets_ms {
+    for offset in cli.announce_offsets() {
         anyhow::ensure!(
-            *offset <= HOUR_MS,
-            "--announce-offsets-ms {offset} is above one hour ({HOUR_MS} ms)"
+            offset <= HOUR,
+            "--announce-offsets {} is above one hour",
+            duration::format(offset)
         );
     }
     Ok(())
@@ -149,11 +210,11 @@ async fn main() -> anyhow::Result<()> {
     }));
     logging::init(cli.shared.log_format(), "info");
     build_info::log_startup("ferrolb-speaker");
-    let (period, rtt, suspect) = cli.timings_ms();
+    let (probe_period, probe_rtt, suspect_timeout) = cli.timings();
     let membership = MembershipConfig {
-        probe_period: Duration::from_millis(period),
-        probe_rtt: Duration::from_millis(rtt),
-        suspect_timeout: Duration::from_millis(suspect),
+        probe_period,
+        probe_rtt,
+        suspect_timeout,
         ..MembershipConfig::default()
     };
     let config = SpeakerConfig {
@@ -171,23 +232,88 @@ async fn main() -> anyhow::Result<()> {
         membership: membership.clone(),
         l2: L2Config {
             schedule: AnnounceSchedule {
-                offsets: cli
-                    .announce_offsets_ms
-                    .iter()
-                    .map(|ms| Duration::from_millis(*ms))
-                    .collect(),
-                refresh: (cli.announce_refresh_s > 0)
-                    .then(|| Duration::from_secs(cli.announce_refresh_s)),
+                offsets: cli.announce_offsets(),
+                refresh: Some(cli.announce_refresh()).filter(|d| !d.is_zero()),
             },
             ..L2Config::default()
         },
         metrics_address: cli.shared.admin_address(DEFAULT_ADMIN_ADDRESS),
         claim: ClaimSettings {
-            converge_timeout: Duration::from_millis(cli.converge_timeout_ms),
+            converge_timeout: cli.converge_timeout(),
             ..ClaimSettings::for_membership(membership.probe_period, membership.suspect_timeout)
         },
         events: EventSinkConfig::default(),
     };
     let client = client(cli.shared.kubeconfig.as_deref()).await?;
     run(client, config).await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(["ferrolb-speaker", "--node-name", "n"].iter().chain(args)).unwrap()
+    }
+
+    #[test]
+    fn durations_carry_their_unit_and_the_old_spellings_still_work() {
+        let d = parse(&[]);
+        let fast = TimingProfile::Fast.timings();
+        assert_eq!(d.timings(), fast);
+        assert_eq!(
+            d.announce_offsets(),
+            [0, 500, 2000, 5000].map(Duration::from_millis)
+        );
+        assert_eq!(d.announce_refresh(), Duration::ZERO);
+        assert_eq!(d.converge_timeout(), Duration::from_secs(3));
+
+        let new = parse(&[
+            "--probe-period=150ms",
+            "--probe-rtt=50ms",
+            "--suspect-timeout=1s",
+            "--announce-offsets=0s,1s",
+            "--announce-refresh=30s",
+            "--converge-timeout=2s",
+        ]);
+        let old = parse(&[
+            "--probe-period-ms=150",
+            "--probe-rtt-ms=50",
+            "--suspect-timeout-ms=1000",
+            "--announce-offsets-ms=0,1000",
+            "--announce-refresh-s=30",
+            "--converge-timeout-ms=2000",
+        ]);
+        for c in [&new, &old] {
+            assert_eq!(
+                c.timings(),
+                (
+                    Duration::from_millis(150),
+                    Duration::from_millis(50),
+                    Duration::from_secs(1)
+                )
+            );
+            assert_eq!(
+                c.announce_offsets(),
+                [Duration::ZERO, Duration::from_secs(1)]
+            );
+            assert_eq!(c.announce_refresh(), Duration::from_secs(30));
+            assert_eq!(c.converge_timeout(), Duration::from_secs(2));
+        }
+        // The new spelling wins over the old one.
+        let both = parse(&["--probe-period=120ms", "--probe-period-ms=300"]);
+        assert_eq!(both.timings().0, Duration::from_millis(120));
+        // A bare number needs the old spelling.
+        assert!(
+            Cli::try_parse_from([
+                "ferrolb-speaker",
+                "--node-name",
+                "n",
+                "--probe-period",
+                "100"
+            ])
+            .is_err()
+        );
+    }
 }

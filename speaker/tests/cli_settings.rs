@@ -16,27 +16,30 @@ fn speaker(args: &[&str]) -> std::process::Output {
 #[test]
 fn f6_overflow_prone_settings_are_refused_at_start() {
     for (args, flag) in [
+        (&["--announce-refresh", "2days"][..], "--announce-refresh"),
+        (&["--announce-offsets", "0s,2h"], "--announce-offsets"),
+        (&["--probe-period", "0s"], "--probe-period"),
+        (&["--probe-period", "100"], "--probe-period"),
         (
-            &["--announce-refresh-s", "18446744073709551615"][..],
-            "--announce-refresh-s",
+            &["--timing-profile", "safe", "--probe-rtt", "0ms"],
+            "--probe-rtt",
+        ),
+        (&["--timing-profile", "quick"], "--timing-profile"),
+        (&["--suspect-timeout", "2h"], "--suspect-timeout"),
+        (&["--converge-timeout", "soon"], "--converge-timeout"),
+        // The old spellings (a bare number in the old unit) are still read and still checked.
+        (
+            &["--announce-refresh-s", "18446744073709551615"],
+            "--announce-refresh",
         ),
         (
             &["--announce-offsets-ms", "0,18446744073709551615"],
-            "--announce-offsets-ms",
+            "--announce-offsets",
         ),
-        (&["--probe-period-ms", "0"], "--probe-period-ms"),
-        (
-            &["--timing-profile", "safe", "--probe-rtt-ms", "0"],
-            "--probe-rtt-ms",
-        ),
-        (&["--timing-profile", "quick"], "--timing-profile"),
-        (
-            &["--suspect-timeout-ms", "18446744073709551615"],
-            "--suspect-timeout-ms",
-        ),
+        (&["--probe-period-ms", "0"], "--probe-period"),
         (
             &["--converge-timeout-ms", "18446744073709551615"],
-            "--converge-timeout-ms",
+            "--converge-timeout",
         ),
     ] {
         let out = speaker(args);

@@ -43,8 +43,8 @@ fn start_controller(cluster: &TestCluster, identity: &str, extra: &[&str]) -> Co
         format!("--admin-address=127.0.0.1:{port}"),
         "--lease-namespace=default".into(),
         format!("--identity={identity}"),
-        "--lease-duration-seconds=3".into(),
-        "--lease-grace-seconds=1".into(),
+        "--lease-duration=3s".into(),
+        "--lease-grace=1s".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let log = cluster.dir().join(format!("controller-{identity}.log"));
@@ -1058,7 +1058,7 @@ async fn r8_write_war_backs_off() {
         .unwrap();
     let ns = namespace::fresh(&client, "r8").await.unwrap();
     let api = Api::<Service>::namespaced(client.clone(), &ns);
-    let backoff_flag = format!("--status-conflict-backoff-seconds={BACKOFF_S}");
+    let backoff_flag = format!("--status-conflict-backoff={BACKOFF_S}s");
     let ctl = start_controller(&cluster, "r8", &[&backoff_flag]);
     create_service(
         &client,

@@ -44,7 +44,7 @@ pub struct Policy {
     /// Writes per episode before backing off ([`MAX_WRITES`]; 0 is read as 1).
     pub max_writes: u32,
     /// How long a contested Service with an unchanged spec is left alone
-    /// (`--status-conflict-backoff-seconds`).
+    /// (`--status-conflict-backoff`).
     pub backoff: Duration,
 }
 

@@ -64,8 +64,8 @@ fn start(
         format!("--admin-address=127.0.0.1:{port}"),
         "--lease-namespace=default".to_owned(),
         format!("--identity={identity}"),
-        "--lease-duration-seconds=5".to_owned(),
-        "--lease-grace-seconds=2".to_owned(),
+        "--lease-duration=5s".to_owned(),
+        "--lease-grace=2s".to_owned(),
         "--log-format=json".to_owned(),
     ];
     let log = cluster.dir().join(format!("{identity}.log"));

@@ -133,8 +133,8 @@ impl Default for MembershipConfig {
 }
 
 /// A named set of failure-detection timings (`--timing-profile`), measured in the lab
-/// (`docs/benchmarks.md`, issue #8 F4). Explicit `--probe-period-ms`, `--probe-rtt-ms` and
-/// `--suspect-timeout-ms` override the profile's values one by one.
+/// (`docs/benchmarks.md`, issue #8 F4). Explicit `--probe-period`, `--probe-rtt` and
+/// `--suspect-timeout` override the profile's values one by one.
 ///
 /// - [`TimingProfile::Fast`] (default): 100 ms / 40 ms / 200 ms. A crashed speaker is failed
 ///   over in well under a second. Tolerates a speaker whose CPU quota is small but above what it
