@@ -23,7 +23,7 @@ use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::Notify;
 
-use crate::claim::{ClaimGate, ClaimSettings, Standing, expected_speakers};
+use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
 use crate::eligibility::Interfaces;
 use crate::event_sink::{EventCounters, EventSink, EventSinkConfig};
 use crate::events::EventPlanner;
@@ -183,6 +183,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let mut seen_rejoins = 0u64;
     let mut last_standing = "";
     let mut ever_converged = false;
+    let mut voters = Voters::new(VOTER_MEMORY);
     let mut view = stores.view(&config.view);
     let mut last_plan: Option<Instant> = None;
     let mut shutdown = std::pin::pin!(ferrolb_runtime::shutdown::signal());
@@ -306,18 +307,27 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             .as_ref()
             .map(|rx| rx.borrow().clone())
             .unwrap_or_default();
-        let expected = expected_speakers(&view.cluster, &config.node_name);
+        voters.observe(now, &alive);
+        let expected = voters.voters(&view.cluster, &config.node_name);
         let tick = gate.tick(now, &alive, &expected);
         if let Some(gap) = tick.stalled {
             // F4: we were not running for longer than the others need to take our IPs. Stop
-            // answering now; claim again once the membership has caught up.
+            // answering now, and stay out of the membership for the resync: the others may not
+            // have declared us down yet, and an alive member that claims nothing would stay
+            // elected and leave its IPs unanswered (the lab attack A7). Rejoin and converge
+            // after it.
             tracing::warn!(
                 ?gap,
-                "speaker was stalled; withdrawing until the membership has caught up"
+                "speaker was stalled; withdrawing and leaving the membership until the resync is over"
             );
             metrics.claim.stalls.fetch_add(1, Ordering::Relaxed);
             responder.set_lease(Some(now));
             responder.set_owned(BTreeMap::new());
+            if let Some(m) = membership.take() {
+                tokio::spawn(m.leave(Duration::from_millis(500)));
+            }
+            members = None;
+            member_events = None;
         }
         let standing = tick.standing.label();
         if standing != last_standing {

@@ -29,7 +29,7 @@
 //! view whose `Ready` condition is not `False`/`Unknown`, plus the speaker itself: the speaker
 //! DaemonSet runs on every Linux node (`deploy/speaker.yaml` tolerates the control-plane taint).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use crate::eligibility::Cluster;
@@ -167,19 +167,23 @@ impl ClaimGate {
     /// once — even though it may still hear all of them (a one-way or lossy link) — and converges
     /// again. Returns whether it must also stay out of the membership until [`Self::held_until`]:
     /// yes — for one resync period, doubling with each further declaration less than a minute
-    /// after the previous one, up to 32 periods — unless a pause of its own explains the
-    /// declaration (a tick gap over half the stall threshold now or within the last two stall
-    /// thresholds): then the others merely could not hear it for a moment, the rejoin usually
-    /// undoes the declaration before anybody moved an IP, and leaving would turn a short stall
-    /// into a failover (F4). (MetalLB's memberlist rejoins too, but the speaker keeps answering
+    /// after the previous one, up to 32 periods — unless a short pause of its own explains the
+    /// declaration (a tick gap over half the stall threshold but not over it, now or within the
+    /// last two stall thresholds): then the others merely could not hear it for a moment, the
+    /// rejoin usually undoes the declaration before anybody moved an IP, and leaving would turn
+    /// a short stall into a failover (F4). A stall (a longer gap) explains nothing: the gate
+    /// holds for a resync then, and staying in the membership would get it elected while silent. (MetalLB's memberlist rejoins too, but the speaker keeps answering
     /// meanwhile.)
     pub fn declared_down(&mut self, now: Instant) -> bool {
         self.closed_since = now;
         self.converged = false;
-        // A pause shows as a long gap since the last tick, or was seen by a recent tick.
-        let pausing = self
-            .last_tick
-            .is_some_and(|t| now.saturating_duration_since(t) > self.settings.stall_threshold / 2);
+        // A short pause shows as a long gap since the last tick, or was seen by a recent tick.
+        // A stall (a gap over the threshold) explains nothing: the gate then holds for a resync
+        // anyway, and staying in the membership meanwhile would get us elected while silent.
+        let pausing = self.last_tick.is_some_and(|t| {
+            let gap = now.saturating_duration_since(t);
+            gap > self.settings.stall_threshold / 2 && gap <= self.settings.stall_threshold
+        });
         let explained = pausing
             || self.last_pause.is_some_and(|t| {
                 now.saturating_duration_since(t) <= self.settings.stall_threshold.saturating_mul(2)
@@ -226,10 +230,12 @@ impl ClaimGate {
             .last_tick
             .map(|last| now.saturating_duration_since(last));
         self.last_tick = Some(now);
-        if gap.is_some_and(|g| g > self.settings.stall_threshold / 2) {
+        let stalled = gap.filter(|g| *g > self.settings.stall_threshold);
+        if stalled.is_some() {
+            self.last_pause = None;
+        } else if gap.is_some_and(|g| g > self.settings.stall_threshold / 2) {
             self.last_pause = Some(now);
         }
-        let stalled = gap.filter(|g| *g > self.settings.stall_threshold);
         if stalled.is_some() {
             self.closed_since = now;
             self.not_before = now.checked_add(self.settings.resync).unwrap_or(now);
@@ -274,6 +280,64 @@ pub fn expected_speakers(cluster: &Cluster, me: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// How long a speaker heard in the membership keeps its vote after it stops being heard, while
+/// its Node still exists: 5 minutes, the default time Kubernetes waits before evicting Pods from
+/// a NotReady or unreachable Node (`tolerationSeconds: 300`) — as long as the cluster itself has
+/// not given up on a Node, neither does the majority rule.
+pub const VOTER_MEMORY: Duration = Duration::from_secs(300);
+
+/// The voting set of the majority rule, remembered across API changes: [`expected_speakers`]
+/// (Ready Nodes that could announce something, and this speaker) plus every speaker heard alive
+/// in the membership within the last [`VOTER_MEMORY`] whose Node still exists and could announce
+/// something. Without the memory, a Node turning `NotReady` (its kubelet lost the API server,
+/// say) would shrink the set on one side of a partition only, and an isolated owner that keeps
+/// the API server would find itself a majority of one next to the others' new owner (the lab
+/// attacks A1, A2, A11). The price: when a majority of the speakers crash at once, the survivors
+/// claim nothing for up to [`VOTER_MEMORY`] (deleting the dead Nodes ends it at once).
+#[derive(Clone, Debug)]
+pub struct Voters {
+    memory: Duration,
+    heard: BTreeMap<String, Instant>,
+}
+
+impl Voters {
+    /// An empty memory of `memory` length (normally [`VOTER_MEMORY`]).
+    pub fn new(memory: Duration) -> Self {
+        Voters {
+            memory,
+            heard: BTreeMap::new(),
+        }
+    }
+
+    /// Records the speakers alive in the membership at `now` and forgets those not heard for
+    /// longer than the memory.
+    pub fn observe(&mut self, now: Instant, alive: &BTreeSet<String>) {
+        for name in alive {
+            match self.heard.get_mut(name) {
+                Some(t) => *t = now,
+                None => {
+                    self.heard.insert(name.clone(), now);
+                }
+            }
+        }
+        let memory = self.memory;
+        self.heard
+            .retain(|_, t| now.saturating_duration_since(*t) <= memory);
+    }
+
+    /// The voting set now (see the type docs).
+    pub fn voters(&self, cluster: &Cluster, me: &str) -> BTreeSet<String> {
+        let mut set = expected_speakers(cluster, me);
+        set.extend(
+            self.heard
+                .keys()
+                .filter(|n| cluster.nodes.contains_key(*n) && cluster.may_announce_anything(n))
+                .cloned(),
+        );
+        set
+    }
+}
+
 /// The F3 majority rule: `alive` sees a majority of `expected` when more than half of the
 /// expected speakers are alive, or exactly half including the smallest expected name (a
 /// deterministic tie-break, so an even split has exactly one majority side). With one or two
@@ -295,6 +359,7 @@ pub fn has_quorum(alive: &BTreeSet<String>, expected: &BTreeSet<String>) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eligibility::NodeFacts;
     use proptest::prelude::*;
 
     fn set(names: &[&str]) -> BTreeSet<String> {
@@ -303,7 +368,6 @@ mod tests {
 
     #[test]
     fn nodes_that_can_announce_nothing_do_not_vote() {
-        use crate::eligibility::NodeFacts;
         use ferrolb_crds::L2AdvertisementSpec;
         let mut cluster = Cluster::default();
         let node = |labels: &[(&str, &str)], not_ready: bool| NodeFacts {
@@ -406,6 +470,51 @@ mod tests {
             now = t;
             assert_eq!(held, step);
         }
+        // A stall (a 400 ms gap > 300 ms) explains nothing: out of the membership.
+        for _ in 0..7 {
+            now += step;
+            gate.tick(now, &all, &all);
+        }
+        now += Duration::from_millis(400);
+        assert!(gate.declared_down(now), "a stall does not explain it");
+        now += Duration::from_secs(61);
+        gate.tick(now, &all, &all);
+        now += Duration::from_millis(400);
+        assert!(gate.tick(now, &all, &all).stalled.is_some());
+        assert!(gate.declared_down(now), "nor one seen by a tick");
+    }
+
+    #[test]
+    fn voters_remember_heard_speakers_while_their_node_exists() {
+        let t0 = Instant::now();
+        let mut cluster = Cluster::default();
+        for n in ["a", "b", "c"] {
+            cluster.nodes.insert(n.into(), NodeFacts::default());
+        }
+        let mut voters = Voters::new(Duration::from_secs(300));
+        voters.observe(t0, &set(&["a", "b", "c"]));
+        // b and c turn NotReady and fall silent (a partition that also cut them off the API
+        // server): they still vote, so the isolated a is a minority, not a cluster of one.
+        for n in ["b", "c"] {
+            if let Some(f) = cluster.nodes.get_mut(n) {
+                f.not_ready = true;
+            }
+        }
+        let later = t0 + Duration::from_secs(60);
+        voters.observe(later, &set(&["a"]));
+        let v = voters.voters(&cluster, "a");
+        assert_eq!(v, set(&["a", "b", "c"]));
+        assert!(!has_quorum(&set(&["a"]), &v));
+        assert_eq!(
+            expected_speakers(&cluster, "a"),
+            set(&["a"]),
+            "without the memory"
+        );
+        // A deleted Node stops voting at once; a silent one after the memory.
+        cluster.nodes.remove("c");
+        assert_eq!(voters.voters(&cluster, "a"), set(&["a", "b"]));
+        voters.observe(t0 + Duration::from_secs(301), &set(&["a"]));
+        assert_eq!(voters.voters(&cluster, "a"), set(&["a"]));
     }
 
     fn settings() -> ClaimSettings {
