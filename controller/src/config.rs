@@ -14,7 +14,7 @@ pub const DEFAULT_ADMIN_ADDRESS: SocketAddr =
 
 /// `d` in whole seconds, rounded up, at least 1.
 fn whole_seconds(d: Duration) -> u64 {
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
     secs.max(1)
 }
 

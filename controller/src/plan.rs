@@ -393,7 +393,6 @@ impl Planner {
     }
 }
 
-/// `metadata.name`, or empty (objects from the API server always have one).
 /// What an Event about a deleted Service refers to: its namespace, name and (when we saw it)
 /// uid, all an Event's `involvedObject` needs.
 fn deleted_service(key: &ServiceKey, uid: Option<&String>) -> Service {
@@ -408,6 +407,7 @@ fn deleted_service(key: &ServiceKey, uid: Option<&String>) -> Service {
     }
 }
 
+/// `metadata.name`, or empty (objects from the API server always have one).
 fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }

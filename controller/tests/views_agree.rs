@@ -139,8 +139,9 @@ const POOL_SPELLINGS: [&str; 3] = [
 
 #[derive(Debug, Clone)]
 struct ServiceGen {
-    /// (spelling, pool index; 9 names a pool that does not exist)
-    pools: Vec<(usize, usize)>,
+    /// (spelling, pool index — 9 names a pool that does not exist —, trailing whitespace that
+    /// makes the raw value longer than any object name)
+    pools: Vec<(usize, usize, bool)>,
     requested: Option<u8>,
     status: Vec<String>,
     created: i64,
@@ -148,7 +149,10 @@ struct ServiceGen {
 
 fn service_gen() -> impl Strategy<Value = ServiceGen> {
     (
-        prop::collection::vec((0usize..3, prop_oneof![0usize..5, Just(9)]), 0..3),
+        prop::collection::vec(
+            (0usize..3, prop_oneof![0usize..5, Just(9)], any::<bool>()),
+            0..3,
+        ),
         prop::option::weighted(0.2, 0u8..64),
         prop::collection::vec(ip_text(), 0..3),
         0i64..100,
@@ -165,10 +169,15 @@ fn service_object(i: usize, g: &ServiceGen, status: &[String]) -> Service {
     let mut annotations: BTreeMap<String, String> = g
         .pools
         .iter()
-        .map(|(spelling, pool)| {
+        .map(|(spelling, pool, padded)| {
+            let pad = if *padded {
+                " ".repeat(300)
+            } else {
+                String::new()
+            };
             (
                 POOL_SPELLINGS[*spelling].to_string(),
-                format!("pool-{pool}"),
+                format!("pool-{pool}{pad}"),
             )
         })
         .collect();
@@ -271,9 +280,19 @@ proptest! {
                 service_object(i, g, &text)
             })
             .collect();
+        // The speaker reads Services through its watch trim (S13), as in production.
+        let trimmed = |list: &[Service]| -> Vec<Service> {
+            list.iter()
+                .cloned()
+                .map(|mut s| {
+                    ferrolb_l2::trim::service(&mut s);
+                    s
+                })
+                .collect()
+        };
         let view = build(
             &settings,
-            &written.iter().collect::<Vec<_>>(),
+            &trimmed(&written).iter().collect::<Vec<_>>(),
             &[],
             &node_refs,
             &pool_refs,
@@ -300,7 +319,7 @@ proptest! {
         // 2. The speaker on the random, partly foreign, status.
         let view = build(
             &settings,
-            &services.iter().collect::<Vec<_>>(),
+            &trimmed(&services).iter().collect::<Vec<_>>(),
             &[],
             &node_refs,
             &pool_refs,

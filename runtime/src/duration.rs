@@ -12,9 +12,16 @@ use std::time::Duration;
 /// A message naming the accepted forms when `text` is not one of them (also for a bare number:
 /// the unit is required).
 pub fn parse(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim()).map_err(|e| {
-        format!("{text:?} is not a duration ({e}); write it with its unit, e.g. 250ms, 5s, 10m")
-    })
+    let trimmed = text.trim().to_owned();
+    // humantime 2.4 panics (in `Duration::new`) on a sum that lands exactly on `u64::MAX`
+    // seconds with a whole second of nanoseconds to carry; input must never panic.
+    match std::panic::catch_unwind(move || humantime::parse_duration(&trimmed)) {
+        Ok(Ok(d)) => Ok(d),
+        Ok(Err(e)) => Err(format!(
+            "{text:?} is not a duration ({e}); write it with its unit, e.g. 250ms, 5s, 10m"
+        )),
+        Err(_) => Err(format!("{text:?} is too long a duration")),
+    }
 }
 
 /// As [`parse`], but a bare number counts in milliseconds (the old `-ms` flags).
@@ -57,6 +64,7 @@ mod tests {
         let err = parse("100").unwrap_err();
         assert!(err.contains("with its unit"), "{err}");
         assert!(parse("soon").is_err());
+        assert!(parse("18446744073709551615s 1000ms").is_err(), "no panic");
         assert_eq!(parse_legacy_ms("100").unwrap(), Duration::from_millis(100));
         assert_eq!(parse_legacy_ms("2s").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_legacy_seconds("15").unwrap(), Duration::from_secs(15));

@@ -184,6 +184,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let mut last_standing = "";
     let mut ever_converged = false;
     let mut voters = Voters::new(VOTER_MEMORY);
+    let mut voters_seeded = false;
     let mut view = stores.view(&config.view);
     let mut last_plan: Option<Instant> = None;
     let mut shutdown = std::pin::pin!(ferrolb_runtime::shutdown::signal());
@@ -307,6 +308,13 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             .as_ref()
             .map(|rx| rx.borrow().clone())
             .unwrap_or_default();
+        if !voters_seeded && !view.cluster.nodes.is_empty() {
+            voters_seeded = true;
+            let wall_secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            voters.seed(now, wall_secs, &view.cluster);
+        }
         voters.observe(now, &alive);
         let expected = voters.voters(&view.cluster, &config.node_name);
         let tick = gate.tick(now, &alive, &expected);

@@ -331,6 +331,9 @@ impl Ipam {
     /// annotation counts even when other annotations make the request invalid, as the speaker
     /// (which reads only this one) sees it.
     pub(super) fn pool_for(&self, req: &ServiceRequest, ip: IpAddr) -> Option<&str> {
+        // Usable by its owner too (`avoidBuggyIPs` may differ between overlapping pools), so
+        // the address is accounted for, and freed, in the owner's free set.
+        self.pool_of(ip)?;
         let pool = self.layout.pool_for(req.pool.as_deref(), ip)?;
         let (name, config) = self.pools.get_key_value(pool)?;
         config

@@ -238,7 +238,9 @@ impl ClaimGate {
         }
         if stalled.is_some() {
             self.closed_since = now;
-            self.not_before = now.checked_add(self.settings.resync).unwrap_or(now);
+            // A stall during a longer hold-off (after a declaration of death) keeps it.
+            let resync = now.checked_add(self.settings.resync).unwrap_or(now);
+            self.not_before = self.not_before.max(resync);
             self.converged = false;
         }
         if !self.converged && now >= self.not_before {
@@ -281,9 +283,11 @@ pub fn expected_speakers(cluster: &Cluster, me: &str) -> BTreeSet<String> {
 }
 
 /// How long a speaker heard in the membership keeps its vote after it stops being heard, while
-/// its Node still exists: 5 minutes, the default time Kubernetes waits before evicting Pods from
-/// a NotReady or unreachable Node (`tolerationSeconds: 300`) — as long as the cluster itself has
-/// not given up on a Node, neither does the majority rule.
+/// its Node still exists: 5 minutes, the default time Kubernetes waits before evicting ordinary
+/// Pods from a NotReady or unreachable Node (`tolerationSeconds: 300`; DaemonSet Pods such as
+/// the speaker's are never evicted) — by then the cluster has moved its workloads away from the
+/// silent Nodes, and the survivors serve again. A partition that lasts longer, with the isolated
+/// side keeping the API server, can give two answerers after it (docs/speaker.md, Known faults).
 pub const VOTER_MEMORY: Duration = Duration::from_secs(300);
 
 /// The voting set of the majority rule, remembered across API changes: [`expected_speakers`]
@@ -306,6 +310,24 @@ impl Voters {
         Voters {
             memory,
             heard: BTreeMap::new(),
+        }
+    }
+
+    /// Seeds the memory at start from the first API view (`wall_secs`: the wall clock in Unix
+    /// seconds): every Node that may announce and is Ready, or turned NotReady less than the
+    /// memory ago (or at an unknown time), counts as heard at `now`. So a speaker that restarts
+    /// during a partition does not forget the voters on the far side (their Nodes turned
+    /// NotReady a moment ago), while Nodes dead for longer do not silence a restarted survivor.
+    pub fn seed(&mut self, now: Instant, wall_secs: i64, cluster: &Cluster) {
+        let memory = i64::try_from(self.memory.as_secs()).unwrap_or(i64::MAX);
+        for (name, facts) in &cluster.nodes {
+            let recent = !facts.not_ready
+                || facts
+                    .not_ready_since
+                    .is_none_or(|t| wall_secs.saturating_sub(t) < memory);
+            if recent && cluster.may_announce_anything(name) {
+                self.heard.entry(name.clone()).or_insert(now);
+            }
         }
     }
 
@@ -515,6 +537,23 @@ mod tests {
         assert_eq!(voters.voters(&cluster, "a"), set(&["a", "b"]));
         voters.observe(t0 + Duration::from_secs(301), &set(&["a"]));
         assert_eq!(voters.voters(&cluster, "a"), set(&["a"]));
+
+        // A restarted speaker seeds its memory from the API: b turned NotReady a minute ago
+        // (a partition) still votes; d, NotReady for an hour, does not.
+        let wall = 1_000_000;
+        for (n, since) in [("b", wall - 60), ("d", wall - 3600)] {
+            cluster.nodes.insert(
+                n.into(),
+                NodeFacts {
+                    not_ready: true,
+                    not_ready_since: Some(since),
+                    ..NodeFacts::default()
+                },
+            );
+        }
+        let mut fresh = Voters::new(Duration::from_secs(300));
+        fresh.seed(t0, wall, &cluster);
+        assert_eq!(fresh.voters(&cluster, "a"), set(&["a", "b"]));
     }
 
     fn settings() -> ClaimSettings {

@@ -51,6 +51,10 @@ pub struct NodeFacts {
     /// Such a node does not count among the speakers that should exist ([`crate::claim`]); it
     /// does not change eligibility (a live speaker on it still announces).
     pub not_ready: bool,
+    /// While `not_ready`: when the `Ready` condition last changed (`lastTransitionTime`, Unix
+    /// seconds), if given. Lets a restarted speaker tell a Node that turned NotReady a moment ago
+    /// (a partition) from one that has been dead for long ([`crate::claim::Voters::seed`]).
+    pub not_ready_since: Option<i64>,
 }
 
 /// Cluster-wide inputs shared by every IP.
@@ -932,6 +936,7 @@ mod tests {
                             network_unavailable: unavailable,
                             carrier: Some(carrier),
                             not_ready: false,
+                            not_ready_since: None,
                         },
                     );
                 }

@@ -6,16 +6,17 @@
 //! Kept, by kind:
 //! - every object: name, namespace, uid, resourceVersion, creationTimestamp, generation (for
 //!   Events and pool age, R9);
-//! - Service: `spec`, `status` and the `address-pool` annotation in its three spellings (the
-//!   pool the Service is served from, R9 and `ferrolb_crds::ownership::Layout::pool_for`); no
-//!   other annotation and no label;
+//! - Service: `spec`, `status` and the pool its `address-pool` annotation names (the winning
+//!   spelling's value, as the controller reads it, kept as `ferrolb.io/address-pool`: the pool
+//!   the Service is served from, R9 and `ferrolb_crds::ownership::Layout::pool_for`); no other
+//!   annotation and no label;
 //! - EndpointSlice: the `kubernetes.io/service-name` label, and per endpoint only `nodeName` and
 //!   `conditions`;
 //! - Node: labels (node selectors, the exclusion label), `status.addresses` and
 //!   `status.conditions` (`NetworkUnavailable`, `Ready`), nothing else of the status;
 //! - IPAddressPool and L2Advertisement: labels (pool selectors), `spec`, `status`.
 
-use ferrolb_crds::annotations::ADDRESS_POOL;
+use ferrolb_crds::annotations::{ADDRESS_POOL, address_pool};
 use ferrolb_crds::{IPAddressPool, L2Advertisement};
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
@@ -38,17 +39,12 @@ fn identity(meta: &ObjectMeta) -> ObjectMeta {
 
 /// Trims a Service in place (see the module docs).
 pub fn service(svc: &mut Service) {
-    let pool: std::collections::BTreeMap<String, String> = svc
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        // A pool name is an object name: at most 253 bytes. A longer value names no pool.
-        .filter(|(k, v)| ADDRESS_POOL.contains(&k.as_str()) && v.len() <= 253)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    // The winning spelling's value as the controller reads it (`address_pool`: precedence,
+    // whitespace trimmed), kept under our spelling. A pool name is an object name, at most 253
+    // bytes: a longer value names no pool, for the controller too.
+    let pool = address_pool(svc.metadata.annotations.as_ref()).filter(|p| p.len() <= 253);
     svc.metadata = identity(&svc.metadata);
-    svc.metadata.annotations = (!pool.is_empty()).then_some(pool);
+    svc.metadata.annotations = pool.map(|p| [(ADDRESS_POOL[0].to_owned(), p)].into());
 }
 
 /// Trims an EndpointSlice in place (see the module docs).

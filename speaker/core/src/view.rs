@@ -85,6 +85,7 @@ pub fn build(
                 network_unavailable: network_unavailable(node),
                 carrier: None,
                 not_ready: not_ready(node),
+                not_ready_since: not_ready(node).then(|| ready_transition(node)).flatten(),
             },
         );
     }
@@ -150,6 +151,19 @@ fn network_unavailable(node: &Node) -> bool {
 /// `Ready` is `False` or `Unknown`; a Node without the condition (just registered) counts as ready.
 fn not_ready(node: &Node) -> bool {
     matches!(condition(node, "Ready"), Some("False" | "Unknown"))
+}
+
+/// `lastTransitionTime` of the `Ready` condition, in Unix seconds.
+fn ready_transition(node: &Node) -> Option<i64> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0.as_second())
 }
 
 fn traffic_policy(svc: &Service) -> TrafficPolicy {
@@ -356,37 +370,27 @@ mod tests {
             pool("newer", &["198.51.100.0/24"], 200),
             pool("older", &["198.51.100.0/28"], 100),
         ];
-        let v = build(
-            &ViewSettings::default(),
-            &[&s],
-            &[],
-            &[],
-            &pools.iter().collect::<Vec<_>>(),
-            &[],
-        );
+        let view_of = |s: &Service| {
+            build(
+                &ViewSettings::default(),
+                &[s],
+                &[],
+                &[],
+                &pools.iter().collect::<Vec<_>>(),
+                &[],
+            )
+        };
+        let v = view_of(&s);
         assert_eq!(
             v.ips.keys().map(ToString::to_string).collect::<Vec<_>>(),
             vec!["198.51.100.10"],
             "an IPv4-mapped status IP is not an IP to announce"
         );
-        assert_eq!(
-            v.ips[&"198.51.100.10".parse().unwrap()][0].pool.name,
-            "newer"
-        );
+        let ip = "198.51.100.10".parse().unwrap();
+        assert_eq!(v.ips[&ip][0].pool.name, "newer");
         // Without the annotation, the older pool owns the overlap (R9).
         s.metadata.annotations = None;
-        let v = build(
-            &ViewSettings::default(),
-            &[&s],
-            &[],
-            &[],
-            &pools.iter().collect::<Vec<_>>(),
-            &[],
-        );
-        assert_eq!(
-            v.ips[&"198.51.100.10".parse().unwrap()][0].pool.name,
-            "older"
-        );
+        assert_eq!(view_of(&s).ips[&ip][0].pool.name, "older");
     }
 
     #[test]
