@@ -14,6 +14,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// Starts watching `api`: returns the store (readable at once, complete after
 /// `wait_until_ready`) and the task feeding it. The task logs watch errors and retries with
@@ -31,15 +32,22 @@ where
         .modify(trim)
         .reflect(writer)
         .touched_objects();
-    let task = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(_) => wake.notify_one(),
-                Err(e) => tracing::warn!(kind, error = %e, "watch error (retrying with backoff)"),
+    // One span per watch: its errors and its end carry `watch{kind=…}`.
+    let span = tracing::info_span!("watch", kind = %kind);
+    let task = tokio::spawn(
+        async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(_) => wake.notify_one(),
+                    Err(e) => {
+                        tracing::warn!(kind, error = %e, "watch error (retrying with backoff)")
+                    }
+                }
             }
+            tracing::error!(kind, "watch stream ended");
         }
-        tracing::error!(kind, "watch stream ended");
-    });
+        .instrument(span),
+    );
     (reader, task)
 }

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::runtime::events::Recorder;
 use tokio::sync::{Notify, watch};
+use tracing::Instrument;
 
 use crate::contest;
 use crate::k8s::stores::Stores;
@@ -58,6 +59,7 @@ impl Control {
     /// Runs until the process ends.
     pub async fn run(mut self) {
         let mut state: Option<Planner> = None;
+        let mut passes: u64 = 0;
         let mut resync = tokio::time::interval(self.resync);
         resync.tick().await;
         loop {
@@ -71,7 +73,13 @@ impl Control {
                     Planner::new(self.class.clone(), self.contest)
                 });
                 let started = Instant::now();
-                let retry = self.pass(st).await;
+                passes = passes.wrapping_add(1);
+                // One span per pass: every log line of the pass (and of its writes) carries
+                // `reconcile{pass=N}`.
+                let retry = self
+                    .pass(st)
+                    .instrument(tracing::info_span!("reconcile", pass = passes))
+                    .await;
                 self.metrics
                     .reconcile_seconds
                     .observe(started.elapsed().as_secs_f64());
