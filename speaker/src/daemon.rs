@@ -250,11 +250,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                         hold_off = ?gate.held_until().saturating_duration_since(now),
                         "the others declared this speaker down; withdrawing every IP and leaving the membership for a hold-off"
                     );
-                    if let Some(m) = membership.take() {
-                        tokio::spawn(m.leave(Duration::from_millis(500)));
-                    }
-                    members = None;
-                    member_events = None;
+                    leave_in_background(&mut membership, &mut members, &mut member_events);
                 } else {
                     tracing::warn!(
                         "the others declared this speaker down right after a pause of ours; withdrawing every IP until the membership has converged again"
@@ -269,13 +265,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         match (&membership, carrier) {
             (Some(_), false) => {
                 tracing::warn!("no announce interface has carrier; leaving the membership");
-                if let Some(m) = membership.take() {
-                    // Off the loop: a leave waits for its datagrams, and the loop must keep
-                    // ticking (a late tick reads as a stall).
-                    tokio::spawn(m.leave(Duration::from_millis(500)));
-                }
-                members = None;
-                member_events = None;
+                leave_in_background(&mut membership, &mut members, &mut member_events);
             }
             (None, true) if !held_off => {
                 tracing::info!("rejoining the membership");
@@ -331,11 +321,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             metrics.claim.stalls.fetch_add(1, Ordering::Relaxed);
             responder.set_lease(Some(now));
             responder.set_owned(BTreeMap::new());
-            if let Some(m) = membership.take() {
-                tokio::spawn(m.leave(Duration::from_millis(500)));
-            }
-            members = None;
-            member_events = None;
+            leave_in_background(&mut membership, &mut members, &mut member_events);
         }
         let standing = tick.standing.label();
         if standing != last_standing {
@@ -414,6 +400,21 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         m.leave(Duration::from_secs(1)).await;
     }
     outcome
+}
+
+/// Leaves the membership (carrier lost, declared down, stalled) and drops its receivers. The
+/// leave runs off the loop: it waits for its datagrams, and the loop must keep ticking (a late
+/// tick reads as a stall).
+fn leave_in_background<M, E>(
+    membership: &mut Option<Membership>,
+    members: &mut Option<M>,
+    events: &mut Option<E>,
+) {
+    if let Some(m) = membership.take() {
+        tokio::spawn(m.leave(Duration::from_millis(500)));
+    }
+    *members = None;
+    *events = None;
 }
 
 /// The interface names an owned IP is answered on, for Events.
