@@ -116,7 +116,7 @@ mod tests {
                 && e.reason == "AllocationFailed"
                 && e.message.contains("held by default/svc-b")
         );
-        let e = event_for(&Note::Failed(Failure::NoPool("x".into())));
+        let e = event_for(&Note::Failed(Failure::NoPool(crate::ipam::NoPool::NoPools)));
         assert!(e.message.starts_with("no pool can serve this Service"));
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use tokio::sync::{Notify, watch};
 
 use ferrolb_controller::config::{Config, DEFAULT_ADMIN_ADDRESS};
@@ -18,6 +18,12 @@ use ferrolb_controller::k8s::stores::Stores;
 use ferrolb_controller::metrics::Metrics;
 use ferrolb_controller::service::ClassConfig;
 use ferrolb_runtime::{admin, build_info, client::client, logging, shutdown};
+
+/// jemalloc instead of glibc's malloc: the watch stores and the allocator hold many small
+/// objects that change in bursts, and glibc's per-thread arenas kept ~10 % more resident memory
+/// at 10,000 Services (docs/benchmarks.md, controller).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -66,7 +72,7 @@ async fn main() -> anyhow::Result<()> {
         wake,
         leader: leader_rx,
         metrics,
-        recorder: Recorder::new(
+        recorder: ferrolb_runtime::events::Publisher::new(
             client,
             Reporter {
                 controller: "ferrolb-controller".into(),

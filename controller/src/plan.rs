@@ -8,7 +8,15 @@
 //!
 //! State kept across passes (while leading): the allocator, the last status written per Service
 //! (so a write on its way back through the watch is not repeated), the annotation warnings already
-//! published, and the write-war bookkeeping (R8, [`crate::contest`]). A new leader starts from
+//! published, the write-war bookkeeping (R8, [`crate::contest`]), and the object each Service was
+//! last planned from.
+//!
+//! A pass costs what changed (issue #9: 50,000 Services): a Service whose object is the one
+//! planned last time (the watch store hands out a new `Arc` for every change) is not
+//! re-translated, and its status is not re-compared unless the allocator changed its addresses,
+//! a write of ours is still on its way, or it is contested. What stays O(Services) is a scan
+//! comparing pointers. [`Planner::resync`] makes the next pass look at everything (the
+//! executor's slow resync). A new leader starts from
 //! a fresh [`Planner`]: the allocation table is rebuilt from the Services' statuses before anything
 //! is handed out (R1).
 
@@ -100,9 +108,26 @@ pub struct Planner {
     warned: HashMap<ServiceKey, Vec<String>>,
     /// Our status writes per Service, against another writer's (R8).
     contests: Contests,
-    /// Service → `metadata.uid` of the Services we hold, so a deleted Service still gets its
-    /// `IPReleased` Event (R14) from the last state we held, without keeping the object.
-    uids: HashMap<ServiceKey, String>,
+    /// Service → what it was last planned from. A deleted Service's `IPReleased` Event (R14)
+    /// refers to the last object held here.
+    known: HashMap<ServiceKey, Known>,
+    /// Services whose status did not match at their last check (a write on its way, failed, or
+    /// held back by the write-war policy): checked again every pass until it matches.
+    unsettled: BTreeSet<ServiceKey>,
+    /// Pass counter: a [`Known`] not marked by the current pass is gone from the snapshot.
+    pass: u64,
+}
+
+/// The object a Service was last planned from.
+struct Known {
+    /// The object (the watch store's `Arc`: a change arrives as a new one).
+    svc: Arc<Service>,
+    /// Whether it is ours (`type: LoadBalancer` of our class).
+    ours: bool,
+    /// The last pass that saw it in the snapshot.
+    pass: u64,
+    /// Set by [`Planner::resync`]: translate it again even if unchanged.
+    stale: bool,
 }
 
 impl Planner {
@@ -114,8 +139,19 @@ impl Planner {
             written: HashMap::new(),
             warned: HashMap::new(),
             contests: Contests::new(policy),
-            uids: HashMap::new(),
+            known: HashMap::new(),
+            unsettled: BTreeSet::new(),
+            pass: 0,
         }
+    }
+
+    /// Makes the next pass translate and check every Service and re-validate every address, as
+    /// if everything had changed (a safety net; the outcome must be the same).
+    pub fn resync(&mut self) {
+        for k in self.known.values_mut() {
+            k.stale = true;
+        }
+        self.ipam.resync();
     }
 
     /// When a contested Service is due to be tried again (R8), if any.
@@ -142,20 +178,27 @@ impl Planner {
     /// One pass over `snap`. `now` drives the write-war backoff; `wall` is the transition time
     /// for pool conditions that change.
     pub fn plan(&mut self, snap: &Snapshot, now: Instant, wall: &Time) -> Plan {
-        let by_key: BTreeMap<ServiceKey, Arc<Service>> = snap
-            .services
-            .iter()
-            .map(|s| (key_of(s), s.clone()))
-            .collect();
         self.feed_cluster(snap);
-
+        self.pass = self.pass.wrapping_add(1);
+        let pass = self.pass;
         let mut plan = Plan::default();
-        let mut ours: BTreeSet<ServiceKey> = BTreeSet::new();
-        let mut releases: Vec<Arc<Service>> = Vec::new();
+
+        // Which Services changed since the last pass (new object), which are unchanged.
+        let mut changed: Vec<(ServiceKey, Arc<Service>)> = Vec::new();
         for svc in &snap.services {
             let key = key_of(svc);
-            match classify(svc, &self.class) {
-                Classified::Ours(req, warnings) => {
+            match self.known.get_mut(&key) {
+                Some(k) if !k.stale && Arc::ptr_eq(&k.svc, svc) => k.pass = pass,
+                _ => changed.push((key, svc.clone())),
+            }
+        }
+
+        // Translate the changed ones.
+        let mut check: BTreeSet<ServiceKey> = BTreeSet::new();
+        let mut releases: Vec<Arc<Service>> = Vec::new();
+        for (key, svc) in changed {
+            let ours = match classify(&svc, &self.class) {
+                Classified::Ours(mut req, warnings) => {
                     if !warnings.is_empty() && self.warned.get(&key) != Some(&warnings) {
                         for w in &warnings {
                             plan.events.push((
@@ -168,56 +211,74 @@ impl Planner {
                             ));
                         }
                     }
-                    self.warned.insert(key.clone(), warnings);
-                    self.ipam.upsert_service(*req);
-                    if let Some(uid) = &svc.metadata.uid
-                        && self.uids.get(&key) != Some(uid)
-                    {
-                        self.uids.insert(key.clone(), uid.clone());
+                    if warnings.is_empty() {
+                        self.warned.remove(&key);
+                    } else {
+                        self.warned.insert(key.clone(), warnings);
                     }
-                    ours.insert(key);
+                    req.key = key.clone(); // one key allocation shared by every map
+                    self.ipam.upsert_service(*req);
+                    true
                 }
                 Classified::NotLoadBalancer | Classified::OtherClass => {
-                    if we_own_ingress(svc) {
-                        releases.push(svc.clone());
+                    self.warned.remove(&key);
+                    self.contests.forget(&key);
+                    if self.ipam.handles(&key) {
+                        let freed = self.ipam.remove_service(&key, Gone::NotHandled);
+                        if !freed.is_empty() {
+                            plan.tally.releases += 1;
+                            plan.events.push((
+                                svc.clone(),
+                                event_for(&Note::Released {
+                                    ips: freed,
+                                    why: "the Service is no longer a LoadBalancer of this class"
+                                        .into(),
+                                }),
+                            ));
+                        }
                     }
+                    false
                 }
-            }
+            };
+            check.insert(key.clone());
+            self.known.insert(
+                key,
+                Known {
+                    svc,
+                    ours,
+                    pass,
+                    stale: false,
+                },
+            );
         }
-        let known: Vec<ServiceKey> = self.ipam.services().map(|s| s.key.clone()).collect();
-        for key in known.into_iter().filter(|k| !ours.contains(k)) {
+
+        // Services no longer in the snapshot were deleted: their addresses are freed (R6).
+        let gone: Vec<ServiceKey> = self
+            .known
+            .iter()
+            .filter(|(_, k)| k.pass != pass)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            let last = self.known.remove(&key);
             self.warned.remove(&key);
-            match by_key.get(&key) {
-                Some(svc) => {
-                    let freed = self.ipam.remove_service(&key, Gone::NotHandled);
-                    if !freed.is_empty() {
-                        plan.tally.releases += 1;
-                        plan.events.push((
-                            svc.clone(),
-                            event_for(&Note::Released {
-                                ips: freed,
-                                why: "the Service is no longer a LoadBalancer of this class".into(),
-                            }),
-                        ));
-                    }
-                }
-                None => {
-                    let freed = self.ipam.remove_service(&key, Gone::Deleted);
-                    if !freed.is_empty() {
-                        plan.tally.releases += 1;
-                        plan.events.push((
-                            Arc::new(deleted_service(&key, self.uids.get(&key))),
-                            event_for(&Note::Released {
-                                ips: freed,
-                                why: "the Service was deleted".into(),
-                            }),
-                        ));
-                    }
-                    self.written.remove(&key);
+            self.written.remove(&key);
+            self.unsettled.remove(&key);
+            self.contests.forget(&key);
+            if self.ipam.handles(&key) {
+                let freed = self.ipam.remove_service(&key, Gone::Deleted);
+                if !freed.is_empty() {
+                    plan.tally.releases += 1;
+                    let uid = last.as_ref().and_then(|k| k.svc.metadata.uid.as_ref());
+                    plan.events.push((
+                        Arc::new(deleted_service(&key, uid)),
+                        event_for(&Note::Released {
+                            ips: freed,
+                            why: "the Service was deleted".into(),
+                        }),
+                    ));
                 }
             }
-            self.uids.remove(&key);
-            self.contests.forget(&key);
         }
 
         for n in &self.ipam.reconcile() {
@@ -227,15 +288,28 @@ impl Planner {
                 Note::Failed(f) => plan.tally.failures.push(failure_label(f)),
                 _ => {}
             }
-            if let Some(svc) = by_key.get(&n.key) {
-                plan.events.push((svc.clone(), event_for(&n.note)));
+            if let Some(k) = self.known.get(&n.key) {
+                plan.events.push((k.svc.clone(), event_for(&n.note)));
             }
+            check.insert(n.key.clone());
         }
 
-        for key in &ours {
-            let Some(svc) = by_key.get(key) else { continue };
-            let ips = self.ipam.desired_ips(key);
-            self.queue_status(svc, ips, Some(now), &mut plan);
+        // Statuses to compare: changed Services, those whose addresses the allocator changed,
+        // and those not settled yet (incl. contested ones).
+        check.extend(self.unsettled.iter().cloned());
+        for key in check {
+            let Some(k) = self.known.get(&key) else {
+                continue;
+            };
+            let svc = k.svc.clone();
+            if k.ours {
+                let ips = self.ipam.desired_ips(&key);
+                self.queue_status(&svc, ips, Some(now), &mut plan);
+            } else if we_own_ingress(&svc) {
+                releases.push(svc); // no longer ours: clear the status we wrote (R6)
+            } else {
+                self.unsettled.remove(&key);
+            }
         }
         for svc in releases {
             self.queue_status(&svc, Vec::new(), None, &mut plan);
@@ -259,8 +333,12 @@ impl Planner {
         let key = key_of(svc);
         if status_matches(svc, &ips) {
             self.contests.settled(&key);
+            // The write (if any) came back through the watch: nothing to remember.
+            self.written.remove(&key);
+            self.unsettled.remove(&key);
             return;
         }
+        self.unsettled.insert(key.clone());
         if let Some((rv, wrote)) = self.written.get(&key)
             && *rv == svc.metadata.resource_version
             && *wrote == ips
@@ -398,8 +476,8 @@ impl Planner {
 fn deleted_service(key: &ServiceKey, uid: Option<&String>) -> Service {
     Service {
         metadata: ObjectMeta {
-            namespace: Some(key.namespace.clone()),
-            name: Some(key.name.clone()),
+            namespace: Some(key.namespace.to_string()),
+            name: Some(key.name.to_string()),
             uid: uid.cloned(),
             ..ObjectMeta::default()
         },

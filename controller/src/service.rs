@@ -11,7 +11,8 @@ use std::net::IpAddr;
 use ferrolb_crds::addresses::{Family, parse_ip};
 use ferrolb_crds::ownership::creation_seconds;
 use ferrolb_crds::service::{ServiceClass, ingress};
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service, ServicePort};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 
 use crate::annotations::{ADDRESS_POOL, ALLOW_SHARED_IP, LOAD_BALANCER_IPS, lookup};
 use crate::ipam::{Backend, FamilyPolicy, ObservedStatus, ServiceKey, ServiceRequest};
@@ -204,10 +205,7 @@ pub fn we_own_ingress(svc: &Service) -> bool {
     has_ingress
         && svc.metadata.managed_fields.iter().flatten().any(|m| {
             m.manager.as_deref() == Some(FIELD_MANAGER)
-                && m.fields_v1
-                    .as_ref()
-                    .and_then(|f| f.0.pointer("/f:status/f:loadBalancer/f:ingress"))
-                    .is_some()
+                && m.fields_v1.as_ref().is_some_and(|f| owns(f, OWNED_INGRESS))
         })
 }
 
@@ -224,16 +222,111 @@ pub fn status_writer(svc: &Service) -> Option<String> {
             m.manager.as_deref().is_some_and(|n| n != FIELD_MANAGER)
                 && m.fields_v1
                     .as_ref()
-                    .and_then(|f| f.0.pointer("/f:status/f:loadBalancer"))
-                    .is_some()
+                    .is_some_and(|f| owns(f, OWNED_LOAD_BALANCER))
         })
         .max_by_key(|m| m.time.as_ref().map(|t| t.0))
         .and_then(|m| m.manager.clone())
 }
 
+/// Drops everything the controller never reads from a Service before it enters the watch store,
+/// so memory is O(what allocation needs) (issue #9: < 64 MiB at 10,000 Services):
+/// - `metadata`: keeps name, namespace, uid, resourceVersion, creationTimestamp, labels (for
+///   `serviceSelectors`) and the annotations of [`crate::annotations`]; `managedFields` shrink
+///   to the entries that own (part of) `status.loadBalancer`, in [`compact_fields`] form (ours
+///   tells whether we own the ingress, another's names the other writer in a write war, R8);
+/// - `spec`: drops ClusterIPs, session affinity, health-check NodePort, internal traffic policy
+///   and the like; ports keep protocol and port; the selector is kept only with
+///   `externalTrafficPolicy: Local` (sharing compares it, R2);
+/// - `status`: keeps `loadBalancer` (compared whole with what we would write).
+pub fn trim(svc: &mut Service) {
+    let meta = &mut svc.metadata;
+    meta.managed_fields = meta.managed_fields.take().and_then(|entries| {
+        let kept: Vec<ManagedFieldsEntry> = entries
+            .into_iter()
+            .filter_map(|m| {
+                let fields = m.fields_v1.as_ref().and_then(compact_fields)?;
+                Some(ManagedFieldsEntry {
+                    manager: m.manager,
+                    time: m.time,
+                    fields_v1: Some(fields),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        (!kept.is_empty()).then_some(kept)
+    });
+    if let Some(a) = meta.annotations.as_mut() {
+        a.retain(|k, _| {
+            [LOAD_BALANCER_IPS, ADDRESS_POOL, ALLOW_SHARED_IP]
+                .iter()
+                .any(|spellings| spellings.contains(&k.as_str()))
+        });
+    }
+    meta.annotations = meta.annotations.take().filter(|a| !a.is_empty());
+    meta.owner_references = None;
+    meta.finalizers = None;
+    meta.generate_name = None;
+    meta.deletion_grace_period_seconds = None;
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.cluster_ip = None;
+        spec.cluster_ips = None;
+        spec.external_ips = None;
+        spec.external_name = None;
+        spec.health_check_node_port = None;
+        spec.internal_traffic_policy = None;
+        spec.load_balancer_source_ranges = None;
+        spec.publish_not_ready_addresses = None;
+        spec.session_affinity = None;
+        spec.session_affinity_config = None;
+        spec.traffic_distribution = None;
+        if spec.external_traffic_policy.as_deref() != Some("Local") {
+            spec.selector = None;
+        }
+        for port in spec.ports.iter_mut().flatten() {
+            *port = ServicePort {
+                protocol: port.protocol.take(),
+                port: port.port,
+                ..Default::default()
+            };
+        }
+    }
+    if let Some(status) = svc.status.as_mut() {
+        status.conditions = None;
+    }
+}
+
+/// JSON pointer into a `fieldsV1` set: the manager owns `status.loadBalancer.ingress`.
+const OWNED_INGRESS: &str = "/f:status/f:loadBalancer/f:ingress";
+/// JSON pointer into a `fieldsV1` set: the manager owns (part of) `status.loadBalancer`.
+const OWNED_LOAD_BALANCER: &str = "/f:status/f:loadBalancer";
+
+/// Whether a `fieldsV1` set contains `pointer`. Reads both the API's form (a tree of `f:` keys)
+/// and the compact form [`compact_fields`] leaves in the controller's store (a JSON string holding
+/// the deepest pointer owned).
+fn owns(fields: &FieldsV1, pointer: &str) -> bool {
+    match &fields.0 {
+        serde_json::Value::String(deepest) => deepest.starts_with(pointer),
+        tree => tree.pointer(pointer).is_some(),
+    }
+}
+
+/// The only fact the controller reads from a `fieldsV1` set, in a compact form: a JSON string
+/// with the deepest of [`OWNED_INGRESS`] / [`OWNED_LOAD_BALANCER`] the set contains, or `None`
+/// when it contains neither. A `fieldsV1` tree costs ~2 KiB in memory per Service (nested
+/// `serde_json` maps); the string costs ~40 bytes. The compact form never leaves the process.
+pub fn compact_fields(fields: &FieldsV1) -> Option<FieldsV1> {
+    [OWNED_INGRESS, OWNED_LOAD_BALANCER]
+        .into_iter()
+        .find(|p| owns(fields, p))
+        .map(|p| FieldsV1(serde_json::Value::String(p.to_owned())))
+}
+
 /// A digest of `spec`, standing for the "spec generation": the API server does not maintain
 /// `metadata.generation` for Services, so a spec change is detected by content. Stable within one
-/// process (which is all the write-war policy needs, `crate::contest`).
+/// process (which is all the write-war policy needs, `crate::contest`). In the controller the
+/// Service has passed through [`trim`], so only changes to the fields it keeps count (type,
+/// class, families, requested IP, ports, traffic policy, …): the ones a user changes to settle a
+/// write war.
 pub fn spec_digest(svc: &Service) -> u64 {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
@@ -440,5 +533,73 @@ mod tests {
         assert_eq!(spec_digest(&s), spec_digest(&t));
         t.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].port = 81;
         assert_ne!(spec_digest(&s), spec_digest(&t));
+    }
+
+    /// Every fact the planner reads is the same before and after [`trim`], for a Service with
+    /// all the fields the trim drops or shrinks.
+    #[test]
+    fn trim_keeps_every_fact_the_planner_reads() {
+        let lb_fields = serde_json::json!({"f:status": {"f:loadBalancer": {"f:ingress": {}}},
+            "f:metadata": {"f:labels": {"f:big": {}}}});
+        for (etp, ours_own) in [("Cluster", true), ("Local", false)] {
+            let mut s = lb(
+                &[
+                    ("metallb.io/address-pool", "blue"),
+                    ("ferrolb.io/allow-shared-ip", "k"),
+                    ("ferrolb.io/loadBalancerIPs", "198.51.100.9"),
+                    ("kubectl.kubernetes.io/last-applied-configuration", "{…}"),
+                ],
+                &["IPv4"],
+                "SingleStack",
+            );
+            s.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+            s.metadata.uid = Some("u-1".into());
+            s.metadata.resource_version = Some("7".into());
+            let spec = s.spec.as_mut().unwrap();
+            spec.external_traffic_policy = Some(etp.into());
+            spec.selector = Some([("app".to_string(), "web".to_string())].into());
+            spec.cluster_ips = Some(vec!["10.0.0.1".into()]);
+            spec.session_affinity = Some("ClientIP".into());
+            let port = &mut spec.ports.as_mut().unwrap()[0];
+            port.name = Some("http".into());
+            port.node_port = Some(30080);
+            s.status = Some(ServiceStatus {
+                load_balancer: Some(LoadBalancerStatus {
+                    ingress: Some(ingress_of(&["198.51.100.9".parse().unwrap()])),
+                }),
+                ..Default::default()
+            });
+            let mut entries = vec![
+                managed("kubectl", 40, serde_json::json!({"f:spec": {}})),
+                managed("other-lb", 20, lb_fields.clone()),
+            ];
+            if ours_own {
+                entries.push(managed(FIELD_MANAGER, 30, lb_fields.clone()));
+            }
+            s.metadata.managed_fields = Some(entries);
+
+            let mut t = s.clone();
+            trim(&mut t);
+            assert_eq!(request_of(&t), request_of(&s), "{etp}");
+            assert_eq!(key_of(&t), key_of(&s));
+            assert_eq!(we_own_ingress(&t), ours_own);
+            assert_eq!(we_own_ingress(&t), we_own_ingress(&s));
+            assert_eq!(status_writer(&t).as_deref(), Some("other-lb"));
+            let ips = ["198.51.100.9".parse().unwrap()];
+            assert!(status_matches(&t, &ips) && status_matches(&s, &ips));
+            assert_eq!(t.metadata.annotations.as_ref().unwrap().len(), 3);
+            assert_eq!(
+                t.metadata.managed_fields.as_ref().unwrap().len(),
+                1 + usize::from(ours_own)
+            );
+            let spec = t.spec.as_ref().unwrap();
+            assert_eq!(spec.cluster_ips, None);
+            assert_eq!(spec.selector.is_some(), etp == "Local");
+            assert_eq!(spec.ports.as_ref().unwrap()[0].node_port, None);
+            // Trimming is idempotent: the compact form reads the same.
+            let mut u = t.clone();
+            trim(&mut u);
+            assert_eq!(u, t);
+        }
     }
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use tokio::sync::Notify;
 
 use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
@@ -141,7 +141,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     };
     let responder = Responder::start(config.l2.clone(), l2_counters)
         .context("starting the ARP/NDP responder")?;
-    let recorder = Recorder::new(
+    let recorder = ferrolb_runtime::events::Publisher::new(
         client.clone(),
         Reporter {
             controller: "ferrolb.io/speaker".into(),

@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ferrolb_runtime::events::Publisher;
 use k8s_openapi::api::core::v1::Service;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -78,7 +79,7 @@ impl EventSink {
     /// Starts the writer task on the current Tokio runtime. `stores` resolves Service keys to
     /// object references at write time (an Event about a Service deleted meanwhile is skipped).
     pub fn spawn(
-        recorder: Recorder,
+        recorder: Publisher,
         stores: Stores,
         config: EventSinkConfig,
         counters: Arc<EventCounters>,
@@ -149,7 +150,7 @@ impl EventSink {
 }
 
 async fn write(
-    recorder: &Recorder,
+    recorder: &Publisher,
     stores: &Stores,
     config: &EventSinkConfig,
     counters: &EventCounters,

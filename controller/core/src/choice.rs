@@ -6,7 +6,7 @@
 use ferrolb_crds::addresses::{Family, to_offset};
 
 use super::engine::Ipam;
-use super::outcome::Failure;
+use super::outcome::{Failure, NoPool, NotHandedOut};
 use super::pick::{Pick, Plan};
 use super::pool::PoolConfig;
 use super::request::{FamilyPolicy, ServiceRequest};
@@ -25,7 +25,7 @@ impl Ipam {
             if self.pool_for(req, r) != Some(pool) {
                 return Err(Failure::RequestedInNoPool {
                     ip: r,
-                    detail: format!("it is not handed out by pool {pool}"),
+                    detail: NotHandedOut::OtherPool(pool.to_owned()),
                 });
             }
             if self.holdings.contains_key(&r) {
@@ -43,7 +43,7 @@ impl Ipam {
             } else {
                 Err(Failure::RequestedInNoPool {
                     ip: r,
-                    detail: format!("pool {pool} does not hand it out"),
+                    detail: NotHandedOut::NotFree(pool.to_owned()),
                 })
             };
         }
@@ -81,22 +81,19 @@ impl Ipam {
 
     /// The pools `req` may use, in the order they are tried (R4), or why none.
     fn candidates(&self, req: &ServiceRequest) -> Result<Vec<&PoolConfig>, Failure> {
-        let ns = self.namespaces.get(&req.key.namespace);
+        let ns = self.namespaces.get(&*req.key.namespace);
         if let Some(name) = &req.pool {
             let Some(p) = self.pools.get(name) else {
-                return Err(Failure::NoPool(format!(
-                    "the pool it names, {name}, does not exist"
-                )));
+                return Err(Failure::NoPool(NoPool::NamedMissing(name.clone())));
             };
             if let Err(e) = &p.addresses {
-                return Err(Failure::NoPool(format!(
-                    "the pool it names, {name}, is invalid: {e}"
-                )));
+                return Err(Failure::NoPool(NoPool::NamedInvalid {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                }));
             }
             if !p.admits(req, ns) {
-                return Err(Failure::NoPool(format!(
-                    "the pool it names, {name}, does not admit it (serviceAllocation)"
-                )));
+                return Err(Failure::NoPool(NoPool::NamedRefuses(name.clone())));
             }
             return Ok(vec![p]);
         }
@@ -105,15 +102,15 @@ impl Ipam {
             for r in &req.requested {
                 let Some(p) = self.layout.owner_of(*r) else {
                     let detail = match self.nodes.get(r) {
-                        Some(node) => format!("it is an address of node {node}"),
-                        None => "no pool contains it".to_owned(),
+                        Some(node) => NotHandedOut::NodeAddress(node.clone()),
+                        None => NotHandedOut::InNoPool,
                     };
                     return Err(Failure::RequestedInNoPool { ip: *r, detail });
                 };
                 if owner.is_some_and(|o| o != p) {
                     return Err(Failure::RequestedInNoPool {
                         ip: *r,
-                        detail: "the requested addresses are in different pools".into(),
+                        detail: NotHandedOut::DifferentPools,
                     });
                 }
                 owner = Some(p);
@@ -123,11 +120,9 @@ impl Ipam {
                 Some(p) if p.admits(req, ns) => Ok(vec![p]),
                 Some(p) => Err(Failure::RequestedInNoPool {
                     ip: req.requested[0],
-                    detail: format!("pool {} does not admit it (serviceAllocation)", p.name),
+                    detail: NotHandedOut::NotAdmitted(p.name.clone()),
                 }),
-                None => Err(Failure::NoPool(
-                    "the requested addresses are in no pool".into(),
-                )),
+                None => Err(Failure::NoPool(NoPool::RequestedOutside)),
             };
         }
         let mut v: Vec<&PoolConfig> = self
@@ -137,12 +132,11 @@ impl Ipam {
             .collect();
         v.sort_by(|a, b| a.choice_key().cmp(&b.choice_key()));
         if v.is_empty() {
-            let detail = if self.pools.is_empty() {
-                "there is no IPAddressPool"
+            return Err(Failure::NoPool(if self.pools.is_empty() {
+                NoPool::NoPools
             } else {
-                "no valid IPAddressPool with autoAssign admits it"
-            };
-            return Err(Failure::NoPool(detail.into()));
+                NoPool::NoneAdmits
+            }));
         }
         Ok(v)
     }
@@ -242,16 +236,14 @@ fn summarise(
             == candidates.len()
     };
     if wanted.iter().all(|f| unavailable(*f)) {
-        let names: Vec<&str> = candidates.iter().map(|p| p.name.as_str()).collect();
-        return Failure::NoPool(format!(
-            "no usable {} address in the pools that admit it ({})",
-            wanted
+        return Failure::NoPool(NoPool::NoUsableAddress {
+            families: wanted
                 .iter()
                 .map(|f| f.as_k8s())
                 .collect::<Vec<_>>()
                 .join("/"),
-            names.join(", ")
-        ));
+            pools: candidates.iter().map(|p| p.name.clone()).collect(),
+        });
     }
     if let Some(f) = wanted.iter().find(|f| unavailable(**f)) {
         return Failure::FamilyUnavailable(*f);

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ferrolb_crds::addresses::{Family, to_offset};
 
@@ -37,7 +38,9 @@ pub struct Assignment {
 #[derive(Debug, Clone)]
 pub(super) struct Holding {
     pub(super) pool: String,
-    pub(super) members: BTreeSet<ServiceKey>,
+    /// Sorted, no duplicates (a `Vec`: one member is the rule, and a one-element `BTreeSet`
+    /// allocates a whole B-tree node, ~0.5 KiB per held address).
+    pub(super) members: Vec<ServiceKey>,
 }
 
 /// Why a Service left the allocator's care.
@@ -77,7 +80,8 @@ pub struct Ipam {
     pub(super) pools: BTreeMap<String, PoolConfig>,
     pub(super) nodes: BTreeMap<IpAddr, String>,
     pub(super) namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    services: BTreeMap<ServiceKey, ServiceRequest>,
+    /// The current request per Service. An `Arc` so [`Ipam::sigs`] shares it while unchanged.
+    services: BTreeMap<ServiceKey, Arc<ServiceRequest>>,
     /// Services that went through a pass: their status is never adopted again.
     seen: BTreeSet<ServiceKey>,
     pub(super) layout: Layout,
@@ -92,26 +96,21 @@ pub struct Ipam {
     partial: BTreeMap<ServiceKey, Failure>,
     /// What each holder looked like, as far as sharing goes, when last validated: when sharers
     /// become incompatible, the one whose spec changed moves, not the others.
-    sigs: BTreeMap<ServiceKey, SharingSig>,
+    /// Only the sharing fields are compared ([`same_sig`]); the request itself is kept (shared
+    /// with [`Ipam::services`] while unchanged, so it costs one pointer per holder).
+    sigs: BTreeMap<ServiceKey, Arc<ServiceRequest>>,
+    /// Services added or changed since the last [`Ipam::reconcile`]: the only ones a pass
+    /// re-validates, adopts or allocates, besides those still pending or partial.
+    dirty: BTreeSet<ServiceKey>,
+    /// Pools, Node addresses or Namespace labels changed since the last pass: every Service is
+    /// re-validated.
+    all_dirty: bool,
 }
 
-/// The fields of a Service that decide sharing (R2).
-type SharingSig = (
-    Option<String>,
-    BTreeSet<super::request::PortKey>,
-    super::request::Backend,
-);
-
-fn sig(req: &ServiceRequest) -> SharingSig {
-    (
-        req.sharing_key.clone(),
-        req.ports.clone(),
-        req.backend.clone(),
-    )
-}
-
-fn same_sig(old: &SharingSig, req: &ServiceRequest) -> bool {
-    old.0 == req.sharing_key && old.1 == req.ports && old.2 == req.backend
+/// Whether `old` and `req` agree on the fields that decide sharing (R2): sharing key, ports and
+/// backend.
+fn same_sig(old: &ServiceRequest, req: &ServiceRequest) -> bool {
+    old.sharing_key == req.sharing_key && old.ports == req.ports && old.backend == req.backend
 }
 
 impl Ipam {
@@ -125,6 +124,7 @@ impl Ipam {
         if self.pools.get(&pool.name) != Some(&pool) {
             self.pools.insert(pool.name.clone(), pool);
             self.layout_dirty = true;
+            self.all_dirty = true;
         }
     }
 
@@ -132,6 +132,7 @@ impl Ipam {
     pub fn remove_pool(&mut self, name: &str) {
         if self.pools.remove(name).is_some() {
             self.layout_dirty = true;
+            self.all_dirty = true;
         }
     }
 
@@ -140,17 +141,23 @@ impl Ipam {
         if self.nodes != nodes {
             self.nodes = nodes;
             self.layout_dirty = true;
+            self.all_dirty = true;
         }
     }
 
     /// Records a Namespace's labels (for `namespaceSelectors`).
     pub fn set_namespace(&mut self, name: &str, labels: BTreeMap<String, String>) {
-        self.namespaces.insert(name.to_owned(), labels);
+        if self.namespaces.get(name) != Some(&labels) {
+            self.namespaces.insert(name.to_owned(), labels);
+            self.all_dirty = true;
+        }
     }
 
     /// Forgets a Namespace.
     pub fn remove_namespace(&mut self, name: &str) {
-        self.namespaces.remove(name);
+        if self.namespaces.remove(name).is_some() {
+            self.all_dirty = true;
+        }
     }
 
     /// Adds or replaces a Service we handle.
@@ -175,6 +182,18 @@ impl Ipam {
                 }
             }
         }
+        if self.services.get(&key).is_some_and(|old| **old == req) {
+            return; // unchanged: keep the Arc the sharing signature may share
+        }
+        let req = Arc::new(req);
+        // A change that leaves the sharing fields alone (e.g. the status we wrote came back)
+        // refreshes the signature to the new request, so the old one is not kept alive.
+        if let Some(old) = self.sigs.get_mut(&key)
+            && same_sig(old, &req)
+        {
+            *old = req.clone();
+        }
+        self.dirty.insert(key.clone());
         self.services.insert(key, req);
     }
 
@@ -191,6 +210,7 @@ impl Ipam {
         self.pending.remove(key);
         self.partial.remove(key);
         self.sigs.remove(key);
+        self.dirty.remove(key);
         match gone {
             Gone::Deleted => self.seen.remove(key),
             Gone::NotHandled => self.seen.insert(key.clone()),
@@ -220,7 +240,7 @@ impl Ipam {
     pub fn holders(&self, ip: IpAddr) -> Vec<ServiceKey> {
         self.holdings
             .get(&ip)
-            .map(|h| h.members.iter().cloned().collect())
+            .map(|h| h.members.clone())
             .unwrap_or_default()
     }
 
@@ -243,7 +263,7 @@ impl Ipam {
 
     /// The Services we handle.
     pub fn services(&self) -> impl Iterator<Item = &ServiceRequest> {
-        self.services.values()
+        self.services.values().map(|s| &**s)
     }
 
     /// Status inputs of every pool.
@@ -353,12 +373,14 @@ impl Ipam {
 
     fn hold(&mut self, ip: IpAddr, pool: &str, key: &ServiceKey) {
         if let Some(s) = self.services.get(key) {
-            self.sigs.insert(key.clone(), sig(s));
+            self.sigs.insert(key.clone(), s.clone());
         }
         let sharing = self.services.get(key).and_then(|s| s.sharing_key.clone());
         match self.holdings.get_mut(&ip) {
             Some(h) => {
-                h.members.insert(key.clone());
+                if let Err(at) = h.members.binary_search(key) {
+                    h.members.insert(at, key.clone());
+                }
             }
             None => {
                 let family = Family::of(ip);
@@ -373,7 +395,7 @@ impl Ipam {
                     ip,
                     Holding {
                         pool: pool.to_owned(),
-                        members: [key.clone()].into(),
+                        members: vec![key.clone()],
                     },
                 );
             }
@@ -390,7 +412,9 @@ impl Ipam {
         let Some(h) = self.holdings.get_mut(&ip) else {
             return;
         };
-        h.members.remove(key);
+        if let Ok(at) = h.members.binary_search(key) {
+            h.members.remove(at);
+        }
         if !h.members.is_empty() {
             return;
         }
@@ -412,7 +436,7 @@ impl Ipam {
         &self,
         req: &ServiceRequest,
         ip: IpAddr,
-        before: Option<&BTreeMap<ServiceKey, usize>>,
+        before: Option<&(bool, i64, ServiceKey)>,
     ) -> Option<(ServiceKey, String)> {
         let h = self.holdings.get(&ip)?;
         if h.members.len() == 1 && h.members.contains(&req.key) {
@@ -420,10 +444,9 @@ impl Ipam {
         }
         let mut members: Vec<&ServiceKey> = h.members.iter().filter(|m| **m != req.key).collect();
         members.sort_by_cached_key(|m| self.order(m));
-        let rank = |k: &ServiceKey| before.and_then(|b| b.get(k)).copied().unwrap_or(usize::MAX);
         members
             .into_iter()
-            .filter(|m| before.is_none() || rank(m) < rank(&req.key))
+            .filter(|m| before.is_none_or(|b| self.validation_rank(m) < *b))
             .find_map(|m| {
                 let other = self.services.get(m)?;
                 incompatibility(other, req).map(|why| (m.clone(), why))
@@ -438,41 +461,71 @@ impl Ipam {
     }
 
     /// Runs one level-triggered pass over the whole index and returns what changed.
+    ///
+    /// Proportional to what changed: when pools, Node addresses and Namespace labels are as in
+    /// the last pass, only the Services added or changed since (plus those still pending or
+    /// partial) are looked at. The outcome is the same as a pass over everything: an unchanged
+    /// Service in an unchanged cluster was valid at the end of the last pass and still is (its
+    /// co-holders that changed are validated after it, as in a full pass).
     pub fn reconcile(&mut self) -> Vec<ServiceNote> {
+        let all = self.all_dirty || self.layout_dirty;
         self.ensure_layout();
+        let dirty = std::mem::take(&mut self.dirty);
+        let scope = (!all).then_some(&dirty);
         let mut notes = Vec::new();
-        let moved = self.validate(&mut notes);
-        self.adopt(&mut notes);
-        self.allocate(moved, &mut notes);
+        let moved = self.validate(scope, &mut notes);
+        self.adopt(scope, &mut notes);
+        self.allocate(moved, scope, &mut notes);
+        self.all_dirty = false;
         notes
     }
 
+    /// Whether the allocator holds a request of this Service (it is ours).
+    pub fn handles(&self, key: &ServiceKey) -> bool {
+        self.services.contains_key(key)
+    }
+
+    /// Makes the next [`Ipam::reconcile`] look at every Service, as if everything had changed.
+    /// The outcome must not differ from an incremental pass (property-tested); the controller
+    /// calls it on its slow resync as a safety net.
+    pub fn resync(&mut self) {
+        self.all_dirty = true;
+    }
+
+    /// The order in which holders are validated: unchanged ones (sharing signature as when
+    /// last validated) first, then changed ones; oldest first within each, then by key.
+    fn validation_rank(&self, key: &ServiceKey) -> (bool, i64, ServiceKey) {
+        let changed = match (self.services.get(key), self.sigs.get(key)) {
+            (Some(s), Some(old)) => !same_sig(old, s),
+            _ => true,
+        };
+        let (created, key) = self.order(key);
+        (changed, created, key)
+    }
+
     /// Step 1: re-check every assignment against the index.
+    /// `scope`: only these Services (see [`Ipam::reconcile`]); `None`: all.
     fn validate(
         &mut self,
+        scope: Option<&BTreeSet<ServiceKey>>,
         notes: &mut Vec<ServiceNote>,
     ) -> BTreeMap<ServiceKey, (Vec<IpAddr>, String)> {
         let mut moved = BTreeMap::new();
-        // Unchanged holders first, then changed ones; oldest first within each.
-        let mut keys: Vec<(bool, i64, ServiceKey)> = self
-            .assignments
-            .keys()
-            .map(|k| {
-                let changed = match (self.services.get(k), self.sigs.get(k)) {
-                    (Some(s), Some(old)) => !same_sig(old, s),
-                    _ => true,
-                };
-                let (created, k) = self.order(k);
-                (changed, created, k)
-            })
-            .collect();
+        let mut keys: Vec<(bool, i64, ServiceKey)> = match scope {
+            Some(scope) => scope
+                .iter()
+                .filter(|k| self.assignments.contains_key(*k))
+                .map(|k| self.validation_rank(k))
+                .collect(),
+            None => self
+                .assignments
+                .keys()
+                .map(|k| self.validation_rank(k))
+                .collect(),
+        };
         keys.sort();
-        let rank: BTreeMap<ServiceKey, usize> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, (_, _, k))| (k.clone(), i))
-            .collect();
-        for (_, _, key) in keys {
+        for (changed, created, key) in keys {
+            let rank = (changed, created, key.clone());
             let (Some(req), Some(a)) = (self.services.get(&key), self.assignments.get(&key)) else {
                 continue;
             };
@@ -487,7 +540,7 @@ impl Ipam {
                 && self
                     .pools
                     .get(p)
-                    .is_some_and(|pc| pc.admits(req, self.namespaces.get(&key.namespace)))
+                    .is_some_and(|pc| pc.admits(req, self.namespaces.get(&*key.namespace)))
                 && (!honour_request || req.pool.as_deref().is_none_or(|n| n == p))
             {
                 pool = p.to_owned();
@@ -531,7 +584,7 @@ impl Ipam {
             }
             let new_sig = (!kept.is_empty()
                 && self.sigs.get(&key).is_none_or(|old| !same_sig(old, req)))
-            .then(|| sig(req));
+            .then(|| req.clone());
             let old_pool = a.pool.clone();
             if let Some(s) = new_sig {
                 self.sigs.insert(key.clone(), s);
@@ -570,13 +623,21 @@ impl Ipam {
 
     /// Step 2: Services seen for the first time keep the status they carry when it is valid (R1);
     /// otherwise it is discarded with a note (R8).
-    fn adopt(&mut self, notes: &mut Vec<ServiceNote>) {
-        let mut fresh: Vec<ServiceKey> = self
-            .services
-            .keys()
-            .filter(|k| !self.seen.contains(*k) && !self.assignments.contains_key(*k))
-            .cloned()
+    /// Only Services in `scope` can be new (`None`: look at all).
+    fn adopt(&mut self, scope: Option<&BTreeSet<ServiceKey>>, notes: &mut Vec<ServiceNote>) {
+        let candidates: Vec<&ServiceKey> = match scope {
+            Some(scope) => scope
+                .iter()
+                .filter(|k| self.services.contains_key(*k))
+                .collect(),
+            None => self.services.keys().collect(),
+        };
+        let mut fresh: Vec<ServiceKey> = candidates
+            .iter()
+            .filter(|k| !self.seen.contains(**k) && !self.assignments.contains_key(**k))
+            .map(|k| (*k).clone())
             .collect();
+        let candidates: Vec<ServiceKey> = candidates.into_iter().cloned().collect();
         fresh.sort_by_cached_key(|k| self.order(k));
         for key in fresh {
             let Some(req) = self.services.get(&key).cloned() else {
@@ -598,7 +659,7 @@ impl Ipam {
                 }),
             }
         }
-        self.seen.extend(self.services.keys().cloned());
+        self.seen.extend(candidates);
     }
 
     fn adoptable(&self, req: &ServiceRequest) -> Result<(String, Vec<IpAddr>), Vec<String>> {
@@ -665,17 +726,32 @@ impl Ipam {
     /// Step 3: Services missing addresses, requests first, then oldest first. Rounds repeat
     /// while anything changes, so the reasons reported for Services left pending describe the
     /// final state of the pass (a second pass over an unchanged index is silent).
+    /// `scope`: besides the Services still pending or partial (and those `moved`), only these
+    /// can be missing addresses (`None`: look at all).
     fn allocate(
         &mut self,
         mut moved: BTreeMap<ServiceKey, (Vec<IpAddr>, String)>,
+        scope: Option<&BTreeSet<ServiceKey>>,
         notes: &mut Vec<ServiceNote>,
     ) {
         let mut failures: BTreeMap<ServiceKey, Failure> = BTreeMap::new();
+        let candidates: Option<BTreeSet<ServiceKey>> = scope.map(|scope| {
+            scope
+                .iter()
+                .chain(self.pending.keys())
+                .chain(self.partial.keys())
+                .chain(moved.keys())
+                .cloned()
+                .collect()
+        });
         loop {
             let mut progress = false;
-            let mut needy: Vec<(bool, i64, ServiceKey)> = self
-                .services
-                .values()
+            let services: Vec<&Arc<ServiceRequest>> = match &candidates {
+                Some(keys) => keys.iter().filter_map(|k| self.services.get(k)).collect(),
+                None => self.services.values().collect(),
+            };
+            let mut needy: Vec<(bool, i64, ServiceKey)> = services
+                .into_iter()
                 .filter(|s| match self.assignments.get(&s.key) {
                     None => true,
                     Some(a) => a.ips.len() < s.wanted_families().len(),

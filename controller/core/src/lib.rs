@@ -28,6 +28,8 @@ pub mod sharing;
 mod tests;
 
 pub use engine::{Assignment, Gone, Ipam, PoolReport};
-pub use outcome::{Failure, Note, ServiceNote};
+pub use outcome::{Failure, NoPool, NotHandedOut, Note, ServiceNote};
 pub use pool::PoolConfig;
-pub use request::{Backend, FamilyPolicy, ObservedStatus, PortKey, ServiceKey, ServiceRequest};
+pub use request::{
+    Backend, FamilyPolicy, ObservedStatus, PortKey, Ports, ServiceKey, ServiceRequest,
+};

@@ -1,7 +1,6 @@
 //! What a reconcile pass reports: failures with their precise reason, and notes that become
 //! Events on the Service (R14).
 
-use std::fmt;
 use std::net::IpAddr;
 
 use ferrolb_crds::addresses::Family;
@@ -10,11 +9,13 @@ use super::request::ServiceKey;
 
 /// Why a Service has no (or not every) address. The `Display` text is the `AllocationFailed`
 /// Event message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Failure {
     /// No pool admits the Service, or the pool it names does not exist or does not admit it.
-    NoPool(String),
+    #[error("no pool can serve this Service: {0}")]
+    NoPool(NoPool),
     /// Every pool that could serve the Service is out of addresses of this family.
+    #[error("{}", exhausted(*family, pools))]
     Exhausted {
         /// The family that ran out.
         family: Family,
@@ -22,6 +23,7 @@ pub enum Failure {
         pools: Vec<String>,
     },
     /// The requested address is held by a Service it may not share with (R3).
+    #[error("requested IP {ip} is held by {holder}")]
     RequestedHeld {
         /// The requested address.
         ip: IpAddr,
@@ -29,52 +31,89 @@ pub enum Failure {
         holder: ServiceKey,
     },
     /// The requested address is in no pool that admits the Service (R3).
+    #[error("requested IP {ip} is in no pool that admits this Service: {detail}")]
     RequestedInNoPool {
         /// The requested address.
         ip: IpAddr,
         /// Which way it fails.
-        detail: String,
+        detail: NotHandedOut,
     },
     /// No pool that admits the Service has addresses of this family (R5).
+    #[error("family unavailable: no pool that admits this Service has {0} addresses")]
     FamilyUnavailable(Family),
-    /// The Service's annotations cannot be honoured (message names the problem).
+    /// The Service's annotations cannot be honoured (the message, from the glue's translation of
+    /// the Service, names the annotation and the problem).
+    #[error("{0}")]
     Invalid(String),
 }
 
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::NoPool(detail) => write!(f, "no pool can serve this Service: {detail}"),
-            Failure::Exhausted { family, pools } if pools.len() == 1 => {
-                write!(
-                    f,
-                    "pool {} is exhausted: no free {family} address",
-                    pools[0]
-                )
-            }
-            Failure::Exhausted { family, pools } => {
-                write!(
-                    f,
-                    "pools {} are exhausted: no free {family} address",
-                    pools.join(", ")
-                )
-            }
-            Failure::RequestedHeld { ip, holder } => {
-                write!(f, "requested IP {ip} is held by {holder}")
-            }
-            Failure::RequestedInNoPool { ip, detail } => {
-                write!(
-                    f,
-                    "requested IP {ip} is in no pool that admits this Service: {detail}"
-                )
-            }
-            Failure::FamilyUnavailable(family) => write!(
-                f,
-                "family unavailable: no pool that admits this Service has {family} addresses"
-            ),
-            Failure::Invalid(msg) => f.write_str(msg),
-        }
+fn exhausted(family: Family, pools: &[String]) -> String {
+    match pools {
+        [one] => format!("pool {one} is exhausted: no free {family} address"),
+        many => format!(
+            "pools {} are exhausted: no free {family} address",
+            many.join(", ")
+        ),
     }
+}
+
+/// Why no pool can serve a Service ([`Failure::NoPool`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoPool {
+    /// The `address-pool` annotation names a pool that does not exist.
+    #[error("the pool it names, {0}, does not exist")]
+    NamedMissing(String),
+    /// The named pool's `spec.addresses` cannot be used.
+    #[error("the pool it names, {name}, is invalid: {reason}")]
+    NamedInvalid {
+        /// The pool.
+        name: String,
+        /// Why its addresses are unusable (names the entry).
+        reason: String,
+    },
+    /// The named pool's `serviceAllocation` does not admit the Service.
+    #[error("the pool it names, {0}, does not admit it (serviceAllocation)")]
+    NamedRefuses(String),
+    /// The requested addresses belong to no pool.
+    #[error("the requested addresses are in no pool")]
+    RequestedOutside,
+    /// There is no IPAddressPool at all.
+    #[error("there is no IPAddressPool")]
+    NoPools,
+    /// No valid `autoAssign` pool admits the Service.
+    #[error("no valid IPAddressPool with autoAssign admits it")]
+    NoneAdmits,
+    /// The pools that admit the Service have no usable address of any wanted family (R5).
+    #[error("no usable {families} address in the pools that admit it ({})", pools.join(", "))]
+    NoUsableAddress {
+        /// The wanted families, `/`-separated (`IPv4/IPv6`).
+        families: String,
+        /// The pools that admit it.
+        pools: Vec<String>,
+    },
+}
+
+/// Why a requested address cannot be handed out ([`Failure::RequestedInNoPool`], R3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotHandedOut {
+    /// The pool that would serve the Service does not own the address (R9).
+    #[error("it is not handed out by pool {0}")]
+    OtherPool(String),
+    /// The address is not free in its owner pool (reserved, e.g. `avoidBuggyIPs`).
+    #[error("pool {0} does not hand it out")]
+    NotFree(String),
+    /// The address is a Node address (R10).
+    #[error("it is an address of node {0}")]
+    NodeAddress(String),
+    /// No pool contains the address.
+    #[error("no pool contains it")]
+    InNoPool,
+    /// The Service requests addresses of two different pools.
+    #[error("the requested addresses are in different pools")]
+    DifferentPools,
+    /// The owner pool's `serviceAllocation` does not admit the Service.
+    #[error("pool {0} does not admit it (serviceAllocation)")]
+    NotAdmitted(String),
 }
 
 /// Something that happened to one Service in a reconcile pass.

@@ -65,7 +65,7 @@ impl PoolConfig {
             return true;
         };
         let empty = BTreeMap::new();
-        (a.namespaces.is_empty() || a.namespaces.contains(&svc.key.namespace))
+        (a.namespaces.is_empty() || a.namespaces.iter().any(|n| **n == *svc.key.namespace))
             && any_matches(&a.namespace_selectors, namespace_labels.unwrap_or(&empty))
             && any_matches(&a.service_selectors, &svc.labels)
     }

@@ -2,24 +2,27 @@
 //! glue (`ferrolb_controller::service`): families, requested IPs, named pool, sharing key, ports, backends and
 //! the status it carries now.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ferrolb_crds::addresses::Family;
 
-/// `namespace/name` of a Service. Ordered by namespace, then name.
+/// `namespace/name` of a Service. Ordered by namespace, then name. The parts are shared
+/// (`Arc<str>`): the allocator and the planner keep one key per Service in several maps, and a
+/// clone costs two reference counts, not two allocations.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ServiceKey {
     /// `metadata.namespace`.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// `metadata.name`.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl ServiceKey {
     /// Builds a key from its two parts.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> ServiceKey {
+    pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> ServiceKey {
         ServiceKey {
             namespace: namespace.into(),
             name: name.into(),
@@ -59,6 +62,45 @@ pub enum Backend {
 /// One `(protocol, port)` of `spec.ports`, e.g. `("TCP", 80)`.
 pub type PortKey = (String, u16);
 
+/// The `(protocol, port)` set of a Service: sorted, no duplicates. A sorted `Vec`, not a
+/// `BTreeSet`: a Service has a handful of ports, and a one-element `BTreeSet` allocates a whole
+/// B-tree node (~0.4 KiB) per Service.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ports(Vec<PortKey>);
+
+impl Ports {
+    /// The ports, in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, PortKey> {
+        self.0.iter()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The first port both sets contain, if any (R2: sharers need disjoint ports).
+    pub fn first_common<'a>(&'a self, other: &Ports) -> Option<&'a PortKey> {
+        self.0.iter().find(|p| other.0.binary_search(p).is_ok())
+    }
+}
+
+impl FromIterator<PortKey> for Ports {
+    fn from_iter<I: IntoIterator<Item = PortKey>>(iter: I) -> Ports {
+        let mut v: Vec<PortKey> = iter.into_iter().collect();
+        v.sort();
+        v.dedup();
+        v.shrink_to_fit();
+        Ports(v)
+    }
+}
+
+impl<const N: usize> From<[PortKey; N]> for Ports {
+    fn from(ports: [PortKey; N]) -> Ports {
+        ports.into_iter().collect()
+    }
+}
+
 /// Everything the allocator needs to know about one Service it handles.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServiceRequest {
@@ -81,7 +123,7 @@ pub struct ServiceRequest {
     /// Sharing key of `ferrolb.io/allow-shared-ip`.
     pub sharing_key: Option<String>,
     /// `(protocol, port)` of `spec.ports`.
-    pub ports: BTreeSet<PortKey>,
+    pub ports: Ports,
     /// `externalTrafficPolicy` and selector.
     pub backend: Backend,
     /// Set when the Service's ferrolb annotations cannot be honoured (unparseable, wrong family,

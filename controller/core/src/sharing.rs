@@ -18,7 +18,7 @@ pub fn incompatibility(a: &ServiceRequest, b: &ServiceRequest) -> Option<String>
             ));
         }
     }
-    if let Some((proto, port)) = a.ports.intersection(&b.ports).next() {
+    if let Some((proto, port)) = a.ports.first_common(&b.ports) {
         return Some(format!("{} and {} both use {proto}/{port}", a.key, b.key));
     }
     match (&a.backend, &b.backend) {

@@ -863,6 +863,9 @@ mod props {
         #[test]
         fn invariants_hold_over_random_histories(ops in proptest::collection::vec(op(), 1..60)) {
             let mut ipam = Ipam::new();
+            // The same history, every pass over everything (`resync`): incremental passes
+            // must decide exactly the same.
+            let mut full = Ipam::new();
             let mut model = Model { pools: BTreeMap::new(), nodes: BTreeSet::new() };
             let mut clock = 0i64;
             let mut snapshot: Snapshot = BTreeMap::new();
@@ -874,26 +877,30 @@ mod props {
                         let c = *model.pools.get(&slot).map(|(c, _, _)| c).unwrap_or(&clock);
                         let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
                         ipam.upsert_pool(PoolConfig::simple(&format!("pool{slot}"), c, &refs, avoid_buggy));
+                        full.upsert_pool(PoolConfig::simple(&format!("pool{slot}"), c, &refs, avoid_buggy));
                         model.pools.insert(slot, (c, entries, avoid_buggy));
                     }
                     Op::DropPool(slot) => {
                         ipam.remove_pool(&format!("pool{slot}"));
+                        full.remove_pool(&format!("pool{slot}"));
                         model.pools.remove(&slot);
                     }
                     Op::Nodes(list) => {
                         let nodes: BTreeMap<IpAddr, String> =
                             list.iter().map(|i| (addr(*i), format!("node-{i}"))).collect();
                         model.nodes = nodes.keys().copied().collect();
+                        full.set_nodes(nodes.clone());
                         ipam.set_nodes(nodes);
                     }
                     Op::Service { slot, spec } => {
                         let c = *created.entry(slot).or_insert(clock);
                         ipam.upsert_service(request(slot, c, &spec));
+                        full.upsert_service(request(slot, c, &spec));
                     }
                     Op::DropService { slot, deleted } => {
                         let gone = if deleted { Gone::Deleted } else { Gone::NotHandled };
                         let key = ServiceKey::new("ns", format!("s{slot}"));
-                        ipam.remove_service(&key, gone);
+                        prop_assert_eq!(ipam.remove_service(&key, gone), full.remove_service(&key, gone));
                         // Its addresses were released (R6): a later return is a new allocation.
                         snapshot.remove(&key);
                         if deleted {
@@ -901,7 +908,13 @@ mod props {
                         }
                     }
                     Op::Reconcile => {
-                        ipam.reconcile();
+                        full.resync();
+                        let notes = ipam.reconcile();
+                        prop_assert_eq!(&notes, &full.reconcile(), "incremental pass = full pass");
+                        for s in full.services() {
+                            prop_assert_eq!(ipam.desired_ips(&s.key), full.desired_ips(&s.key));
+                            prop_assert_eq!(ipam.pending_reason(&s.key), full.pending_reason(&s.key));
+                        }
                         check(&mut ipam, &model, &snapshot);
                         prop_assert!(ipam.reconcile().is_empty(), "a second pass is quiet");
                         snapshot = ipam

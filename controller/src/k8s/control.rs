@@ -12,10 +12,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferrolb_runtime::events::Publisher;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
-use kube::runtime::events::Recorder;
 use tokio::sync::{Notify, watch};
 use tracing::Instrument;
 
@@ -45,8 +45,8 @@ pub struct Control {
     pub leader: watch::Receiver<bool>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// Event publisher (bounded recorder cache, byte-limited notes).
+    pub recorder: Publisher,
     /// Safety-net resync period.
     pub resync: Duration,
     /// Concurrent writes.
@@ -60,6 +60,8 @@ impl Control {
     pub async fn run(mut self) {
         let mut state: Option<Planner> = None;
         let mut passes: u64 = 0;
+        // The resync tick makes the next pass look at every Service, not only the changed ones.
+        let mut full = false;
         let mut resync = tokio::time::interval(self.resync);
         resync.tick().await;
         loop {
@@ -72,6 +74,9 @@ impl Control {
                     );
                     Planner::new(self.class.clone(), self.contest)
                 });
+                if std::mem::take(&mut full) {
+                    st.resync();
+                }
                 let started = Instant::now();
                 passes = passes.wrapping_add(1);
                 // One span per pass: every log line of the pass (and of its writes) carries
@@ -112,7 +117,7 @@ impl Control {
                     // Coalesce a burst of watch events into one pass.
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                _ = resync.tick() => {}
+                _ = resync.tick() => full = true,
                 changed = self.leader.changed() => {
                     if changed.is_err() {
                         tracing::warn!("leader election ended; stopping writes");

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kube::runtime::reflector::{self, Store};
 
 use kube::{Api, Client, Resource};
@@ -32,7 +31,7 @@ pub struct Stores {
 
 /// Drops what the controller never reads before an object enters a store, to keep memory
 /// O(what we use): `managedFields` of other managers (ours tell whether we own a Service's
-/// ingress; see [`slim_service`] for the exception) and the `last-applied-configuration`
+/// ingress; Services go through [`crate::service::trim`] instead) and the `last-applied-configuration`
 /// annotation.
 fn slim<K: Resource>(obj: &mut K) {
     let meta = obj.meta_mut();
@@ -41,42 +40,6 @@ fn slim<K: Resource>(obj: &mut K) {
     }
     if let Some(a) = meta.annotations.as_mut() {
         a.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-}
-
-/// Services: as [`slim`], but the entries of other managers that own part of
-/// `status.loadBalancer` are kept (cut down to that fact), so the controller can name the other
-/// writer in a write war (R8, `crate::service::status_writer`).
-fn slim_service(svc: &mut Service) {
-    let others: Vec<ManagedFieldsEntry> = svc
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.manager.as_deref() != Some(crate::service::FIELD_MANAGER)
-                && m.fields_v1
-                    .as_ref()
-                    .and_then(|f| f.0.pointer("/f:status/f:loadBalancer"))
-                    .is_some()
-        })
-        .map(|m| ManagedFieldsEntry {
-            manager: m.manager.clone(),
-            operation: m.operation.clone(),
-            subresource: m.subresource.clone(),
-            time: m.time.clone(),
-            fields_v1: Some(FieldsV1(
-                serde_json::json!({"f:status": {"f:loadBalancer": {}}}),
-            )),
-            ..Default::default()
-        })
-        .collect();
-    slim(svc);
-    if !others.is_empty() {
-        svc.metadata
-            .managed_fields
-            .get_or_insert_with(Vec::new)
-            .extend(others);
     }
 }
 
@@ -105,7 +68,7 @@ impl Stores {
             services: spawn_reflector(
                 Api::<Service>::all(client.clone()),
                 wake.clone(),
-                slim_service,
+                crate::service::trim,
             ),
             pools: spawn_reflector(
                 Api::<IPAddressPool>::all(client.clone()),
@@ -132,43 +95,5 @@ impl Stores {
         self.l2.wait_until_ready().await?;
         self.namespaces.wait_until_ready().await?;
         self.nodes.wait_until_ready().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn entry(manager: &str, fields: serde_json::Value) -> ManagedFieldsEntry {
-        ManagedFieldsEntry {
-            manager: Some(manager.into()),
-            fields_v1: Some(FieldsV1(fields)),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn services_keep_the_other_status_writer_only() {
-        let lb = serde_json::json!({"f:status": {"f:loadBalancer": {"f:ingress": {}}},
-            "f:metadata": {"f:labels": {"f:big": {}}}});
-        let mut svc = Service::default();
-        svc.metadata.managed_fields = Some(vec![
-            entry(crate::service::FIELD_MANAGER, lb.clone()),
-            entry("kubectl", serde_json::json!({"f:spec": {}})),
-            entry("other-lb", lb.clone()),
-        ]);
-        slim_service(&mut svc);
-        let kept = svc.metadata.managed_fields.clone().unwrap();
-        assert_eq!(kept.len(), 2);
-        assert_eq!(kept[0].fields_v1.as_ref().unwrap().0, lb);
-        assert_eq!(
-            kept[1].fields_v1.as_ref().unwrap().0,
-            serde_json::json!({"f:status": {"f:loadBalancer": {}}})
-        );
-        assert_eq!(
-            crate::service::status_writer(&svc).as_deref(),
-            Some("other-lb")
-        );
     }
 }

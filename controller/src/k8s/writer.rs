@@ -4,9 +4,10 @@
 
 use std::net::IpAddr;
 
+use ferrolb_runtime::events::Publisher;
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use serde_json::json;
 
@@ -65,7 +66,7 @@ pub async fn apply_pool_status(
 }
 
 /// Publishes an Event on a Service; failures are logged, never retried in a loop.
-pub async fn publish(recorder: &Recorder, svc: &Service, ev: &EventSpec) {
+pub async fn publish(recorder: &Publisher, svc: &Service, ev: &EventSpec) {
     let reference: ObjectReference = svc.object_ref(&());
     let event = Event {
         type_: if ev.warning {
@@ -74,7 +75,7 @@ pub async fn publish(recorder: &Recorder, svc: &Service, ev: &EventSpec) {
             EventType::Normal
         },
         reason: ev.reason.to_owned(),
-        note: Some(ev.message.chars().take(1000).collect()),
+        note: Some(ev.message.clone()),
         action: "Allocate".to_owned(),
         secondary: None,
     };

@@ -96,11 +96,12 @@ fn metric(body: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn rss_kib(pid: Option<u32>) -> Option<u64> {
+/// `VmRSS` (now) or `VmHWM` (peak) of a process, KiB.
+fn proc_kib(pid: Option<u32>, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
 }
@@ -199,14 +200,21 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_default();
     println!("services: {total}");
     println!(
-        "create calls finished after: {:.2} s",
-        created.as_secs_f64()
+        "create calls finished after: {:.2} s ({:.0} Services/s: the API server's create rate)",
+        created.as_secs_f64(),
+        total as f64 / created.as_secs_f64()
     );
-    println!("all have status after: {:.2} s", alloc.as_secs_f64());
     println!(
-        "controller status writes: {:?}; RSS: {:?} KiB",
+        "all have status after: {:.2} s ({:.0} Services/s; {:.3} of the create rate)",
+        alloc.as_secs_f64(),
+        total as f64 / alloc.as_secs_f64(),
+        created.as_secs_f64() / alloc.as_secs_f64()
+    );
+    println!(
+        "controller status writes: {:?}; RSS: {:?} KiB, peak RSS: {:?} KiB",
         metric(&m1, "ferrolb_controller_status_writes_total"),
-        rss_kib(first.pid())
+        proc_kib(first.pid(), "VmRSS:"),
+        proc_kib(first.pid(), "VmHWM:")
     );
 
     // Restart.
@@ -258,9 +266,10 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("restart: Services changed (resourceVersion): {changed}");
     println!(
-        "restart: controller status writes: {:?}; RSS: {:?} KiB",
+        "restart: controller status writes: {:?}; RSS: {:?} KiB, peak RSS: {:?} KiB",
         metric(&m2, "ferrolb_controller_status_writes_total"),
-        rss_kib(second.pid())
+        proc_kib(second.pid(), "VmRSS:"),
+        proc_kib(second.pid(), "VmHWM:")
     );
     second.stop(Duration::from_secs(5));
     if changed != 0 {
