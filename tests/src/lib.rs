@@ -2,11 +2,15 @@
 //! network-namespace lab, and the end-to-end scenarios under `tests/tests/`.
 //!
 //! - [`cluster`]: start/stop a control plane with the ferrolb CRDs; clients and kubeconfigs.
+//! - [`controller`]: a `ferrolb-controller` process against the test cluster (the one fixture).
 //! - [`lab`]: network namespaces on a bridge, with speakers in node namespaces.
 //! - [`namespace`]: a fresh namespace per test.
 //! - [`objects`]: builders for pools, advertisements, Services, status and EndpointSlices.
+//! - [`poll`]: the one polling helper.
 
 pub mod cluster;
+pub mod controller;
 pub mod lab;
 pub mod namespace;
 pub mod objects;
+pub mod poll;

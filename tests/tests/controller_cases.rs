@@ -12,9 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ferrolb_crds::{IPAddressPool, IPAddressPoolSpec};
-use ferrolb_tests::cluster::{Supervised, TestCluster, workspace_bin};
-use ferrolb_tests::namespace;
+use ferrolb_tests::cluster::TestCluster;
+use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
 use ferrolb_tests::objects::{create_pool, create_service, lb_service, set_ingress};
+use ferrolb_tests::{namespace, poll};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
@@ -24,70 +25,26 @@ use serde_json::json;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// One running controller process.
-struct Controller {
-    process: Supervised,
-    /// Port of its `/metrics` on 127.0.0.1.
-    port: u16,
+/// The shared fixture ([`ControllerProcess`]) with this suite's lease timings.
+fn start_controller(cluster: &TestCluster, identity: &str, extra: &[&str]) -> ControllerProcess {
+    let opts = ControllerOptions::new(identity)
+        .args(&["--lease-duration=3s", "--lease-grace=1s"])
+        .args(extra);
+    ControllerProcess::start(cluster.kubeconfig(), cluster.dir(), &opts).expect("start controller")
 }
 
-fn start_controller(cluster: &TestCluster, identity: &str, extra: &[&str]) -> Controller {
-    let bin = workspace_bin("ferrolb-controller").expect("controller binary");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut args: Vec<String> = vec![
-        format!("--kubeconfig={}", cluster.kubeconfig().display()),
-        format!("--admin-address=127.0.0.1:{port}"),
-        "--lease-namespace=default".into(),
-        format!("--identity={identity}"),
-        "--lease-duration=3s".into(),
-        "--lease-grace=1s".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let log = cluster.dir().join(format!("controller-{identity}.log"));
-    let process = Supervised::spawn(identity, &bin, &args, &log, false).expect("start controller");
-    Controller { process, port }
+/// A `/metrics` sample, 0 when absent.
+async fn metric(ctl: &ControllerProcess, sample: &str) -> f64 {
+    ctl.metric(sample).await.unwrap_or(0.0)
 }
 
-impl Controller {
-    fn log(&self) -> String {
-        self.process.log_tail(40)
-    }
-
-    /// The value of one sample of `/metrics` (`name` with its labels, e.g.
-    /// `x_total{manager="m"}`); 0 when absent.
-    async fn metric(&self, sample: &str) -> f64 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .unwrap();
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .await
-            .unwrap();
-        let mut body = String::new();
-        s.read_to_string(&mut body).await.unwrap();
-        body.lines()
-            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
-            .map_or(0.0, |v| v.trim().parse().unwrap())
-    }
-}
-
-async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F)
+/// [`poll::until`], failing the test on timeout.
+async fn wait_for<F, Fut>(what: &str, timeout: Duration, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out after {timeout:?} waiting for {what}");
+    poll::until(what, timeout, check).await.unwrap();
 }
 
 async fn get_svc(client: &Client, ns: &str, name: &str) -> Service {
@@ -260,7 +217,12 @@ async fn c01_variant(a_requests: bool, b_first: bool) {
         assert!(note.contains("pool pool"), "{note}");
         tokio::time::sleep(Duration::from_secs(2)).await;
         let a_now = get_svc(&client, &ns_a, "svc-a").await;
-        assert_eq!(ips_of(&a_now), vec!["198.51.100.10"], "{}", ctl.log());
+        assert_eq!(
+            ips_of(&a_now),
+            vec!["198.51.100.10"],
+            "{}",
+            ctl.log_tail(40)
+        );
         assert_eq!(
             a_now.resource_version(),
             rv,
@@ -325,7 +287,7 @@ async fn c02_sharing_groups_survive_restarts_and_recreation() {
             get_svc(&client, &ns, "svc-b").await.resource_version()
         ),
         "{}",
-        ctl.log()
+        ctl.log_tail(40)
     );
     // (b) delete svc-b and create it again unchanged: same IP.
     delete_svc(&client, &ns, "svc-b").await;
@@ -446,7 +408,7 @@ async fn c03_pool_deleted_while_in_use() {
         before,
         snapshot(&client, &ns, &["svc-a", "svc-b", "svc-c"]).await,
         "{}",
-        ctl.log()
+        ctl.log_tail(40)
     );
 }
 
@@ -710,7 +672,7 @@ async fn c07_foreign_status_is_replaced_not_looped_on() {
             rvs[*name],
             get_svc(&client, &ns, name).await.resource_version(),
             "{name} written again: {}",
-            ctl.log()
+            ctl.log_tail(40)
         );
     }
 }
@@ -915,7 +877,7 @@ async fn ha_leader_killed_in_a_burst_of_creations() {
     create(0..total / 2).await;
     // Kill the leader while it is writing the first half, without letting it release the Lease.
     let victim = if leader == "ha-1" { &one } else { &two };
-    victim.process.signal("KILL");
+    victim.process().signal("KILL");
     create(total / 2..total).await;
     let survivor = if leader == "ha-1" { "ha-2" } else { "ha-1" };
     wait_for("the standby takes over", Duration::from_secs(20), || {
@@ -935,7 +897,7 @@ async fn ha_leader_killed_in_a_burst_of_creations() {
     let distinct: BTreeSet<String> = list.items.iter().flat_map(ips_of).collect();
     assert_eq!(distinct.len(), total, "duplicated addresses");
     let survivor_log = if survivor == "ha-1" { &one } else { &two };
-    let log = std::fs::read_to_string(survivor_log.process.log_path()).unwrap();
+    let log = std::fs::read_to_string(survivor_log.process().log_path()).unwrap();
     assert!(
         log.contains("leading: rebuilding the allocation table"),
         "{log}"
@@ -1004,7 +966,7 @@ async fn classes_and_bad_annotations() {
         assert!(
             ips_of(&s).is_empty() && !written_by_controller(&s),
             "{name} was touched: {}",
-            ctl.log()
+            ctl.log_tail(40)
         );
         assert!(
             events(&client, &ns, name).await.is_empty(),
@@ -1138,7 +1100,7 @@ async fn r8_write_war_backs_off() {
             t.elapsed() < Duration::from_secs(20),
             "no StatusWriteConflict Event naming other-lb; events {:?}; log {}",
             events(&client, &ns, "svc-a").await,
-            ctl.log()
+            ctl.log_tail(40)
         );
         tokio::time::sleep(Duration::from_millis(150)).await;
     };
@@ -1146,8 +1108,11 @@ async fn r8_write_war_backs_off() {
         note.contains("--default-class=false") && note.contains("spec.loadBalancerClass"),
         "{note}"
     );
-    assert_eq!(ctl.metric("ferrolb_controller_status_contested").await, 1.0);
-    assert_eq!(ctl.metric(conflicts).await, 1.0);
+    assert_eq!(
+        metric(&ctl, "ferrolb_controller_status_contested").await,
+        1.0
+    );
+    assert_eq!(metric(&ctl, conflicts).await, 1.0);
     // The address stays reserved: a new Service gets the next one.
     create_service(
         &client,
@@ -1169,7 +1134,7 @@ async fn r8_write_war_backs_off() {
         phase1.0 <= 2,
         "{} writes of ours for one spec: {}",
         phase1.0 + 1,
-        ctl.log()
+        ctl.log_tail(40)
     );
     let events1 = occurrences(&client, &ns, "svc-a", "StatusWriteConflict").await;
     assert_eq!(events1.iter().map(|e| e.1).sum::<i32>(), 1, "{events1:?}");
@@ -1180,7 +1145,7 @@ async fn r8_write_war_backs_off() {
         .await
         .unwrap();
     wait_for("a second back-off", Duration::from_secs(10), || async {
-        ctl.metric(conflicts).await == 2.0
+        metric(&ctl, conflicts).await == 2.0
     })
     .await;
     writer.await.unwrap();
@@ -1192,7 +1157,7 @@ async fn r8_write_war_backs_off() {
         (1..=3).contains(&phase2.0),
         "{} writes of ours after the spec change: {}",
         phase2.0,
-        ctl.log()
+        ctl.log_tail(40)
     );
     let events2 = occurrences(&client, &ns, "svc-a", "StatusWriteConflict").await;
     assert!(
@@ -1204,7 +1169,10 @@ async fn r8_write_war_backs_off() {
         2,
         "one per spec: {events2:?}"
     );
-    assert_eq!(ctl.metric("ferrolb_controller_status_contested").await, 1.0);
+    assert_eq!(
+        metric(&ctl, "ferrolb_controller_status_contested").await,
+        1.0
+    );
 
     // Phase 3: the other writer has stopped; after the backoff ferrolb writes once and wins.
     wait_for(
@@ -1214,7 +1182,10 @@ async fn r8_write_war_backs_off() {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(ctl.metric("ferrolb_controller_status_contested").await, 0.0);
+    assert_eq!(
+        metric(&ctl, "ferrolb_controller_status_contested").await,
+        0.0
+    );
     let ours_total = ours_n.load(Ordering::SeqCst) + 1;
     let theirs_total = theirs_n.load(Ordering::SeqCst);
     println!(

@@ -22,9 +22,9 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use ferrolb_tests::cluster::{Supervised, TestCluster, target_dir, workspace_bin};
+use ferrolb_tests::cluster::TestCluster;
+use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
 use ferrolb_tests::namespace;
 use ferrolb_tests::objects::{create_pool, create_service, lb_service};
 
@@ -42,58 +42,22 @@ struct Cli {
     controller: Option<PathBuf>,
 }
 
-fn controller_bin(cli: &Cli) -> anyhow::Result<PathBuf> {
-    if let Some(p) = &cli.controller {
-        return Ok(p.clone());
+fn start(cluster: &TestCluster, cli: &Cli, identity: &str) -> anyhow::Result<ControllerProcess> {
+    let mut opts = ControllerOptions::new(identity).prefer_release().args(&[
+        "--lease-duration=5s",
+        "--lease-grace=2s",
+        "--log-format=json",
+    ]);
+    if let Some(bin) = &cli.controller {
+        opts.binary = Some(bin.clone());
     }
-    let release = target_dir().join("release").join("ferrolb-controller");
-    if release.is_file() {
-        return Ok(release);
-    }
-    workspace_bin("ferrolb-controller")
-}
-
-fn start(
-    cluster: &TestCluster,
-    bin: &std::path::Path,
-    identity: &str,
-    port: u16,
-) -> anyhow::Result<Supervised> {
-    let args = vec![
-        format!("--kubeconfig={}", cluster.kubeconfig().display()),
-        format!("--admin-address=127.0.0.1:{port}"),
-        "--lease-namespace=default".to_owned(),
-        format!("--identity={identity}"),
-        "--lease-duration=5s".to_owned(),
-        "--lease-grace=2s".to_owned(),
-        "--log-format=json".to_owned(),
-    ];
-    let log = cluster.dir().join(format!("{identity}.log"));
-    Supervised::spawn(identity, bin, &args, &log, false)
-}
-
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await.ok()?;
-    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-    let body = buf
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Some((code, body))
-}
-
-fn metric(body: &str, name: &str) -> Option<f64> {
-    body.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
+    println!(
+        "controller binary: {}",
+        opts.binary
+            .as_ref()
+            .map_or_else(|| "debug build".into(), |b| b.display().to_string())
+    );
+    ControllerProcess::start(cluster.kubeconfig(), cluster.dir(), &opts)
 }
 
 /// `VmRSS` (now) or `VmHWM` (peak) of a process, KiB.
@@ -131,20 +95,13 @@ async fn versions(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let bin = controller_bin(&cli)?;
-    println!("controller binary: {}", bin.display());
     let cluster = TestCluster::start().await.context("test cluster")?;
     let client = cluster.client().await?;
     create_pool(&client, "bench", &["2001:db8:1::/112"]).await?;
     let ns = namespace::fresh(&client, "bench").await?;
-    let port1 = free_port()?;
-    let first = start(&cluster, &bin, "bench-1", port1)?;
+    let first = start(&cluster, &cli, "bench-1")?;
     let t = Instant::now();
-    while http_get(port1, "/metrics")
-        .await
-        .map(|(_, b)| metric(&b, "ferrolb_controller_leader"))
-        != Some(Some(1.0))
-    {
+    while first.metric("ferrolb_controller_leader").await != Some(1.0) {
         if t.elapsed() > Duration::from_secs(30) {
             bail!("controller did not lead: {}", first.log_tail(20));
         }
@@ -194,10 +151,6 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("Services did not all get status within 600 s")??;
     let alloc = all_done.duration_since(started);
-    let m1 = http_get(port1, "/metrics")
-        .await
-        .map(|(_, b)| b)
-        .unwrap_or_default();
     println!("services: {total}");
     println!(
         "create calls finished after: {:.2} s ({:.0} Services/s: the API server's create rate)",
@@ -212,9 +165,9 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "controller status writes: {:?}; RSS: {:?} KiB, peak RSS: {:?} KiB",
-        metric(&m1, "ferrolb_controller_status_writes_total"),
-        proc_kib(first.pid(), "VmRSS:"),
-        proc_kib(first.pid(), "VmHWM:")
+        first.metric("ferrolb_controller_status_writes_total").await,
+        proc_kib(first.process().pid(), "VmRSS:"),
+        proc_kib(first.process().pid(), "VmHWM:")
     );
 
     // Restart.
@@ -223,10 +176,9 @@ async fn main() -> anyhow::Result<()> {
         bail!("not every Service has status before the restart");
     }
     first.stop(Duration::from_secs(5));
-    let port2 = free_port()?;
     let restart = Instant::now();
-    let second = start(&cluster, &bin, "bench-2", port2)?;
-    while http_get(port2, "/readyz").await.map(|(c, _)| c) != Some(200) {
+    let second = start(&cluster, &cli, "bench-2")?;
+    while second.get("/readyz").await.map(|(c, _)| c) != Some(200) {
         if restart.elapsed() > Duration::from_secs(120) {
             bail!("restarted controller not ready: {}", second.log_tail(20));
         }
@@ -234,9 +186,9 @@ async fn main() -> anyhow::Result<()> {
     }
     let ready = restart.elapsed();
     // First pass done as leader: the reconcile histogram has a sample.
-    while http_get(port2, "/metrics")
+    while second
+        .metric("ferrolb_controller_reconcile_duration_seconds_count")
         .await
-        .and_then(|(_, b)| metric(&b, "ferrolb_controller_reconcile_duration_seconds_count"))
         .unwrap_or(0.0)
         < 1.0
     {
@@ -252,10 +204,6 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .filter(|(k, v)| after.get(*k) != Some(v))
         .count();
-    let m2 = http_get(port2, "/metrics")
-        .await
-        .map(|(_, b)| b)
-        .unwrap_or_default();
     println!(
         "restart: ready (/readyz 200) after {:.3} s",
         ready.as_secs_f64()
@@ -267,19 +215,15 @@ async fn main() -> anyhow::Result<()> {
     println!("restart: Services changed (resourceVersion): {changed}");
     println!(
         "restart: controller status writes: {:?}; RSS: {:?} KiB, peak RSS: {:?} KiB",
-        metric(&m2, "ferrolb_controller_status_writes_total"),
-        proc_kib(second.pid(), "VmRSS:"),
-        proc_kib(second.pid(), "VmHWM:")
+        second
+            .metric("ferrolb_controller_status_writes_total")
+            .await,
+        proc_kib(second.process().pid(), "VmRSS:"),
+        proc_kib(second.process().pid(), "VmHWM:")
     );
     second.stop(Duration::from_secs(5));
     if changed != 0 {
         bail!("{changed} Services were written during the restart");
     }
     Ok(())
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }

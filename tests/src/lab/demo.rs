@@ -23,7 +23,7 @@ use super::http_client::{self, Attempt};
 use super::kube_proxy::KubeProxy;
 use super::pods::{POD_CIDR, POD_PORT, Pods};
 use super::{Lab, Seen, within_netns};
-use crate::cluster::{Supervised, workspace_bin};
+use crate::controller::{ControllerOptions, ControllerProcess};
 use crate::objects::{EndpointSpec, apply_endpoints};
 
 /// Node namespaces in the demo.
@@ -126,7 +126,7 @@ struct Observed {
 /// Everything the demo runs. Field order is drop order: processes and pods go before the lab.
 struct Running {
     proxies: Vec<KubeProxy>,
-    controller: Supervised,
+    controller: ControllerProcess,
     pods: Pods,
     lab: Lab,
 }
@@ -252,23 +252,11 @@ async fn start(out: &mut (dyn Write + Send)) -> anyhow::Result<Running> {
     })
 }
 
-fn start_controller(lab: &Lab) -> anyhow::Result<Supervised> {
-    let bin = workspace_bin("ferrolb-controller")?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let args = vec![
-        format!("--kubeconfig={}", lab.cluster().kubeconfig().display()),
-        format!("--admin-address=127.0.0.1:{port}"),
-        "--lease-namespace=default".into(),
-        "--identity=demo-controller".into(),
-    ];
-    Supervised::spawn(
-        "ferrolb-controller",
-        &bin,
-        &args,
-        &lab.dir().join("controller.log"),
-        false,
+fn start_controller(lab: &Lab) -> anyhow::Result<ControllerProcess> {
+    ControllerProcess::start(
+        lab.cluster().kubeconfig(),
+        lab.dir(),
+        &ControllerOptions::new("demo-controller"),
     )
 }
 
@@ -477,7 +465,7 @@ async fn wait_for_external_ip(r: &Running, client: &kube::Client) -> anyhow::Res
     let api: Api<Service> = Api::namespaced(client.clone(), SERVICE.0);
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        if let Some(status) = r.controller.exit_status() {
+        if let Some(status) = r.controller.process().exit_status() {
             bail!(
                 "ferrolb-controller exited ({status}):\n{}",
                 r.controller.log_tail(30)

@@ -1,0 +1,18 @@
+//! Pieces of `deploy_manifests.rs`, one concern per file: the `kubectl` driver and RBAC rows
+//! ([`kubectl`]), manifest objects as JSON ([`objects`]), the two workloads and their CLI contract
+//! ([`workloads`]), RBAC both ways ([`rbac`]), and the examples and overlays ([`examples`]).
+
+pub mod examples;
+pub mod kubectl;
+pub mod objects;
+pub mod rbac;
+pub mod workloads;
+
+/// The install namespace.
+pub const NS: &str = "ferrolb-system";
+/// The speaker's ServiceAccount, as `--as` takes it.
+pub const SPEAKER_SA: &str = "system:serviceaccount:ferrolb-system:ferrolb-speaker";
+/// The controller's ServiceAccount, as `--as` takes it.
+pub const CONTROLLER_SA: &str = "system:serviceaccount:ferrolb-system:ferrolb-controller";
+/// A ServiceAccount with no bindings: what it may do, every authenticated identity may do.
+pub const NOBODY_SA: &str = "system:serviceaccount:ferrolb-system:nobody";

@@ -1,0 +1,159 @@
+//! RBAC is least-privilege: `kubectl auth can-i` answers yes and no where it must, and the full
+//! `can-i --list` of each ServiceAccount, minus what any authenticated identity may do, is exactly
+//! the granted set.
+
+use std::collections::BTreeSet;
+
+use super::kubectl::{Kubectl, Rule, rule};
+use super::{CONTROLLER_SA, NOBODY_SA, NS, SPEAKER_SA};
+
+/// Both directions of the RBAC check.
+pub fn check(k: &Kubectl) {
+    // --- RBAC: yes where it must, no where it must not ---
+    let all = ["--all-namespaces"];
+    let in_ns = ["-n", NS];
+    let in_default = ["-n", "default"];
+    for (verb, resource, extra) in [
+        ("list", "services", &all[..]),
+        ("watch", "services", &all[..]),
+        ("watch", "endpointslices.discovery.k8s.io", &all[..]),
+        ("list", "nodes", &[][..]),
+        ("watch", "ipaddresspools.ferrolb.io", &[][..]),
+        ("list", "l2advertisements.ferrolb.io", &[][..]),
+        ("create", "events.events.k8s.io", &in_default[..]),
+        ("patch", "events.events.k8s.io", &in_default[..]),
+        ("create", "events", &in_default[..]),
+        ("get", "secrets/ferrolb-memberlist", &in_ns[..]),
+        ("watch", "secrets/ferrolb-memberlist", &in_ns[..]),
+    ] {
+        assert!(
+            k.can_i(SPEAKER_SA, verb, resource, extra),
+            "speaker cannot {verb} {resource} {extra:?}"
+        );
+    }
+    for (verb, resource, extra) in [
+        ("update", "services", &["--subresource=status", "-A"][..]),
+        ("patch", "services", &["--subresource=status", "-A"][..]),
+        ("patch", "services", &all[..]),
+        ("delete", "services", &all[..]),
+        ("create", "secrets", &in_ns[..]),
+        ("list", "secrets", &in_ns[..]),
+        ("list", "secrets", &all[..]),
+        ("get", "secrets/other", &in_ns[..]),
+        ("get", "secrets/ferrolb-memberlist", &in_default[..]),
+        ("update", "secrets/ferrolb-memberlist", &in_ns[..]),
+        ("patch", "nodes", &[][..]),
+        ("create", "ipaddresspools.ferrolb.io", &[][..]),
+        (
+            "patch",
+            "ipaddresspools.ferrolb.io",
+            &["--subresource=status"][..],
+        ),
+        ("create", "leases.coordination.k8s.io", &in_ns[..]),
+        ("list", "pods", &all[..]),
+        ("delete", "events", &in_default[..]),
+    ] {
+        assert!(
+            !k.can_i(SPEAKER_SA, verb, resource, extra),
+            "speaker can {verb} {resource} {extra:?}"
+        );
+    }
+    for (verb, resource, extra) in [
+        ("patch", "services", &["--subresource=status", "-A"][..]),
+        ("update", "services", &["--subresource=status", "-A"][..]),
+        ("list", "services", &all[..]),
+        ("watch", "namespaces", &[][..]),
+        ("list", "nodes", &[][..]),
+        ("watch", "ipaddresspools.ferrolb.io", &[][..]),
+        (
+            "patch",
+            "ipaddresspools.ferrolb.io",
+            &["--subresource=status"][..],
+        ),
+        ("create", "events.events.k8s.io", &in_default[..]),
+        ("create", "events", &in_default[..]),
+        ("get", "leases.coordination.k8s.io", &in_ns[..]),
+        ("create", "leases.coordination.k8s.io", &in_ns[..]),
+        ("update", "leases.coordination.k8s.io", &in_ns[..]),
+    ] {
+        assert!(
+            k.can_i(CONTROLLER_SA, verb, resource, extra),
+            "controller cannot {verb} {resource} {extra:?}"
+        );
+    }
+    for (verb, resource, extra) in [
+        ("delete", "services", &all[..]),
+        ("create", "services", &all[..]),
+        ("patch", "services", &all[..]),
+        ("list", "secrets", &all[..]),
+        ("get", "secrets/ferrolb-memberlist", &in_ns[..]),
+        ("create", "leases.coordination.k8s.io", &in_default[..]),
+        ("delete", "leases.coordination.k8s.io", &in_ns[..]),
+        ("patch", "ipaddresspools.ferrolb.io", &[][..]),
+        ("delete", "ipaddresspools.ferrolb.io", &[][..]),
+        (
+            "patch",
+            "l2advertisements.ferrolb.io",
+            &["--subresource=status"][..],
+        ),
+        ("list", "endpointslices.discovery.k8s.io", &all[..]),
+        ("patch", "nodes", &[][..]),
+        ("list", "pods", &all[..]),
+    ] {
+        assert!(
+            !k.can_i(CONTROLLER_SA, verb, resource, extra),
+            "controller can {verb} {resource} {extra:?}"
+        );
+    }
+
+    // --- RBAC: nothing more. Everything each ServiceAccount may do, minus what any
+    // authenticated identity may do, is exactly the granted set. ---
+    let read = ["get", "list", "watch"];
+    let emit = ["create", "patch"];
+    let speaker_everywhere = [
+        rule("services", &[], &read),
+        rule("nodes", &[], &read),
+        rule("endpointslices.discovery.k8s.io", &[], &read),
+        rule("ipaddresspools.ferrolb.io", &[], &read),
+        rule("l2advertisements.ferrolb.io", &[], &read),
+        rule("events", &[], &emit),
+        rule("events.events.k8s.io", &[], &emit),
+    ];
+    let controller_everywhere = [
+        rule("services", &[], &read),
+        rule("namespaces", &[], &read),
+        rule("nodes", &[], &read),
+        rule("ipaddresspools.ferrolb.io", &[], &read),
+        rule("l2advertisements.ferrolb.io", &[], &read),
+        rule("services/status", &[], &["update", "patch"]),
+        rule(
+            "ipaddresspools.ferrolb.io/status",
+            &[],
+            &["update", "patch"],
+        ),
+        rule("events", &[], &emit),
+        rule("events.events.k8s.io", &[], &emit),
+    ];
+    for ns in [NS, "default"] {
+        let baseline = k.rules(NOBODY_SA, ns);
+        let granted = |who: &str| -> BTreeSet<Rule> {
+            k.rules(who, ns).difference(&baseline).cloned().collect()
+        };
+        let mut speaker: BTreeSet<Rule> = speaker_everywhere.iter().cloned().collect();
+        let mut controller: BTreeSet<Rule> = controller_everywhere.iter().cloned().collect();
+        if ns == NS {
+            speaker.insert(rule("secrets", &["ferrolb-memberlist"], &["get", "watch"]));
+            controller.insert(rule(
+                "leases.coordination.k8s.io",
+                &[],
+                &["get", "create", "update", "patch"],
+            ));
+        }
+        assert_eq!(granted(SPEAKER_SA), speaker, "speaker rules in {ns}");
+        assert_eq!(
+            granted(CONTROLLER_SA),
+            controller,
+            "controller rules in {ns}"
+        );
+    }
+}
