@@ -75,7 +75,7 @@ async fn main() -> anyhow::Result<()> {
         recorder: ferrolb_runtime::events::Publisher::new(
             client,
             Reporter {
-                controller: "ferrolb-controller".into(),
+                controller: "ferrolb.io/controller".into(),
                 instance: Some(identity.clone()),
             },
         ),
