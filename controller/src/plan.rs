@@ -223,20 +223,13 @@ impl Planner {
                 Classified::NotLoadBalancer | Classified::OtherClass => {
                     self.warned.remove(&key);
                     self.contests.forget(&key);
-                    if self.ipam.handles(&key) {
-                        let freed = self.ipam.remove_service(&key, Gone::NotHandled);
-                        if !freed.is_empty() {
-                            plan.tally.releases += 1;
-                            plan.events.push((
-                                svc.clone(),
-                                event_for(&Note::Released {
-                                    ips: freed,
-                                    why: "the Service is no longer a LoadBalancer of this class"
-                                        .into(),
-                                }),
-                            ));
-                        }
-                    }
+                    self.release(
+                        &key,
+                        Gone::NotHandled,
+                        || svc.clone(),
+                        "the Service is no longer a LoadBalancer of this class",
+                        &mut plan,
+                    );
                     false
                 }
             };
@@ -265,20 +258,14 @@ impl Planner {
             self.written.remove(&key);
             self.unsettled.remove(&key);
             self.contests.forget(&key);
-            if self.ipam.handles(&key) {
-                let freed = self.ipam.remove_service(&key, Gone::Deleted);
-                if !freed.is_empty() {
-                    plan.tally.releases += 1;
-                    let uid = last.as_ref().and_then(|k| k.svc.metadata.uid.as_ref());
-                    plan.events.push((
-                        Arc::new(deleted_service(&key, uid)),
-                        event_for(&Note::Released {
-                            ips: freed,
-                            why: "the Service was deleted".into(),
-                        }),
-                    ));
-                }
-            }
+            let uid = last.as_ref().and_then(|k| k.svc.metadata.uid.as_ref());
+            self.release(
+                &key,
+                Gone::Deleted,
+                || Arc::new(deleted_service(&key, uid)),
+                "the Service was deleted",
+                &mut plan,
+            );
         }
 
         for n in &self.ipam.reconcile() {
@@ -317,6 +304,32 @@ impl Planner {
         plan.tally.contested = self.contests.contested();
         self.plan_pools(snap, wall, &mut plan);
         plan
+    }
+
+    /// A Service we held is gone or no longer ours: frees its addresses (R6) and, if it held
+    /// any, counts the release and queues an `IPReleased` Event about `svc()` saying `why`.
+    fn release(
+        &mut self,
+        key: &ServiceKey,
+        gone: Gone,
+        svc: impl FnOnce() -> Arc<Service>,
+        why: &str,
+        plan: &mut Plan,
+    ) {
+        if !self.ipam.handles(key) {
+            return;
+        }
+        let freed = self.ipam.remove_service(key, gone);
+        if !freed.is_empty() {
+            plan.tally.releases += 1;
+            plan.events.push((
+                svc(),
+                event_for(&Note::Released {
+                    ips: freed,
+                    why: why.into(),
+                }),
+            ));
+        }
     }
 
     /// Queues a status write if the status differs. `contested_at`: the time of the pass when the
