@@ -18,7 +18,8 @@
 //! 7. for a Service with `externalTrafficPolicy: Local`, it hosts a ready endpoint of it — or, when
 //!    no node hosts a ready one, a serving (terminating) one, as kube-proxy falls back to serving
 //!    terminating endpoints (KEP-1669). So an endpoint moving from node-2 (terminating) to node-3
-//!    (ready) moves the announcement to node-3 (case C-16).
+//!    (ready) moves the announcement to node-3 (case C-16). [`ServiceFacts::endpoints`] holds only
+//!    the endpoints of the IP's address family ([`crate::view`] sorts slices by `addressType`).
 //!
 //! For an IP shared by several Services the eligible set is the intersection over the Services.
 //!
@@ -109,7 +110,7 @@ pub struct ServiceFacts {
     pub traffic_policy: TrafficPolicy,
     /// The pool the IP came from for this Service (normally the same for all Services on an IP).
     pub pool: PoolRef,
-    /// All endpoints of all its EndpointSlices.
+    /// The endpoints of all its EndpointSlices of the IP's address family (`addressType`).
     pub endpoints: Vec<EndpointFacts>,
 }
 

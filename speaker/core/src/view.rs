@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use ferrolb_crds::addresses::Family;
 use ferrolb_crds::annotations::address_pool;
 use ferrolb_crds::node::address_map;
 use ferrolb_crds::ownership::Layout;
@@ -123,7 +124,10 @@ pub fn build(
                     name: pool.to_owned(),
                     labels: pool_labels.get(pool).cloned().unwrap_or_default(),
                 },
-                endpoints: endpoints.get(&name).cloned().unwrap_or_default(),
+                endpoints: endpoints
+                    .get(&(name.clone(), Family::of(ip)))
+                    .cloned()
+                    .unwrap_or_default(),
             });
         }
     }
@@ -177,11 +181,19 @@ fn traffic_policy(svc: &Service) -> TrafficPolicy {
     }
 }
 
-/// Endpoints of every Service, keyed `namespace/name`, from the EndpointSlices labelled with
-/// [`SERVICE_NAME_LABEL`]. `conditions.ready` nil counts as true; `serving` nil counts as `ready`
-/// (EndpointSlice API reference).
-fn endpoints_by_service(slices: &[&EndpointSlice]) -> BTreeMap<String, Vec<EndpointFacts>> {
-    let mut out: BTreeMap<String, Vec<EndpointFacts>> = BTreeMap::new();
+/// Endpoints of every Service per address family, keyed `(namespace/name, family)`, from the
+/// EndpointSlices labelled with [`SERVICE_NAME_LABEL`]. `conditions.ready` nil counts as true;
+/// `serving` nil counts as `ready` (EndpointSlice API reference).
+///
+/// The family is the slice's `addressType` (`IPv4`/`IPv6`); `FQDN` slices and unknown types are
+/// left out. kube-proxy programs each family from the slices of that family only, so for the
+/// IPv4 external IP of a dual-stack `externalTrafficPolicy: Local` Service only nodes with a
+/// ready **IPv4** endpoint can deliver the traffic: a node with only an IPv6 endpoint would drop
+/// it. Eligibility (S1 clause 7) is therefore decided per family (issue #13).
+fn endpoints_by_service(
+    slices: &[&EndpointSlice],
+) -> BTreeMap<(String, Family), Vec<EndpointFacts>> {
+    let mut out: BTreeMap<(String, Family), Vec<EndpointFacts>> = BTreeMap::new();
     for slice in slices {
         let Some(svc) = slice
             .metadata
@@ -189,6 +201,9 @@ fn endpoints_by_service(slices: &[&EndpointSlice]) -> BTreeMap<String, Vec<Endpo
             .as_ref()
             .and_then(|l| l.get(SERVICE_NAME_LABEL))
         else {
+            continue;
+        };
+        let Some(family) = Family::from_k8s(&slice.address_type) else {
             continue;
         };
         let ns = slice.metadata.namespace.as_deref().unwrap_or_default();
@@ -201,7 +216,9 @@ fn endpoints_by_service(slices: &[&EndpointSlice]) -> BTreeMap<String, Vec<Endpo
                 serving: cond.and_then(|c| c.serving).unwrap_or(ready),
             }
         });
-        out.entry(format!("{ns}/{svc}")).or_default().extend(facts);
+        out.entry((format!("{ns}/{svc}"), family))
+            .or_default()
+            .extend(facts);
     }
     out
 }
@@ -359,6 +376,53 @@ mod tests {
         assert!(facts.endpoints[0].ready, "nil ready counts as ready");
         assert!(!facts.endpoints[1].ready);
         assert_eq!(facts.endpoints[2].node_name, None);
+    }
+
+    /// Issue #13: kube-proxy programs each family from the slices of that family, so under
+    /// externalTrafficPolicy Local the IPv4 IP is eligible only where an IPv4 endpoint is, the
+    /// IPv6 IP only where an IPv6 endpoint is; FQDN slices count for neither.
+    #[test]
+    fn local_eligibility_of_a_dual_stack_service_is_per_family() {
+        let svcs = [lb("a", &["198.51.100.10", "2001:db8:1c::10"], "Local")];
+        let pools = [pool("p", &["198.51.100.0/24", "2001:db8:1c::/120"], 1)];
+        let with_type = |name: &str, address_type: &str, node: &str| {
+            let mut s = slice("a", &[(Some(node), Some(true))]);
+            s.metadata.name = Some(name.into());
+            s.address_type = address_type.into();
+            s
+        };
+        let slices = [
+            with_type("a-v4", "IPv4", "node-1"),
+            with_type("a-v6", "IPv6", "node-2"),
+            with_type("a-fqdn", "FQDN", "node-3"),
+        ];
+        let nodes = [
+            node("node-1", "192.0.2.11"),
+            node("node-2", "192.0.2.12"),
+            node("node-3", "192.0.2.13"),
+        ];
+        let mut v = build(
+            &ViewSettings::default(),
+            &svcs.iter().collect::<Vec<_>>(),
+            &slices.iter().collect::<Vec<_>>(),
+            &nodes.iter().collect::<Vec<_>>(),
+            &pools.iter().collect::<Vec<_>>(),
+            &[&L2Advertisement::new("all", Default::default())],
+        );
+        v.cluster.alive = ["node-1", "node-2", "node-3"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let eligible = |ip: &str| {
+            crate::eligibility::eligible_nodes(&v.cluster, &v.ips[&ip.parse().unwrap()])
+                .nodes
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(eligible("198.51.100.10"), vec!["node-1"]);
+        assert_eq!(eligible("2001:db8:1c::10"), vec!["node-2"]);
+        let v4 = &v.ips[&"198.51.100.10".parse().unwrap()][0];
+        assert_eq!(v4.endpoints.len(), 1, "only the IPv4 slice: {v4:?}");
     }
 
     #[test]
