@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The one-command demo (README, docs/demo.md). Run as root on Linux:
 #
-#   ./demo.sh [--verbose]
+#   ./demo.sh [--verbose] [--proxy-mode nftables|iptables]
 #
-# Installs the system tools it needs if they are missing (apt-get: iproute2, nftables, conntrack),
+# Installs the system tools it needs if they are missing (apt-get: iproute2, nftables, iptables,
+# conntrack),
 # builds the pinned etcd/kube-apiserver/kube-proxy/kubectl once into ~/.cache/ferrolb (Go, ~10 min
 # the first time), builds ferrolb's controller, speaker and the demo, then runs `ferrolb-demo`:
-# a real API server, three node network namespaces each with a real kube-proxy (nftables mode) and
+# a real API server, three node network namespaces each with a real kube-proxy (nftables mode, or
+# iptables mode with --proxy-mode iptables) and
 # a speaker, one controller, three backend pods and a client — a LoadBalancer Service, ARP, 300
 # HTTP requests and a speaker failover. Everything happens in namespaces the demo creates and
 # deletes again; nothing is added to this machine's own network.
@@ -21,6 +23,7 @@ need=()
 command -v ip >/dev/null || need+=(iproute2)
 command -v nft >/dev/null || need+=(nftables)
 command -v conntrack >/dev/null || need+=(conntrack)
+command -v iptables-restore >/dev/null || need+=(iptables)
 if [ ${#need[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null; then
     echo "installing ${need[*]} ..." >&2
@@ -28,7 +31,7 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   else
-    echo "please install: ${need[*]} (ip, nft and conntrack commands)" >&2
+    echo "please install: ${need[*]} (ip, nft, iptables-restore and conntrack commands)" >&2
     exit 1
   fi
 fi

@@ -122,7 +122,7 @@ pub async fn set_ingress(
 /// One endpoint for [`apply_endpoints`]: `(address, nodeName, ready, serving, terminating)`.
 pub type EndpointSpec<'a> = (&'a str, Option<&'a str>, bool, bool, bool);
 
-/// Creates or replaces the EndpointSlice `<service>-lab` of a Service.
+/// Creates or replaces the EndpointSlice `<service>-lab` (`addressType: IPv4`) of a Service.
 ///
 /// # Errors
 /// The API server refused it.
@@ -133,10 +133,32 @@ pub async fn apply_endpoints(
     port: i32,
     endpoints: &[EndpointSpec<'_>],
 ) -> anyhow::Result<()> {
+    apply_endpoints_of(client, namespace, service, "IPv4", port, endpoints).await
+}
+
+/// Creates or replaces an EndpointSlice of a Service with `addressType` `address_type`
+/// (`"IPv4"` or `"IPv6"`): named `<service>-lab` for IPv4, `<service>-lab-ipv6` for IPv6 — one
+/// slice per family, as the EndpointSlice controller writes them for a dual-stack Service.
+///
+/// # Errors
+/// The API server refused it.
+pub async fn apply_endpoints_of(
+    client: &Client,
+    namespace: &str,
+    service: &str,
+    address_type: &str,
+    port: i32,
+    endpoints: &[EndpointSpec<'_>],
+) -> anyhow::Result<()> {
+    let name = if address_type == "IPv4" {
+        format!("{service}-lab")
+    } else {
+        format!("{service}-lab-{}", address_type.to_lowercase())
+    };
     let slice = EndpointSlice {
         metadata: ObjectMeta {
             namespace: Some(namespace.into()),
-            name: Some(format!("{service}-lab")),
+            name: Some(name.clone()),
             labels: Some(BTreeMap::from([
                 (
                     "kubernetes.io/service-name".to_string(),
@@ -149,7 +171,7 @@ pub async fn apply_endpoints(
             ])),
             ..Default::default()
         },
-        address_type: "IPv4".into(),
+        address_type: address_type.into(),
         endpoints: Some(
             endpoints
                 .iter()
@@ -173,7 +195,7 @@ pub async fn apply_endpoints(
     };
     Api::<EndpointSlice>::namespaced(client.clone(), namespace)
         .patch(
-            &format!("{service}-lab"),
+            &name,
             &PatchParams::apply("ferrolb-tests").force(),
             &Patch::Apply(&slice),
         )

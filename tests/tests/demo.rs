@@ -15,6 +15,7 @@ async fn demo_runs_to_a_successful_end() {
         &DemoOptions {
             verbose: true,
             requests: 300,
+            ..DemoOptions::default()
         },
         &mut out,
     )

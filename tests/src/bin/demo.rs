@@ -3,7 +3,7 @@
 //! `conntrack`.
 //!
 //! ```text
-//! ferrolb-demo [--verbose] [--requests N]
+//! ferrolb-demo [--verbose] [--requests N] [--proxy-mode nftables|iptables]
 //! ```
 //! Exits 0 when every step reached its goal, 1 otherwise. Ctrl-C tears the lab down too.
 
@@ -11,11 +11,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ferrolb_tests::lab::demo::{self, DemoOptions};
+use ferrolb_tests::lab::kube_proxy::ProxyMode;
 
 #[derive(Parser)]
 #[command(
     name = "ferrolb-demo",
-    about = "ferrolb end to end: a real API server, kube-proxy (nftables) and speakers in network namespaces, one LoadBalancer Service, ARP, HTTP and a failover"
+    about = "ferrolb end to end: a real API server, kube-proxy (nftables or iptables) and speakers in network namespaces, one LoadBalancer Service, ARP, HTTP and a failover"
 )]
 struct Cli {
     /// Also show kube-proxy's nftables rules for the external IP on the owner node, and the log directory.
@@ -24,6 +25,10 @@ struct Cli {
     /// HTTP requests sent in step 5 (at least 30, so that every backend is expected to answer).
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(30..=100_000))]
     requests: u64,
+    /// kube-proxy's mode on every node: `nftables` or `iptables` (the default of minikube and
+    /// kind). IPVS needs kernel modules this lab cannot assume; see docs/datapath.md.
+    #[arg(long, env = "FERROLB_DEMO_PROXY_MODE", default_value = "nftables", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<ProxyMode>()))]
+    proxy_mode: ProxyMode,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -43,6 +48,7 @@ async fn main() -> ExitCode {
     let opts = DemoOptions {
         verbose: cli.verbose,
         requests: usize::try_from(cli.requests).unwrap_or(300),
+        proxy_mode: cli.proxy_mode,
     };
     let mut out = std::io::stdout();
     // Dropping the demo's future (Ctrl-C) drops the lab, which stops every process and deletes

@@ -1,5 +1,6 @@
 //! The one-command demo (issue 5; `demo.sh`, `ferrolb-demo`, `docs/demo.md`): a real API server,
-//! three node namespaces each running a real kube-proxy (nftables mode) and a speaker, one
+//! three node namespaces each running a real kube-proxy (nftables mode, or iptables with
+//! [`DemoOptions::proxy_mode`]) and a speaker, one
 //! controller, three backend pods, a client on the LAN — then a LoadBalancer Service is created,
 //! ARP shows which node answers for its IP, 300 HTTP requests spread over the pods through
 //! kube-proxy's DNAT, and the owning speaker is killed to show the failover.
@@ -19,8 +20,8 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 
-use super::http_client::{self, Attempt};
-use super::kube_proxy::KubeProxy;
+use super::http_client;
+use super::kube_proxy::{KubeProxy, ProxyMode};
 use super::pods::{POD_CIDR, POD_PORT, Pods};
 use super::{Lab, Seen, within_netns};
 use crate::controller::{ControllerOptions, ControllerProcess};
@@ -40,11 +41,13 @@ const SETTLE: Duration = Duration::from_secs(30);
 /// How to run the demo.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
-    /// Also print kube-proxy's nftables rules for the external IP from the owner node, and where
-    /// the logs are.
+    /// Also print kube-proxy's rules (nftables table or iptables `nat` chains) for the external
+    /// IP from the owner node, and where the logs are.
     pub verbose: bool,
     /// HTTP requests in step 5 (issue 5: 300).
     pub requests: usize,
+    /// kube-proxy's mode on every node (issue #13: `./demo.sh --proxy-mode iptables`).
+    pub proxy_mode: ProxyMode,
 }
 
 impl Default for DemoOptions {
@@ -52,6 +55,7 @@ impl Default for DemoOptions {
         DemoOptions {
             verbose: false,
             requests: 300,
+            proxy_mode: ProxyMode::Nftables,
         }
     }
 }
@@ -69,26 +73,7 @@ pub struct ArpOutcome {
     pub expected_owner: String,
 }
 
-/// What the failover of step 6 showed.
-#[derive(Debug, Clone)]
-pub struct FailoverOutcome {
-    /// The node whose speaker was killed.
-    pub old_owner: String,
-    /// The node that announced next (gratuitous ARP sender).
-    pub new_owner: String,
-    /// The owner the rendezvous hash predicts over the remaining nodes.
-    pub expected_new_owner: String,
-    /// SIGKILL → first gratuitous ARP from the new owner.
-    pub gratuitous_arp_after: Duration,
-    /// SIGKILL → first HTTP answer received through the new owner's MAC.
-    pub http_via_new_owner_after: Duration,
-    /// HTTP requests sent after the kill (until traffic had moved).
-    pub requests_after_kill: usize,
-    /// How many of those failed.
-    pub failed_after_kill: usize,
-    /// The MACs answering ARP for the IP after the failover.
-    pub arp_after: Vec<String>,
-}
+pub use super::failover::FailoverOutcome;
 
 /// The outcome of a demo run.
 #[derive(Debug, Clone)]
@@ -141,7 +126,7 @@ pub async fn run(opts: &DemoOptions, out: &mut (dyn Write + Send)) -> anyhow::Re
         out,
         "[1/7] Starting the test cluster (etcd + kube-apiserver) and a lab of {NODES} node namespaces"
     )?;
-    let mut running = start(out).await?;
+    let mut running = start(opts.proxy_mode, out).await?;
     if opts.verbose {
         writeln!(
             out,
@@ -198,7 +183,7 @@ pub async fn run(opts: &DemoOptions, out: &mut (dyn Write + Send)) -> anyhow::Re
 }
 
 /// Step 1: the lab, pods, controller, kube-proxies and speakers.
-async fn start(out: &mut (dyn Write + Send)) -> anyhow::Result<Running> {
+async fn start(mode: ProxyMode, out: &mut (dyn Write + Send)) -> anyhow::Result<Running> {
     let mut lab = Lab::start(NODES, 1).await?;
     let node_names: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
     let pod_specs: Vec<(String, String)> = node_names
@@ -214,7 +199,7 @@ async fn start(out: &mut (dyn Write + Send)) -> anyhow::Result<Running> {
     let controller = start_controller(&lab)?;
     let mut proxies = Vec::new();
     for name in &node_names {
-        proxies.push(lab.start_kube_proxy(name)?);
+        proxies.push(lab.start_kube_proxy(name, mode)?);
         lab.start_speaker(name, &[])?;
     }
     writeln!(
@@ -230,7 +215,7 @@ async fn start(out: &mut (dyn Write + Send)) -> anyhow::Result<Running> {
     for node in &lab.nodes {
         writeln!(
             out,
-            "  {:<16} {:<14} MAC {}  runs kube-proxy (nftables) + ferrolb-speaker",
+            "  {:<16} {:<14} MAC {}  runs kube-proxy ({mode}) + ferrolb-speaker",
             node.name, node.ip, node.mac
         )?;
     }
@@ -349,11 +334,14 @@ async fn steps(
         "    ",
     )?;
     for proxy in &r.proxies {
-        proxy.wait_for_rules(external_ip, SETTLE).await?;
+        proxy
+            .wait_for_rules(IpAddr::V4(external_ip), SETTLE)
+            .await?;
     }
     writeln!(
         out,
-        "  kube-proxy on every node has nftables rules for {external_ip}"
+        "  kube-proxy on every node has {} rules for {external_ip}",
+        opts.proxy_mode
     )?;
 
     writeln!(
@@ -367,12 +355,16 @@ async fn steps(
             .iter()
             .find(|p| p.node == arp.owner)
             .context("no kube-proxy on the owner")?;
+        let source = match opts.proxy_mode {
+            ProxyMode::Nftables => "nft list table ip kube-proxy",
+            ProxyMode::Iptables => "iptables-save -t nat",
+        };
         writeln!(
             out,
-            "  kube-proxy's rules for {external_ip} on {} (nft list table ip kube-proxy, followed chains):",
+            "  kube-proxy's rules for {external_ip} on {} ({source}, followed chains):",
             arp.owner
         )?;
-        print_indented(out, &proxy.evidence_for(external_ip)?, "  ")?;
+        print_indented(out, &proxy.evidence_for(IpAddr::V4(external_ip))?, "  ")?;
     }
 
     writeln!(
@@ -566,160 +558,21 @@ async fn failover(
     report: &Observed,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<FailoverOutcome> {
-    let ip = report.external_ip;
     let old_owner = report.arp.owner.clone();
-    let old_mac = report.arp.owner_mac.clone();
     writeln!(
         out,
         "\n[6/7] Failover: SIGKILL the speaker on {old_owner} (the owner) while the client keeps sending requests"
     )?;
-    let netns = r.lab.clients.first().context("no client")?.netns.clone();
-
-    // The capture is open before the kill: it records the new owner's gratuitous ARP.
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
-    let cap_ns = netns.clone();
-    let cap_old = old_mac.clone();
-    let capture = tokio::task::spawn_blocking(move || {
-        within_netns(&cap_ns, move || {
-            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
-            c.drain();
-            let _ = ready_tx.send(());
-            let moved = |seen: &[Seen]| {
-                seen.iter().any(|s| {
-                    matches!(s, Seen::GratuitousArp { .. })
-                        && s.ip() == IpAddr::V4(ip)
-                        && !s.mac().eq_ignore_ascii_case(&cap_old)
-                })
-            };
-            Ok(c.listen(Duration::from_secs(10), moved)?)
-        })
-    });
-    if ready_rx.await.is_err() {
-        capture.await??;
-        bail!("the capture on the client ended before it started");
-    }
-    let addr = SocketAddr::from((ip, SERVICE_PORT));
-    let http_old = old_mac.clone();
-    let http_ns = netns.clone();
-    let http = tokio::task::spawn_blocking(move || {
-        within_netns(&http_ns, move || {
-            Ok(http_client::until_moved(
-                addr,
-                &http_old,
-                5,
-                Duration::from_millis(10),
-                Duration::from_millis(500),
-                Duration::from_secs(15),
-            ))
-        })
-    });
-    // Let a few requests go through the old owner first.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let killed_us = http_client::unix_us();
-    r.lab.signal_speaker(&old_owner, "KILL")?;
-    let seen = capture.await??;
-    let attempts = http.await??;
-
-    let garp = seen.iter().find(|s| {
-        matches!(s, Seen::GratuitousArp { .. })
-            && s.ip() == IpAddr::V4(ip)
-            && !s.mac().eq_ignore_ascii_case(&old_mac)
-    });
-    let Some(Seen::GratuitousArp {
-        unix_us, mac, form, ..
-    }) = garp
-    else {
-        bail!("no gratuitous ARP for {ip} from another node within 10 s of the kill");
-    };
-    let new_owner = r
-        .lab
-        .node_by_mac(mac)
-        .map(|n| n.name.clone())
-        .with_context(|| format!("gratuitous ARP from {mac}, not a lab node"))?;
-    let gratuitous_arp_after = micros_between(killed_us, *unix_us);
-    writeln!(
+    let all: Vec<String> = r.lab.nodes.iter().map(|n| n.name.clone()).collect();
+    super::failover::kill_owner(
+        &mut r.lab,
+        0,
+        SocketAddr::from((report.external_ip, SERVICE_PORT)),
+        &old_owner,
+        &all,
         out,
-        "  +{:>6.1} ms  gratuitous ARP ({form} form): {ip} is-at {mac} ({new_owner})",
-        ms(gratuitous_arp_after)
-    )?;
-
-    let after: Vec<&Attempt> = attempts.iter().filter(|a| a.unix_us >= killed_us).collect();
-    let failed_after_kill = after.iter().filter(|a| a.outcome.is_err()).count();
-    let first_new = after.iter().find(|a| {
-        a.outcome.is_ok()
-            && a.via_mac
-                .as_deref()
-                .is_some_and(|m| m.eq_ignore_ascii_case(mac))
-    });
-    let Some(first_new) = first_new else {
-        bail!(
-            "no HTTP request succeeded through {new_owner} within 15 s ({} sent after the kill, {failed_after_kill} failed)",
-            after.len()
-        );
-    };
-    let http_via_new_owner_after = micros_between(killed_us, first_new.done_unix_us);
-    writeln!(
-        out,
-        "  +{:>6.1} ms  first HTTP answer through {new_owner}'s MAC ({})",
-        ms(http_via_new_owner_after),
-        first_new.outcome.as_deref().unwrap_or_default()
-    )?;
-    writeln!(
-        out,
-        "  {} requests sent after the kill, {failed_after_kill} failed (until the client's ARP entry moved, {old_owner}'s kube-proxy still forwarded: only its speaker died)",
-        after.len()
-    )?;
-    let remaining: Vec<&str> = r
-        .lab
-        .nodes
-        .iter()
-        .map(|n| n.name.as_str())
-        .filter(|n| *n != old_owner)
-        .collect();
-    let expected_new_owner =
-        ferrolb_speaker::election::owner(IpAddr::V4(ip), remaining.iter().copied())
-            .context("no nodes left")?
-            .to_owned();
-    let arp_after: Vec<String> = r.lab.arp_answers(0, ip).await?.into_iter().collect();
-    let names: Vec<String> = arp_after
-        .iter()
-        .map(|m| {
-            r.lab
-                .node_by_mac(m)
-                .map_or_else(|| m.clone(), |n| n.name.clone())
-        })
-        .collect();
-    writeln!(
-        out,
-        "  ARP for {ip} is now answered by: {}",
-        names.join(", ")
-    )?;
-    if new_owner != expected_new_owner {
-        bail!(
-            "{new_owner} took over, but the election over the remaining nodes picks {expected_new_owner}"
-        );
-    }
-    if arp_after != [r.lab.node(&new_owner).mac.clone()] {
-        bail!("after the failover ARP should be answered by {new_owner} alone, got {names:?}");
-    }
-    Ok(FailoverOutcome {
-        old_owner,
-        new_owner,
-        expected_new_owner,
-        gratuitous_arp_after,
-        http_via_new_owner_after,
-        requests_after_kill: after.len(),
-        failed_after_kill,
-        arp_after,
-    })
-}
-
-fn micros_between(from_us: u64, to_us: u64) -> Duration {
-    Duration::from_micros(to_us.saturating_sub(from_us))
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    )
+    .await
 }
 
 /// Runs the real `kubectl` against `kubeconfig`, with `stdin` piped in if given; returns stdout.

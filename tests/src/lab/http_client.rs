@@ -26,14 +26,26 @@ pub fn unix_us() -> u64 {
 /// # Errors
 /// Connect/read/write failed or timed out, or the status was not 200.
 pub fn get_hostname(addr: SocketAddr, timeout: Duration) -> anyhow::Result<String> {
+    get(addr, "/hostname", timeout)
+}
+
+/// `GET path` on `addr` (IPv4 or IPv6) over a fresh connection; returns the trimmed body.
+/// `timeout` bounds the connect and each read/write.
+///
+/// # Errors
+/// Connect/read/write failed or timed out, or the status was not 200.
+pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Result<String> {
     let mut conn = TcpStream::connect_timeout(&addr, timeout)
         .with_context(|| format!("connecting to {addr}"))?;
     conn.set_read_timeout(Some(timeout))?;
     conn.set_write_timeout(Some(timeout))?;
+    let host = match addr.ip() {
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+    };
     write!(
         conn,
-        "GET /hostname HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        addr.ip()
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
     )?;
     let mut response = Vec::new();
     conn.read_to_end(&mut response)

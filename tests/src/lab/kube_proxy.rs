@@ -1,23 +1,32 @@
-//! A real kube-proxy in nftables mode inside a lab node namespace (DESIGN §6), built from
-//! `k8s.io/kubernetes/cmd/kube-proxy` by `tests/cluster/build.sh`.
+//! A real kube-proxy inside a lab node namespace (DESIGN §6), built from
+//! `k8s.io/kubernetes/cmd/kube-proxy` by `tests/cluster/build.sh`, in **nftables** or
+//! **iptables** mode ([`ProxyMode`], issue #13). IPVS mode needs the kernel's `ip_vs` modules,
+//! which these machines do not have: [`ipvs_unavailable`] says why, and the datapath tests say they
+//! skip it.
 //!
 //! It reaches the API server through the node's relay ([`Lab::node_kubeconfig`]), names itself
 //! after the Node object (`--hostname-override`), treats the node's LAN address as its primary IP
-//! (`--bind-address`, NodePorts only there), and binds its metrics and healthz servers to the
-//! namespace's own loopback. `--conntrack-max-per-core=0` leaves `nf_conntrack_max` alone: that
-//! sysctl is global and read-only outside the initial network namespace. The per-namespace TCP
-//! conntrack timeouts it does set are writable by root inside the namespace.
+//! (`--bind-address`, NodePorts only on the node's LAN addresses), and binds its metrics and
+//! healthz servers to the namespace's own loopback. In a dual-stack lab
+//! ([`Lab::start_dual_stack`]) it runs both families: the Node object carries both InternalIPs,
+//! and `--cluster-cidr`/`--nodeport-addresses` name both. `--conntrack-max-per-core=0` leaves
+//! `nf_conntrack_max` alone: that sysctl is global and read-only outside the initial network
+//! namespace. The per-namespace TCP conntrack timeouts it does set are writable by root inside
+//! the namespace.
 //!
-//! kube-proxy's nftables mode drives the `nft` command (Debian package `nftables`).
+//! nftables mode drives the `nft` command (Debian package `nftables`); iptables mode drives
+//! `iptables-restore`/`ip6tables-restore` (Debian package `iptables`, either backend).
 
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::fmt;
+use std::net::IpAddr;
 use std::process::Command;
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::pods::POD_CIDR;
+use super::pods::{POD_CIDR, POD_CIDR_V6};
 use super::{Lab, in_netns};
 use crate::cluster::{Supervised, k8s_bin};
 
@@ -25,8 +34,65 @@ use crate::cluster::{Supervised, k8s_bin};
 pub const METRICS_ADDRESS: &str = "127.0.0.1:10249";
 /// kube-proxy's healthz address inside a node namespace.
 pub const HEALTHZ_ADDRESS: &str = "127.0.0.1:10256";
-/// The nftables table kube-proxy owns (family `ip` for IPv4).
+/// The nftables table kube-proxy owns (in family `ip` for IPv4, `ip6` for IPv6).
 pub const TABLE: &str = "kube-proxy";
+
+/// kube-proxy's `--proxy-mode`. IPVS is not offered: see [`ipvs_unavailable`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProxyMode {
+    /// `iptables`: the default of kubeadm, minikube and kind (KUBE-SERVICES → KUBE-EXT/KUBE-FW →
+    /// KUBE-SVC → KUBE-SEP chains in the `nat` table).
+    Iptables,
+    /// `nftables`: one `kube-proxy` table per family with Service-IP verdict maps.
+    Nftables,
+}
+
+impl ProxyMode {
+    /// Both modes, in the order the tests run them.
+    pub const ALL: [ProxyMode; 2] = [ProxyMode::Iptables, ProxyMode::Nftables];
+
+    /// The `--proxy-mode` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyMode::Iptables => "iptables",
+            ProxyMode::Nftables => "nftables",
+        }
+    }
+}
+
+impl fmt::Display for ProxyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ProxyMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "iptables" => Ok(ProxyMode::Iptables),
+            "nftables" => Ok(ProxyMode::Nftables),
+            "ipvs" => Err(format!(
+                "ipvs mode cannot run here: {}",
+                ipvs_unavailable().unwrap_or_else(|| "not supported by the lab".into())
+            )),
+            other => Err(format!(
+                "unknown proxy mode {other:?} (iptables or nftables)"
+            )),
+        }
+    }
+}
+
+/// Why kube-proxy's IPVS mode cannot run on this machine (`None` if the kernel has IPVS, which
+/// the lab still does not run: see `docs/datapath.md`). IPVS needs the `ip_vs` kernel modules
+/// (`CONFIG_IP_VS`), visible as `/proc/net/ip_vs`.
+pub fn ipvs_unavailable() -> Option<String> {
+    (!std::path::Path::new("/proc/net/ip_vs").exists()).then(|| {
+        "the kernel has no IPVS (/proc/net/ip_vs is missing: CONFIG_IP_VS off or ip_vs not loaded)"
+            .to_owned()
+    })
+}
 
 /// One running kube-proxy. Stopped (SIGTERM, then SIGKILL) when dropped.
 pub struct KubeProxy {
@@ -34,46 +100,67 @@ pub struct KubeProxy {
     pub node: String,
     /// The node's network namespace.
     pub netns: String,
+    /// Its mode.
+    pub mode: ProxyMode,
     process: Supervised,
 }
 
 impl Lab {
-    /// Starts kube-proxy (nftables mode) in node `name`'s namespace, logging to
-    /// `kube-proxy-<name>.log` in the lab directory.
+    /// Starts kube-proxy in `mode` in node `name`'s namespace, logging to
+    /// `kube-proxy-<name>.log` in the lab directory. Dual-stack when the lab is.
     ///
     /// # Errors
-    /// No such node, `nft` is not installed, the binary could not be built, or it did not start.
-    pub fn start_kube_proxy(&self, name: &str) -> anyhow::Result<KubeProxy> {
+    /// No such node, the mode's command (`nft`, `iptables-restore`) is not installed, the binary
+    /// could not be built, or it did not start.
+    pub fn start_kube_proxy(&self, name: &str, mode: ProxyMode) -> anyhow::Result<KubeProxy> {
         let node = self
             .nodes
             .iter()
             .find(|n| n.name == name)
             .with_context(|| format!("no lab node {name}"))?;
-        if Command::new("nft").arg("--version").output().is_err() {
-            bail!("kube-proxy in nftables mode needs the `nft` command: apt-get install nftables");
+        let (tool, package) = match mode {
+            ProxyMode::Nftables => ("nft", "nftables"),
+            ProxyMode::Iptables => ("iptables-restore", "iptables"),
+        };
+        if Command::new(tool).arg("--version").output().is_err() {
+            bail!(
+                "kube-proxy in {mode} mode needs the `{tool}` command: apt-get install {package}"
+            );
         }
         let bin = k8s_bin("kube-proxy")?;
         let log = self.dir().join(format!("kube-proxy-{name}.log"));
+        let (cluster_cidr, nodeport_addresses) = match node.ip6 {
+            Some(ip6) => (
+                format!("{POD_CIDR},{POD_CIDR_V6}"),
+                format!("{}/32,{ip6}/128", node.ip),
+            ),
+            None => (POD_CIDR.to_owned(), format!("{}/32", node.ip)),
+        };
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &node.netns])
             .arg(&bin)
             .arg("--kubeconfig")
             .arg(self.node_kubeconfig())
-            .args(["--proxy-mode", "nftables"])
+            .args(["--proxy-mode", mode.as_str()])
             .args(["--hostname-override", &node.name])
             .args(["--bind-address", &node.ip.to_string()])
-            .args(["--nodeport-addresses", &format!("{}/32", node.ip)])
-            .args(["--cluster-cidr", POD_CIDR])
+            .args(["--nodeport-addresses", &nodeport_addresses])
+            .args(["--cluster-cidr", &cluster_cidr])
             .args(["--metrics-bind-address", METRICS_ADDRESS])
             .args(["--healthz-bind-address", HEALTHZ_ADDRESS])
             .args(["--conntrack-max-per-core", "0"])
             .args(["--oom-score-adj", "0"])
             .args(["--v", "2"]);
-        let process =
-            Supervised::spawn_command(&format!("kube-proxy {name}"), &mut cmd, &log, false)?;
+        let process = Supervised::spawn_command(
+            &format!("kube-proxy ({mode}) {name}"),
+            &mut cmd,
+            &log,
+            false,
+        )?;
         Ok(KubeProxy {
             node: node.name.clone(),
             netns: node.netns.clone(),
+            mode,
             process,
         })
     }
@@ -85,19 +172,28 @@ impl KubeProxy {
         self.process.log_tail(lines)
     }
 
-    /// `nft list ruleset` in the node's namespace.
+    /// Its rules as text: `nft list ruleset`, or `iptables-save -t nat` followed by
+    /// `ip6tables-save -t nat`, in the node's namespace.
     ///
     /// # Errors
-    /// `nft` failed.
+    /// The command failed.
     pub fn ruleset(&self) -> anyhow::Result<String> {
-        in_netns(&self.netns, "nft", &["list", "ruleset"])
+        match self.mode {
+            ProxyMode::Nftables => in_netns(&self.netns, "nft", &["list", "ruleset"]),
+            ProxyMode::Iptables => Ok(format!(
+                "{}{}",
+                in_netns(&self.netns, "iptables-save", &["-t", "nat"])?,
+                in_netns(&self.netns, "ip6tables-save", &["-t", "nat"])?
+            )),
+        }
     }
 
-    /// Whether kube-proxy's rules already mention `ip` (its Service-IP map has an entry for it).
+    /// Whether kube-proxy's rules already mention `ip` (an nftables Service-IP map entry, or an
+    /// iptables rule matching `-d <ip>/32` or `/128`).
     ///
     /// # Errors
-    /// kube-proxy exited (its log is in the error) or `nft` failed.
-    pub fn has_rules_for(&self, ip: Ipv4Addr) -> anyhow::Result<bool> {
+    /// kube-proxy exited (its log is in the error) or the rule listing failed.
+    pub fn has_rules_for(&self, ip: IpAddr) -> anyhow::Result<bool> {
         if let Some(status) = self.process.exit_status() {
             bail!(
                 "kube-proxy on {} exited ({status}):\n{}",
@@ -106,14 +202,14 @@ impl KubeProxy {
             );
         }
         let ruleset = self.ruleset()?;
-        Ok(ruleset.contains(&format!("{ip} ")))
+        Ok(ruleset.contains(&needle(self.mode, ip)))
     }
 
     /// Polls until [`KubeProxy::has_rules_for`] holds, for at most `timeout`.
     ///
     /// # Errors
-    /// Timed out (with the log tail), kube-proxy exited, or `nft` failed.
-    pub async fn wait_for_rules(&self, ip: Ipv4Addr, timeout: Duration) -> anyhow::Result<()> {
+    /// Timed out (with the log tail), kube-proxy exited, or the rule listing failed.
+    pub async fn wait_for_rules(&self, ip: IpAddr, timeout: Duration) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.has_rules_for(ip)? {
             if tokio::time::Instant::now() >= deadline {
@@ -128,15 +224,33 @@ impl KubeProxy {
         Ok(())
     }
 
-    /// The evidence that kube-proxy DNATs `ip`: the lines of its table that mention `ip`, then every
-    /// chain reached from them by `jump`/`goto` (transitively: external → service → endpoint
-    /// chains, ending in the `dnat to <pod>:<port>` rules).
+    /// The evidence of what kube-proxy does with packets for `ip`: the rules that mention `ip`,
+    /// then every chain reached from them (transitively: external → service → endpoint chains,
+    /// ending in the DNAT to `<pod>:<port>`). nftables: `nft list table ip|ip6 kube-proxy` and
+    /// `jump`/`goto` targets; iptables: the `nat` table of `iptables-save`/`ip6tables-save` and
+    /// `-j KUBE-…` targets.
     ///
     /// # Errors
-    /// `nft` failed.
-    pub fn evidence_for(&self, ip: Ipv4Addr) -> anyhow::Result<String> {
-        let table = in_netns(&self.netns, "nft", &["list", "table", "ip", TABLE])?;
-        let mut out: Vec<String> = lines_mentioning(&table, &format!("{ip} "))
+    /// The rule listing failed.
+    pub fn evidence_for(&self, ip: IpAddr) -> anyhow::Result<String> {
+        match self.mode {
+            ProxyMode::Nftables => self.nft_evidence_for(ip),
+            ProxyMode::Iptables => {
+                let save = if ip.is_ipv4() {
+                    "iptables-save"
+                } else {
+                    "ip6tables-save"
+                };
+                let nat = in_netns(&self.netns, save, &["-t", "nat"])?;
+                Ok(iptables_evidence(&nat, &needle(self.mode, ip)))
+            }
+        }
+    }
+
+    fn nft_evidence_for(&self, ip: IpAddr) -> anyhow::Result<String> {
+        let family = if ip.is_ipv4() { "ip" } else { "ip6" };
+        let table = in_netns(&self.netns, "nft", &["list", "table", family, TABLE])?;
+        let mut out: Vec<String> = lines_mentioning(&table, &needle(self.mode, ip))
             .into_iter()
             .map(|(container, line)| format!("  in {container}: {line}"))
             .collect();
@@ -146,7 +260,11 @@ impl KubeProxy {
             if !done.insert(chain.clone()) {
                 continue;
             }
-            let listing = in_netns(&self.netns, "nft", &["list", "chain", "ip", TABLE, &chain])?;
+            let listing = in_netns(
+                &self.netns,
+                "nft",
+                &["list", "chain", family, TABLE, &chain],
+            )?;
             let body = chain_body(&listing);
             todo.extend(body.iter().flat_map(|l| chain_targets(l)));
             out.push(format!("  chain {chain}:"));
@@ -154,6 +272,54 @@ impl KubeProxy {
         }
         Ok(out.join("\n"))
     }
+}
+
+/// How `ip` appears in a mode's listing: `"<ip> "` in an nftables map element
+/// (`198.51.100.200 . tcp . 80 : goto …`), `"-d <ip>/32 "` (or `/128`) in an `iptables-save` rule.
+fn needle(mode: ProxyMode, ip: IpAddr) -> String {
+    match (mode, ip) {
+        (ProxyMode::Nftables, _) => format!("{ip} "),
+        (ProxyMode::Iptables, IpAddr::V4(_)) => format!("-d {ip}/32 "),
+        (ProxyMode::Iptables, IpAddr::V6(_)) => format!("-d {ip}/128 "),
+    }
+}
+
+/// From an `iptables-save -t nat` listing: the rules containing `needle`, then (transitively)
+/// every `-A` rule of the `KUBE-…` chains they jump to, in the order first reached.
+fn iptables_evidence(nat: &str, needle: &str) -> String {
+    let rules: Vec<&str> = nat.lines().filter(|l| l.starts_with("-A ")).collect();
+    let mut out: Vec<String> = rules
+        .iter()
+        .filter(|l| l.contains(needle))
+        .map(|l| format!("  {l}"))
+        .collect();
+    let mut todo: Vec<String> = out.iter().rev().filter_map(|l| jump_target(l)).collect();
+    let mut done = BTreeSet::new();
+    while let Some(chain) = todo.pop() {
+        if !done.insert(chain.clone()) {
+            continue;
+        }
+        let prefix = format!("-A {chain} ");
+        let body: Vec<&&str> = rules.iter().filter(|l| l.starts_with(&prefix)).collect();
+        out.push(format!("  chain {chain}:"));
+        out.extend(body.iter().map(|l| format!("    {l}")));
+        let mut next: Vec<String> = body.iter().filter_map(|l| jump_target(l)).collect();
+        next.reverse();
+        todo.extend(next);
+    }
+    out.join("\n")
+}
+
+/// The `KUBE-…` chain an iptables rule jumps to (`-j KUBE-SVC-…`), if any. Built-in targets
+/// (`DNAT`, `MASQUERADE`, `RETURN`, …) are not chains.
+fn jump_target(rule: &str) -> Option<String> {
+    let words: Vec<&str> = rule.split_whitespace().collect();
+    words
+        .windows(2)
+        .find(|w| w.first() == Some(&"-j"))
+        .and_then(|w| w.get(1))
+        .filter(|t| t.starts_with("KUBE-"))
+        .map(|t| (*t).to_owned())
 }
 
 /// The lines of an `nft list table` listing that contain `needle`, each with the `chain`, `map` or
@@ -208,6 +374,7 @@ fn chain_body(listing: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -263,6 +430,56 @@ mod tests {
         assert_eq!(
             chain_body(listing),
             vec!["jump a-b".to_owned(), "dnat to 1.2.3.4:80".to_owned()]
+        );
+    }
+
+    #[test]
+    fn iptables_evidence_follows_kube_chains_to_the_dnat() {
+        let nat = "*nat\n:KUBE-SERVICES - [0:0]\n\
+            -A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n\
+            -A KUBE-SERVICES -d 198.51.100.200/32 -p tcp -m comment --comment \"default/web loadbalancer IP\" -m tcp --dport 80 -j KUBE-EXT-ABC\n\
+            -A KUBE-SERVICES -d 198.51.100.201/32 -p tcp -m tcp --dport 80 -j KUBE-EXT-OTHER\n\
+            -A KUBE-EXT-ABC -j KUBE-MARK-MASQ\n\
+            -A KUBE-EXT-ABC -j KUBE-SVC-ABC\n\
+            -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000\n\
+            -A KUBE-SVC-ABC -m statistic --mode random --probability 0.5 -j KUBE-SEP-1\n\
+            -A KUBE-SVC-ABC -j KUBE-SEP-2\n\
+            -A KUBE-SEP-1 -p tcp -m tcp -j DNAT --to-destination 198.51.100.226:8080\n\
+            -A KUBE-SEP-2 -p tcp -m tcp -j DNAT --to-destination 198.51.100.230:8080\n\
+            COMMIT\n";
+        let ev = iptables_evidence(nat, "-d 198.51.100.200/32 ");
+        let chains: Vec<&str> = ev
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("chain "))
+            .collect();
+        assert_eq!(
+            chains,
+            vec![
+                "KUBE-EXT-ABC:",
+                "KUBE-MARK-MASQ:",
+                "KUBE-SVC-ABC:",
+                "KUBE-SEP-1:",
+                "KUBE-SEP-2:"
+            ]
+        );
+        assert!(ev.contains("--to-destination 198.51.100.226:8080"), "{ev}");
+        assert!(!ev.contains("KUBE-EXT-OTHER"), "{ev}");
+        assert_eq!(
+            jump_target("-A X -j DNAT --to-destination 1.2.3.4:80"),
+            None
+        );
+    }
+
+    #[test]
+    fn proxy_modes_parse_and_ipvs_is_refused_with_a_reason() {
+        for mode in ProxyMode::ALL {
+            assert_eq!(mode.as_str().parse::<ProxyMode>(), Ok(mode));
+        }
+        assert!("ipvs".parse::<ProxyMode>().unwrap_err().contains("ipvs"));
+        assert!("userspace".parse::<ProxyMode>().is_err());
+        assert_eq!(
+            needle(ProxyMode::Iptables, "2001:db8::1".parse().unwrap()),
+            "-d 2001:db8::1/128 "
         );
     }
 }

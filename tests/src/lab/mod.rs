@@ -18,8 +18,13 @@
 //!
 //! Nodes are `node-1…node-N` at `192.0.2.11…`, clients at `192.0.2.100…`. The lab creates the
 //! Node objects (InternalIP = the namespace's address, `Ready=True`) since there is no kubelet.
+//!
+//! A **dual-stack** lab ([`Lab::start_dual_stack`], issue #13) also puts the LAN
+//! [`LAN_V6`] on every `eth0` (nodes `2001:db8:1a::b…` = `::11…` in decimal, clients
+//! `2001:db8:1a::64…` = `::100…`, no DAD), and gives each Node object both InternalIPs, as a
+//! dual-stack kubelet reports them.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, LazyLock};
@@ -35,6 +40,7 @@ use crate::cluster::{Supervised, TestCluster, workspace_bin};
 pub mod bench;
 pub mod cpu_quota;
 pub mod demo;
+pub mod failover;
 pub mod http_client;
 pub mod kube_proxy;
 pub mod pods;
@@ -44,6 +50,14 @@ pub mod starvation;
 
 /// Where node processes reach the API server, inside their own namespace (see the module docs).
 pub const NODE_API_PORT: u16 = 6443;
+
+/// The IPv6 LAN of a dual-stack lab (documentation range, RFC 3849).
+pub const LAN_V6: &str = "2001:db8:1a::/64";
+
+/// Address `host` (the same number as the IPv4 address's last octet) on [`LAN_V6`].
+pub fn lan_v6(host: u8) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0xdb8, 0x1a, 0, 0, 0, 0, u16::from(host))
+}
 
 static LAB_LOCK: LazyLock<Arc<tokio::sync::Mutex<()>>> =
     LazyLock::new(|| Arc::new(tokio::sync::Mutex::new(())));
@@ -85,6 +99,8 @@ pub struct LabNode {
     pub netns: String,
     /// Address of `eth0` in the namespace.
     pub ip: Ipv4Addr,
+    /// IPv6 address of `eth0` in a dual-stack lab.
+    pub ip6: Option<Ipv6Addr>,
     /// MAC address of `eth0` (lowercase, colon-separated).
     pub mac: String,
     speaker: Option<Supervised>,
@@ -96,6 +112,8 @@ pub struct LabClient {
     pub netns: String,
     /// Address of `eth0`.
     pub ip: Ipv4Addr,
+    /// IPv6 address of `eth0` in a dual-stack lab.
+    pub ip6: Option<Ipv6Addr>,
 }
 
 /// A running lab. See the module docs.
@@ -131,6 +149,19 @@ impl Lab {
     /// # Errors
     /// Not root, `ip` missing, or the cluster failed to start.
     pub async fn start(nodes: usize, clients: usize) -> anyhow::Result<Lab> {
+        Lab::start_with(nodes, clients, false).await
+    }
+
+    /// Like [`Lab::start`], with IPv6 as well: every `eth0` also gets an address on [`LAN_V6`]
+    /// and every Node object both InternalIPs (see the module docs).
+    ///
+    /// # Errors
+    /// As [`Lab::start`].
+    pub async fn start_dual_stack(nodes: usize, clients: usize) -> anyhow::Result<Lab> {
+        Lab::start_with(nodes, clients, true).await
+    }
+
+    async fn start_with(nodes: usize, clients: usize, ipv6: bool) -> anyhow::Result<Lab> {
         let lock = LAB_LOCK.clone().lock_owned().await;
         let id = format!("{:04x}", std::process::id() & 0xffff);
         let lan = format!("flb{id}-lan");
@@ -165,11 +196,16 @@ impl Lab {
             let ip = Ipv4Addr::new(192, 0, 2, 10 + i as u8);
             pending.netns.push(netns.clone());
             attach_netns(&lan, &netns, &format!("n{i}"), ip)?;
+            let ip6 = ipv6.then(|| lan_v6(10 + i as u8));
+            if let Some(ip6) = ip6 {
+                add_v6(&netns, ip6)?;
+            }
             let mac = mac_of(&netns, "eth0")?;
             lab_nodes.push(LabNode {
                 name: format!("node-{i}"),
                 netns,
                 ip,
+                ip6,
                 mac,
                 speaker: None,
             });
@@ -179,11 +215,15 @@ impl Lab {
             let ip = Ipv4Addr::new(192, 0, 2, 99 + i as u8);
             pending.netns.push(netns.clone());
             attach_netns(&lan, &netns, &format!("c{i}"), ip)?;
+            let ip6 = ipv6.then(|| lan_v6(99 + i as u8));
+            if let Some(ip6) = ip6 {
+                add_v6(&netns, ip6)?;
+            }
             // Pool addresses are on the LAN: clients reach them on-link, as on a flat L2 network.
             for pool_range in ["198.51.100.0/24", "203.0.113.0/24"] {
                 in_netns(&netns, "ip", &["route", "add", pool_range, "dev", "eth0"])?;
             }
-            lab_clients.push(LabClient { netns, ip });
+            lab_clients.push(LabClient { netns, ip, ip6 });
         }
         let cluster = TestCluster::start().await?;
         let node_kubeconfig = cluster.kubeconfig_at(
@@ -212,7 +252,9 @@ impl Lab {
         };
         let client = lab.client().await?;
         for node in &lab.nodes {
-            create_node(&client, &node.name, node.ip).await?;
+            let mut addresses = vec![IpAddr::V4(node.ip)];
+            addresses.extend(node.ip6.map(IpAddr::V6));
+            create_node_with_addresses(&client, &node.name, &addresses).await?;
         }
         Ok(lab)
     }
@@ -496,6 +538,17 @@ fn attach_netns(lan: &str, netns: &str, port: &str, ip: Ipv4Addr) -> anyhow::Res
     Ok(())
 }
 
+/// Adds `ip`/64 to `eth0` of `netns` without duplicate address detection (the lab's addresses are
+/// unique by construction; DAD would only delay the first packets by a second).
+fn add_v6(netns: &str, ip: Ipv6Addr) -> anyhow::Result<()> {
+    in_netns(
+        netns,
+        "ip",
+        &["addr", "add", &format!("{ip}/64"), "dev", "eth0", "nodad"],
+    )?;
+    Ok(())
+}
+
 fn random_hex_key() -> anyhow::Result<String> {
     use std::io::Read;
     let mut bytes = [0u8; 32];
@@ -508,6 +561,19 @@ fn random_hex_key() -> anyhow::Result<String> {
 /// # Errors
 /// The API server refused it.
 pub async fn create_node(client: &Client, name: &str, ip: Ipv4Addr) -> anyhow::Result<()> {
+    create_node_with_addresses(client, name, &[IpAddr::V4(ip)]).await
+}
+
+/// Creates Node `name` with one InternalIP per entry of `addresses` (a dual-stack node lists one
+/// per family, primary first) and `Ready=True`.
+///
+/// # Errors
+/// The API server refused it.
+pub async fn create_node_with_addresses(
+    client: &Client,
+    name: &str,
+    addresses: &[IpAddr],
+) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(client.clone());
     let node = Node {
         metadata: ObjectMeta {
@@ -518,7 +584,7 @@ pub async fn create_node(client: &Client, name: &str, ip: Ipv4Addr) -> anyhow::R
         ..Default::default()
     };
     api.create(&PostParams::default(), &node).await?;
-    set_node_status(client, name, ip, false).await
+    write_node_status(client, name, addresses, "True", false).await
 }
 
 /// Writes Node `name`'s status: InternalIP `ip`, `Ready=True`, and `NetworkUnavailable` as given.
@@ -546,6 +612,17 @@ pub async fn set_node_conditions(
     ready: &str,
     network_unavailable: bool,
 ) -> anyhow::Result<()> {
+    write_node_status(client, name, &[IpAddr::V4(ip)], ready, network_unavailable).await
+}
+
+/// [`set_node_conditions`] with any InternalIPs.
+async fn write_node_status(
+    client: &Client,
+    name: &str,
+    addresses: &[IpAddr],
+    ready: &str,
+    network_unavailable: bool,
+) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(client.clone());
     let now =
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
@@ -557,10 +634,15 @@ pub async fn set_node_conditions(
         ..Default::default()
     };
     let status = NodeStatus {
-        addresses: Some(vec![NodeAddress {
-            type_: "InternalIP".into(),
-            address: ip.to_string(),
-        }]),
+        addresses: Some(
+            addresses
+                .iter()
+                .map(|ip| NodeAddress {
+                    type_: "InternalIP".into(),
+                    address: ip.to_string(),
+                })
+                .collect(),
+        ),
         conditions: Some(vec![
             cond("Ready", ready),
             cond(
@@ -798,6 +880,7 @@ impl Lab {
         self.clients.push(LabClient {
             netns: netns.clone(),
             ip: Ipv4Addr::UNSPECIFIED,
+            ip6: None,
         });
         sh(
             "ip",
