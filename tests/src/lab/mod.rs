@@ -21,7 +21,8 @@
 //!
 //! A **dual-stack** lab ([`Lab::start_dual_stack`], issue #13) also puts the LAN
 //! [`LAN_V6`] on every `eth0` (nodes `2001:db8:1a::b…` = `::11…` in decimal, clients
-//! `2001:db8:1a::64…` = `::100…`, no DAD), and gives each Node object both InternalIPs, as a
+//! `2001:db8:1a::64…` = `::100…`, no DAD), routes the IPv6 Service range on the nodes' `eth0`
+//! (the IPv4 one lies in the node subnet), and gives each Node object both InternalIPs, as a
 //! dual-stack kubelet reports them.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -39,6 +40,7 @@ use crate::cluster::{Supervised, TestCluster, workspace_bin};
 
 pub mod bench;
 pub mod cpu_quota;
+pub mod datapath;
 pub mod demo;
 pub mod failover;
 pub mod http_client;
@@ -199,6 +201,21 @@ impl Lab {
             let ip6 = ipv6.then(|| lan_v6(10 + i as u8));
             if let Some(ip6) = ip6 {
                 add_v6(&netns, ip6)?;
+                // The IPv4 Service range lies inside the node subnet; the IPv6 one needs a route
+                // (a real node's default route) or connecting to a ClusterIP from the node fails
+                // with "network unreachable" before kube-proxy's OUTPUT DNAT sees the packet.
+                in_netns(
+                    &netns,
+                    "ip",
+                    &[
+                        "-6",
+                        "route",
+                        "add",
+                        crate::cluster::SERVICE_CIDR_V6,
+                        "dev",
+                        "eth0",
+                    ],
+                )?;
             }
             let mac = mac_of(&netns, "eth0")?;
             lab_nodes.push(LabNode {
@@ -652,13 +669,12 @@ async fn write_node_status(
         ]),
         ..Default::default()
     };
-    let patch = serde_json::json!({ "apiVersion": "v1", "kind": "Node", "status": status });
-    api.patch_status(
-        name,
-        &PatchParams::apply("ferrolb-lab").force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    // A JSON merge patch replaces both lists whole. Server-side apply cannot write a
+    // dual-stack Node's addresses: the list is keyed by `type`, and two InternalIPs are
+    // "duplicate entries" to it (as the kubelet, we use a plain patch).
+    let patch = serde_json::json!({ "status": status });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
     Ok(())
 }
 
