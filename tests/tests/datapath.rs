@@ -168,6 +168,10 @@ fn check(report: &ModeReport) {
         f.requests_after_kill,
         report.took.as_secs_f64()
     );
+    eprintln!(
+        "[{mode}] kube-proxy's rules for {} (web-local, IPv4) on its owner {}:\n{}",
+        report.cases[2].external_ip, f.old_owner, report.evidence
+    );
     // The rules kube-proxy wrote for the IP lead to a DNAT to a pod (POD_CIDR 198.51.100.224/28).
     let dnat = match mode {
         ProxyMode::Iptables => "-j DNAT --to-destination",

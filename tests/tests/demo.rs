@@ -1,4 +1,5 @@
-//! The README's demo, run non-interactively (issue 5, "CI"): real kube-proxy (nftables mode) and
+//! The README's demo, run non-interactively (issue 5, "CI"): real kube-proxy (nftables mode, and
+//! iptables mode for issue #13) and
 //! speakers in lab namespaces, the real controller, a LoadBalancer Service, ARP, HTTP through
 //! kube-proxy's DNAT, and a SIGKILL failover. Asserts on the demo's outcome, not on its timing
 //! (speed is measured by the benchmarks).
@@ -7,15 +8,27 @@
 use std::net::Ipv4Addr;
 
 use ferrolb_tests::lab::demo::{self, DemoOptions};
+use ferrolb_tests::lab::kube_proxy::ProxyMode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_runs_to_a_successful_end() {
+    demo_in(ProxyMode::Nftables).await;
+}
+
+/// `./demo.sh --proxy-mode iptables` (issue #13): the same story with kube-proxy's iptables mode,
+/// the default of minikube and kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_runs_with_kube_proxy_in_iptables_mode() {
+    demo_in(ProxyMode::Iptables).await;
+}
+
+async fn demo_in(proxy_mode: ProxyMode) {
     let mut out: Vec<u8> = Vec::new();
     let result = demo::run(
         &DemoOptions {
             verbose: true,
             requests: 300,
-            ..DemoOptions::default()
+            proxy_mode,
         },
         &mut out,
     )
@@ -59,18 +72,40 @@ async fn demo_runs_to_a_successful_end() {
         (report.arp.owner_mac.clone(), Some(report.arp.owner.clone()))
     );
     assert_eq!(report.arp.owner, report.arp.expected_owner);
-    // The verbose evidence: kube-proxy's DNAT map for the IP on the owner node.
-    assert!(
-        printed.contains(&format!(
-            "{} . tcp . 80 : goto external-",
-            report.external_ip
-        )),
-        "{printed}"
-    );
-    assert!(
-        printed.contains("dnat ip to numgen random mod 3"),
-        "{printed}"
-    );
+    // The verbose evidence: kube-proxy's rules for the IP on the owner node, down to the DNAT
+    // that picks one of the three pods at random.
+    match proxy_mode {
+        ProxyMode::Nftables => {
+            assert!(
+                printed.contains(&format!(
+                    "{} . tcp . 80 : goto external-",
+                    report.external_ip
+                )),
+                "{printed}"
+            );
+            assert!(
+                printed.contains("dnat ip to numgen random mod 3"),
+                "{printed}"
+            );
+        }
+        ProxyMode::Iptables => {
+            assert!(
+                printed.contains(&format!(
+                    "-A KUBE-SERVICES -d {}/32 -p tcp",
+                    report.external_ip
+                )),
+                "{printed}"
+            );
+            assert!(printed.contains("-m statistic --mode random"), "{printed}");
+            assert_eq!(
+                printed
+                    .matches("-j DNAT --to-destination 198.51.100.2")
+                    .count(),
+                3,
+                "{printed}"
+            );
+        }
+    }
 
     // Step 5: every request answered, every backend answered (kube-proxy's random DNAT), and the
     // connections were DNATed on the owner node only.
