@@ -542,7 +542,12 @@ pub struct ForbiddenEntry {
 
 /// The message for an entry overlapping `block`, worded like the CRD's CEL message.
 pub fn forbidden_message(entry: &str, block: &ForbiddenBlock) -> String {
-    format!("addresses entry {entry:?} overlaps {block}, which is never a LoadBalancer IP")
+    format!("addresses entry {entry:?}{}", forbidden_message_tail(block))
+}
+
+/// What [`forbidden_message`] says after the quoted entry; the CEL message ends the same way.
+pub fn forbidden_message_tail(block: &ForbiddenBlock) -> String {
+    format!(" overlaps {block}, which is never a LoadBalancer IP")
 }
 
 fn join_forbidden(entries: &[ForbiddenEntry]) -> String {
