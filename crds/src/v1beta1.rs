@@ -259,8 +259,9 @@ pub enum SelectorOperator {
 }
 
 /// One `spec.addresses` entry as written by the user. Parsed by
-/// [`crate::addresses::AddressEntry::parse`]; validated at admission by the CEL rules of
-/// [`address_entry_rules`], which accept exactly what the parser accepts.
+/// [`crate::addresses::AddressEntry::parse`] and checked against the forbidden blocks by
+/// [`crate::addresses::PoolAddresses::parse`]; validated at admission by the CEL rules of
+/// [`address_entry_rules`], which accept exactly what `PoolAddresses::parse` accepts.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
 #[serde(transparent)]
 pub struct AddressEntryText(pub String);
