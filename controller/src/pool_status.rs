@@ -2,11 +2,17 @@
 //! saturating) and the conditions `Ready`, `Overlapping`, `NodeAddressConflict`, `Invalid`
 //! (DESIGN §3). Pure; the caller supplies the clock.
 //!
+//! `Invalid=True` has reason `BadAddressEntry` for a malformed entry (the first one) and
+//! `ForbiddenAddresses` for entries overlapping a block that is never a LoadBalancer IP (every
+//! one named: loopback, link-local, multicast, ...; [`ferrolb_crds::addresses::FORBIDDEN_BLOCKS`],
+//! issue 10 item 6). Either way the pool serves nothing, as if the API server had refused it
+//! (its CEL rules refuse both at admission; such a pool exists only if it was stored before).
+//!
 //! `lastTransitionTime` is kept from the current status while a condition's status is unchanged,
 //! so an unchanged pool produces an identical status and no write.
 
 use ferrolb_crds::IPAddressPoolStatus;
-use ferrolb_crds::addresses::api_count;
+use ferrolb_crds::addresses::{PoolAddressError, api_count};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::ipam::PoolReport;
@@ -75,7 +81,15 @@ pub fn pool_status(
             "Valid",
             "every addresses entry is usable".into(),
         ),
-        Some(m) => ("Invalid", true, "BadAddressEntry", m.clone()),
+        Some(e @ PoolAddressError::Malformed { .. }) => {
+            ("Invalid", true, "BadAddressEntry", e.to_string())
+        }
+        Some(e @ PoolAddressError::Forbidden(_)) => (
+            "Invalid",
+            true,
+            "ForbiddenAddresses",
+            format!("never handed out nor announced, the pool serves nothing: {e}"),
+        ),
     });
     let conditions = conditions
         .into_iter()
@@ -144,5 +158,36 @@ mod tests {
         assert!(
             matches!(ready, Some(c) if c.status == "False" && c.reason == "NotAdvertised" && c.last_transition_time == t1)
         );
+    }
+
+    #[test]
+    fn forbidden_entries_are_named_under_their_own_reason() {
+        let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap_or_default());
+        let condition = |entries: &[&str]| {
+            let mut r = report();
+            r.invalid = ferrolb_crds::addresses::PoolAddresses::parse(entries, false).err();
+            let s = pool_status(&r, true, Some(1), None, &t0);
+            let get = |t: &str| s.conditions.iter().find(|c| c.type_ == t).cloned();
+            (get("Invalid"), get("Ready"))
+        };
+        let (invalid, ready) = condition(&["198.51.100.0/24", "169.254.169.254/32", "::1/128"]);
+        let Some(invalid) = invalid else {
+            panic!("no Invalid condition")
+        };
+        assert_eq!(
+            (invalid.status.as_str(), invalid.reason.as_str()),
+            ("True", "ForbiddenAddresses")
+        );
+        for want in [
+            "spec.addresses[1]: addresses entry \"169.254.169.254/32\" overlaps 169.254.0.0/16",
+            "spec.addresses[2]: addresses entry \"::1/128\" overlaps ::1/128 (loopback",
+        ] {
+            assert!(invalid.message.contains(want), "{}", invalid.message);
+        }
+        assert!(matches!(ready, Some(c) if c.status == "False" && c.reason == "Invalid"));
+        let (invalid, _) = condition(&["198.51.100.30-198.51.100.20"]);
+        assert!(matches!(invalid, Some(c) if c.reason == "BadAddressEntry"));
+        let (invalid, _) = condition(&["198.51.100.0/24"]);
+        assert!(matches!(invalid, Some(c) if c.status == "False" && c.reason == "Valid"));
     }
 }

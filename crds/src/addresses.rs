@@ -9,10 +9,14 @@
 //!   range `start-end` (spaces around `-` allowed, start ≤ end, one family);
 //! - in IPv4 CIDR entries with prefix length ≤ 30 the network and broadcast addresses are not
 //!   usable (a deliberate difference from MetalLB, which hands them out); ranges are literal;
-//! - with `avoidBuggyIPs`, IPv4 addresses whose last octet is 0 or 255 are not usable.
+//! - with `avoidBuggyIPs`, IPv4 addresses whose last octet is 0 or 255 are not usable;
+//! - an entry that overlaps a block that is never a LoadBalancer IP ([`FORBIDDEN_BLOCKS`]:
+//!   loopback, link-local, multicast, unspecified, reserved and broadcast, IPv4-mapped) is refused,
+//!   and with it the whole pool (issue 10; MetalLB refuses none of them).
 //!
-//! The parser accepts exactly what the CRD's CEL rules accept (Go's `netip` syntax): no zones, no
-//! IPv4-mapped IPv6, no leading zeros, no whitespace inside a CIDR.
+//! [`AddressEntry::parse`] accepts exactly the syntax the CRD's CEL rules accept (Go's `netip`
+//! syntax): no zones, no IPv4-mapped IPv6, no leading zeros, no whitespace inside a CIDR;
+//! [`PoolAddresses::parse`] adds the forbidden blocks, which the CEL rules refuse too.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -185,6 +189,14 @@ impl IpRange {
             self.last.min(other.last),
         )
     }
+
+    /// The first block of [`FORBIDDEN_BLOCKS`] (in table order) that shares an address with the
+    /// range, if any. Overlap of inclusive ranges: `first ≤ block.last ∧ block.first ≤ last`.
+    pub fn forbidden_overlap(&self) -> Option<&'static ForbiddenBlock> {
+        FORBIDDEN_BLOCKS
+            .iter()
+            .find(|b| self.intersect(&b.range()).is_some())
+    }
 }
 
 impl fmt::Display for IpRange {
@@ -195,6 +207,162 @@ impl fmt::Display for IpRange {
             write!(f, "{}-{}", self.first(), self.last())
         }
     }
+}
+
+/// An address block whose addresses are never a LoadBalancer IP: answering ARP or NDP for them,
+/// or handing them to a Service, would capture a host's own loopback or link-local traffic, the
+/// cloud metadata service, multicast groups or broadcasts. See [`FORBIDDEN_BLOCKS`].
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ForbiddenBlock {
+    /// The block in CIDR notation, as messages and the CRD's CEL rules spell it.
+    pub cidr: &'static str,
+    /// What the block is (`loopback`, `link-local`, ...).
+    pub what: &'static str,
+    /// Where the rule comes from (`RFC 1122 §3.2.1.3`).
+    pub source: &'static str,
+    family: Family,
+    first: u128,
+    prefix: u8,
+}
+
+impl ForbiddenBlock {
+    /// The family of the block.
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// The block's prefix length.
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
+    /// Every address of the block.
+    pub fn range(&self) -> IpRange {
+        let host_bits = self.family.bits() - u32::from(self.prefix);
+        let size_minus_one = if host_bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << host_bits) - 1
+        };
+        IpRange {
+            family: self.family,
+            first: self.first,
+            last: self.first + size_minus_one,
+        }
+    }
+}
+
+impl fmt::Display for ForbiddenBlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}, {})", self.cidr, self.what, self.source)
+    }
+}
+
+/// The blocks that are never a LoadBalancer IP, IPv4 first, each in ascending order:
+///
+/// | block | what | source |
+/// |---|---|---|
+/// | `0.0.0.0/8` | "this network", incl. the unspecified address `0.0.0.0` | RFC 1122 §3.2.1.3 |
+/// | `127.0.0.0/8` | loopback | RFC 1122 §3.2.1.3 |
+/// | `169.254.0.0/16` | link-local, incl. the cloud metadata address `169.254.169.254` | RFC 3927 |
+/// | `224.0.0.0/4` | multicast | RFC 1112 §4 |
+/// | `240.0.0.0/4` | reserved, incl. the limited broadcast `255.255.255.255` | RFC 1112 §4, RFC 919 §7 |
+/// | `::/128` | unspecified | RFC 4291 §2.5.2 |
+/// | `::1/128` | loopback | RFC 4291 §2.5.3 |
+/// | `::ffff:0:0/96` | IPv4-mapped | RFC 4291 §2.5.5.2 |
+/// | `fe80::/10` | link-local unicast | RFC 4291 §2.5.6 |
+/// | `ff00::/8` | multicast | RFC 4291 §2.7 |
+///
+/// An `addresses` entry that overlaps any of them is refused whole: by the CRD's CEL rules at
+/// admission ([`crate::v1beta1::address_entry_rules`]), and by [`PoolAddresses::parse`] for pools
+/// the API server stored before the rule existed. MetalLB refuses none of them.
+pub const FORBIDDEN_BLOCKS: [ForbiddenBlock; 10] = [
+    ForbiddenBlock {
+        cidr: "0.0.0.0/8",
+        what: "this network and unspecified",
+        source: "RFC 1122 §3.2.1.3",
+        family: Family::V4,
+        first: 0,
+        prefix: 8,
+    },
+    ForbiddenBlock {
+        cidr: "127.0.0.0/8",
+        what: "loopback",
+        source: "RFC 1122 §3.2.1.3",
+        family: Family::V4,
+        first: 0x7f00_0000,
+        prefix: 8,
+    },
+    ForbiddenBlock {
+        cidr: "169.254.0.0/16",
+        what: "link-local, incl. the cloud metadata address 169.254.169.254",
+        source: "RFC 3927",
+        family: Family::V4,
+        first: 0xa9fe_0000,
+        prefix: 16,
+    },
+    ForbiddenBlock {
+        cidr: "224.0.0.0/4",
+        what: "multicast",
+        source: "RFC 1112 §4",
+        family: Family::V4,
+        first: 0xe000_0000,
+        prefix: 4,
+    },
+    ForbiddenBlock {
+        cidr: "240.0.0.0/4",
+        what: "reserved, incl. the limited broadcast 255.255.255.255",
+        source: "RFC 1112 §4, RFC 919 §7",
+        family: Family::V4,
+        first: 0xf000_0000,
+        prefix: 4,
+    },
+    ForbiddenBlock {
+        cidr: "::/128",
+        what: "unspecified",
+        source: "RFC 4291 §2.5.2",
+        family: Family::V6,
+        first: 0,
+        prefix: 128,
+    },
+    ForbiddenBlock {
+        cidr: "::1/128",
+        what: "loopback",
+        source: "RFC 4291 §2.5.3",
+        family: Family::V6,
+        first: 1,
+        prefix: 128,
+    },
+    ForbiddenBlock {
+        cidr: "::ffff:0:0/96",
+        what: "IPv4-mapped",
+        source: "RFC 4291 §2.5.5.2",
+        family: Family::V6,
+        first: 0xffff_0000_0000,
+        prefix: 96,
+    },
+    ForbiddenBlock {
+        cidr: "fe80::/10",
+        what: "link-local unicast",
+        source: "RFC 4291 §2.5.6",
+        family: Family::V6,
+        first: 0xfe80 << 112,
+        prefix: 10,
+    },
+    ForbiddenBlock {
+        cidr: "ff00::/8",
+        what: "multicast",
+        source: "RFC 4291 §2.7",
+        family: Family::V6,
+        first: 0xff << 120,
+        prefix: 8,
+    },
+];
+
+/// The block of [`FORBIDDEN_BLOCKS`] that `ip` lies in, if any: such an address is never handed
+/// out nor announced.
+pub fn forbidden_block(ip: IpAddr) -> Option<&'static ForbiddenBlock> {
+    FORBIDDEN_BLOCKS.iter().find(|b| b.range().contains(ip))
 }
 
 /// Why an `addresses` entry was refused. The `Display` form names the entry, in the same words as
@@ -266,6 +434,13 @@ impl AddressEntry {
         })
     }
 
+    /// The first block of [`FORBIDDEN_BLOCKS`] that shares an address with the entry (network
+    /// and broadcast addresses included, as the CEL rules see it), if any: such an entry is
+    /// refused whole.
+    pub fn forbidden(&self) -> Option<&'static ForbiddenBlock> {
+        self.range.forbidden_overlap()
+    }
+
     /// The addresses of this entry that may be handed out, before `avoidBuggyIPs`: the whole range,
     /// except the network and broadcast addresses of IPv4 CIDRs with prefix ≤ 30. Never empty.
     pub fn usable(&self) -> IpRange {
@@ -323,30 +498,97 @@ pub struct PoolAddresses {
     avoid_buggy: bool,
 }
 
-/// Why a pool's `addresses` list was refused: which entry (index and text), and why.
+/// Why a pool's `addresses` list was refused: which entries (index and text), and why. Either
+/// way the whole pool serves nothing, as if the API server had refused it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("spec.addresses[{index}]: {source}")]
-pub struct PoolAddressError {
-    /// Position of the bad entry in `spec.addresses`.
+pub enum PoolAddressError {
+    /// The first entry that is not an address entry at all (syntax, families, order).
+    #[error("spec.addresses[{index}]: {source}")]
+    Malformed {
+        /// Position of the bad entry in `spec.addresses`.
+        index: usize,
+        /// What is wrong with it.
+        source: EntryError,
+    },
+    /// Every entry that overlaps a block of [`FORBIDDEN_BLOCKS`] (in order; never empty).
+    #[error("{}", join_forbidden(.0))]
+    Forbidden(Vec<ForbiddenEntry>),
+}
+
+impl PoolAddressError {
+    /// The position of the first bad entry in `spec.addresses`.
+    pub fn index(&self) -> usize {
+        match self {
+            PoolAddressError::Malformed { index, .. } => *index,
+            PoolAddressError::Forbidden(entries) => entries.first().map_or(0, |e| e.index),
+        }
+    }
+}
+
+/// An `addresses` entry that overlaps a block of [`FORBIDDEN_BLOCKS`]. The `Display` form is
+/// the API server's message for it (the CEL rule of [`crate::v1beta1::address_entry_rules`])
+/// behind the entry's path: `spec.addresses[2]: addresses entry "127.0.0.1/32" overlaps
+/// 127.0.0.0/8 (loopback, RFC 1122 §3.2.1.3), which is never a LoadBalancer IP`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("spec.addresses[{index}]: {}", forbidden_message(entry, block))]
+pub struct ForbiddenEntry {
+    /// Position of the entry in `spec.addresses`.
     pub index: usize,
-    /// What is wrong with it.
-    pub source: EntryError,
+    /// The entry as written.
+    pub entry: String,
+    /// The first block (in table order) it overlaps.
+    pub block: &'static ForbiddenBlock,
+}
+
+/// The message for an entry overlapping `block`, worded like the CRD's CEL message.
+pub fn forbidden_message(entry: &str, block: &ForbiddenBlock) -> String {
+    format!("addresses entry {entry:?}{}", forbidden_message_tail(block))
+}
+
+/// What [`forbidden_message`] says after the quoted entry; the CEL message ends the same way.
+pub fn forbidden_message_tail(block: &ForbiddenBlock) -> String {
+    format!(" overlaps {block}, which is never a LoadBalancer IP")
+}
+
+fn join_forbidden(entries: &[ForbiddenEntry]) -> String {
+    entries
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl PoolAddresses {
     /// Parses every entry and merges them.
     ///
+    /// An entry overlapping a block of [`FORBIDDEN_BLOCKS`] makes the whole pool unusable, like a
+    /// malformed entry: the API server refuses such a pool at admission, and one stored before
+    /// that rule must not serve either (nothing of it is used, not even its other entries, so
+    /// the pool's state does not depend on when it was created).
+    ///
     /// # Errors
-    /// The first bad entry, with its index.
+    /// [`PoolAddressError::Malformed`] for the first malformed entry; else
+    /// [`PoolAddressError::Forbidden`] naming every entry that overlaps a forbidden block.
     pub fn parse<S: AsRef<str>>(
         entries: &[S],
         avoid_buggy: bool,
     ) -> Result<PoolAddresses, PoolAddressError> {
         let mut ranges = Vec::with_capacity(entries.len());
+        let mut forbidden = Vec::new();
         for (index, entry) in entries.iter().enumerate() {
             let parsed = AddressEntry::parse(entry.as_ref())
-                .map_err(|source| PoolAddressError { index, source })?;
+                .map_err(|source| PoolAddressError::Malformed { index, source })?;
+            if let Some(block) = parsed.forbidden() {
+                forbidden.push(ForbiddenEntry {
+                    index,
+                    entry: entry.as_ref().to_owned(),
+                    block,
+                });
+            }
             ranges.push(parsed.usable());
+        }
+        if !forbidden.is_empty() {
+            return Err(PoolAddressError::Forbidden(forbidden));
         }
         Ok(PoolAddresses::from_ranges(ranges, avoid_buggy))
     }
@@ -540,7 +782,7 @@ mod tests {
     #[test]
     fn pool_error_names_index() {
         let err = PoolAddresses::parse(&["198.51.100.0/24", "nope"], false).unwrap_err();
-        assert_eq!(err.index, 1);
+        assert_eq!(err.index(), 1);
         assert!(err.to_string().starts_with("spec.addresses[1]: "));
     }
 
@@ -584,9 +826,150 @@ mod tests {
     }
 
     #[test]
-    fn whole_v6_space_saturates() {
-        let p = PoolAddresses::parse(&["::/0"], false).unwrap();
+    fn forbidden_table_matches_its_cidr_text_and_is_ascending() {
+        let mut prev: Option<IpRange> = None;
+        for b in &FORBIDDEN_BLOCKS {
+            let net: IpNetwork = b.cidr.parse().unwrap();
+            assert_eq!(net.network(), net.ip(), "{} has host bits", b.cidr);
+            assert_eq!(IpRange::of_network(net), b.range(), "{}", b.cidr);
+            assert_eq!(net.prefix(), b.prefix());
+            if let Some(p) = prev.filter(|p| p.family() == b.family()) {
+                assert!(
+                    p.last_offset() < b.range().first_offset(),
+                    "{} out of order",
+                    b.cidr
+                );
+            }
+            prev = Some(b.range());
+        }
+    }
+
+    #[test]
+    fn forbidden_addresses_are_classified() {
+        for (addr, block) in [
+            ("0.0.0.0", "0.0.0.0/8"),
+            ("0.255.255.255", "0.0.0.0/8"),
+            ("127.0.0.1", "127.0.0.0/8"),
+            ("169.254.169.254", "169.254.0.0/16"),
+            ("224.0.0.1", "224.0.0.0/4"),
+            ("239.255.255.255", "224.0.0.0/4"),
+            ("240.0.0.0", "240.0.0.0/4"),
+            ("255.255.255.255", "240.0.0.0/4"),
+            ("::", "::/128"),
+            ("::1", "::1/128"),
+            ("::ffff:198.51.100.1", "::ffff:0:0/96"),
+            ("fe80::1", "fe80::/10"),
+            ("febf:ffff::", "fe80::/10"),
+            ("ff02::1", "ff00::/8"),
+        ] {
+            assert_eq!(
+                forbidden_block(ip(addr)).map(|b| b.cidr),
+                Some(block),
+                "{addr}"
+            );
+        }
+        for addr in [
+            "1.0.0.0",
+            "126.255.255.255",
+            "128.0.0.0",
+            "169.253.255.255",
+            "169.255.0.0",
+            "198.51.100.1",
+            "223.255.255.255",
+            "::2",
+            "::fffe:ffff:ffff",
+            "::1:0:0:0",
+            "fe7f:ffff::",
+            "fec0::",
+            "feff::1",
+            "2001:db8::1",
+        ] {
+            assert_eq!(forbidden_block(ip(addr)), None, "{addr}");
+        }
+    }
+
+    #[test]
+    fn entries_overlapping_forbidden_blocks_are_refused_whole() {
+        for (entry, block) in [
+            ("127.0.0.1/32", "127.0.0.0/8"),
+            ("0.0.0.0/32", "0.0.0.0/8"),
+            ("0.0.0.0/0", "0.0.0.0/8"),
+            ("126.0.0.0/7", "127.0.0.0/8"),
+            ("126.255.255.250-128.0.0.5", "127.0.0.0/8"),
+            ("169.254.169.254/32", "169.254.0.0/16"),
+            ("169.253.255.255-169.255.0.0", "169.254.0.0/16"),
+            ("169.0.0.0/8", "169.254.0.0/16"),
+            ("223.255.255.255-224.0.0.0", "224.0.0.0/4"),
+            ("255.255.255.255/32", "240.0.0.0/4"),
+            ("::/128", "::/128"),
+            ("::/64", "::/128"),
+            ("::1/128", "::1/128"),
+            ("::1-::5", "::1/128"),
+            ("::fffe:ffff:ffff-::1:0:0:0", "::ffff:0:0/96"),
+            ("::fffe:0:0/95", "::ffff:0:0/96"),
+            ("fe80::/64", "fe80::/10"),
+            ("fe7f::-fec0::", "fe80::/10"),
+            ("ff02::1/128", "ff00::/8"),
+            ("2001:db8::-ffff::", "fe80::/10"),
+        ] {
+            let e = AddressEntry::parse(entry).unwrap();
+            assert_eq!(e.forbidden().map(|b| b.cidr), Some(block), "{entry}");
+        }
+        for entry in [
+            "198.51.100.0/24",
+            "203.0.113.0-203.0.113.255",
+            "1.0.0.0-126.255.255.255",
+            "128.0.0.0-169.253.255.255",
+            "169.255.0.0-223.255.255.255",
+            "::2-::fffe:ffff:ffff",
+            "::1:0:0:0-fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "fec0::/10",
+            "2001:db8::/32",
+        ] {
+            let e = AddressEntry::parse(entry).unwrap();
+            assert_eq!(e.forbidden(), None, "{entry}");
+        }
+    }
+
+    #[test]
+    fn pool_with_forbidden_entries_names_each_and_serves_nothing() {
+        let err = PoolAddresses::parse(
+            &[
+                "198.51.100.0/24",
+                "127.0.0.1/32",
+                "fe80::/64",
+                "2001:db8::/120",
+            ],
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(err.index(), 1);
+        assert_eq!(
+            err.to_string(),
+            "spec.addresses[1]: addresses entry \"127.0.0.1/32\" overlaps 127.0.0.0/8 (loopback, \
+             RFC 1122 §3.2.1.3), which is never a LoadBalancer IP; spec.addresses[2]: addresses \
+             entry \"fe80::/64\" overlaps fe80::/10 (link-local unicast, RFC 4291 §2.5.6), which \
+             is never a LoadBalancer IP"
+        );
+        // A malformed entry is reported first, as the pool cannot be read at all.
+        let err = PoolAddresses::parse(&["127.0.0.1/32", "nope"], false).unwrap_err();
+        assert!(
+            matches!(err, PoolAddressError::Malformed { index: 1, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn huge_v6_pools_saturate() {
+        // ::/0 holds forbidden blocks; 2000::/3 (all global unicast, RFC 4291 §2.4) does not.
+        assert!(PoolAddresses::parse(&["::/0"], false).is_err());
+        let p = PoolAddresses::parse(&["2000::/3"], false).unwrap();
         assert_eq!(p.count(Family::V6), u64::MAX);
-        assert_eq!(p.iter(Family::V6).next(), Some(ip("::")));
+        assert_eq!(p.iter(Family::V6).next(), Some(ip("2000::")));
+        let whole = IpRange::from_offsets(Family::V6, 0, u128::MAX).unwrap();
+        assert_eq!(
+            PoolAddresses::from_ranges(vec![whole], false).count(Family::V6),
+            u64::MAX
+        );
     }
 }

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube_core::{Message, Rule};
+
+use crate::addresses::{FORBIDDEN_BLOCKS, Family, ForbiddenBlock, forbidden_message_tail};
 use kube_derive::{CustomResource, KubeSchema};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
@@ -257,8 +259,9 @@ pub enum SelectorOperator {
 }
 
 /// One `spec.addresses` entry as written by the user. Parsed by
-/// [`crate::addresses::AddressEntry::parse`]; validated at admission by the CEL rules of
-/// [`address_entry_rules`], which accept exactly what the parser accepts.
+/// [`crate::addresses::AddressEntry::parse`] and checked against the forbidden blocks by
+/// [`crate::addresses::PoolAddresses::parse`]; validated at admission by the CEL rules of
+/// [`address_entry_rules`], which accept exactly what `PoolAddresses::parse` accepts.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
 #[serde(transparent)]
 pub struct AddressEntryText(pub String);
@@ -288,7 +291,12 @@ pub const ADDRESS_ENTRY_MAX_LEN: usize = 96;
 ///    differ (`start/p` contains `end`, `start/(p+1)` does not) and refuses the range when that bit
 ///    is 1 in `start` (the network address of `start/p` is then outside `start/(p+1)`). The search
 ///    is split in two rules, bits 0–63 and bits 64–127, because one rule over 128 bits exceeds the
-///    API server's CEL cost budget at 64 entries.
+///    API server's CEL cost budget at 64 entries;
+/// 5. one rule per block of [`FORBIDDEN_BLOCKS`] (loopback, link-local, multicast, ...), refusing
+///    an entry that shares any address with it, with a message naming the block
+///    ([`forbidden_block_rule`]). These are exact, also for a range that spans a block with both
+///    ends outside it, so the API server refuses what [`crate::addresses::PoolAddresses::parse`]
+///    refuses.
 ///
 /// The API server prices CEL by worst case, so the spelling matters: the ends are taken with
 /// `substring`/`indexOf` (a `split` is priced as a list of up to `maxLength` strings), prefix
@@ -337,6 +345,162 @@ pub fn address_entry_rules() -> Vec<Rule> {
         ))
         .message(reversed_msg()),
     ]
+    .into_iter()
+    .chain(FORBIDDEN_BLOCKS.iter().map(forbidden_block_rule))
+    .collect()
+}
+
+/// The CEL rule refusing an `addresses` entry that shares an address with `block`; its message is
+/// [`crate::addresses::forbidden_message`] (the controller's words for the same entry).
+///
+/// CEL has no IP ordering, only membership (`cidr(c).containsIP(x)`, `containsCIDR`), so:
+/// - a CIDR entry `E` overlaps the block `B` iff one contains the other: `E.containsCIDR(B)` or
+///   `B.containsIP(E.ip())`;
+/// - a range `a-b` (a ≤ b, rule 4) overlaps `B = [s, e]` iff `a ≤ e` and `b ≥ s`, and "x ≤ e",
+///   "x ≥ s" are unions of CIDRs ([`cidr_cover`]): written as membership in the cover of
+///   `[0, e]` or as non-membership in the cover of `[e+1, max]`, whichever is shorter.
+///
+/// The API server's `cidr`, `ip` and `isIP` refuse IPv4-mapped addresses (no literal inside
+/// `::ffff:0:0/96` can be written), but no entry has an end there either (rule 2), so the
+/// bounds may move across that block to where a literal can be written; and a CIDR entry
+/// contains `::ffff:0:0/96` iff it contains its parent `::fffe:0:0/95` (the block itself is not
+/// writable). Cost: a few `containsIP` calls on literals per block, far below the budget.
+pub fn forbidden_block_rule(block: &ForbiddenBlock) -> Rule {
+    let quote = "'addresses entry \"' + self + '\"";
+    let a = "self.substring(0, self.indexOf('-')).trim()";
+    let b = "self.substring(self.indexOf('-') + 1).trim()";
+    let family = block.family();
+    let range = block.range();
+    let (s, e) = (range.first_offset(), range.last_offset());
+    let fam = match family {
+        Family::V4 => 4,
+        Family::V6 => 6,
+    };
+    let cidr_overlaps = if writable(family, s) {
+        format!(
+            "cidr(self).containsCIDR('{c}') || cidr('{c}').containsIP(cidr(self).ip())",
+            c = block.cidr
+        )
+    } else {
+        let parent = u32::from(block.prefix()).saturating_sub(1);
+        let size = 1u128 << (family.bits() - parent);
+        format!(
+            "cidr(self).containsCIDR('{}/{parent}')",
+            family.addr(s & !(size - 1))
+        )
+    };
+    let at_most_e = bound(family, a, e, true);
+    let at_least_s = bound(family, b, s, false);
+    let bounds: String = [at_most_e, at_least_s]
+        .iter()
+        .filter(|t| *t != "true")
+        .map(|t| format!(" && ({t})"))
+        .collect();
+    let rule = format!(
+        "!(self.indexOf('-') < 0 ? (isCIDR(self) && ({cidr_overlaps})) : \
+         (self.indexOf('-') == self.lastIndexOf('-') && isIP({a}) && isIP({b}) \
+         && ip({a}).family() == {fam} && ip({b}).family() == {fam}{bounds}))"
+    );
+    Rule::new(rule).message(Message::Expression(format!(
+        "{quote}{}'",
+        forbidden_message_tail(block)
+    )))
+}
+
+/// Whether the CEL library accepts `offset` as an address literal (it refuses IPv4-mapped IPv6).
+fn writable(family: Family, offset: u128) -> bool {
+    match family.addr(offset) {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().is_none(),
+        std::net::IpAddr::V4(_) => true,
+    }
+}
+
+/// CEL for `x ≤ bound` (`upper`) or `x ≥ bound`, where `x` (a CEL string expression) is an address
+/// of `family`: membership in the CIDRs of [`bound_test`], negated when it says so.
+fn bound(family: Family, x: &str, bound: u128, upper: bool) -> String {
+    let (cidrs, negate) = bound_test(family, bound, upper);
+    let member = cidrs
+        .iter()
+        .map(|(net, p)| format!("cidr('{}/{p}').containsIP({x})", family.addr(*net)))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    match (negate, cidrs.is_empty()) {
+        (false, true) => "false".into(),
+        (false, false) => member,
+        (true, true) => "true".into(),
+        (true, false) => format!("!({member})"),
+    }
+}
+
+/// `x ≤ bound` (`upper`) or `x ≥ bound` for an address `x` of `family` that is not IPv4-mapped,
+/// as `x` in one of the CIDRs, or not in any when the flag is set: the shortest of the cover of
+/// the addresses that pass and the cover of those that fail ([`cidr_cover`]), over the bounds
+/// equivalent for such an `x` (moved across `::ffff:0:0/96`), leaving out covers with a CIDR the
+/// CEL library cannot write (IPv4-mapped).
+pub fn bound_test(family: Family, bound: u128, upper: bool) -> (Vec<(u128, u32)>, bool) {
+    let max = family.max_offset();
+    let mapped = (0xffff_0000_0000u128, 0xffff_ffff_ffffu128);
+    let mut bounds = vec![bound];
+    if family == Family::V6 {
+        if upper && (mapped.0 - 1..=mapped.1).contains(&bound) {
+            bounds.extend([mapped.0 - 1, mapped.1]);
+        }
+        if !upper && (mapped.0..=mapped.1 + 1).contains(&bound) {
+            bounds.extend([mapped.0, mapped.1 + 1]);
+        }
+    }
+    let mut best: Option<(Vec<(u128, u32)>, bool)> = None;
+    for bound in bounds {
+        let (pass, fail) = if upper {
+            (
+                Some((0, bound)),
+                bound.checked_add(1).filter(|n| *n <= max).map(|n| (n, max)),
+            )
+        } else {
+            (Some((bound, max)), bound.checked_sub(1).map(|n| (0, n)))
+        };
+        for (range, negate) in [(pass, false), (fail, true)] {
+            let cidrs = range.map_or_else(Vec::new, |(lo, hi)| cidr_cover(family, lo, hi));
+            if cidrs.iter().any(|(net, _)| !writable(family, *net)) {
+                continue;
+            }
+            if best.as_ref().is_none_or(|(b, _)| cidrs.len() < b.len()) {
+                best = Some((cidrs, negate));
+            }
+        }
+    }
+    // The direct cover of the first bound is writable unless it holds ::ffff:0:0/96 or part of
+    // it, and then the moved bounds give one; `(vec![], false)` (never) is unreachable.
+    best.unwrap_or((Vec::new(), false))
+}
+
+/// The fewest CIDRs covering exactly `[lo, hi]` (offsets of `family`, `lo ≤ hi`), ascending, as
+/// `(network offset, prefix length)`.
+pub fn cidr_cover(family: Family, mut lo: u128, hi: u128) -> Vec<(u128, u32)> {
+    let bits = family.bits();
+    let mut out = Vec::new();
+    while lo <= hi {
+        // The largest block aligned at `lo` that ends at or before `hi`.
+        let span = hi - lo;
+        let size_minus_one = |host: u32| {
+            if host >= 128 {
+                u128::MAX
+            } else {
+                (1u128 << host) - 1
+            }
+        };
+        let mut host = lo.trailing_zeros().min(bits);
+        while host > 0 && size_minus_one(host) > span {
+            host -= 1;
+        }
+        out.push((lo, bits - host));
+        let last = lo + size_minus_one(host);
+        match last.checked_add(1) {
+            Some(next) if last < hi => lo = next,
+            _ => break,
+        }
+    }
+    out
 }
 
 impl JsonSchema for AddressEntryText {
@@ -360,5 +524,97 @@ impl JsonSchema for AddressEntryText {
             kube_core::validate(&mut schema, rule).expect("CEL rule serialises");
         }
         schema
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn covered(cidrs: &[(u128, u32)], family: Family, x: u128) -> bool {
+        cidrs.iter().any(|(net, p)| {
+            let host = family.bits() - p;
+            let last = if host >= 128 {
+                u128::MAX
+            } else {
+                net + ((1u128 << host) - 1)
+            };
+            (*net..=last).contains(&x)
+        })
+    }
+
+    #[test]
+    fn cidr_cover_is_exact_and_aligned() {
+        let f = Family::V4;
+        for (lo, hi) in [
+            (0, 0),
+            (0, 255),
+            (1, 254),
+            (3, 17),
+            (100, 4_000),
+            (0, u32::MAX as u128),
+        ] {
+            let c = cidr_cover(f, lo, hi);
+            for x in lo.saturating_sub(3)..=(hi + 3).min(5_000) {
+                assert_eq!(
+                    covered(&c, f, x),
+                    (lo..=hi).contains(&x),
+                    "[{lo},{hi}] at {x}"
+                );
+            }
+            for (net, p) in &c {
+                let host = 32 - p;
+                assert_eq!(net % (1u128 << host), 0, "aligned");
+            }
+        }
+        assert_eq!(cidr_cover(f, 0, u32::MAX as u128), vec![(0, 0)]);
+        assert_eq!(cidr_cover(Family::V6, 0, u128::MAX), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn bound_tests_agree_with_ordering_near_every_block() {
+        for b in &FORBIDDEN_BLOCKS {
+            let f = b.family();
+            let r = b.range();
+            for (bound, upper) in [(r.last_offset(), true), (r.first_offset(), false)] {
+                let (cidrs, negate) = bound_test(f, bound, upper);
+                assert!(cidrs.len() <= 16, "{}: {} CIDRs", b.cidr, cidrs.len());
+                let edges = FORBIDDEN_BLOCKS
+                    .iter()
+                    .filter(|o| o.family() == f)
+                    .flat_map(|o| [o.range().first_offset(), o.range().last_offset()]);
+                for edge in edges.chain([0, f.max_offset()]) {
+                    for x in edge.saturating_sub(2)..=edge.saturating_add(2).min(f.max_offset()) {
+                        if !writable(f, x) {
+                            continue;
+                        }
+                        let want = if upper { x <= bound } else { x >= bound };
+                        assert_eq!(
+                            covered(&cidrs, f, x) != negate,
+                            want,
+                            "{} {} {bound} at {}",
+                            b.cidr,
+                            if upper { "<=" } else { ">=" },
+                            f.addr(x)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn forbidden_rules_quote_the_entry_and_name_the_block() {
+        let rules = address_entry_rules();
+        assert_eq!(rules.len(), 5 + FORBIDDEN_BLOCKS.len());
+        let text = serde_json::to_string(&rules).unwrap();
+        for b in &FORBIDDEN_BLOCKS {
+            assert!(text.contains(&forbidden_message_tail(b)), "{}", b.cidr);
+        }
+        assert!(
+            !text.contains("::ffff:0:0/96'") && !text.contains("('::ffff:"),
+            "cidr() and ip() refuse IPv4-mapped literals"
+        );
     }
 }

@@ -34,7 +34,7 @@ use crate::membership::{
 };
 use crate::metrics::SpeakerMetrics;
 use crate::plan::plan;
-use crate::view::{ViewSettings, node_addresses};
+use crate::view::{View, ViewSettings, node_addresses};
 use crate::watch::Stores;
 
 /// Everything the daemon needs, from the CLI.
@@ -109,6 +109,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         l2: l2_counters.clone(),
         membership: std::sync::Mutex::new(None),
         owned_ips: Default::default(),
+        forbidden_ips: Default::default(),
         events: event_counters.clone(),
         claim: Default::default(),
     });
@@ -187,6 +188,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let mut voters_seeded = false;
     let mut view = stores.view(&config.view);
     let mut last_plan: Option<Instant> = None;
+    let mut last_forbidden: BTreeSet<IpAddr> = BTreeSet::new();
     let mut shutdown = std::pin::pin!(ferrolb_runtime::shutdown::signal());
     let outcome: anyhow::Result<()> = loop {
         let members_changed = async {
@@ -383,6 +385,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         metrics
             .owned_ips
             .store(plan.owned.len() as u64, Ordering::Relaxed);
+        note_forbidden(&view, &metrics, &mut last_forbidden);
         let statuses = responder.interfaces();
         let owned = plan.owned.clone();
         for intent in planner.plan(&plan, |ip| interfaces_for(ip, &owned, &statuses)) {
@@ -400,6 +403,21 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         m.leave(Duration::from_secs(1)).await;
     }
     outcome
+}
+
+/// Exports how many Service-status IPs the view refused as forbidden (loopback, link-local,
+/// multicast, ...; issue 10 item 6) and logs a warning once for each newly refused one: they are
+/// never announced, whoever wrote them into the status.
+fn note_forbidden(view: &View, metrics: &SpeakerMetrics, last: &mut BTreeSet<IpAddr>) {
+    metrics
+        .forbidden_ips
+        .store(view.forbidden.len() as u64, Ordering::Relaxed);
+    for (ip, why) in &view.forbidden {
+        if !last.contains(ip) {
+            tracing::warn!(%ip, "never announced: {why}, which is never a LoadBalancer IP");
+        }
+    }
+    *last = view.forbidden.keys().copied().collect();
 }
 
 /// Leaves the membership (carrier lost, declared down, stalled) and drops its receivers. The

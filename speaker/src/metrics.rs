@@ -7,7 +7,7 @@
 //!   `gratuitous_arp_sent_total`, `unsolicited_na_sent_total`, `frames_dropped_total{reason}`,
 //!   `send_errors_total`, `socket_errors_total`, `multicast_errors_total`;
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`;
-//! - `owned_ips` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
+//! - `owned_ips` (gauge), `forbidden_ips` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`.
 
 use std::sync::Arc;
@@ -33,6 +33,9 @@ pub struct SpeakerMetrics {
     pub membership: std::sync::Mutex<Option<Arc<membership::Counters>>>,
     /// IPs this node owns now.
     pub owned_ips: AtomicU64,
+    /// IPs in Service status that lie in a forbidden block and are never announced (issue 10
+    /// item 6; [`ferrolb_crds::addresses::FORBIDDEN_BLOCKS`]).
+    pub forbidden_ips: AtomicU64,
     /// Event writer outcomes.
     pub events: Arc<EventCounters>,
     /// The claim gate.
@@ -177,6 +180,12 @@ impl Collector for SpeakerMetrics {
             "owned_ips",
             "IPs this node answers for",
             self.owned_ips.load(Ordering::Relaxed),
+        )?;
+        gauge(
+            &mut encoder,
+            "forbidden_ips",
+            "IPs in Service status never announced: loopback, link-local, multicast, unspecified, reserved or IPv4-mapped",
+            self.forbidden_ips.load(Ordering::Relaxed),
         )?;
         let standing = self.claim.standing.load(Ordering::Relaxed);
         {

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use ferrolb_crds::addresses::FORBIDDEN_BLOCKS;
 use ferrolb_crds::{IPAddressPool, IPAddressPoolSpec};
 use ferrolb_tests::cluster::TestCluster;
 use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
@@ -19,6 +20,7 @@ use ferrolb_tests::{namespace, poll};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -732,6 +734,100 @@ async fn pool_counts(client: &Client, name: &str) -> Option<(i64, i64, i64, i64)
         s.assigned_ipv6,
         s.available_ipv6,
     ))
+}
+
+/// A pool with an entry in a forbidden block (issue 10 item 6), stored before the CRD had the rule
+/// (installed here with the rule taken out, then the full CRD again): the API server keeps it, and
+/// the controller must treat it as refused. It is named first, so without the rule its good
+/// entry would be used.
+#[tokio::test]
+async fn forbidden_entries_stored_before_the_rule_serve_nothing() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let (_, crd) = ferrolb_crds::manifests::crds()
+        .into_iter()
+        .find(|(_, c)| c.spec.names.kind == "IPAddressPool")
+        .unwrap();
+    let mut old = serde_json::to_value(&crd).unwrap();
+    let rules = old
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/addresses/items/x-kubernetes-validations")
+        .and_then(serde_json::Value::as_array_mut)
+        .unwrap();
+    let before = rules.len();
+    rules.retain(|r| !r.to_string().contains("never a LoadBalancer IP"));
+    assert_eq!(before - rules.len(), FORBIDDEN_BLOCKS.len());
+    let pp = PatchParams::apply("ferrolb-tests").force();
+    crds.patch("ipaddresspools.ferrolb.io", &pp, &Patch::Apply(&old))
+        .await
+        .unwrap();
+    let entries = ["198.51.100.0/28", "126.255.255.250-128.0.0.5"];
+    wait_for(
+        "the old CRD admits the pool",
+        Duration::from_secs(20),
+        || async { create_pool(&client, "a-legacy", &entries).await.is_ok() },
+    )
+    .await;
+    cluster.install_crds().await.unwrap();
+    let pools = Api::<IPAddressPool>::all(client.clone());
+    let probe = IPAddressPool::new(
+        "refused",
+        IPAddressPoolSpec {
+            addresses: entries.iter().map(|a| (*a).into()).collect(),
+            auto_assign: true,
+            avoid_buggy_ips: false,
+            service_allocation: None,
+        },
+    );
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for(
+        "the CRD refuses such pools again",
+        Duration::from_secs(20),
+        || async {
+            matches!(
+                pools.create(&dry_run, &probe).await,
+                Err(kube::Error::Api(e)) if e.message.contains("never a LoadBalancer IP")
+            )
+        },
+    )
+    .await;
+    create_pool(&client, "good", &["203.0.113.0/28"])
+        .await
+        .unwrap();
+
+    let ns = namespace::fresh(&client, "forbidden").await.unwrap();
+    let _ctl = start_controller(&cluster, "forbidden", &[]);
+    create_service(&client, &lb_service(&ns, "svc", &[("TCP", 80)], "Cluster"))
+        .await
+        .unwrap();
+    wait_ips(&client, &ns, "svc", &["203.0.113.1"]).await;
+    let condition = || async {
+        let p = pools.get("a-legacy").await.ok()?;
+        p.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Invalid")
+    };
+    wait_for(
+        "Invalid=True, ForbiddenAddresses",
+        Duration::from_secs(20),
+        || async {
+            condition()
+                .await
+                .is_some_and(|c| c.status == "True" && c.reason == "ForbiddenAddresses")
+        },
+    )
+    .await;
+    let message = condition().await.unwrap().message;
+    assert!(
+        message.contains(
+            "spec.addresses[1]: addresses entry \"126.255.255.250-128.0.0.5\" overlaps 127.0.0.0/8"
+        ),
+        "{message}"
+    );
 }
 
 #[tokio::test]

@@ -4,7 +4,9 @@
 //! address entry, so the controller never sees an entry the API server would have refused.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use ferrolb_crds::addresses::{AddressEntry, Family};
+use ferrolb_crds::addresses::{
+    AddressEntry, FORBIDDEN_BLOCKS, Family, PoolAddresses, forbidden_message,
+};
 use ferrolb_crds::{IPAddressPool, L2Advertisement};
 use ferrolb_tests::cluster::TestCluster;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -66,6 +68,25 @@ async fn crds_admission() {
         ("mixed-families", &["198.51.100.0/28", "2001:db8:0:1::/120"]),
         ("big-v6", &["2001:db8:0:3::/64", "198.51.100.0/24"]),
         ("host-bits", &["198.51.100.7/24"]),
+        // Right next to the forbidden blocks (issue 10 item 6), on either side.
+        (
+            "beside-forbidden-v4",
+            &[
+                "1.0.0.0-126.255.255.255",
+                "128.0.0.0-169.253.255.255",
+                "169.255.0.0-223.255.255.255",
+                "169.255.0.0/16",
+            ],
+        ),
+        (
+            "beside-forbidden-v6",
+            &[
+                "::2-::fffe:ffff:ffff",
+                "::1:0:0:0-fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+                "fec0::/10",
+                "::fffe:0:0/96",
+            ],
+        ),
     ];
     for (name, entries) in valid_pools {
         create(&pools, "IPAddressPool", name, pool_spec(entries), false)
@@ -75,6 +96,11 @@ async fn crds_admission() {
             AddressEntry::parse(e)
                 .unwrap_or_else(|err| panic!("API server accepted {e:?}, parser refused: {err}"));
         }
+    }
+    // The controller would serve every accepted pool.
+    for (name, entries) in valid_pools {
+        PoolAddresses::parse(entries, false)
+            .unwrap_or_else(|err| panic!("API server accepted {name}, parser refused: {err}"));
     }
     let typed: Api<IPAddressPool> = Api::all(client.clone());
     let p = typed.get("v4-cidr").await.unwrap();
@@ -306,6 +332,54 @@ async fn crds_admission() {
             ],
         ),
     ];
+    // Every kind of forbidden block, as a CIDR, as a range with an end in it, and as a range
+    // spanning it with both ends outside: refused, naming the entry and the block.
+    let forbidden: &[(&str, &str)] = &[
+        ("0.0.0.0/32", "0.0.0.0/8"),
+        ("0.0.0.0-1.0.0.5", "0.0.0.0/8"),
+        ("127.0.0.1/32", "127.0.0.0/8"),
+        ("126.0.0.0/7", "127.0.0.0/8"),
+        ("126.255.255.250-128.0.0.5", "127.0.0.0/8"),
+        ("169.254.169.254/32", "169.254.0.0/16"),
+        ("169.254.0.0 - 169.254.0.10", "169.254.0.0/16"),
+        ("169.253.255.255-169.255.0.0", "169.254.0.0/16"),
+        ("224.0.0.1/32", "224.0.0.0/4"),
+        ("223.255.255.255-224.0.0.0", "224.0.0.0/4"),
+        ("255.255.255.255/32", "240.0.0.0/4"),
+        ("240.0.0.0/4", "240.0.0.0/4"),
+        ("::/128", "::/128"),
+        ("::1/128", "::1/128"),
+        ("::1-::5", "::1/128"),
+        ("::/64", "::/128"),
+        ("::fffe:0:0/95", "::ffff:0:0/96"),
+        ("::fffe:ffff:ffff-::1:0:0:0", "::ffff:0:0/96"),
+        ("fe80::1/128", "fe80::/10"),
+        ("fe7f::-fec0::", "fe80::/10"),
+        ("ff02::1/128", "ff00::/8"),
+        ("2001:db8::-ff00::", "fe80::/10"),
+    ];
+    for (i, (entry, block)) in forbidden.iter().enumerate() {
+        let spec = pool_spec(&["198.51.100.0/24", entry]);
+        let err = create(
+            &pools,
+            "IPAddressPool",
+            &format!("forbidden-{i}"),
+            spec,
+            true,
+        )
+        .await
+        .expect_err(&format!("{entry} should be refused"));
+        let block = FORBIDDEN_BLOCKS.iter().find(|b| b.cidr == *block).unwrap();
+        let want = forbidden_message(entry, block);
+        assert!(
+            err.contains("spec.addresses[1]") && err.contains(&want),
+            "{entry}: message {err:?} lacks {want:?}"
+        );
+        // The controller's parser refuses it with the same words.
+        let parsed = PoolAddresses::parse(&["198.51.100.0/24", entry], false).unwrap_err();
+        assert!(parsed.to_string().contains(&want), "{entry}: {parsed}");
+    }
+
     assert!(invalid_pools.len() >= 20);
     for (name, spec, wants) in &invalid_pools {
         let err = create(&pools, "IPAddressPool", name, spec.clone(), true)
@@ -321,7 +395,7 @@ async fn crds_admission() {
         if let Some(entries) = spec.get("addresses").and_then(Value::as_array) {
             let all_parse = entries.iter().filter_map(Value::as_str).all(|e| {
                 e.len() <= ferrolb_crds::v1beta1::ADDRESS_ENTRY_MAX_LEN
-                    && AddressEntry::parse(e).is_ok()
+                    && PoolAddresses::parse(&[e], false).is_ok()
             });
             let schema_only = [
                 "empty-list",
@@ -401,6 +475,46 @@ async fn crds_admission() {
         )
         .await;
         let parser = AddressEntry::parse(&entry);
+        assert_eq!(
+            server.is_ok(),
+            parser.is_ok(),
+            "{entry}: API server {server:?}, parser {parser:?}"
+        );
+    }
+
+    // --- the CEL forbidden-block rules and the parser agree on entries near every block edge ---
+    for i in 0..60 {
+        let block = &FORBIDDEN_BLOCKS[(next() as usize) % FORBIDDEN_BLOCKS.len()];
+        let f = block.family();
+        let r = block.range();
+        let near = |edge: u128, r: u64| {
+            let d = u128::from(r % 5);
+            if r.is_multiple_of(2) {
+                edge.saturating_sub(d)
+            } else {
+                edge.saturating_add(d).min(f.max_offset())
+            }
+        };
+        let edges = [r.first_offset(), r.last_offset()];
+        let a = near(edges[(next() % 2) as usize], next());
+        let entry = if i % 3 == 0 {
+            let prefix = f.bits() - (next() % 12) as u32;
+            format!("{}/{prefix}", f.addr(a))
+        } else {
+            let b = near(edges[(next() % 2) as usize], next());
+            let len = u128::from(next() % 300);
+            let b = b.max(a).saturating_add(len).min(f.max_offset());
+            format!("{}-{}", f.addr(a), f.addr(b))
+        };
+        let server = create(
+            &pools,
+            "IPAddressPool",
+            &format!("edge-{i}"),
+            pool_spec(&[entry.as_str()]),
+            true,
+        )
+        .await;
+        let parser = PoolAddresses::parse(&[entry.as_str()], false);
         assert_eq!(
             server.is_ok(),
             parser.is_ok(),

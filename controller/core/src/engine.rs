@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use ferrolb_crds::addresses::{Family, to_offset};
+use ferrolb_crds::addresses::{Family, PoolAddressError, to_offset};
 
 use super::free_set::FreeSet;
 use super::layout::Layout;
@@ -70,8 +70,9 @@ pub struct PoolReport {
     pub overlaps: Vec<String>,
     /// Node addresses inside the pool (R10), naming the Nodes.
     pub node_conflicts: Vec<String>,
-    /// Why `spec.addresses` could not be used, naming the entry.
-    pub invalid: Option<String>,
+    /// Why `spec.addresses` could not be used, naming the entry (or, for forbidden blocks, every
+    /// entry).
+    pub invalid: Option<PoolAddressError>,
 }
 
 /// The allocator state. See the module docs.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use ferrolb_crds::IPAddressPoolSpec;
-use ferrolb_crds::addresses::PoolAddresses;
+use ferrolb_crds::addresses::{PoolAddressError, PoolAddresses};
 use ferrolb_crds::selector::any_matches;
 use ferrolb_crds::v1beta1::ServiceAllocation;
 
@@ -19,8 +19,10 @@ pub struct PoolConfig {
     /// `metadata.creationTimestamp`, seconds since the Unix epoch. Older pools own overlapping
     /// addresses (R9); ties are broken by name.
     pub created: i64,
-    /// The usable addresses, or the message naming the bad entry (`spec.addresses[i]: …`).
-    pub addresses: Result<PoolAddresses, String>,
+    /// The usable addresses, or why there are none: the first malformed entry, or every entry
+    /// that overlaps a forbidden block (loopback, link-local, ...), each named
+    /// (`spec.addresses[i]: …`).
+    pub addresses: Result<PoolAddresses, PoolAddressError>,
     /// `spec.autoAssign`.
     pub auto_assign: bool,
     /// `spec.serviceAllocation`, with `{}` read as absent.
@@ -33,8 +35,7 @@ impl PoolConfig {
         PoolConfig {
             name: name.to_owned(),
             created,
-            addresses: PoolAddresses::parse(&spec.addresses, spec.avoid_buggy_ips)
-                .map_err(|e| e.to_string()),
+            addresses: PoolAddresses::parse(&spec.addresses, spec.avoid_buggy_ips),
             auto_assign: spec.auto_assign,
             allocation: spec.effective_service_allocation().cloned(),
         }
@@ -45,7 +46,7 @@ impl PoolConfig {
         PoolConfig {
             name: name.to_owned(),
             created,
-            addresses: PoolAddresses::parse(entries, avoid_buggy).map_err(|e| e.to_string()),
+            addresses: PoolAddresses::parse(entries, avoid_buggy),
             auto_assign: true,
             allocation: None,
         }
@@ -135,7 +136,7 @@ mod tests {
     #[test]
     fn bad_entry_is_named() {
         let p = PoolConfig::simple("p", 0, &["198.51.100.30-198.51.100.20"], false);
-        let err = p.addresses.unwrap_err();
+        let err = p.addresses.unwrap_err().to_string();
         assert!(
             err.contains("spec.addresses[0]") && err.contains("198.51.100.30-198.51.100.20"),
             "{err}"

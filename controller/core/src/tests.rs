@@ -523,11 +523,68 @@ fn r11_pending_served_when_capacity_appears() {
             .invalid
             .as_ref()
             .unwrap()
+            .to_string()
             .contains("198.51.100.30-198.51.100.20")
     );
     ipam.upsert_pool(pool("p", 0, &["198.51.100.20-198.51.100.30"]));
     ipam.reconcile();
     assert_eq!(ips(&ipam, "s"), vec![ip("198.51.100.20")]);
+}
+
+#[test]
+fn pools_with_forbidden_entries_serve_nothing() {
+    // Issue 10 item 6: a pool stored before the CEL rule, with an entry overlapping loopback
+    // (a range spanning 127.0.0.0/8, which no single address of its ends shows) and one with
+    // the metadata address, is treated as refused: nothing of it is handed out, not even its
+    // good entry; the Service that held one of its addresses moves to another pool.
+    let mut ipam = Ipam::new();
+    let bad = [
+        "198.51.100.0/28",
+        "126.255.255.250-128.0.0.5",
+        "169.254.169.254/32",
+    ];
+    ipam.upsert_pool(pool("bad", 0, &bad));
+    ipam.upsert_pool(pool("good", 1, &["203.0.113.0/28"]));
+    ipam.upsert_service(with_status(svc("held", 1), &["198.51.100.1"]));
+    let mut loopback = svc("loopback", 2);
+    loopback.requested = vec![ip("127.0.0.1")];
+    ipam.upsert_service(loopback);
+    let mut metadata = with_status(svc("metadata", 3), &["169.254.169.254"]);
+    metadata.requested = vec![ip("169.254.169.254")];
+    ipam.upsert_service(metadata);
+    let notes = ipam.reconcile();
+    assert_eq!(ips(&ipam, "held"), vec![ip("203.0.113.1")]);
+    assert!(
+        matches!(
+            notes_for(&notes, "held")[..],
+            [Note::StatusReplaced { .. }, Note::Allocated { .. }]
+        ),
+        "{notes:?}"
+    );
+    for s in ["loopback", "metadata"] {
+        assert!(ips(&ipam, s).is_empty(), "{s}: {:?}", ips(&ipam, s));
+        assert!(
+            matches!(
+                notes_for(&notes, s).last(),
+                Some(Note::Failed(Failure::RequestedInNoPool { .. }))
+            ),
+            "{s}: {notes:?}"
+        );
+    }
+    let report = ipam
+        .pool_reports()
+        .into_iter()
+        .find(|r| r.name == "bad")
+        .unwrap();
+    assert_eq!((report.assigned_v4, report.available_v4), (0, 0));
+    let why = report.invalid.unwrap().to_string();
+    for want in [
+        "spec.addresses[1]: addresses entry \"126.255.255.250-128.0.0.5\" overlaps 127.0.0.0/8",
+        "spec.addresses[2]: addresses entry \"169.254.169.254/32\" overlaps 169.254.0.0/16",
+    ] {
+        assert!(why.contains(want), "{why}");
+    }
+    assert!(!why.contains("spec.addresses[0]"), "{why}");
 }
 
 #[test]

@@ -13,7 +13,11 @@
 //!   ([`Layout::pool_for`]); two Services sharing an IP may so be served from two pools, and the
 //!   eligible nodes are the intersection (S1, case C-10);
 //! - never a Node's InternalIP/ExternalIP (R10, [`ferrolb_crds::node`]), even if a Service status
-//!   names one (R8: that is foreign status the controller will replace).
+//!   names one (R8: that is foreign status the controller will replace);
+//! - never an address in a block that is never a LoadBalancer IP (loopback, link-local incl.
+//!   169.254.169.254, multicast, unspecified, reserved and broadcast, IPv4-mapped:
+//!   [`ferrolb_crds::addresses::FORBIDDEN_BLOCKS`], issue 10 item 6), whoever wrote it into a
+//!   Service status and whatever the pools say; such IPs are listed in [`View::forbidden`].
 //!
 //! Status IPs are read with [`ferrolb_crds::service::ingress_ips`] and the class with
 //! [`ClassFilter`], both shared with the controller.
@@ -21,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use ferrolb_crds::addresses::Family;
+use ferrolb_crds::addresses::{Family, forbidden_block};
 use ferrolb_crds::annotations::address_pool;
 use ferrolb_crds::node::address_map;
 use ferrolb_crds::ownership::Layout;
@@ -53,6 +57,9 @@ pub struct View {
     pub ips: BTreeMap<IpAddr, Vec<ServiceFacts>>,
     /// IPs in a Service status that are not announced, with why (for logs).
     pub skipped: BTreeMap<IpAddr, String>,
+    /// IPs in a Service status that lie in a forbidden block and are never announced, with the
+    /// Service and the block (the daemon logs them and exports their number).
+    pub forbidden: BTreeMap<IpAddr, String>,
 }
 
 /// Builds the [`View`] from the current contents of the watch stores.
@@ -106,6 +113,11 @@ pub fn build(
     for svc in services.iter().filter(|s| settings.class.handles(s)) {
         let name = key(&svc.metadata);
         for ip in ingress_ips(svc) {
+            if let Some(block) = forbidden_block(ip) {
+                view.forbidden
+                    .insert(ip, format!("{ip} of {name} is in {block}"));
+                continue;
+            }
             if node_ips.contains_key(&ip) {
                 view.skipped
                     .insert(ip, format!("{ip} of {name} is a Node address"));
@@ -344,6 +356,52 @@ mod tests {
         );
         assert!(v.skipped[&"203.0.113.1".parse().unwrap()].contains("in no IPAddressPool"));
         assert!(v.skipped[&"192.0.2.11".parse().unwrap()].contains("Node address"));
+    }
+
+    #[test]
+    fn forbidden_addresses_are_never_announced_whatever_the_status_says() {
+        // Another writer put loopback, metadata, multicast and link-local addresses into the
+        // status; a pool stored before the CEL rule even "contains" one of them.
+        let svcs = [
+            lb(
+                "a",
+                &["127.0.0.1", "169.254.169.254", "224.0.0.5", "198.51.100.10"],
+                "Cluster",
+            ),
+            lb(
+                "b",
+                &["fe80::1", "ff02::1", "::1", "2001:db8::10"],
+                "Cluster",
+            ),
+        ];
+        let pools = [pool(
+            "legacy",
+            &["198.51.100.0/24", "169.254.169.254/32", "2001:db8::/120"],
+            1,
+        )];
+        let ok = [pool("ok", &["198.51.100.0/24", "2001:db8::/120"], 2)];
+        // The legacy pool is refused whole: nothing of it is announced.
+        let cases: [(&[IPAddressPool], &[&str]); 2] =
+            [(&pools, &[]), (&ok, &["198.51.100.10", "2001:db8::10"])];
+        for (pools, want) in cases {
+            let v = build(
+                &ViewSettings::default(),
+                &svcs.iter().collect::<Vec<_>>(),
+                &[],
+                &[],
+                &pools.iter().collect::<Vec<_>>(),
+                &[],
+            );
+            let announced: Vec<String> = v.ips.keys().map(ToString::to_string).collect();
+            assert_eq!(announced, want);
+            assert_eq!(v.forbidden.len(), 6, "{:?}", v.forbidden);
+            let metadata = &v.forbidden[&"169.254.169.254".parse().unwrap()];
+            assert!(
+                metadata.contains("default/a") && metadata.contains("169.254.0.0/16"),
+                "{metadata}"
+            );
+            assert!(v.forbidden[&"::1".parse().unwrap()].contains("loopback"));
+        }
     }
 
     #[test]
