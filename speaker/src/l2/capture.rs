@@ -213,7 +213,13 @@ impl Client {
                 Err(e) => return Err(e.into()),
             }
             for socket in [&self.arp, &self.icmp6] {
-                while let Ok((n, _)) = socket.recv(&mut buf) {
+                while let Ok(got) = socket.recv(&mut buf) {
+                    // Only what crossed this interface's own link: not frames the kernel moved
+                    // on to a VLAN sub-interface or bond master stacked on it.
+                    if !got.arrived_on(usize::try_from(self.info.index).unwrap_or(usize::MAX)) {
+                        continue;
+                    }
+                    let n = got.len;
                     let t_ms = start.elapsed().as_secs_f64() * 1000.0;
                     if let Some(s) = classify(buf.get(..n).unwrap_or_default(), t_ms, self.mac) {
                         seen.push(s);

@@ -7,12 +7,21 @@
 //! `netif_carrier_ok`, the same bit as `/sys/class/net/<if>/carrier`, but read from the calling
 //! thread's namespace, which `/sys` is not).
 //!
+//! Bridge ports are recognised by `/sys/class/net/<if>/brport` (the sysfs of the process's mount,
+//! which is the node's in a `hostNetwork` Pod and the namespace's under `ip netns exec`).
+//!
 //! [`select`] is pure: it applies the default set or an explicit list from
 //! `L2Advertisement.spec.interfaces`:
 //! - default: up, can broadcast, not loopback, name not matching [`EXCLUDED_PREFIXES`];
 //! - explicit list: exactly the named interfaces that exist and are up and not loopback (the
 //!   name exclusions and the broadcast check do not apply: the user asked for them);
-//! - in both cases ARP only where an IPv4 address is configured, NDP only where a usable
+//! - never, even when named: a **bond slave** (`IFF_SLAVE`) or a **bridge port**. Their frames
+//!   belong to the bond or bridge above them, which carries the node's address and its own MAC:
+//!   answering or announcing on the lower device would put a second MAC (or a frame that skips
+//!   the bridge) on the LAN for the same IP (issue #10 "frame identity"). Name the bond or the
+//!   bridge instead;
+//! - never on an `IFF_NOARP` interface: the kernel does neither ARP nor NDP there;
+//! - in all cases ARP only where an IPv4 address is configured, NDP only where a usable
 //!   (non-tentative, not DAD-failed) link-local IPv6 address exists — it is the source of our
 //!   Neighbor Advertisements.
 
@@ -63,6 +72,12 @@ pub struct InterfaceInfo {
     pub ipv4: Vec<Ipv4Addr>,
     /// Usable link-local IPv6 address (not tentative, not DAD-failed), lowest first.
     pub link_local: Option<Ipv6Addr>,
+    /// `IFF_NOARP`: no ARP and no Neighbor Discovery on this link.
+    pub noarp: bool,
+    /// `IFF_SLAVE`: a bond (or EQL) slave; its master answers for the link.
+    pub bond_slave: bool,
+    /// A port of a Linux bridge; the bridge answers for the link.
+    pub bridge_port: bool,
 }
 
 /// An interface chosen for announcements, with the protocols it serves.
@@ -87,6 +102,7 @@ pub fn select(interfaces: &[InterfaceInfo], which: &Interfaces) -> Vec<Selected>
     let mut out: Vec<Selected> = interfaces
         .iter()
         .filter(|i| i.up && !i.loopback && i.mac.is_some())
+        .filter(|i| !i.noarp && !i.bond_slave && !i.bridge_port)
         .filter(|i| match which {
             Interfaces::All => i.broadcast && !is_excluded_name(&i.name),
             Interfaces::Named(names) => names.contains(&i.name),
@@ -181,6 +197,9 @@ pub fn scan() -> io::Result<Vec<InterfaceInfo>> {
                 carrier: ifa.flags.contains(InterfaceFlags::IFF_LOWER_UP),
                 ipv4: Vec::new(),
                 link_local: link_locals.get(&ifa.interface_name).copied(),
+                noarp: ifa.flags.contains(InterfaceFlags::IFF_NOARP),
+                bond_slave: ifa.flags.contains(InterfaceFlags::IFF_SLAVE),
+                bridge_port: is_bridge_port(&ifa.interface_name),
             });
         let Some(addr) = ifa.address else { continue };
         if let Some(link) = addr.as_link_addr() {
@@ -194,6 +213,15 @@ pub fn scan() -> io::Result<Vec<InterfaceInfo>> {
         }
     }
     Ok(by_name.into_values().filter(|i| i.index != 0).collect())
+}
+
+/// Whether `name` is a port of a Linux bridge (`/sys/class/net/<name>/brport` exists).
+fn is_bridge_port(name: &str) -> bool {
+    !name.contains('/')
+        && std::path::Path::new("/sys/class/net")
+            .join(name)
+            .join("brport")
+            .exists()
 }
 
 /// The names of interfaces in `selected` (for logs and status).
@@ -221,6 +249,9 @@ mod tests {
                 vec![]
             },
             link_local: ll.then(|| "fe80::1".parse().unwrap()),
+            noarp: false,
+            bond_slave: false,
+            bridge_port: false,
         }
     }
 
@@ -295,6 +326,42 @@ mod tests {
             ..iface("eth5", true, true)
         };
         assert!(select(&[down, p2p, nomac], &Interfaces::All).is_empty());
+    }
+
+    /// Issue #10: bond slaves, bridge ports and NOARP links never answer or announce, even when
+    /// an L2Advertisement names them; the bond and the bridge do.
+    #[test]
+    fn bond_slaves_bridge_ports_and_noarp_are_never_selected() {
+        let slave = InterfaceInfo {
+            bond_slave: true,
+            ..iface("eth0", false, false)
+        };
+        let port = InterfaceInfo {
+            bridge_port: true,
+            ..iface("eth1", false, true)
+        };
+        let noarp = InterfaceInfo {
+            noarp: true,
+            ..iface("eth2", true, true)
+        };
+        let all = vec![
+            slave,
+            port,
+            noarp,
+            iface("bond0", true, true),
+            iface("br0", true, true),
+        ];
+        assert_eq!(
+            summary(&select(&all, &Interfaces::All)),
+            vec![("bond0".into(), true, true), ("br0".into(), true, true)]
+        );
+        let named = Interfaces::Named(
+            ["eth0", "eth1", "eth2"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        );
+        assert!(select(&all, &named).is_empty());
     }
 
     #[test]

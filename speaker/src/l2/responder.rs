@@ -39,7 +39,7 @@ use super::announce::AnnounceSchedule;
 use super::counters::{Counters, IgnoreReason};
 use super::decide::{Decision, decide_arp, decide_ndp};
 use super::interfaces::{InterfaceInfo, Selected, scan, select};
-use super::socket::{Filter, Memberships, PacketSocket};
+use super::socket::{Filter, Memberships, PacketSocket, Received};
 
 /// Responder settings.
 #[derive(Clone, Debug)]
@@ -117,6 +117,10 @@ struct Inner {
 
 /// Drop label of frames not answered (and announcements not sent) because the lease expired.
 pub const LEASE_EXPIRED: &str = "lease_expired";
+/// Drop reason: the frame reached this interface's socket but the kernel received it on another
+/// interface stacked on it — a VLAN sub-interface or a bond master ([`Received::arrived_on`]).
+/// The responder of that interface answers it, if it is selected; this one must not (issue #10).
+pub const OTHER_INTERFACE: &str = "other_interface";
 
 impl Inner {
     fn lease_valid(&self) -> bool {
@@ -386,7 +390,7 @@ struct Announcing {
 /// Wait for a frame on `fd` (never resolves when `fd` is `None`). A pending socket error (e.g.
 /// `ENETDOWN` when the interface goes down, `ENODEV` when it is deleted) is returned too: it
 /// wakes only the error interest, so both are awaited.
-async fn recv_frame(fd: Option<&AsyncFd<PacketSocket>>, buf: &mut [u8]) -> io::Result<usize> {
+async fn recv_frame(fd: Option<&AsyncFd<PacketSocket>>, buf: &mut [u8]) -> io::Result<Received> {
     let Some(fd) = fd else {
         return std::future::pending().await;
     };
@@ -394,13 +398,13 @@ async fn recv_frame(fd: Option<&AsyncFd<PacketSocket>>, buf: &mut [u8]) -> io::R
         tokio::select! {
             guard = fd.readable() => {
                 if let Ok(result) = guard?.try_io(|s| s.get_ref().recv(buf)) {
-                    return result.map(|(n, _)| n);
+                    return result;
                 }
             }
             guard = fd.ready(Interest::ERROR) => {
                 let mut guard = guard?;
                 match fd.get_ref().recv(buf) {
-                    Ok((n, _)) => return Ok(n),
+                    Ok(got) => return Ok(got),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
                     Err(e) => return Err(e),
                 }
@@ -447,6 +451,7 @@ async fn serve(
         None
     };
     let link_local = info.link_local.unwrap_or(Ipv6Addr::UNSPECIFIED);
+    let ifindex = usize::try_from(info.index).unwrap_or(usize::MAX);
     let mut groups = selected.ndp.then(|| Memberships::new(info.index));
     let mut joined: BTreeSet<Ipv6Addr> = BTreeSet::new();
     let mut announcing: BTreeMap<IpAddr, Announcing> = BTreeMap::new();
@@ -502,9 +507,14 @@ async fn serve(
                     }
                 }
             }
-            n = recv_frame(arp.as_ref(), &mut arp_buf) => {
-                let n = n?;
+            got = recv_frame(arp.as_ref(), &mut arp_buf) => {
+                let got = got?;
                 Counters::inc(&counters.arp_requests_received);
+                if !got.arrived_on(ifindex) {
+                    counters.drop_frame(OTHER_INTERFACE);
+                    continue;
+                }
+                let n = got.len;
                 if !inner.lease_valid() {
                     counters.drop_frame(LEASE_EXPIRED);
                     continue;
@@ -514,9 +524,14 @@ async fn serve(
                 let decision = decide_arp(frame, mac, |ip| owned.contains_key(&IpAddr::V4(ip)));
                 act(decision, arp.as_ref(), counters, &counters.arp_replies_sent, &info.name);
             }
-            n = recv_frame(ndp.as_ref(), &mut ndp_buf) => {
-                let n = n?;
+            got = recv_frame(ndp.as_ref(), &mut ndp_buf) => {
+                let got = got?;
                 Counters::inc(&counters.ns_received);
+                if !got.arrived_on(ifindex) {
+                    counters.drop_frame(OTHER_INTERFACE);
+                    continue;
+                }
+                let n = got.len;
                 if !inner.lease_valid() {
                     counters.drop_frame(LEASE_EXPIRED);
                     continue;

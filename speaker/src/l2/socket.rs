@@ -132,6 +132,27 @@ pub fn link_addr(name: &str) -> io::Result<LinkAddr> {
         })
 }
 
+/// One frame from [`PacketSocket::recv`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// Bytes written to the buffer.
+    pub len: usize,
+    /// `sll_pkttype` (`PACKET_HOST` 0, `PACKET_BROADCAST` 1, `PACKET_MULTICAST` 2, …).
+    pub pkttype: u8,
+    /// `sll_ifindex`: the interface the kernel delivered the frame on (`None` if the kernel gave
+    /// no address, which packet sockets always do).
+    pub ifindex: Option<usize>,
+}
+
+impl Received {
+    /// Whether the frame arrived on interface `bound` itself, not on a VLAN sub-interface or a
+    /// bond/team master stacked on it (see [`PacketSocket::recv`]). A frame without an index is
+    /// taken as ours.
+    pub fn arrived_on(&self, bound: usize) -> bool {
+        self.ifindex.is_none_or(|i| i == bound)
+    }
+}
+
 /// A raw packet socket bound to one interface and one ethertype.
 #[derive(Debug)]
 pub struct PacketSocket {
@@ -177,12 +198,24 @@ impl PacketSocket {
         })
     }
 
-    /// Receive one frame into `buf`: its length and packet type (`sll_pkttype`).
-    /// Frames we sent (`PACKET_OUTGOING`) are filtered in the kernel already.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<(usize, u8)> {
-        let (n, from) = nix::sys::socket::recvfrom::<LinkAddr>(self.socket.as_raw_fd(), buf)
+    /// Receive one frame into `buf`: its length, packet type (`sll_pkttype`) and the index of
+    /// the interface the kernel received it on (`sll_ifindex`). Frames we sent
+    /// (`PACKET_OUTGOING`) are filtered in the kernel already.
+    ///
+    /// The interface index matters: a socket bound to `eth0` is also handed frames the kernel
+    /// has already moved to an upper device — a VLAN sub-interface (`eth0.100`: the tag was
+    /// stripped, `sll_ifindex` is the sub-interface's) or the bond `eth0` is a slave of — because
+    /// `orig_dev` stays `eth0` (Linux `__netif_receive_skb_core`). Such a frame was not sent to
+    /// `eth0`'s own link, and answering it from `eth0` would put an untagged reply, or a second
+    /// MAC, on the wire; see [`Received::arrived_on`].
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Received> {
+        let (len, from) = nix::sys::socket::recvfrom::<LinkAddr>(self.socket.as_raw_fd(), buf)
             .map_err(io::Error::from)?;
-        Ok((n, from.map_or(0, |a| a.pkttype())))
+        Ok(Received {
+            len,
+            pkttype: from.map_or(0, |a| a.pkttype()),
+            ifindex: from.map(|a| a.ifindex()),
+        })
     }
 
     /// Send one whole Ethernet frame out of the bound interface.
@@ -379,6 +412,23 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::wire::MacAddr;
+
+    /// A frame the kernel delivered on a VLAN sub-interface or bond master stacked on the bound
+    /// interface (another `sll_ifindex`) is not the bound interface's.
+    #[test]
+    fn frames_from_stacked_interfaces_are_not_ours() {
+        let got = |ifindex| Received {
+            len: 42,
+            pkttype: 1,
+            ifindex,
+        };
+        assert!(got(Some(2)).arrived_on(2));
+        assert!(
+            !got(Some(7)).arrived_on(2),
+            "eth0.100 (7) stacked on eth0 (2)"
+        );
+        assert!(got(None).arrived_on(2));
+    }
     use crate::wire::arp::{GratuitousForm, build_arp_request, build_gratuitous_arp};
     use crate::wire::ndp::{
         NeighborSolicitation, build_neighbor_solicitation, build_unsolicited_advertisement,

@@ -49,6 +49,7 @@ pub mod pods;
 mod relay;
 pub mod scenario;
 pub mod starvation;
+pub mod topology;
 
 /// Where node processes reach the API server, inside their own namespace (see the module docs).
 pub const NODE_API_PORT: u16 = 6443;

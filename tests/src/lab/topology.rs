@@ -1,0 +1,53 @@
+//! Node network topologies beyond one plain `eth0` (issue #10): the node's address on a Linux
+//! bridge with the NIC enslaved, or on a second NIC of the same segment. Built inside the node's
+//! namespace only. This machine's kernel has no 802.1Q VLAN, bonding or dummy drivers
+//! (`CONFIG_VLAN_8021Q`, `CONFIG_BONDING`, `CONFIG_DUMMY` off), so those topologies are not built
+//! here; `docs/speaker.md` says how the speaker treats them and the unit tests of
+//! `ferrolb_speaker::l2::interfaces` and `l2::socket::Received` cover their rules.
+
+use super::{Lab, in_netns};
+
+impl Lab {
+    /// Moves node `node`'s address (IPv4, and IPv6 in a dual-stack lab) from `eth0` to a new
+    /// bridge `br-node` with `eth0` as its only port, and gives the bridge MAC `bridge_mac`
+    /// (different from `eth0`'s, so a frame sent from the port instead of the bridge is told
+    /// apart on the LAN). Updates [`super::LabNode::mac`] to the bridge's MAC. `eth0` keeps its
+    /// IPv6 link-local address, as bridge ports do.
+    ///
+    /// # Errors
+    /// `ip` failed.
+    pub fn bridge_node(&mut self, node: &str, bridge_mac: &str) -> anyhow::Result<()> {
+        let (netns, ip, ip6) = {
+            let n = self.node(node);
+            (n.netns.clone(), n.ip, n.ip6)
+        };
+        let run = |args: &[&str]| in_netns(&netns, "ip", args).map(|_| ());
+        run(&[
+            "link",
+            "add",
+            "br-node",
+            "type",
+            "bridge",
+            "forward_delay",
+            "0",
+        ])?;
+        run(&["link", "set", "br-node", "address", bridge_mac])?;
+        run(&["link", "set", "eth0", "master", "br-node"])?;
+        run(&["addr", "del", &format!("{ip}/24"), "dev", "eth0"])?;
+        run(&["addr", "add", &format!("{ip}/24"), "dev", "br-node"])?;
+        if let Some(ip6) = ip6 {
+            run(&["addr", "del", &format!("{ip6}/64"), "dev", "eth0"])?;
+            run(&[
+                "addr",
+                "add",
+                &format!("{ip6}/64"),
+                "dev",
+                "br-node",
+                "nodad",
+            ])?;
+        }
+        run(&["link", "set", "br-node", "up"])?;
+        self.node_mut(node)?.mac = bridge_mac.to_lowercase();
+        Ok(())
+    }
+}

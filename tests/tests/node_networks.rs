@@ -1,0 +1,146 @@
+//! Speakers on node networks other than one plain `eth0` (issue #10 item 1, "frame identity"):
+//! for any external IP, every ARP/NDP frame on the LAN that claims it carries one MAC — the
+//! owner's — and it is the Ethernet source of the frame too. Real speakers, real frames.
+//!
+//! This kernel has no 802.1Q, bonding or dummy drivers, so the VLAN sub-interface, bond and dummy
+//! topologies of the issue cannot be built here (see `ferrolb_tests::lab::topology`); their rules
+//! are unit-tested in the speaker (`l2::interfaces`, `l2::socket::Received::arrived_on`).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use ferrolb_crds::L2AdvertisementSpec;
+use ferrolb_tests::lab::{Lab, Seen};
+use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
+use ferrolb_tests::poll::until;
+
+const VIP4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 70);
+const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x1a, 0, 0, 0, 0, 0x270);
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// The MACs claiming `ip` in `seen`, checking each frame's claimed MAC against its Ethernet
+/// source where the capture records it.
+fn claimed_macs(seen: &[Seen], ip: IpAddr) -> BTreeSet<String> {
+    let mut macs = BTreeSet::new();
+    for s in seen.iter().filter(|s| s.ip() == ip) {
+        match s {
+            Seen::ArpReply { mac, eth_src, .. } => {
+                assert!(mac.eq_ignore_ascii_case(eth_src), "{s:?}");
+            }
+            Seen::NeighborAdvertisement {
+                mac: Some(mac),
+                eth_src,
+                ..
+            } => assert!(mac.eq_ignore_ascii_case(eth_src), "{s:?}"),
+            _ => {}
+        }
+        macs.insert(s.mac().to_lowercase());
+    }
+    macs
+}
+
+/// The node's address on a bridge with `eth0` as a port, the bridge with its own MAC: only the
+/// bridge answers and announces; the port (which keeps an IPv6 link-local address, so it looked
+/// like an NDP interface) never sends a frame claiming the IP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_port_never_claims_an_ip_only_the_bridge_does() {
+    let mut lab = Lab::start_dual_stack(2, 1).await.expect("lab");
+    lab.bridge_node("node-1", "02:00:5e:10:00:01").unwrap();
+    lab.bridge_node("node-2", "02:00:5e:10:00:02").unwrap();
+    let client = lab.client().await.unwrap();
+    create_pool(
+        &client,
+        "pool",
+        &["198.51.100.64/28", "2001:db8:1a::200/120"],
+    )
+    .await
+    .unwrap();
+    apply_l2(&client, "all", L2AdvertisementSpec::default())
+        .await
+        .unwrap();
+    create_service(
+        &client,
+        &lb_service("default", "svc", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    set_ingress(
+        &client,
+        "default",
+        "svc",
+        &["198.51.100.70", "2001:db8:1a::270"],
+    )
+    .await
+    .unwrap();
+
+    // Capture from before the speakers start: the announcements on gaining ownership are in it.
+    let netns = lab.clients[0].netns.clone();
+    let capture = tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&netns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            Ok(c.listen(Duration::from_secs(12), |_| false)?)
+        })
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for node in ["node-1", "node-2"] {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let bridge_macs: BTreeSet<String> = lab.nodes.iter().map(|n| n.mac.clone()).collect();
+
+    // Both IPs get answered, each by one bridge MAC.
+    until(
+        "ARP for the IPv4 IP answered by one bridge",
+        SETTLE,
+        || async {
+            let a = lab.arp_answers(0, VIP4).await.unwrap();
+            a.len() == 1 && a.is_subset(&bridge_macs)
+        },
+    )
+    .await
+    .unwrap();
+    until(
+        "NDP for the IPv6 IP answered by one bridge",
+        SETTLE,
+        || async {
+            let seen = lab
+                .ndp_probe(0, VIP6, None, None, Duration::from_millis(300))
+                .await
+                .unwrap();
+            let m = claimed_macs(&seen, IpAddr::V6(VIP6));
+            m.len() == 1 && m.is_subset(&bridge_macs)
+        },
+    )
+    .await
+    .unwrap();
+    let mut seen = capture.await.unwrap().unwrap();
+    seen.extend(
+        lab.ndp_probe(0, VIP6, None, None, Duration::from_millis(300))
+            .await
+            .unwrap(),
+    );
+    seen.extend(
+        lab.arp_probe(0, VIP4, Duration::from_millis(300))
+            .await
+            .unwrap(),
+    );
+
+    for ip in [IpAddr::V4(VIP4), IpAddr::V6(VIP6)] {
+        let macs = claimed_macs(&seen, ip);
+        assert_eq!(
+            macs.len(),
+            1,
+            "{ip} claimed by {macs:?} (bridges {bridge_macs:?}):\n{}\n{}",
+            lab.speaker_log("node-1", 15),
+            lab.speaker_log("node-2", 15)
+        );
+        assert!(macs.is_subset(&bridge_macs), "{ip}: {macs:?}");
+    }
+    // The announcements on the gain were captured (the test saw the frames it is about).
+    assert!(
+        seen.iter()
+            .any(|s| matches!(s, Seen::NeighborAdvertisement { .. }) && s.ip() == IpAddr::V6(VIP6)),
+        "no Neighbor Advertisement for {VIP6} captured"
+    );
+}
