@@ -234,6 +234,7 @@ async fn main() -> anyhow::Result<()> {
             schedule: AnnounceSchedule {
                 offsets: cli.announce_offsets(),
                 refresh: Some(cli.announce_refresh()).filter(|d| !d.is_zero()),
+                ..AnnounceSchedule::default()
             },
             ..L2Config::default()
         },

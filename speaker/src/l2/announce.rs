@@ -7,6 +7,13 @@
 
 use std::time::Duration;
 
+/// RFC 4861 §10 `MAX_NEIGHBOR_ADVERTISEMENT`: at most this many unsolicited Neighbor
+/// Advertisements after a link-layer address change (§7.2.6).
+pub const MAX_NEIGHBOR_ADVERTISEMENT: usize = 3;
+/// RFC 4861 §10 `RETRANS_TIMER` (1 s): unsolicited Neighbor Advertisements "MUST be separated by
+/// at least RetransTimer seconds" (§7.2.6).
+pub const RETRANS_TIMER: Duration = Duration::from_secs(1);
+
 /// The announcement times relative to the moment of gain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AnnounceSchedule {
@@ -14,6 +21,9 @@ pub struct AnnounceSchedule {
     pub offsets: Vec<Duration>,
     /// After the burst, one more every `refresh` for as long as the IP is owned (default off).
     pub refresh: Option<Duration>,
+    /// The least gap between two unsolicited Neighbor Advertisements of a burst: the link's
+    /// RetransTimer, [`RETRANS_TIMER`] unless a router advertises another (RFC 4861 §6.3.2).
+    pub na_spacing: Duration,
 }
 
 impl Default for AnnounceSchedule {
@@ -26,6 +36,7 @@ impl Default for AnnounceSchedule {
                 Duration::from_secs(5),
             ],
             refresh: None,
+            na_spacing: RETRANS_TIMER,
         }
     }
 }
@@ -42,11 +53,58 @@ impl AnnounceSchedule {
         let k = u32::try_from(n - self.offsets.len() + 1).unwrap_or(u32::MAX);
         Some(last.saturating_add(refresh.saturating_mul(k)))
     }
+
+    /// Whether announcement `n` (0-based, as for [`AnnounceSchedule::offset`]) is also sent as
+    /// an unsolicited Neighbor Advertisement. Gratuitous ARP uses every announcement; IPv6 keeps
+    /// RFC 4861 §7.2.6 within the burst: at most [`MAX_NEIGHBOR_ADVERTISEMENT`] of its offsets,
+    /// each at least [`AnnounceSchedule::na_spacing`] after the previous one sent, chosen from the first
+    /// (default burst 0, 0.5 s, 2 s, 5 s → NAs at 0, 2 s, 5 s). Refresh announcements after the
+    /// burst (opt-in, `--announce-refresh`) are one per period and always sent.
+    pub fn sends_na(&self, n: usize) -> bool {
+        if n >= self.offsets.len() {
+            return self.offset(n).is_some();
+        }
+        let mut sent: Vec<usize> = Vec::new();
+        for (i, o) in self.offsets.iter().enumerate() {
+            if sent.len() == MAX_NEIGHBOR_ADVERTISEMENT {
+                break;
+            }
+            let spaced = sent
+                .last()
+                .and_then(|&j| self.offsets.get(j))
+                .is_none_or(|prev| o.saturating_sub(*prev) >= self.na_spacing);
+            if spaced {
+                sent.push(i);
+            }
+        }
+        sent.contains(&n)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #10 / RFC 4861 §7.2.6: no more than three unsolicited NAs per gain, one second apart.
+    #[test]
+    fn neighbor_advertisements_keep_rfc_4861_counts_and_spacing() {
+        let s = AnnounceSchedule::default();
+        let nas: Vec<usize> = (0..4).filter(|&n| s.sends_na(n)).collect();
+        assert_eq!(nas, vec![0, 2, 3], "0 s, 2 s, 5 s; not 0.5 s");
+        let dense = AnnounceSchedule {
+            offsets: (0..10).map(|i| Duration::from_millis(300 * i)).collect(),
+            refresh: Some(Duration::from_secs(60)),
+            na_spacing: RETRANS_TIMER,
+        };
+        let nas: Vec<usize> = (0..10).filter(|&n| dense.sends_na(n)).collect();
+        assert_eq!(nas.len(), MAX_NEIGHBOR_ADVERTISEMENT);
+        for pair in nas.windows(2) {
+            let gap = dense.offsets[pair[1]] - dense.offsets[pair[0]];
+            assert!(gap >= RETRANS_TIMER, "{gap:?}");
+        }
+        assert!(dense.sends_na(10), "refresh announcements are sent");
+        assert!(!s.sends_na(4), "no refresh configured");
+    }
 
     #[test]
     fn default_burst_then_stop() {
@@ -81,6 +139,7 @@ mod tests {
         let only_refresh = AnnounceSchedule {
             offsets: vec![],
             refresh: Some(Duration::from_secs(1)),
+            ..Default::default()
         };
         assert_eq!(only_refresh.offset(0), Some(Duration::from_secs(1)));
     }

@@ -558,8 +558,10 @@ async fn serve(
                                 }
                             }
                             IpAddr::V6(v6) => {
-                                let frame = build_unsolicited_advertisement(mac, link_local, *v6);
-                                send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
+                                if schedule.sends_na(a.sent - 1) {
+                                    let frame = build_unsolicited_advertisement(mac, link_local, *v6);
+                                    send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
+                                }
                             }
                         }
                         tracing::debug!(interface = %info.name, %ip, n = a.sent, "announced");

@@ -210,6 +210,8 @@ pub fn fast_config() -> L2Config {
                 Duration::from_millis(400),
             ],
             refresh: None,
+            // RFC 4861's 1 s RetransTimer between unsolicited NAs, scaled down like the burst.
+            na_spacing: Duration::from_millis(100),
         },
         rescan_interval: Duration::from_millis(200),
         retry_min: Duration::from_millis(100),
