@@ -110,6 +110,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         membership: std::sync::Mutex::new(None),
         owned_ips: Default::default(),
         forbidden_ips: Default::default(),
+        kernel_arp_conflicts: Default::default(),
         events: event_counters.clone(),
         claim: Default::default(),
     });
@@ -189,6 +190,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let mut view = stores.view(&config.view);
     let mut last_plan: Option<Instant> = None;
     let mut last_forbidden: BTreeSet<IpAddr> = BTreeSet::new();
+    let mut kernel_arp = KernelArpCheck::default();
     let mut shutdown = std::pin::pin!(ferrolb_runtime::shutdown::signal());
     let outcome: anyhow::Result<()> = loop {
         let members_changed = async {
@@ -386,6 +388,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             .owned_ips
             .store(plan.owned.len() as u64, Ordering::Relaxed);
         note_forbidden(&view, &metrics, &mut last_forbidden);
+        kernel_arp.check(now, &view, &config.node_name, &responder, &metrics, &sink);
         let statuses = responder.interfaces();
         let owned = plan.owned.clone();
         for intent in planner.plan(&plan, |ip| interfaces_for(ip, &owned, &statuses)) {
@@ -418,6 +421,80 @@ fn note_forbidden(view: &View, metrics: &SpeakerMetrics, last: &mut BTreeSet<IpA
         }
     }
     *last = view.forbidden.keys().copied().collect();
+}
+
+/// How often [`KernelArpCheck`] scans the interfaces and sysctls.
+const KERNEL_ARP_EVERY: Duration = Duration::from_secs(5);
+
+/// The preflight of issue #10 item 4, every [`KERNEL_ARP_EVERY`]: the LoadBalancer IPs this node's
+/// kernel answers ARP for beside the speaker ([`crate::l2::preflight`]). Each newly found IP gets
+/// a Warning Event `KernelAnswersARP` on its Services and a log line; the gauge
+/// `kernel_arp_conflicts` counts them. Checked by every speaker about its own node, whoever owns
+/// the IP: the second MAC is this node's whether it owns the IP or not.
+#[derive(Default)]
+struct KernelArpCheck {
+    last_run: Option<Instant>,
+    reported: BTreeSet<IpAddr>,
+}
+
+impl KernelArpCheck {
+    fn check(
+        &mut self,
+        now: Instant,
+        view: &View,
+        node: &str,
+        responder: &Responder,
+        metrics: &SpeakerMetrics,
+        sink: &EventSink,
+    ) {
+        use crate::l2::preflight::{kernel_answers_arp, read_arp_ignore};
+        if self
+            .last_run
+            .is_some_and(|at| now.saturating_duration_since(at) < KERNEL_ARP_EVERY)
+        {
+            return;
+        }
+        self.last_run = Some(now);
+        let scanned = match crate::l2::interfaces::scan() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "interface scan for the ARP preflight failed");
+                return;
+            }
+        };
+        let announce: BTreeSet<String> = responder
+            .interfaces()
+            .into_iter()
+            .filter(|s| s.arp)
+            .map(|s| s.name)
+            .collect();
+        let lb_ips: BTreeSet<IpAddr> = view.ips.keys().copied().collect();
+        let found = kernel_answers_arp(&scanned, &announce, &lb_ips, read_arp_ignore);
+        let ips: BTreeSet<IpAddr> = found.iter().map(|k| IpAddr::V4(k.ip)).collect();
+        metrics
+            .kernel_arp_conflicts
+            .store(ips.len() as u64, Ordering::Relaxed);
+        for k in &found {
+            let ip = IpAddr::V4(k.ip);
+            if self.reported.contains(&ip) {
+                continue;
+            }
+            let note = k.note(node);
+            tracing::warn!(%ip, "{note}");
+            let services = view
+                .ips
+                .get(&ip)
+                .map(|facts| facts.iter().map(|f| f.name.clone()).collect())
+                .unwrap_or_default();
+            sink.send(crate::events::EventIntent {
+                services,
+                severity: crate::events::Severity::Warning,
+                reason: crate::events::REASON_KERNEL_ANSWERS_ARP,
+                note,
+            });
+        }
+        self.reported = ips;
+    }
 }
 
 /// Leaves the membership (carrier lost, declared down, stalled) and drops its receivers. The

@@ -7,7 +7,7 @@
 //!   `gratuitous_arp_sent_total`, `unsolicited_na_sent_total`, `frames_dropped_total{reason}`,
 //!   `send_errors_total`, `socket_errors_total`, `multicast_errors_total`;
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`;
-//! - `owned_ips` (gauge), `forbidden_ips` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
+//! - `owned_ips` (gauge), `forbidden_ips` (gauge), `kernel_arp_conflicts` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`.
 
 use std::sync::Arc;
@@ -36,6 +36,9 @@ pub struct SpeakerMetrics {
     /// IPs in Service status that lie in a forbidden block and are never announced (issue 10
     /// item 6; [`ferrolb_crds::addresses::FORBIDDEN_BLOCKS`]).
     pub forbidden_ips: AtomicU64,
+    /// LoadBalancer IPs this node's kernel answers ARP for beside the speaker (kube-proxy IPVS
+    /// without strictARP, or the IP on a local interface; [`crate::l2::preflight`]).
+    pub kernel_arp_conflicts: AtomicU64,
     /// Event writer outcomes.
     pub events: Arc<EventCounters>,
     /// The claim gate.
@@ -186,6 +189,12 @@ impl Collector for SpeakerMetrics {
             "forbidden_ips",
             "IPs in Service status never announced: loopback, link-local, multicast, unspecified, reserved or IPv4-mapped",
             self.forbidden_ips.load(Ordering::Relaxed),
+        )?;
+        gauge(
+            &mut encoder,
+            "kernel_arp_conflicts",
+            "LoadBalancer IPs this node's kernel answers ARP for beside the speaker (kube-proxy IPVS mode without strictARP, or the IP on a local interface)",
+            self.kernel_arp_conflicts.load(Ordering::Relaxed),
         )?;
         let standing = self.claim.standing.load(Ordering::Relaxed);
         {

@@ -202,3 +202,23 @@ pub async fn apply_endpoints_of(
         .await?;
     Ok(())
 }
+
+/// The usual speaker scenario in one call: pool `pool` with `addresses`, an L2Advertisement
+/// `all` for every pool and node, and LoadBalancer Service `default/<service>` (TCP 80,
+/// `externalTrafficPolicy` `etp`) whose status already holds `ips` — as the controller would
+/// write it, so the speakers' behaviour is tested without one.
+///
+/// # Errors
+/// The API server refused an object.
+pub async fn announced_service(
+    client: &Client,
+    addresses: &[&str],
+    service: &str,
+    etp: &str,
+    ips: &[&str],
+) -> anyhow::Result<()> {
+    create_pool(client, "pool", addresses).await?;
+    apply_l2(client, "all", ferrolb_crds::L2AdvertisementSpec::default()).await?;
+    create_service(client, &lb_service("default", service, &[("TCP", 80)], etp)).await?;
+    set_ingress(client, "default", service, ips).await
+}

@@ -11,9 +11,8 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use ferrolb_crds::L2AdvertisementSpec;
 use ferrolb_tests::lab::{Lab, Seen};
-use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
+use ferrolb_tests::objects::announced_service;
 use ferrolb_tests::poll::until;
 
 const VIP4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 70);
@@ -50,26 +49,11 @@ async fn a_bridge_port_never_claims_an_ip_only_the_bridge_does() {
     lab.bridge_node("node-1", "02:00:5e:10:00:01").unwrap();
     lab.bridge_node("node-2", "02:00:5e:10:00:02").unwrap();
     let client = lab.client().await.unwrap();
-    create_pool(
+    announced_service(
         &client,
-        "pool",
         &["198.51.100.64/28", "2001:db8:1a::200/120"],
-    )
-    .await
-    .unwrap();
-    apply_l2(&client, "all", L2AdvertisementSpec::default())
-        .await
-        .unwrap();
-    create_service(
-        &client,
-        &lb_service("default", "svc", &[("TCP", 80)], "Cluster"),
-    )
-    .await
-    .unwrap();
-    set_ingress(
-        &client,
-        "default",
         "svc",
+        "Cluster",
         &["198.51.100.70", "2001:db8:1a::270"],
     )
     .await
@@ -143,4 +127,117 @@ async fn a_bridge_port_never_claims_an_ip_only_the_bridge_does() {
             .any(|s| matches!(s, Seen::NeighborAdvertisement { .. }) && s.ip() == IpAddr::V6(VIP6)),
         "no Neighbor Advertisement for {VIP6} captured"
     );
+}
+
+/// Issue #10 item 4: kube-proxy in IPVS mode puts every Service IP on `kube-ipvs0`; with
+/// `strictARP` off every node's kernel then answers ARP for it beside the owner's speaker. The
+/// speaker of such a node says so (Warning Event `KernelAnswersARP` on the Service, gauge
+/// `kernel_arp_conflicts`); with strictARP's sysctls the second MAC and the gauge go away. The
+/// lab's `kube-ipvs0` is a bridge device: this kernel has no dummy driver, and the kernel's ARP
+/// answer depends only on the address being local, not on the device type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_kernel_answering_arp_for_an_lb_ip_is_reported_until_strict_arp() {
+    use ferrolb_tests::lab::scenario::{events_for, expected_owner};
+    const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 80);
+    let mut lab = Lab::start(3, 1).await.expect("lab");
+    let client = lab.client().await.unwrap();
+    announced_service(
+        &client,
+        &["198.51.100.64/27"],
+        "svc",
+        "Cluster",
+        &["198.51.100.80"],
+    )
+    .await
+    .unwrap();
+    let owner = expected_owner(VIP, &["node-1", "node-2", "node-3"]);
+    let ipvs_node = ["node-1", "node-2", "node-3"]
+        .into_iter()
+        .find(|n| *n != owner)
+        .unwrap()
+        .to_owned();
+    let ns = lab.node(&ipvs_node).netns.clone();
+    for args in [
+        &["link", "add", "kube-ipvs0", "type", "bridge"][..],
+        &["addr", "add", "198.51.100.80/32", "dev", "kube-ipvs0"],
+        &["link", "set", "kube-ipvs0", "up"],
+    ] {
+        lab.exec(&ns, "ip", args).unwrap();
+    }
+    for node in ["node-1", "node-2", "node-3"] {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let owner_mac = lab.node(&owner).mac.clone();
+    let ipvs_mac = lab.node(&ipvs_node).mac.clone();
+
+    // The fault, on the wire: two MACs answer for the IP.
+    until(
+        "the owner and the IPVS node's kernel both answer",
+        SETTLE,
+        || async {
+            lab.arp_answers(0, VIP).await.unwrap()
+                == BTreeSet::from([owner_mac.clone(), ipvs_mac.clone()])
+        },
+    )
+    .await
+    .unwrap();
+    // The speaker of that node says so, on the Service and in its metrics.
+    until(
+        "a KernelAnswersARP Warning naming the node",
+        SETTLE,
+        || async {
+            events_for(&client, "default", "svc")
+                .await
+                .unwrap()
+                .iter()
+                .any(|(reason, note)| {
+                    reason == "KernelAnswersARP"
+                        && note.contains(&ipvs_node)
+                        && note.contains("kube-ipvs0")
+                        && note.contains("strictARP")
+                })
+        },
+    )
+    .await
+    .unwrap();
+    let gauge = |body: &str| {
+        body.lines()
+            .find(|l| l.starts_with("ferrolb_speaker_kernel_arp_conflicts "))
+            .map(str::to_owned)
+    };
+    let (_, body) = lab.speaker_http(&ipvs_node, "/metrics").await.unwrap();
+    assert_eq!(
+        gauge(&body).as_deref(),
+        Some("ferrolb_speaker_kernel_arp_conflicts 1"),
+        "{body}"
+    );
+    let (_, body) = lab.speaker_http(&owner, "/metrics").await.unwrap();
+    assert_eq!(
+        gauge(&body).as_deref(),
+        Some("ferrolb_speaker_kernel_arp_conflicts 0")
+    );
+
+    // strictARP: true, as kube-proxy would set it.
+    for (key, value) in [("arp_ignore", "1"), ("arp_announce", "2")] {
+        lab.exec(
+            &ns,
+            "sh",
+            &[
+                "-c",
+                &format!("echo {value} > /proc/sys/net/ipv4/conf/all/{key}"),
+            ],
+        )
+        .unwrap();
+    }
+    until("only the owner answers", SETTLE, || async {
+        lab.arp_answers(0, VIP).await.unwrap() == BTreeSet::from([owner_mac.clone()])
+    })
+    .await
+    .unwrap();
+    until("the gauge drops to 0", SETTLE, || async {
+        let (_, body) = lab.speaker_http(&ipvs_node, "/metrics").await.unwrap();
+        gauge(&body).as_deref() == Some("ferrolb_speaker_kernel_arp_conflicts 0")
+    })
+    .await
+    .unwrap();
 }

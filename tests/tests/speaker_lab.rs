@@ -13,7 +13,9 @@ use ferrolb_tests::lab::scenario::{
     capture_around, events_for, expected_owner, gratuitous_macs, node_names as names,
 };
 use ferrolb_tests::lab::{Lab, Seen};
-use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
+use ferrolb_tests::objects::{
+    announced_service, apply_l2, create_pool, create_service, lb_service, set_ingress,
+};
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 
@@ -208,21 +210,15 @@ async fn lab_with_service(
 ) -> (Lab, kube::Client) {
     let mut lab = Lab::start(nodes, 1).await.expect("lab");
     let client = lab.client().await.unwrap();
-    create_pool(&client, "pool", &["198.51.100.0/24", "2001:db8:0:8::/64"])
-        .await
-        .unwrap();
-    apply_l2(&client, "all", L2AdvertisementSpec::default())
-        .await
-        .unwrap();
-    create_service(
+    announced_service(
         &client,
-        &lb_service("default", "svc-a", &[("TCP", 80)], etp),
+        &["198.51.100.0/24", "2001:db8:0:8::/64"],
+        "svc-a",
+        etp,
+        &[ip],
     )
     .await
     .unwrap();
-    set_ingress(&client, "default", "svc-a", &[ip])
-        .await
-        .unwrap();
     for i in 1..=nodes {
         lab.start_speaker(&format!("node-{i}"), speaker_args)
             .unwrap();

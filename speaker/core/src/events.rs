@@ -33,6 +33,10 @@ pub const REASON_ANNOUNCING: &str = "AnnouncingIP";
 pub const REASON_NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
 /// Reason of an endpoint problem Event.
 pub const REASON_ENDPOINT_WARNING: &str = "EndpointWarning";
+/// Reason of the Warning that a node's kernel answers ARP for the Service's IP beside the owner
+/// (kube-proxy IPVS mode without `strictARP`, or the IP configured on a local interface; issue
+/// #10 item 4, `ferrolb_speaker::l2::preflight`).
+pub const REASON_KERNEL_ANSWERS_ARP: &str = "KernelAnswersARP";
 
 /// One Event to write on each of `services`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -80,6 +80,28 @@ pub struct InterfaceInfo {
     pub bridge_port: bool,
 }
 
+impl InterfaceInfo {
+    /// An up, broadcast-capable, plain Ethernet interface `name` with carrier, index 1, MAC
+    /// `02:00:00:00:00:01`, the IPv4 addresses `ipv4` and no link-local address: a starting point
+    /// for tests of the pure rules (change fields with struct update syntax).
+    pub fn plain(name: &str, ipv4: &[Ipv4Addr]) -> InterfaceInfo {
+        InterfaceInfo {
+            name: name.into(),
+            index: 1,
+            mac: Some(MacAddr(2, 0, 0, 0, 0, 1)),
+            up: true,
+            broadcast: true,
+            loopback: false,
+            carrier: true,
+            ipv4: ipv4.to_vec(),
+            link_local: None,
+            noarp: false,
+            bond_slave: false,
+            bridge_port: false,
+        }
+    }
+}
+
 /// An interface chosen for announcements, with the protocols it serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selected {
@@ -235,23 +257,14 @@ mod tests {
     use super::*;
 
     fn iface(name: &str, v4: bool, ll: bool) -> InterfaceInfo {
+        let v4: &[Ipv4Addr] = if v4 {
+            &[Ipv4Addr::new(192, 0, 2, 10)]
+        } else {
+            &[]
+        };
         InterfaceInfo {
-            name: name.into(),
-            index: 1,
-            mac: Some(MacAddr(2, 0, 0, 0, 0, 1)),
-            up: true,
-            broadcast: true,
-            loopback: false,
-            carrier: true,
-            ipv4: if v4 {
-                vec![Ipv4Addr::new(192, 0, 2, 10)]
-            } else {
-                vec![]
-            },
             link_local: ll.then(|| "fe80::1".parse().unwrap()),
-            noarp: false,
-            bond_slave: false,
-            bridge_port: false,
+            ..InterfaceInfo::plain(name, v4)
         }
     }
 

@@ -2,7 +2,8 @@
 //! interfaces (DESIGN S4–S9).
 //!
 //! Pure parts: [`decide`] (what to answer to a frame), [`announce`] (when to announce),
-//! [`interfaces::select`] (which interfaces), the BPF programs and refcounts of [`socket`].
+//! [`interfaces::select`] (which interfaces), the BPF programs and refcounts of [`socket`],
+//! [`preflight::kernel_answers_arp`] (does the node's kernel answer ARP for an LB IP too).
 //! I/O parts: [`socket`] (kernel-filtered `AF_PACKET` sockets), [`interfaces::scan`],
 //! [`responder`] (the Tokio tasks), [`capture`] (a blocking client for probes and tests).
 //!
@@ -21,6 +22,7 @@ pub mod capture;
 pub mod counters;
 pub mod decide;
 pub mod interfaces;
+pub mod preflight;
 pub mod responder;
 pub mod socket;
 
