@@ -620,6 +620,10 @@ async fn c13_unicast_neighbor_solicitation() {
     let (lab, _client) = lab_with_service(1, "2001:db8:0:8::100", "Cluster", &[]).await;
     let client_ns = lab.clients[0].netns.clone();
     lab.add_address(&client_ns, "2001:db8:0:8::1/64").unwrap();
+    // IPv6 in use on the node's link: the default NDP interface set needs a global address
+    // besides the link-local one (issue #10).
+    let node_ns = lab.node("node-1").netns.clone();
+    lab.add_address(&node_ns, "2001:db8:0:8::10/64").unwrap();
     let node_mac = lab.node("node-1").mac.clone();
     let answered = |seen: &[Seen]| {
         seen.iter().any(|s| {

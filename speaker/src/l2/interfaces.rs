@@ -23,7 +23,11 @@
 //! - never on an `IFF_NOARP` interface: the kernel does neither ARP nor NDP there;
 //! - in all cases ARP only where an IPv4 address is configured, NDP only where a usable
 //!   (non-tentative, not DAD-failed) link-local IPv6 address exists — it is the source of our
-//!   Neighbor Advertisements.
+//!   Neighbor Advertisements;
+//! - in the default set NDP also needs a usable **global** IPv6 address (issue #10): every
+//!   IPv6-enabled link has a link-local address, bridge ports and point-to-point veths included,
+//!   so a link-local alone says nothing about IPv6 being in use there. An explicit list may name
+//!   a link-local-only interface.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -72,6 +76,8 @@ pub struct InterfaceInfo {
     pub ipv4: Vec<Ipv4Addr>,
     /// Usable link-local IPv6 address (not tentative, not DAD-failed), lowest first.
     pub link_local: Option<Ipv6Addr>,
+    /// A usable IPv6 address that is not link-local (not tentative, not DAD-failed) exists.
+    pub ipv6_global: bool,
     /// `IFF_NOARP`: no ARP and no Neighbor Discovery on this link.
     pub noarp: bool,
     /// `IFF_SLAVE`: a bond (or EQL) slave; its master answers for the link.
@@ -95,6 +101,7 @@ impl InterfaceInfo {
             carrier: true,
             ipv4: ipv4.to_vec(),
             link_local: None,
+            ipv6_global: false,
             noarp: false,
             bond_slave: false,
             bridge_port: false,
@@ -132,7 +139,7 @@ pub fn select(interfaces: &[InterfaceInfo], which: &Interfaces) -> Vec<Selected>
         .map(|i| Selected {
             info: i.clone(),
             arp: !i.ipv4.is_empty(),
-            ndp: i.link_local.is_some(),
+            ndp: i.link_local.is_some() && (i.ipv6_global || matches!(which, Interfaces::Named(_))),
         })
         .filter(|s| s.arp || s.ndp)
         .collect();
@@ -198,13 +205,26 @@ pub fn usable_link_locals(entries: &[Inet6Entry]) -> BTreeMap<String, Ipv6Addr> 
     out
 }
 
+/// The interface names with a usable IPv6 address that is not link-local (global or unique
+/// local), from `/proc/net/if_inet6` entries.
+pub fn usable_globals(entries: &[Inet6Entry]) -> BTreeSet<String> {
+    entries
+        .iter()
+        .filter(|e| !is_link_local(e.addr) && !e.addr.is_loopback())
+        .filter(|e| e.flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED) == 0)
+        .map(|e| e.name.clone())
+        .collect()
+}
+
 /// List the interfaces of the calling thread's network namespace (see module docs).
 ///
 /// Errors: `getifaddrs` failing. A missing `/proc/thread-self/net/if_inet6` (IPv6 disabled)
 /// means no interface serves NDP.
 pub fn scan() -> io::Result<Vec<InterfaceInfo>> {
     let inet6 = std::fs::read_to_string("/proc/thread-self/net/if_inet6").unwrap_or_default();
-    let link_locals = usable_link_locals(&parse_if_inet6(&inet6));
+    let entries = parse_if_inet6(&inet6);
+    let link_locals = usable_link_locals(&entries);
+    let globals = usable_globals(&entries);
     let mut by_name: BTreeMap<String, InterfaceInfo> = BTreeMap::new();
     for ifa in nix::ifaddrs::getifaddrs().map_err(io::Error::from)? {
         let entry = by_name
@@ -219,6 +239,7 @@ pub fn scan() -> io::Result<Vec<InterfaceInfo>> {
                 carrier: ifa.flags.contains(InterfaceFlags::IFF_LOWER_UP),
                 ipv4: Vec::new(),
                 link_local: link_locals.get(&ifa.interface_name).copied(),
+                ipv6_global: globals.contains(&ifa.interface_name),
                 noarp: ifa.flags.contains(InterfaceFlags::IFF_NOARP),
                 bond_slave: ifa.flags.contains(InterfaceFlags::IFF_SLAVE),
                 bridge_port: is_bridge_port(&ifa.interface_name),
@@ -264,6 +285,7 @@ mod tests {
         };
         InterfaceInfo {
             link_local: ll.then(|| "fe80::1".parse().unwrap()),
+            ipv6_global: ll,
             ..InterfaceInfo::plain(name, v4)
         }
     }
@@ -375,6 +397,40 @@ mod tests {
                 .collect(),
         );
         assert!(select(&all, &named).is_empty());
+    }
+
+    /// Issue #10: by default a link-local address alone does not make an NDP interface; a global
+    /// one is needed. Named interfaces need only the link-local (the NA source).
+    #[test]
+    fn default_ndp_needs_a_global_address() {
+        let ll_only = InterfaceInfo {
+            ipv6_global: false,
+            ..iface("eth2", false, true)
+        };
+        let v4_and_ll = InterfaceInfo {
+            ipv6_global: false,
+            ..iface("eth0", true, true)
+        };
+        let all = [ll_only, v4_and_ll, iface("eth1", false, true)];
+        assert_eq!(
+            summary(&select(&all, &Interfaces::All)),
+            vec![("eth0".into(), true, false), ("eth1".into(), false, true)]
+        );
+        let named = Interfaces::Named(["eth2".to_string()].into());
+        assert_eq!(
+            summary(&select(&all, &named)),
+            vec![("eth2".into(), false, true)]
+        );
+        let entries = parse_if_inet6(
+            "fe800000000000000000000000000001 02 40 20 80 eth0\n\
+             20010db8000000070000000000000010 03 40 00 80 eth1\n\
+             20010db8000000070000000000000011 04 40 00 c0 eth3\n\
+             00000000000000000000000000000001 01 80 10 80 lo\n",
+        );
+        assert_eq!(
+            usable_globals(&entries),
+            BTreeSet::from(["eth1".to_string()])
+        );
     }
 
     #[test]
