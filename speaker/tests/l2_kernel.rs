@@ -218,6 +218,32 @@ fn solicited_node_groups_are_refcounted() {
     wait_for("leave", || !maddrs(&ns).contains(group));
 }
 
+/// Issue #10: a solicited-node join the kernel refuses (here: no socket option memory, ENOBUFS)
+/// is retried by itself, with backoff, until it succeeds — not only when the owned set changes.
+#[test]
+fn failed_solicited_node_joins_are_retried() {
+    if !kernel_at_least(6, 9) {
+        eprintln!("SKIPPED: net.core.optmem_max is per network namespace only since Linux 6.9");
+        return;
+    }
+    let lan = Lan::new("lan");
+    let ns = Netns::new("node");
+    lan.plug(&ns, "eth0", &["2001:db8:0:8::10/64"]);
+    let node = Node::start(&ns, fast_config());
+    node.wait_running("eth0", false, true);
+    // After the packet sockets have their filters: only the join runs out of option memory.
+    ns.exec(&["sysctl", "-qw", "net.core.optmem_max=0"]);
+    let group = "ff02::1:ff00:100";
+    node.own(&[(VIP6, Interfaces::All)]);
+    wait_for("a refused join", || {
+        node.counters.snapshot().multicast_errors >= 2
+    });
+    assert!(!maddrs(&ns).contains(group), "{}", maddrs(&ns));
+    // Memory back: the group is joined with no change of the owned set.
+    ns.exec(&["sysctl", "-qw", "net.core.optmem_max=20480"]);
+    wait_for("the retried join", || maddrs(&ns).contains(group));
+}
+
 /// Many owned IPv6 addresses: the joins are spread over several membership sockets, so the
 /// per-socket option memory limit never caps the number of groups; all are left afterwards.
 #[test]

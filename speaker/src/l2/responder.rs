@@ -454,6 +454,9 @@ async fn serve(
     let ifindex = usize::try_from(info.index).unwrap_or(usize::MAX);
     let mut groups = selected.ndp.then(|| Memberships::new(info.index));
     let mut joined: BTreeSet<Ipv6Addr> = BTreeSet::new();
+    let mut want_groups: BTreeSet<Ipv6Addr> = BTreeSet::new();
+    let mut join_retry: Option<Instant> = None;
+    let mut join_backoff = Backoff::new(inner.config.retry_min, inner.config.retry_max);
     let mut announcing: BTreeMap<IpAddr, Announcing> = BTreeMap::new();
     let counters = &inner.counters;
     let schedule = &inner.config.schedule;
@@ -475,28 +478,15 @@ async fn serve(
                     return Ok(()); // the responder dropped this interface
                 }
                 let owned = rx.borrow_and_update().clone();
+                want_groups = owned
+                    .keys()
+                    .filter_map(|ip| match ip { IpAddr::V6(v6) => Some(*v6), IpAddr::V4(_) => None })
+                    .collect();
                 if let Some(groups) = groups.as_mut() {
-                    let want: BTreeSet<Ipv6Addr> =
-                        owned.keys().filter_map(|ip| match ip { IpAddr::V6(v6) => Some(*v6), IpAddr::V4(_) => None }).collect();
-                    // A failed join or leave is logged and counted but never stops the
-                    // responder; a failed join is retried at the next change of the owned set.
-                    for gone in joined.difference(&want).copied().collect::<Vec<_>>() {
-                        if let Err(e) = groups.remove(solicited_node_multicast(gone)) {
-                            Counters::inc(&counters.multicast_errors);
-                            tracing::warn!(interface = %info.name, %gone, error = %e, "leaving the solicited-node group failed");
-                        }
-                        joined.remove(&gone);
-                    }
-                    for new in want.difference(&joined).copied().collect::<Vec<_>>() {
-                        match groups.add(solicited_node_multicast(new)) {
-                            Ok(()) => {
-                                joined.insert(new);
-                            }
-                            Err(e) => {
-                                Counters::inc(&counters.multicast_errors);
-                                tracing::warn!(interface = %info.name, %new, error = %e, "joining the solicited-node group failed");
-                            }
-                        }
+                    join_retry = sync_groups(groups, &want_groups, &mut joined, counters, &info.name)
+                        .then(|| Instant::now() + join_backoff.current());
+                    if join_retry.is_none() {
+                        join_backoff.reset();
                     }
                 }
                 announcing.retain(|ip, _| owned.contains_key(ip));
@@ -541,6 +531,18 @@ async fn serve(
                 let decision = decide_ndp(frame, mac, link_local, |ip| owned.contains_key(&IpAddr::V6(ip)));
                 act(decision, ndp.as_ref(), counters, &counters.na_sent, &info.name);
             }
+            () = sleep_until(join_retry) => {
+                // Joins that failed (e.g. ENOBUFS: socket option memory) are retried on their
+                // own, with backoff, not only at the next change of the owned set (issue #10).
+                join_backoff.grow();
+                join_retry = groups.as_mut().and_then(|groups| {
+                    sync_groups(groups, &want_groups, &mut joined, counters, &info.name)
+                        .then(|| Instant::now() + join_backoff.current())
+                });
+                if join_retry.is_none() {
+                    join_backoff.reset();
+                }
+            }
             () = sleep_until(next_due) => {
                 let now = Instant::now();
                 let valid = inner.lease_valid();
@@ -569,6 +571,68 @@ async fn serve(
                 }
             }
         }
+    }
+}
+
+/// Joins and leaves solicited-node groups so that exactly the groups of `want` (owned IPv6
+/// addresses) are joined: leaves first, then joins. A failed join or leave is logged and counted
+/// but never stops the responder. Returns whether some join failed (the caller retries).
+fn sync_groups(
+    groups: &mut Memberships,
+    want: &BTreeSet<Ipv6Addr>,
+    joined: &mut BTreeSet<Ipv6Addr>,
+    counters: &Counters,
+    interface: &str,
+) -> bool {
+    for gone in joined.difference(want).copied().collect::<Vec<_>>() {
+        if let Err(e) = groups.remove(solicited_node_multicast(gone)) {
+            Counters::inc(&counters.multicast_errors);
+            tracing::warn!(%interface, %gone, error = %e, "leaving the solicited-node group failed");
+        }
+        joined.remove(&gone);
+    }
+    let mut failed = false;
+    for new in want.difference(joined).copied().collect::<Vec<_>>() {
+        match groups.add(solicited_node_multicast(new)) {
+            Ok(()) => {
+                joined.insert(new);
+            }
+            Err(e) => {
+                failed = true;
+                Counters::inc(&counters.multicast_errors);
+                tracing::warn!(%interface, %new, error = %e, "joining the solicited-node group failed; retrying");
+            }
+        }
+    }
+    failed
+}
+
+/// Doubling delay between `min` and `max`.
+struct Backoff {
+    min: Duration,
+    max: Duration,
+    current: Duration,
+}
+
+impl Backoff {
+    fn new(min: Duration, max: Duration) -> Backoff {
+        Backoff {
+            min,
+            max,
+            current: min,
+        }
+    }
+
+    fn current(&self) -> Duration {
+        self.current
+    }
+
+    fn grow(&mut self) {
+        self.current = (self.current * 2).min(self.max);
+    }
+
+    fn reset(&mut self) {
+        self.current = self.min;
     }
 }
 
