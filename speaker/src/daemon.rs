@@ -111,6 +111,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         owned_ips: Default::default(),
         forbidden_ips: Default::default(),
         kernel_arp_conflicts: Default::default(),
+        ip_conflicts: Default::default(),
         events: event_counters.clone(),
         claim: Default::default(),
     });
@@ -191,6 +192,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let mut last_plan: Option<Instant> = None;
     let mut last_forbidden: BTreeSet<IpAddr> = BTreeSet::new();
     let mut kernel_arp = KernelArpCheck::default();
+    let mut conflicts = crate::l2::conflict::ConflictPolicy::default();
     let mut shutdown = std::pin::pin!(ferrolb_runtime::shutdown::signal());
     let outcome: anyhow::Result<()> = loop {
         let members_changed = async {
@@ -389,6 +391,15 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             .store(plan.owned.len() as u64, Ordering::Relaxed);
         note_forbidden(&view, &metrics, &mut last_forbidden);
         kernel_arp.check(now, &view, &config.node_name, &responder, &metrics, &sink);
+        react_to_conflicts(
+            &mut conflicts,
+            &view,
+            &config.node_name,
+            &plan.owned,
+            &responder,
+            &metrics,
+            &sink,
+        );
         let statuses = responder.interfaces();
         let owned = plan.owned.clone();
         for intent in planner.plan(&plan, |ip| interfaces_for(ip, &owned, &statuses)) {
@@ -494,6 +505,53 @@ impl KernelArpCheck {
             });
         }
         self.reported = ips;
+    }
+}
+
+/// Issue #10 item 5: another host claims an IP this node owns. Runs the conflict policy
+/// ([`crate::l2::conflict`]) on what the responder saw: one defensive announcement per IP per
+/// `DEFEND_INTERVAL`, a warning log line per IP per 10 s, a Warning Event `IPConflict` on the
+/// IP's Services per foreign MAC per 5 minutes, and the gauge `ip_conflicts`.
+fn react_to_conflicts(
+    policy: &mut crate::l2::conflict::ConflictPolicy,
+    view: &View,
+    node: &str,
+    owned: &BTreeMap<IpAddr, Interfaces>,
+    responder: &Responder,
+    metrics: &SpeakerMetrics,
+    sink: &EventSink,
+) {
+    let reaction = policy.step(Instant::now(), &responder.conflicts(), |ip| {
+        owned.contains_key(&ip)
+    });
+    metrics
+        .ip_conflicts
+        .store(reaction.in_conflict as u64, Ordering::Relaxed);
+    for (ip, interface) in &reaction.defend {
+        responder.defend(*ip, interface);
+    }
+    for r in &reaction.log {
+        tracing::warn!(
+            ip = %r.ip,
+            mac = %r.mac,
+            interface = %r.interface,
+            kind = r.kind.label(),
+            frames = r.frames,
+            "IP conflict: another host claims an IP this node announces; defending at most once per 10 s"
+        );
+    }
+    for r in &reaction.events {
+        let services = view
+            .ips
+            .get(&r.ip)
+            .map(|facts| facts.iter().map(|f| f.name.clone()).collect())
+            .unwrap_or_default();
+        sink.send(crate::events::EventIntent {
+            services,
+            severity: crate::events::Severity::Warning,
+            reason: crate::events::REASON_IP_CONFLICT,
+            note: r.note(node),
+        });
     }
 }
 

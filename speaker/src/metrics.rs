@@ -6,6 +6,8 @@
 //! - `arp_requests_received_total`, `arp_replies_sent_total`, `ns_received_total`, `na_sent_total`,
 //!   `gratuitous_arp_sent_total`, `unsolicited_na_sent_total`, `frames_dropped_total{reason}`,
 //!   `send_errors_total`, `socket_errors_total`, `multicast_errors_total`;
+//! - conflicts (issue #10 item 5): `ip_conflict_frames_total{kind}`, `conflict_defenses_total`,
+//!   `ip_conflicts` (gauge);
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`;
 //! - `owned_ips` (gauge), `forbidden_ips` (gauge), `kernel_arp_conflicts` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`.
@@ -39,6 +41,8 @@ pub struct SpeakerMetrics {
     /// LoadBalancer IPs this node's kernel answers ARP for beside the speaker (kube-proxy IPVS
     /// without strictARP, or the IP on a local interface; [`crate::l2::preflight`]).
     pub kernel_arp_conflicts: AtomicU64,
+    /// Owned IPs another host claimed within the last [`crate::l2::conflict::HOLD`].
+    pub ip_conflicts: AtomicU64,
     /// Event writer outcomes.
     pub events: Arc<EventCounters>,
     /// The claim gate.
@@ -195,6 +199,28 @@ impl Collector for SpeakerMetrics {
             "kernel_arp_conflicts",
             "LoadBalancer IPs this node's kernel answers ARP for beside the speaker (kube-proxy IPVS mode without strictARP, or the IP on a local interface)",
             self.kernel_arp_conflicts.load(Ordering::Relaxed),
+        )?;
+        labelled_counters(
+            &mut encoder,
+            "ip_conflict_frames",
+            "Frames in which another MAC claimed an IP this node owns, by kind",
+            "kind",
+            crate::l2::decide::ClaimKind::ALL.iter().map(|k| {
+                let label = k.label();
+                (label, l2.conflict_frames.get(label).copied().unwrap_or(0))
+            }),
+        )?;
+        counter(
+            &mut encoder,
+            "conflict_defenses",
+            "Defensive announcements sent for an IP another host claimed (at most one per IP per 10 s, RFC 5227 section 2.4)",
+            l2.conflict_defenses,
+        )?;
+        gauge(
+            &mut encoder,
+            "ip_conflicts",
+            "IPs this node owns that another host claimed within the last 60 s",
+            self.ip_conflicts.load(Ordering::Relaxed),
         )?;
         let standing = self.claim.standing.load(Ordering::Relaxed);
         {

@@ -241,3 +241,171 @@ async fn a_node_kernel_answering_arp_for_an_lb_ip_is_reported_until_strict_arp()
     .await
     .unwrap();
 }
+
+/// Issue #10 item 5: a foreign host on the LAN has a LoadBalancer IP configured and announces it
+/// (50 gratuitous ARPs, 100 ms apart, both forms). The owner says so — a Warning Event
+/// `IPConflict` on the Service naming the foreign MAC and the interface, the gauge
+/// `ip_conflicts`, the frames counted — logs it once, not once per frame, defends the IP with a
+/// single announcement (RFC 5227 §2.4, at most one per 10 s: no ARP war), and keeps answering
+/// each request exactly once, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_host_claiming_an_lb_ip_is_reported_and_defended_once() {
+    use ferrolb_speaker::wire::arp::GratuitousForm;
+    use ferrolb_tests::lab::scenario::{events_for, expected_owner, metric_value};
+    const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 90);
+    const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+    let mut lab = Lab::start(3, 2).await.expect("lab");
+    let client = lab.client().await.unwrap();
+    announced_service(
+        &client,
+        &["198.51.100.64/27"],
+        "svc",
+        "Cluster",
+        &["198.51.100.90"],
+    )
+    .await
+    .unwrap();
+    for node in NODES {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let owner = expected_owner(VIP, &NODES);
+    let owner_mac = lab.node(&owner).mac.clone();
+    let answers = lab
+        .wait_for_owner(0, VIP, Some(&owner), SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(answers, BTreeSet::from([owner_mac.clone()]));
+    // The owner's announcements on gaining the IP (0, 0.5, 2, 5 s) are over.
+    until("the owner's announcements are over", SETTLE, || async {
+        let seen = lab.capture(0, Duration::from_millis(3500)).await.unwrap();
+        !seen
+            .iter()
+            .any(|s| matches!(s, Seen::GratuitousArp { .. }) && s.mac() == owner_mac)
+    })
+    .await
+    .unwrap();
+
+    // The foreign host: client 1, with the IP configured on its eth0.
+    let foreign_ns = lab.clients[1].netns.clone();
+    lab.exec(
+        &foreign_ns,
+        "ip",
+        &["addr", "add", "198.51.100.90/32", "dev", "eth0"],
+    )
+    .unwrap();
+    let foreign_mac = lab
+        .exec(&foreign_ns, "cat", &["/sys/class/net/eth0/address"])
+        .unwrap()
+        .trim()
+        .to_lowercase();
+    let watcher_ns = lab.clients[0].netns.clone();
+    let capture = tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&watcher_ns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            Ok(c.listen(Duration::from_secs(8), |_| false)?)
+        })
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&foreign_ns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            for i in 0..50 {
+                let form = if i % 2 == 0 {
+                    GratuitousForm::Request
+                } else {
+                    GratuitousForm::Reply
+                };
+                c.send_gratuitous_arp(VIP, form)?;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Ok(())
+        })
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let seen = capture.await.unwrap().unwrap();
+    let log = lab.speaker_log(&owner, 100_000);
+    let foreign_frames = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::GratuitousArp { .. }) && s.mac() == foreign_mac)
+        .count();
+    assert_eq!(foreign_frames, 50, "the watcher saw the claims");
+    // One defence in 8 s (both forms of one announcement), not one per conflicting frame.
+    let defences: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::GratuitousArp { .. }) && s.mac() == owner_mac)
+        .collect();
+    assert_eq!(
+        defences
+            .iter()
+            .map(|s| match s {
+                Seen::GratuitousArp { form, .. } => *form,
+                _ => unreachable!(),
+            })
+            .collect::<Vec<_>>(),
+        ["request", "reply"],
+        "{defences:?}\n{log}"
+    );
+
+    // The Warning on the Service names the foreign MAC and the interface.
+    until(
+        "an IPConflict Warning naming the foreign MAC",
+        SETTLE,
+        || async {
+            events_for(&client, "default", "svc")
+                .await
+                .unwrap()
+                .iter()
+                .any(|(reason, note)| {
+                    reason == "IPConflict"
+                        && note.contains(&foreign_mac)
+                        && note.contains("on eth0 of")
+                        && note.contains(&owner)
+                })
+        },
+    )
+    .await
+    .unwrap();
+    let (_, body) = lab.speaker_http(&owner, "/metrics").await.unwrap();
+    assert_eq!(
+        metric_value(&body, "ferrolb_speaker_ip_conflicts"),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        metric_value(
+            &body,
+            "ferrolb_speaker_ip_conflict_frames_total{kind=\"arp\"}"
+        ),
+        Some(50.0)
+    );
+    assert_eq!(
+        metric_value(&body, "ferrolb_speaker_conflict_defenses_total"),
+        Some(1.0)
+    );
+    for other in NODES.iter().filter(|n| **n != owner) {
+        let (_, body) = lab.speaker_http(other, "/metrics").await.unwrap();
+        assert_eq!(
+            metric_value(&body, "ferrolb_speaker_ip_conflicts"),
+            Some(0.0)
+        );
+    }
+    // Logged once for 50 frames.
+    let lines = log.lines().filter(|l| l.contains("IP conflict:")).count();
+    assert_eq!(lines, 1, "{log}");
+
+    // The owner keeps answering, once per request; the conflict adds no answers (the foreign
+    // host's own kernel answers too: that is the conflict being reported).
+    for _ in 0..5 {
+        let seen = lab
+            .arp_probe(0, VIP, Duration::from_millis(300))
+            .await
+            .unwrap();
+        let from_owner = seen
+            .iter()
+            .filter(|s| matches!(s, Seen::ArpReply { .. }) && s.mac() == owner_mac)
+            .count();
+        assert_eq!(from_owner, 1, "{seen:?}");
+    }
+}

@@ -37,6 +37,9 @@ pub const REASON_ENDPOINT_WARNING: &str = "EndpointWarning";
 /// (kube-proxy IPVS mode without `strictARP`, or the IP configured on a local interface; issue
 /// #10 item 4, `ferrolb_speaker::l2::preflight`).
 pub const REASON_KERNEL_ANSWERS_ARP: &str = "KernelAnswersARP";
+/// Reason of the Warning that another host claims the Service's IP on the owner's link (ARP or
+/// NDP from another MAC, RFC 5227 §2.4; issue #10 item 5, `ferrolb_speaker::l2::conflict`).
+pub const REASON_IP_CONFLICT: &str = "IPConflict";
 
 /// One Event to write on each of `services`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::wire::MacAddr;
-use crate::wire::arp::{ArpOp, build_arp_request, parse_arp};
+use crate::wire::arp::{ArpOp, GratuitousForm, build_arp_request, build_gratuitous_arp, parse_arp};
 use crate::wire::ndp::{
     NdpMessage, NeighborSolicitation, build_neighbor_solicitation, multicast_mac, parse_ndp,
     solicited_node_multicast,
@@ -143,6 +143,15 @@ impl Client {
             .unwrap_or(Ipv4Addr::UNSPECIFIED);
         self.arp
             .send(&build_arp_request(self.mac, sender, target))
+            .map(drop)
+    }
+
+    /// Broadcast a gratuitous ARP saying `ip` is at this interface's MAC, in `form` (RFC 5227 §3
+    /// announcement or RFC 2002 §4.6 reply form): what a host that has `ip` configured sends. For
+    /// tests of conflict detection (issue #10 item 5).
+    pub fn send_gratuitous_arp(&self, ip: Ipv4Addr, form: GratuitousForm) -> io::Result<()> {
+        self.arp
+            .send(&build_gratuitous_arp(self.mac, ip, form))
             .map(drop)
     }
 

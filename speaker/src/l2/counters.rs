@@ -15,9 +15,10 @@ pub enum IgnoreReason {
     OwnFrame,
     /// The target IP is not owned on this interface.
     NotOwned,
-    /// Someone else announced an IP we own (gratuitous ARP from another MAC): logged, not answered.
+    /// Another MAC claims an IP we own ([`super::decide::ClaimKind`]; issue #10 item 5): handled by
+    /// the conflict policy ([`super::conflict`]), not answered.
     Conflict,
-    /// An ARP reply (only requests are answered).
+    /// An ARP reply (only requests are answered; replies are read for conflict detection).
     Reply,
     /// A Neighbor Advertisement (only solicitations are answered).
     Advertisement,
@@ -60,6 +61,11 @@ pub struct Counters {
     pub socket_errors: AtomicU64,
     /// Failed joins/leaves of solicited-node multicast groups.
     pub multicast_errors: AtomicU64,
+    /// Defensive announcements sent for an IP another host claimed (RFC 5227 §2.4; each counts
+    /// once, whatever the number of frames).
+    pub conflict_defenses: AtomicU64,
+    /// Frames in which another MAC claimed an owned IP, by [`super::decide::ClaimKind::label`].
+    conflict_frames: Mutex<BTreeMap<&'static str, u64>>,
     /// Frames dropped or ignored, by reason label.
     dropped: Mutex<BTreeMap<&'static str, u64>>,
 }
@@ -85,6 +91,10 @@ pub struct CounterSnapshot {
     pub socket_errors: u64,
     /// See [`Counters::multicast_errors`].
     pub multicast_errors: u64,
+    /// See [`Counters::conflict_defenses`].
+    pub conflict_defenses: u64,
+    /// Conflicting frames by claim kind label.
+    pub conflict_frames: BTreeMap<&'static str, u64>,
     /// Dropped or ignored frames by reason label.
     pub dropped: BTreeMap<&'static str, u64>,
 }
@@ -99,6 +109,15 @@ impl Counters {
     pub fn drop_frame(&self, reason: &'static str) {
         let mut map = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
         *map.entry(reason).or_default() += 1;
+    }
+
+    /// Count one frame in which another MAC claimed an owned IP, under its kind label.
+    pub fn conflict_frame(&self, kind: &'static str) {
+        let mut map = self
+            .conflict_frames
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *map.entry(kind).or_default() += 1;
     }
 
     /// The dropped count for one reason label.
@@ -120,6 +139,12 @@ impl Counters {
             send_errors: get(&self.send_errors),
             socket_errors: get(&self.socket_errors),
             multicast_errors: get(&self.multicast_errors),
+            conflict_defenses: get(&self.conflict_defenses),
+            conflict_frames: self
+                .conflict_frames
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
             dropped: self
                 .dropped
                 .lock()

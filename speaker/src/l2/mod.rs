@@ -1,7 +1,8 @@
 //! Layer-2 announcements: ARP and NDP responders and gratuitous announcements on the node's
 //! interfaces (DESIGN S4–S9).
 //!
-//! Pure parts: [`decide`] (what to answer to a frame), [`announce`] (when to announce),
+//! Pure parts: [`decide`] (what to answer to a frame, and whether it claims an owned IP for
+//! another MAC), [`conflict`] (the rate-limited reaction to such claims), [`announce`] (when to announce),
 //! [`interfaces::select`] (which interfaces), the BPF programs and refcounts of [`socket`],
 //! [`preflight::kernel_answers_arp`] (does the node's kernel answer ARP for an LB IP too).
 //! I/O parts: [`socket`] (kernel-filtered `AF_PACKET` sockets), [`interfaces::scan`],
@@ -19,6 +20,7 @@
 
 pub mod announce;
 pub mod capture;
+pub mod conflict;
 pub mod counters;
 pub mod decide;
 pub mod interfaces;

@@ -12,6 +12,10 @@
 //! - [`Responder::set_lease`] bounds how long the current owned set may be served without the
 //!   daemon confirming it (issue #8 F4): a speaker that resumes from a stall stops answering by
 //!   itself before its daemon loop has even run.
+//! - Conflicts (issue #10 item 5): frames in which another MAC claims an owned IP
+//!   ([`super::decide::Claim`]) are recorded per IP ([`Responder::conflicts`]) and counted, never
+//!   logged or answered per frame; the daemon's [`super::conflict::ConflictPolicy`] decides what
+//!   to say and asks for one defensive announcement at a time ([`Responder::defend`]).
 //! - One task per interface; a task whose sockets fail logs, counts
 //!   ([`Counters::socket_errors`]), backs off (0.5 s doubling to 30 s) and retries, and never
 //!   touches the others.
@@ -27,17 +31,21 @@ use std::time::Duration;
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::eligibility::Interfaces;
 use crate::wire::arp::{GratuitousForm, build_gratuitous_arp};
-use crate::wire::ndp::{build_unsolicited_advertisement, solicited_node_multicast};
+use crate::wire::ndp::{
+    OFFSET_ICMPV6_TYPE, TYPE_NEIGHBOR_SOLICITATION, build_unsolicited_advertisement,
+    solicited_node_multicast,
+};
 
 use super::announce::AnnounceSchedule;
-use super::counters::{Counters, IgnoreReason};
-use super::decide::{Decision, decide_arp, decide_ndp};
+use super::conflict::{Sighting, Sightings};
+use super::counters::Counters;
+use super::decide::{Decision, Inspected, inspect_arp, inspect_ndp};
 use super::interfaces::{InterfaceInfo, Selected, scan, select};
 use super::socket::{Filter, Memberships, PacketSocket, Received};
 
@@ -95,6 +103,8 @@ struct Desired {
 struct Task {
     selected: Selected,
     tx: watch::Sender<Arc<OwnedHere>>,
+    /// Defensive announcements asked for ([`Responder::defend`]).
+    defend: mpsc::Sender<IpAddr>,
     handle: JoinHandle<()>,
     status: Arc<Mutex<InterfaceStatus>>,
 }
@@ -113,6 +123,8 @@ struct Inner {
     state: Mutex<State>,
     /// Serve owned IPs only before this instant; `None` = no lease (always serve).
     lease: Mutex<Option<std::time::Instant>>,
+    /// Conflicts seen on owned IPs (only while they are owned).
+    conflicts: Mutex<Sightings>,
 }
 
 /// Drop label of frames not answered (and announcements not sent) because the lease expired.
@@ -150,6 +162,7 @@ impl Responder {
             counters,
             state: Mutex::new(State::default()),
             lease: Mutex::new(None),
+            conflicts: Mutex::new(Sightings::default()),
         });
         {
             let mut state = lock(&inner.state);
@@ -186,7 +199,24 @@ impl Responder {
             desired.insert(ip, Desired { interfaces, epoch });
         }
         state.desired = desired;
+        lock(&self.inner.conflicts).retain(|ip| state.desired.contains_key(ip));
         reconcile(&self.inner, &mut state);
+    }
+
+    /// The conflicts seen on IPs owned now, per IP (issue #10 item 5).
+    pub fn conflicts(&self) -> BTreeMap<IpAddr, Sighting> {
+        lock(&self.inner.conflicts).all().clone()
+    }
+
+    /// Send one defensive announcement of `ip` on `interface` (RFC 5227 §2.4 (b); gratuitous ARP
+    /// in both forms, or one unsolicited NA), if the IP is owned there and the lease is valid.
+    /// Never waits; a request that finds the interface's queue full is dropped (the caller rate
+    /// limits, see [`super::conflict::ConflictPolicy`]).
+    pub fn defend(&self, ip: IpAddr, interface: &str) {
+        let state = lock(&self.inner.state);
+        if let Some(t) = state.tasks.get(interface) {
+            let _ = t.defend.try_send(ip);
+        }
     }
 
     /// Serve the owned set only until `until` (monotonic); `None` lifts the lease. The daemon
@@ -329,6 +359,7 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
             continue;
         }
         let (tx, rx) = watch::channel(here.clone());
+        let (defend, defend_rx) = mpsc::channel(16);
         let status = Arc::new(Mutex::new(InterfaceStatus {
             name: name.clone(),
             arp: selected.arp,
@@ -341,6 +372,7 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
         let handle = tokio::spawn(run_interface(
             selected.clone(),
             rx,
+            defend_rx,
             inner.clone(),
             status.clone(),
         ));
@@ -349,6 +381,7 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
             Task {
                 selected,
                 tx,
+                defend,
                 handle,
                 status,
             },
@@ -360,12 +393,13 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
 async fn run_interface(
     selected: Selected,
     rx: watch::Receiver<Arc<OwnedHere>>,
+    mut defend_rx: mpsc::Receiver<IpAddr>,
     inner: Arc<Inner>,
     status: Arc<Mutex<InterfaceStatus>>,
 ) {
     let mut backoff = inner.config.retry_min;
     loop {
-        let err = match serve(&selected, rx.clone(), &inner, &status).await {
+        let err = match serve(&selected, rx.clone(), &mut defend_rx, &inner, &status).await {
             Ok(()) => return,
             Err(e) => e,
         };
@@ -433,6 +467,7 @@ fn send(
 async fn serve(
     selected: &Selected,
     mut rx: watch::Receiver<Arc<OwnedHere>>,
+    defend_rx: &mut mpsc::Receiver<IpAddr>,
     inner: &Inner,
     status: &Mutex<InterfaceStatus>,
 ) -> io::Result<()> {
@@ -441,12 +476,12 @@ async fn serve(
         .mac
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "interface has no MAC"))?;
     let arp = if selected.arp {
-        Some(PacketSocket::open(&info.name, Filter::ArpRequests, true)?.into_async()?)
+        Some(PacketSocket::open(&info.name, Filter::ResponderArp, true)?.into_async()?)
     } else {
         None
     };
     let ndp = if selected.ndp {
-        Some(PacketSocket::open(&info.name, Filter::NeighborSolicitations, true)?.into_async()?)
+        Some(PacketSocket::open(&info.name, Filter::ResponderNdp, true)?.into_async()?)
     } else {
         None
     };
@@ -499,7 +534,10 @@ async fn serve(
             }
             got = recv_frame(arp.as_ref(), &mut arp_buf) => {
                 let got = got?;
-                Counters::inc(&counters.arp_requests_received);
+                // Replies pass the filter too (conflict detection); count requests only.
+                if arp_buf.get(20..22) == Some(&[0, 1]) {
+                    Counters::inc(&counters.arp_requests_received);
+                }
                 if !got.arrived_on(ifindex) {
                     counters.drop_frame(OTHER_INTERFACE);
                     continue;
@@ -511,12 +549,15 @@ async fn serve(
                 }
                 let owned = rx.borrow().clone();
                 let frame = arp_buf.get(..n).unwrap_or_default();
-                let decision = decide_arp(frame, mac, |ip| owned.contains_key(&IpAddr::V4(ip)));
-                act(decision, arp.as_ref(), counters, &counters.arp_replies_sent, &info.name);
+                let inspected = inspect_arp(frame, mac, |ip| owned.contains_key(&IpAddr::V4(ip)));
+                act(inspected, arp.as_ref(), inner, &counters.arp_replies_sent, &info.name);
             }
             got = recv_frame(ndp.as_ref(), &mut ndp_buf) => {
                 let got = got?;
-                Counters::inc(&counters.ns_received);
+                // Advertisements pass the filter too (conflict detection); count NSs only.
+                if ndp_buf.get(OFFSET_ICMPV6_TYPE) == Some(&TYPE_NEIGHBOR_SOLICITATION) {
+                    Counters::inc(&counters.ns_received);
+                }
                 if !got.arrived_on(ifindex) {
                     counters.drop_frame(OTHER_INTERFACE);
                     continue;
@@ -528,8 +569,30 @@ async fn serve(
                 }
                 let owned = rx.borrow().clone();
                 let frame = ndp_buf.get(..n).unwrap_or_default();
-                let decision = decide_ndp(frame, mac, link_local, |ip| owned.contains_key(&IpAddr::V6(ip)));
-                act(decision, ndp.as_ref(), counters, &counters.na_sent, &info.name);
+                let inspected = inspect_ndp(frame, mac, link_local, |ip| owned.contains_key(&IpAddr::V6(ip)));
+                act(inspected, ndp.as_ref(), inner, &counters.na_sent, &info.name);
+            }
+            Some(ip) = defend_rx.recv() => {
+                if !rx.borrow().contains_key(&ip) {
+                    continue;
+                }
+                if !inner.lease_valid() {
+                    counters.drop_frame(LEASE_EXPIRED);
+                    continue;
+                }
+                match ip {
+                    IpAddr::V4(v4) => {
+                        for form in [GratuitousForm::Request, GratuitousForm::Reply] {
+                            send(arp.as_ref(), &build_gratuitous_arp(mac, v4, form), counters, &counters.gratuitous_arp_sent);
+                        }
+                    }
+                    IpAddr::V6(v6) => {
+                        let frame = build_unsolicited_advertisement(mac, link_local, v6);
+                        send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
+                    }
+                }
+                Counters::inc(&counters.conflict_defenses);
+                tracing::debug!(interface = %info.name, %ip, "defended against a conflicting claim");
             }
             () = sleep_until(join_retry) => {
                 // Joins that failed (e.g. ENOBUFS: socket option memory) are retried on their
@@ -643,21 +706,23 @@ async fn sleep_until(due: Option<Instant>) {
     }
 }
 
+/// Answer or count the frame, and record its conflict (never logged per frame: the daemon's
+/// conflict policy logs at most once per IP per 10 s).
 fn act(
-    decision: Decision,
+    inspected: Inspected,
     fd: Option<&AsyncFd<PacketSocket>>,
-    counters: &Counters,
+    inner: &Inner,
     sent: &std::sync::atomic::AtomicU64,
     interface: &str,
 ) {
-    match decision {
+    let counters = &inner.counters;
+    if let Some(claim) = inspected.claim {
+        counters.conflict_frame(claim.kind.label());
+        lock(&inner.conflicts).record(&claim, interface, std::time::Instant::now());
+    }
+    match inspected.decision {
         Decision::Answer(frame) => send(fd, &frame, counters, sent),
-        Decision::Ignore(reason) => {
-            if reason == IgnoreReason::Conflict {
-                tracing::warn!(%interface, "another host announced an IP this node owns");
-            }
-            counters.drop_frame(reason.label());
-        }
+        Decision::Ignore(reason) => counters.drop_frame(reason.label()),
         Decision::Drop(reason) => counters.drop_frame(reason),
     }
 }

@@ -2,12 +2,14 @@
 //! multicast memberships.
 //!
 //! - ARP: `socket(AF_PACKET, SOCK_RAW, ETH_P_ARP)` bound to one interface, with a classic BPF filter
-//!   ([`arp_filter`]) passing only ARP *requests* addressed to this host (packet type host,
-//!   broadcast or multicast — never our own outgoing frames, never other hosts' frames seen in
-//!   promiscuous mode). Never `ETH_P_ALL`, never promiscuous mode.
+//!   ([`arp_filter`]) passing only ARP requests and replies addressed to this host (packet type
+//!   host, broadcast or multicast — never our own outgoing frames, never other hosts' frames seen
+//!   in promiscuous mode). Replies are never answered; they are read to see another host claim an
+//!   owned IP (issue #10 item 5, RFC 5227 §2.4). Never `ETH_P_ALL`, never promiscuous mode.
 //! - NDP: `socket(AF_PACKET, SOCK_RAW, ETH_P_IPV6)` bound to one interface with [`ns_filter`],
-//!   which passes only ICMPv6 type 135 (Neighbor Solicitation) directly after the IPv6 header, so
-//!   no other IPv6 traffic is ever copied to user space.
+//!   which passes only ICMPv6 types 135 and 136 (Neighbor Solicitation and Advertisement, the
+//!   latter for conflict detection only) directly after the IPv6 header, so no other IPv6 traffic
+//!   is ever copied to user space.
 //! - Binding uses the interface's own `sockaddr_ll` as reported by `getifaddrs` (its protocol field
 //!   is 0, so the socket's protocol is kept): this keeps the crate free of `unsafe`.
 //! - Solicited-node groups ([`Memberships`]) are joined with `IPV6_JOIN_GROUP` on one unbound UDP
@@ -25,7 +27,8 @@ use nix::sys::socket::{LinkAddr, MsgFlags};
 use socket2::{Domain, Protocol, SockFilter, Socket, Type};
 
 use crate::wire::ndp::{
-    NEXT_HEADER_ICMPV6, OFFSET_ICMPV6_TYPE, OFFSET_NEXT_HEADER, TYPE_NEIGHBOR_SOLICITATION,
+    NEXT_HEADER_ICMPV6, OFFSET_ICMPV6_TYPE, OFFSET_NEXT_HEADER, TYPE_NEIGHBOR_ADVERTISEMENT,
+    TYPE_NEIGHBOR_SOLICITATION,
 };
 use crate::wire::{ETHERTYPE_ARP, ETHERTYPE_IPV6};
 
@@ -62,32 +65,35 @@ const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> Insn {
 }
 
 /// The BPF program of the ARP responder socket: packet type ≤ multicast, ethertype ARP,
-/// operation request.
+/// operation request (1) or reply (2) (RFC 826; replies only for conflict detection, RFC 5227
+/// §2.4).
 pub fn arp_filter() -> Vec<Insn> {
     vec![
         insn(LD_B_ABS, 0, 0, AD_PKTTYPE),
-        insn(JGT_K, 5, 0, PACKET_MULTICAST as u32),
+        insn(JGT_K, 6, 0, PACKET_MULTICAST as u32),
         insn(LD_H_ABS, 0, 0, 12),
-        insn(JEQ_K, 0, 3, ETHERTYPE_ARP as u32),
+        insn(JEQ_K, 0, 4, ETHERTYPE_ARP as u32),
         insn(LD_H_ABS, 0, 0, 20),
-        insn(JEQ_K, 0, 1, 1),
+        insn(JEQ_K, 1, 0, 1),
+        insn(JEQ_K, 0, 1, 2),
         insn(RET_K, 0, 0, ACCEPT),
         insn(RET_K, 0, 0, 0),
     ]
 }
 
 /// The BPF program of the NDP responder socket: packet type ≤ multicast, ethertype IPv6, next
-/// header ICMPv6, ICMPv6 type 135.
+/// header ICMPv6, ICMPv6 type 135 (NS) or 136 (NA, RFC 4861 §4.4; only for conflict detection).
 pub fn ns_filter() -> Vec<Insn> {
     vec![
         insn(LD_B_ABS, 0, 0, AD_PKTTYPE),
-        insn(JGT_K, 7, 0, PACKET_MULTICAST as u32),
+        insn(JGT_K, 8, 0, PACKET_MULTICAST as u32),
         insn(LD_H_ABS, 0, 0, 12),
-        insn(JEQ_K, 0, 5, ETHERTYPE_IPV6 as u32),
+        insn(JEQ_K, 0, 6, ETHERTYPE_IPV6 as u32),
         insn(LD_B_ABS, 0, 0, OFFSET_NEXT_HEADER as u32),
-        insn(JEQ_K, 0, 3, NEXT_HEADER_ICMPV6 as u32),
+        insn(JEQ_K, 0, 4, NEXT_HEADER_ICMPV6 as u32),
         insn(LD_B_ABS, 0, 0, OFFSET_ICMPV6_TYPE as u32),
-        insn(JEQ_K, 0, 1, TYPE_NEIGHBOR_SOLICITATION as u32),
+        insn(JEQ_K, 1, 0, TYPE_NEIGHBOR_SOLICITATION as u32),
+        insn(JEQ_K, 0, 1, TYPE_NEIGHBOR_ADVERTISEMENT as u32),
         insn(RET_K, 0, 0, ACCEPT),
         insn(RET_K, 0, 0, 0),
     ]
@@ -163,10 +169,10 @@ pub struct PacketSocket {
 /// What a socket filter accepts, for [`PacketSocket::open`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Filter {
-    /// [`arp_filter`] on an `ETH_P_ARP` socket (the responder).
-    ArpRequests,
-    /// [`ns_filter`] on an `ETH_P_IPV6` socket (the responder).
-    NeighborSolicitations,
+    /// [`arp_filter`] on an `ETH_P_ARP` socket (the responder: requests and replies).
+    ResponderArp,
+    /// [`ns_filter`] on an `ETH_P_IPV6` socket (the responder: solicitations and advertisements).
+    ResponderNdp,
     /// Every ARP frame to this host (clients and probes).
     AllArp,
     /// ICMPv6 directly after IPv6 (clients and probes).
@@ -181,8 +187,8 @@ impl PacketSocket {
     pub fn open(name: &str, filter: Filter, nonblocking: bool) -> io::Result<PacketSocket> {
         let link = link_addr(name)?;
         let (ethertype, program) = match filter {
-            Filter::ArpRequests => (ETHERTYPE_ARP, arp_filter()),
-            Filter::NeighborSolicitations => (ETHERTYPE_IPV6, ns_filter()),
+            Filter::ResponderArp => (ETHERTYPE_ARP, arp_filter()),
+            Filter::ResponderNdp => (ETHERTYPE_IPV6, ns_filter()),
             Filter::AllArp => (ETHERTYPE_ARP, host_only_filter(None)),
             Filter::AllIcmpv6 => (ETHERTYPE_IPV6, host_only_filter(Some(NEXT_HEADER_ICMPV6))),
         };
@@ -477,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn arp_program_passes_only_incoming_requests() {
+    fn arp_program_passes_only_incoming_requests_and_replies() {
         let vip = "192.0.2.200".parse().unwrap();
         let req = build_arp_request(CLIENT, "192.0.2.10".parse().unwrap(), vip);
         assert!(run(&arp_filter(), &req, 1));
@@ -489,17 +495,21 @@ mod tests {
             &build_gratuitous_arp(OURS, vip, GratuitousForm::Request),
             1
         ));
-        assert!(!run(
+        // Replies too (conflict detection, issue #10 item 5), and nothing else.
+        assert!(run(
             &arp_filter(),
             &build_gratuitous_arp(OURS, vip, GratuitousForm::Reply),
             1
         ));
+        let mut rarp = req.clone();
+        rarp[21] = 3;
+        assert!(!run(&arp_filter(), &rarp, 1));
         assert!(!run(&arp_filter(), &ns_frame(), 2));
         assert!(!run(&arp_filter(), &req[..16], 1));
     }
 
     #[test]
-    fn ns_program_passes_only_solicitations() {
+    fn ns_program_passes_only_solicitations_and_advertisements() {
         assert!(run(&ns_filter(), &ns_frame(), 2));
         assert!(!run(&ns_filter(), &ns_frame(), PACKET_OUTGOING));
         let na = build_unsolicited_advertisement(
@@ -507,7 +517,12 @@ mod tests {
             "fe80::1".parse().unwrap(),
             "2001:db8::100".parse().unwrap(),
         );
-        assert!(!run(&ns_filter(), &na, 2));
+        // Advertisements too (conflict detection, issue #10 item 5), not other ICMPv6.
+        assert!(run(&ns_filter(), &na, 2));
+        assert!(!run(&ns_filter(), &na, PACKET_OUTGOING));
+        let mut echo = ns_frame();
+        echo[OFFSET_ICMPV6_TYPE] = 128;
+        assert!(!run(&ns_filter(), &echo, 2));
         let mut udp = ns_frame();
         udp[OFFSET_NEXT_HEADER] = 17;
         assert!(!run(&ns_filter(), &udp, 0));
