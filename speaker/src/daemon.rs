@@ -369,6 +369,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         if !woke {
             view = stores.view(&config.view);
         }
+        responder.set_node_addresses(own_addresses(&stores, &config.node_name));
         let plan = plan(&view, &alive, &config.node_name, Some(carrier));
         let previously_owned: BTreeSet<IpAddr> = responder
             .interfaces()
@@ -590,6 +591,15 @@ fn interfaces_for(
             .map(|s| s.name.clone())
             .collect(),
     }
+}
+
+/// This Node's InternalIP/ExternalIP addresses (empty before its Node object is seen).
+fn own_addresses(stores: &Stores, me: &str) -> BTreeSet<IpAddr> {
+    stores
+        .nodes
+        .get(&kube::runtime::reflector::ObjectRef::new(me))
+        .map(|node| node_addresses(&node).into_iter().collect())
+        .unwrap_or_default()
 }
 
 fn own_internal_ip(stores: &Stores, me: &str) -> Option<IpAddr> {

@@ -409,3 +409,53 @@ async fn a_foreign_host_claiming_an_lb_ip_is_reported_and_defended_once() {
         assert_eq!(from_owner, 1, "{seen:?}");
     }
 }
+
+/// Issue #10: a node with two NICs on the LAN's segment answers ARP for its IP with one MAC —
+/// the NIC holding the Node's InternalIP — not one per NIC (each reply would move the clients'
+/// neighbour entry to another MAC).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nics_on_one_segment_answer_with_one_mac() {
+    use ferrolb_tests::lab::scenario::expected_owner;
+    const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 90);
+    let mut lab = Lab::start(2, 1).await.expect("lab");
+    let second: BTreeSet<String> = [
+        lab.add_lan_nic("node-1", "eth1", "192.0.2.51/24").unwrap(),
+        lab.add_lan_nic("node-2", "eth1", "192.0.2.52/24").unwrap(),
+    ]
+    .into();
+    let client = lab.client().await.unwrap();
+    announced_service(
+        &client,
+        &["198.51.100.64/27"],
+        "svc",
+        "Cluster",
+        &["198.51.100.90"],
+    )
+    .await
+    .unwrap();
+    for node in ["node-1", "node-2"] {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let owner = expected_owner(VIP, &["node-1", "node-2"]);
+    let owner_eth0 = lab.node(&owner).mac.clone();
+    until("the owner answers", SETTLE, || async {
+        !lab.arp_answers(0, VIP).await.unwrap().is_empty()
+    })
+    .await
+    .unwrap();
+    // Past a rescan (5 s), every probe is answered by eth0's MAC alone.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    for _ in 0..5 {
+        let seen = lab
+            .arp_probe(0, VIP, Duration::from_millis(300))
+            .await
+            .unwrap();
+        let macs = claimed_macs(&seen, IpAddr::V4(VIP));
+        assert_eq!(
+            macs,
+            BTreeSet::from([owner_eth0.clone()]),
+            "second NICs {second:?}:\n{}",
+            lab.speaker_log(&owner, 15)
+        );
+    }
+}

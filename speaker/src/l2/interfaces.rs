@@ -24,6 +24,11 @@
 //! - in all cases ARP only where an IPv4 address is configured, NDP only where a usable
 //!   (non-tentative, not DAD-failed) link-local IPv6 address exists — it is the source of our
 //!   Neighbor Advertisements;
+//! - in the default set, **one interface per segment** (issue #10 "two NICs on one segment"):
+//!   interfaces whose IPv4 subnets coincide are on the same link, and only one of them does ARP —
+//!   the one holding one of the Node's addresses ([`select_for_node`]), else the lowest name — so
+//!   a request broadcast on that link is answered with one MAC, not one per NIC. The same holds
+//!   for NDP with global IPv6 prefixes. An explicit list is taken as given;
 //! - in the default set NDP also needs a usable **global** IPv6 address (issue #10): every
 //!   IPv6-enabled link has a link-local address, bridge ports and point-to-point veths included,
 //!   so a link-local alone says nothing about IPv6 being in use there. An explicit list may name
@@ -31,7 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nix::net::if_::InterfaceFlags;
 
@@ -74,6 +79,12 @@ pub struct InterfaceInfo {
     pub carrier: bool,
     /// Configured IPv4 addresses.
     pub ipv4: Vec<Ipv4Addr>,
+    /// The IPv4 subnets of those addresses (network address, prefix length).
+    pub ipv4_nets: Vec<(Ipv4Addr, u8)>,
+    /// The prefixes of the usable global IPv6 addresses (network address, prefix length).
+    pub ipv6_nets: Vec<(Ipv6Addr, u8)>,
+    /// Usable global IPv6 addresses (not link-local, not tentative, not DAD-failed).
+    pub ipv6: Vec<Ipv6Addr>,
     /// Usable link-local IPv6 address (not tentative, not DAD-failed), lowest first.
     pub link_local: Option<Ipv6Addr>,
     /// A usable IPv6 address that is not link-local (not tentative, not DAD-failed) exists.
@@ -100,6 +111,9 @@ impl InterfaceInfo {
             loopback: false,
             carrier: true,
             ipv4: ipv4.to_vec(),
+            ipv4_nets: ipv4.iter().map(|a| (*a, 32)).collect(),
+            ipv6_nets: Vec::new(),
+            ipv6: Vec::new(),
             link_local: None,
             ipv6_global: false,
             noarp: false,
@@ -125,9 +139,21 @@ pub fn is_excluded_name(name: &str) -> bool {
     EXCLUDED_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Choose interfaces and protocols (pure; rules in the module docs). An interface without a MAC
-/// is never selected. Output is sorted by name.
+/// Choose interfaces and protocols (pure; rules in the module docs), without knowing the Node's
+/// addresses: [`select_for_node`] with none.
 pub fn select(interfaces: &[InterfaceInfo], which: &Interfaces) -> Vec<Selected> {
+    select_for_node(interfaces, which, &BTreeSet::new())
+}
+
+/// Choose interfaces and protocols (pure; rules in the module docs). `node_addresses` are the
+/// Node's InternalIP/ExternalIP addresses: on a segment reached by several interfaces of the
+/// default set, the one holding such an address serves it. An interface without a MAC is never
+/// selected. Output is sorted by name.
+pub fn select_for_node(
+    interfaces: &[InterfaceInfo],
+    which: &Interfaces,
+    node_addresses: &BTreeSet<IpAddr>,
+) -> Vec<Selected> {
     let mut out: Vec<Selected> = interfaces
         .iter()
         .filter(|i| i.up && !i.loopback && i.mac.is_some())
@@ -141,10 +167,69 @@ pub fn select(interfaces: &[InterfaceInfo], which: &Interfaces) -> Vec<Selected>
             arp: !i.ipv4.is_empty(),
             ndp: i.link_local.is_some() && (i.ipv6_global || matches!(which, Interfaces::Named(_))),
         })
-        .filter(|s| s.arp || s.ndp)
         .collect();
     out.sort_by(|a, b| a.info.name.cmp(&b.info.name));
+    if matches!(which, Interfaces::All) {
+        one_per_segment(&mut out, node_addresses);
+    }
+    out.retain(|s| s.arp || s.ndp);
     out
+}
+
+/// Keeps, per link, ARP on one interface and NDP on one interface (module docs). Two interfaces
+/// are on one link when they share an IPv4 subnet (for ARP) or a global IPv6 prefix (for NDP).
+/// `out` is sorted by name, so "first" is "lowest name".
+fn one_per_segment(out: &mut [Selected], node_addresses: &BTreeSet<IpAddr>) {
+    let holds = |s: &Selected, v6: bool| {
+        if v6 {
+            s.info
+                .ipv6
+                .iter()
+                .any(|a| node_addresses.contains(&IpAddr::V6(*a)))
+        } else {
+            s.info
+                .ipv4
+                .iter()
+                .any(|a| node_addresses.contains(&IpAddr::V4(*a)))
+        }
+    };
+    let n = out.len();
+    for v6 in [false, true] {
+        // Decide on a snapshot, so one interface giving a segment up cannot change who wins.
+        let snapshot: Vec<Selected> = out.to_vec();
+        for (i, a) in snapshot.iter().enumerate() {
+            let serves = |s: &Selected| if v6 { s.ndp } else { s.arp };
+            let nets_overlap = |x: &Selected, y: &Selected| {
+                if v6 {
+                    x.info
+                        .ipv6_nets
+                        .iter()
+                        .any(|n| y.info.ipv6_nets.contains(n))
+                } else {
+                    x.info
+                        .ipv4_nets
+                        .iter()
+                        .any(|n| y.info.ipv4_nets.contains(n))
+                }
+            };
+            let beaten = (0..n).filter(|&j| j != i).any(|j| {
+                snapshot.get(j).is_some_and(|b| {
+                    serves(a)
+                        && serves(b)
+                        && nets_overlap(a, b)
+                        && (holds(b, v6), std::cmp::Reverse(j))
+                            > (holds(a, v6), std::cmp::Reverse(i))
+                })
+            });
+            if beaten && let Some(sel) = out.get_mut(i) {
+                if v6 {
+                    sel.ndp = false;
+                } else {
+                    sel.arp = false;
+                }
+            }
+        }
+    }
 }
 
 /// One line of `/proc/net/if_inet6`.
@@ -154,6 +239,8 @@ pub struct Inet6Entry {
     pub addr: Ipv6Addr,
     /// Interface index.
     pub index: u32,
+    /// Prefix length.
+    pub prefix_len: u8,
     /// `IFA_F_*` flags.
     pub flags: u32,
     /// Interface name.
@@ -171,7 +258,7 @@ pub fn parse_if_inet6(text: &str) -> Vec<Inet6Entry> {
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
-            let [addr, index, _plen, _scope, flags, name] = f.as_slice() else {
+            let [addr, index, plen, _scope, flags, name] = f.as_slice() else {
                 return None;
             };
             let addr = u128::from_str_radix(addr, 16)
@@ -180,6 +267,7 @@ pub fn parse_if_inet6(text: &str) -> Vec<Inet6Entry> {
             Some(Inet6Entry {
                 addr: Ipv6Addr::from(addr),
                 index: u32::from_str_radix(index, 16).ok()?,
+                prefix_len: u8::from_str_radix(plen, 16).ok()?,
                 flags: u32::from_str_radix(flags, 16).ok()?,
                 name: (*name).to_owned(),
             })
@@ -205,15 +293,36 @@ pub fn usable_link_locals(entries: &[Inet6Entry]) -> BTreeMap<String, Ipv6Addr> 
     out
 }
 
-/// The interface names with a usable IPv6 address that is not link-local (global or unique
-/// local), from `/proc/net/if_inet6` entries.
-pub fn usable_globals(entries: &[Inet6Entry]) -> BTreeSet<String> {
-    entries
+/// Per interface name, its usable IPv6 addresses that are not link-local (global or unique
+/// local) with their prefix lengths, from `/proc/net/if_inet6` entries.
+pub fn usable_globals(entries: &[Inet6Entry]) -> BTreeMap<String, Vec<(Ipv6Addr, u8)>> {
+    let mut out: BTreeMap<String, Vec<(Ipv6Addr, u8)>> = BTreeMap::new();
+    for e in entries
         .iter()
         .filter(|e| !is_link_local(e.addr) && !e.addr.is_loopback())
         .filter(|e| e.flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED) == 0)
-        .map(|e| e.name.clone())
-        .collect()
+    {
+        out.entry(e.name.clone())
+            .or_default()
+            .push((e.addr, e.prefix_len));
+    }
+    out
+}
+
+/// The network address of `addr`/`len`.
+fn v4_network(addr: Ipv4Addr, len: u8) -> Ipv4Addr {
+    let mask = u32::MAX
+        .checked_shl(32 - u32::from(len.min(32)))
+        .unwrap_or(0);
+    Ipv4Addr::from(u32::from(addr) & mask)
+}
+
+/// The network address of `addr`/`len`.
+fn v6_network(addr: Ipv6Addr, len: u8) -> Ipv6Addr {
+    let mask = u128::MAX
+        .checked_shl(128 - u32::from(len.min(128)))
+        .unwrap_or(0);
+    Ipv6Addr::from(u128::from(addr) & mask)
 }
 
 /// List the interfaces of the calling thread's network namespace (see module docs).
@@ -238,8 +347,21 @@ pub fn scan() -> io::Result<Vec<InterfaceInfo>> {
                 loopback: ifa.flags.contains(InterfaceFlags::IFF_LOOPBACK),
                 carrier: ifa.flags.contains(InterfaceFlags::IFF_LOWER_UP),
                 ipv4: Vec::new(),
+                ipv4_nets: Vec::new(),
+                ipv6_nets: globals
+                    .get(&ifa.interface_name)
+                    .into_iter()
+                    .flatten()
+                    .map(|(a, l)| (v6_network(*a, *l), *l))
+                    .collect(),
+                ipv6: globals
+                    .get(&ifa.interface_name)
+                    .into_iter()
+                    .flatten()
+                    .map(|(a, _)| *a)
+                    .collect(),
                 link_local: link_locals.get(&ifa.interface_name).copied(),
-                ipv6_global: globals.contains(&ifa.interface_name),
+                ipv6_global: globals.contains_key(&ifa.interface_name),
                 noarp: ifa.flags.contains(InterfaceFlags::IFF_NOARP),
                 bond_slave: ifa.flags.contains(InterfaceFlags::IFF_SLAVE),
                 bridge_port: is_bridge_port(&ifa.interface_name),
@@ -252,7 +374,13 @@ pub fn scan() -> io::Result<Vec<InterfaceInfo>> {
                 .filter(|_| link.halen() == 6)
                 .map(|o| MacAddr(o[0], o[1], o[2], o[3], o[4], o[5]));
         } else if let Some(v4) = addr.as_sockaddr_in() {
+            let len = ifa
+                .netmask
+                .and_then(|m| m.as_sockaddr_in().map(|m| u32::from(m.ip()).count_ones()))
+                .and_then(|n| u8::try_from(n).ok())
+                .unwrap_or(32);
             entry.ipv4.push(v4.ip());
+            entry.ipv4_nets.push((v4_network(v4.ip(), len), len));
         }
     }
     Ok(by_name.into_values().filter(|i| i.index != 0).collect())
@@ -277,9 +405,14 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// An interface with (if `v4`) an IPv4 address of its own — distinct per name, so that
+    /// different interfaces are on different segments — and (if `ll`) IPv6.
     fn iface(name: &str, v4: bool, ll: bool) -> InterfaceInfo {
+        let host = name
+            .bytes()
+            .fold(10u8, |h, b| h.wrapping_mul(31).wrapping_add(b));
         let v4: &[Ipv4Addr] = if v4 {
-            &[Ipv4Addr::new(192, 0, 2, 10)]
+            &[Ipv4Addr::new(192, 0, 2, host)]
         } else {
             &[]
         };
@@ -427,9 +560,63 @@ mod tests {
              20010db8000000070000000000000011 04 40 00 c0 eth3\n\
              00000000000000000000000000000001 01 80 10 80 lo\n",
         );
+        let globals = usable_globals(&entries);
+        assert_eq!(globals.keys().cloned().collect::<Vec<_>>(), ["eth1"]);
         assert_eq!(
-            usable_globals(&entries),
-            BTreeSet::from(["eth1".to_string()])
+            globals["eth1"],
+            vec![("2001:db8:0:7::10".parse().unwrap(), 0x40)]
+        );
+    }
+
+    /// Issue #10: two NICs of a node on one segment answer with one MAC — the NIC holding the
+    /// Node's address, else the lowest name; NICs on other segments are unaffected, and an
+    /// explicit list is taken as given.
+    #[test]
+    fn two_nics_on_one_segment_answer_once() {
+        let nic = |name: &str, v4: &str, v6: Option<&str>| {
+            let a: Ipv4Addr = v4.parse().unwrap();
+            let mut i = InterfaceInfo {
+                ipv4_nets: vec![(v4_network(a, 24), 24)],
+                link_local: Some("fe80::1".parse().unwrap()),
+                ..InterfaceInfo::plain(name, &[a])
+            };
+            if let Some(v6) = v6 {
+                let g: Ipv6Addr = v6.parse().unwrap();
+                i.ipv6 = vec![g];
+                i.ipv6_nets = vec![(v6_network(g, 64), 64)];
+                i.ipv6_global = true;
+            }
+            i
+        };
+        let all = [
+            nic("eth0", "192.0.2.11", Some("2001:db8:1a::b")),
+            nic("eth1", "192.0.2.21", Some("2001:db8:1a::15")),
+            nic("eth2", "203.0.113.5", None),
+        ];
+        // Without the Node's addresses: the lowest name on the shared segment.
+        assert_eq!(
+            summary(&select(&all, &Interfaces::All)),
+            vec![("eth0".into(), true, true), ("eth2".into(), true, false)]
+        );
+        // The NIC holding the Node's InternalIP wins, per family.
+        let node: BTreeSet<IpAddr> = ["192.0.2.21".parse().unwrap()].into();
+        assert_eq!(
+            summary(&select_for_node(&all, &Interfaces::All, &node)),
+            vec![
+                ("eth0".into(), false, true),
+                ("eth1".into(), true, false),
+                ("eth2".into(), true, false)
+            ]
+        );
+        let named = Interfaces::Named(["eth0".to_string(), "eth1".to_string()].into());
+        assert_eq!(select_for_node(&all, &named, &node).len(), 2);
+        assert_eq!(
+            v4_network("192.0.2.77".parse().unwrap(), 25),
+            "192.0.2.0".parse::<Ipv4Addr>().unwrap()
+        );
+        assert_eq!(
+            v4_network("192.0.2.77".parse().unwrap(), 0),
+            Ipv4Addr::UNSPECIFIED
         );
     }
 

@@ -46,7 +46,7 @@ use super::announce::AnnounceSchedule;
 use super::conflict::{Sighting, Sightings};
 use super::counters::Counters;
 use super::decide::{Decision, Inspected, inspect_arp, inspect_ndp};
-use super::interfaces::{InterfaceInfo, Selected, scan, select};
+use super::interfaces::{InterfaceInfo, Selected, scan, select_for_node};
 use super::socket::{Filter, Memberships, PacketSocket, Received};
 
 /// Responder settings.
@@ -113,6 +113,8 @@ struct Task {
 struct State {
     desired: BTreeMap<IpAddr, Desired>,
     scanned: Vec<InterfaceInfo>,
+    /// The Node's own addresses (one interface per segment prefers the NIC holding them).
+    node_addresses: BTreeSet<IpAddr>,
     tasks: BTreeMap<String, Task>,
     next_epoch: u64,
 }
@@ -239,6 +241,17 @@ impl Responder {
         reconcile(&self.inner, &mut state);
     }
 
+    /// The Node's InternalIP/ExternalIP addresses: where several interfaces of the default set
+    /// reach one segment, the one holding such an address answers on it
+    /// ([`crate::l2::interfaces::select_for_node`]). Cheap when unchanged.
+    pub fn set_node_addresses(&self, addresses: BTreeSet<IpAddr>) {
+        let mut state = lock(&self.inner.state);
+        if state.node_addresses != addresses {
+            state.node_addresses = addresses;
+            reconcile(&self.inner, &mut state);
+        }
+    }
+
     /// Re-scan interfaces now (also done every `rescan_interval`).
     pub fn rescan(&self) {
         rescan(&self.inner);
@@ -264,7 +277,9 @@ impl Responder {
     /// the announce interface going down makes the node ineligible).
     pub fn carrier(&self, which: &Interfaces) -> bool {
         let state = lock(&self.inner.state);
-        select(&state.scanned, which).iter().any(|s| s.info.carrier)
+        select_for_node(&state.scanned, which, &state.node_addresses)
+            .iter()
+            .any(|s| s.info.carrier)
     }
 }
 
@@ -300,11 +315,15 @@ fn same_sockets(a: &Selected, b: &Selected) -> bool {
 fn reconcile(inner: &Arc<Inner>, state: &mut State) {
     // Every interface any owned IP may use, plus the default set (so sockets are ready early).
     let mut selections: BTreeMap<&Interfaces, Vec<Selected>> = BTreeMap::new();
-    selections.insert(&Interfaces::All, select(&state.scanned, &Interfaces::All));
+    let node_addresses = &state.node_addresses;
+    selections.insert(
+        &Interfaces::All,
+        select_for_node(&state.scanned, &Interfaces::All, node_addresses),
+    );
     for d in state.desired.values() {
         selections
             .entry(&d.interfaces)
-            .or_insert_with(|| select(&state.scanned, &d.interfaces));
+            .or_insert_with(|| select_for_node(&state.scanned, &d.interfaces, node_addresses));
     }
     let mut universe: BTreeMap<String, Selected> = BTreeMap::new();
     for s in selections.values().flatten() {

@@ -1,5 +1,5 @@
 //! Node network topologies beyond one plain `eth0` (issue #10): the node's address on a Linux
-//! bridge with the NIC enslaved, or on a second NIC of the same segment. Built inside the node's
+//! bridge with the NIC enslaved, or a second NIC on the same segment. Built inside the node's
 //! namespace only. This machine's kernel has no 802.1Q VLAN, bonding or dummy drivers
 //! (`CONFIG_VLAN_8021Q`, `CONFIG_BONDING`, `CONFIG_DUMMY` off), so those topologies are not built
 //! here; `docs/speaker.md` says how the speaker treats them and the unit tests of
@@ -49,5 +49,31 @@ impl Lab {
         run(&["link", "set", "br-node", "up"])?;
         self.node_mut(node)?.mac = bridge_mac.to_lowercase();
         Ok(())
+    }
+
+    /// Adds a second NIC `ifname` to node `node`, plugged into the LAN bridge like `eth0`, with
+    /// address `addr` (with prefix; e.g. `192.0.2.51/24`, the same subnet as `eth0`: two NICs
+    /// on one segment). Returns its MAC.
+    ///
+    /// # Errors
+    /// `ip` failed.
+    pub fn add_lan_nic(&self, node: &str, ifname: &str, addr: &str) -> anyhow::Result<String> {
+        let netns = self.node(node).netns.clone();
+        let port = format!("{}{ifname}", node.replace("node-", "n"));
+        super::sh(
+            "ip",
+            &[
+                "link", "add", "name", &port, "netns", &self.lan, "type", "veth", "peer", "name",
+                ifname, "netns", &netns,
+            ],
+        )?;
+        in_netns(
+            &self.lan,
+            "ip",
+            &["link", "set", &port, "master", "br0", "up"],
+        )?;
+        in_netns(&netns, "ip", &["addr", "add", addr, "dev", ifname])?;
+        in_netns(&netns, "ip", &["link", "set", ifname, "up"])?;
+        super::mac_of(&netns, ifname)
     }
 }
