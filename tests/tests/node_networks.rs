@@ -459,3 +459,95 @@ async fn two_nics_on_one_segment_answer_with_one_mac() {
         );
     }
 }
+
+/// Issue #10 item 2: on a LAN whose bridge snoops MLD (a querier sending general queries every
+/// 2 s, memberships expiring after 8 s without a report), the owner's solicited-node group stays
+/// joined — the kernel answers the queries because the speaker joins with `IPV6_JOIN_GROUP` —
+/// so multicast Neighbor Solicitations keep reaching it long after the membership timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn solicited_node_membership_survives_an_mld_snooping_bridge() {
+    let mut lab = Lab::start_dual_stack(2, 1).await.expect("lab");
+    let lan = lab.lan.clone();
+    lab.exec(
+        &lan,
+        "ip",
+        &[
+            "link",
+            "set",
+            "br0",
+            "type",
+            "bridge",
+            "mcast_snooping",
+            "1",
+            "mcast_querier",
+            "1",
+            "mcast_query_interval",
+            "200",
+            "mcast_query_response_interval",
+            "100",
+            "mcast_membership_interval",
+            "800",
+        ],
+    )
+    .unwrap();
+    // The querier's timers start when the bridge comes up with snooping on: restart it now, with
+    // its ports attached (it then has its link-local address to send queries from).
+    lab.exec(&lan, "ip", &["link", "set", "br0", "down"])
+        .unwrap();
+    lab.exec(&lan, "ip", &["link", "set", "br0", "up"]).unwrap();
+    // Like a snooping switch, forward multicast only to ports with listeners: without this the
+    // bridge floods unregistered groups and the test would pass with no membership at all.
+    let ports = lab.exec(&lan, "ls", &["/sys/class/net/br0/brif"]).unwrap();
+    for port in ports.split_whitespace() {
+        lab.exec(
+            &lan,
+            "bridge",
+            &["link", "set", "dev", port, "mcast_flood", "off"],
+        )
+        .unwrap();
+    }
+    let client = lab.client().await.unwrap();
+    announced_service(
+        &client,
+        &["2001:db8:1a::200/120"],
+        "svc",
+        "Cluster",
+        &["2001:db8:1a::270"],
+    )
+    .await
+    .unwrap();
+    for node in ["node-1", "node-2"] {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let answered_by_one = || async {
+        let seen = lab
+            .ndp_probe(0, VIP6, None, None, Duration::from_millis(300))
+            .await
+            .unwrap();
+        claimed_macs(&seen, IpAddr::V6(VIP6)).len() == 1
+    };
+    until("the IPv6 IP answered", SETTLE, answered_by_one)
+        .await
+        .unwrap();
+    // The bridge learnt the group on the owner's port from its MLD report.
+    let mdb = lab
+        .exec(&lab.lan.clone(), "bridge", &["mdb", "show"])
+        .unwrap();
+    assert!(mdb.contains("ff02::1:ff00:270"), "{mdb}");
+    // Two membership intervals later, with queries in between, still answered every time.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let seen = lab
+            .ndp_probe(0, VIP6, None, None, Duration::from_millis(500))
+            .await
+            .unwrap();
+        let mdb = lab
+            .exec(&lab.lan.clone(), "bridge", &["mdb", "show"])
+            .unwrap();
+        assert_eq!(
+            claimed_macs(&seen, IpAddr::V6(VIP6)).len(),
+            1,
+            "{seen:?}\nmdb: {mdb}"
+        );
+    }
+}
