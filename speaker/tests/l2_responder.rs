@@ -571,3 +571,72 @@ fn interfaces_come_and_go_with_the_periodic_rescan() {
     p.node.wait_gone("eth4");
     p.node.wait_running("eth0", true, true);
 }
+
+/// Issue #10 item 3: link changes are seen through rtnetlink, not on the next periodic re-scan
+/// (here one hour away). Carrier lost and back on the announce interface re-announces every owned
+/// IP, as on a gain; an interface deleted and recreated is served again at once.
+#[test]
+fn carrier_back_and_a_recreated_interface_are_served_at_once() {
+    let lan = Lan::new("lan");
+    let node_ns = Netns::new("node");
+    let client_ns = Netns::new("client");
+    lan.plug(&node_ns, "eth0", &["192.0.2.10/24"]);
+    lan.plug(&client_ns, "eth0", &["192.0.2.20/24"]);
+    let config = L2Config {
+        rescan_interval: Duration::from_secs(3600),
+        ..fast_config()
+    };
+    let node = Node::start(&node_ns, config);
+    node.wait_running("eth0", true, false);
+    let node_mac = mac_of(&node_ns, "eth0");
+    node.own(&[(VIP4, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(600)); // the gain's burst is over
+    let garps = |seen: &[Seen]| {
+        seen.iter()
+            .filter(|s| matches!(s, Seen::GratuitousArp { .. }) && s.mac() == node_mac)
+            .count()
+    };
+
+    // Carrier: the LAN side of the node's cable goes down and comes back (the node's eth0 stays
+    // administratively up).
+    lan.ns.ip(&["link", "set", "p0", "down"]);
+    wait_until("carrier loss seen", || {
+        !node.call(|r| r.carrier(&Interfaces::All))
+    });
+    let seen = listen_while(&client_ns, "eth0", Duration::from_millis(1000), || {
+        lan.ns.ip(&["link", "set", "p0", "up"]);
+    });
+    assert!(
+        garps(&seen) >= 2,
+        "no re-announcement after carrier came back: {seen:?}"
+    );
+
+    // Recreated: a second NIC on another LAN, deleted and added again with the same name.
+    let lan2 = Lan::new("l2");
+    let c2 = Netns::new("c2");
+    lan2.plug(&c2, "eth0", &["203.0.113.20/24"]);
+    lan2.plug(&node_ns, "eth1", &["203.0.113.10/24"]);
+    wait_until("eth1 served without a periodic re-scan", || {
+        node.status().iter().any(|s| s.name == "eth1" && s.running)
+    });
+    node_ns.ip(&["link", "del", "eth1"]);
+    wait_until("eth1 gone", || {
+        !node.status().iter().any(|s| s.name == "eth1")
+    });
+    let seen = listen_while(&c2, "eth0", Duration::from_millis(1500), || {
+        lan2.plug(&node_ns, "eth1", &["203.0.113.10/24"]);
+    });
+    let mac1 = mac_of(&node_ns, "eth1");
+    assert!(
+        seen.iter()
+            .any(|s| matches!(s, Seen::GratuitousArp { .. }) && s.mac() == mac1),
+        "the recreated eth1 did not announce: {seen:?}"
+    );
+    assert_eq!(
+        replies(&arp_probe(&c2, "eth0", VIP4, Duration::from_secs(1)))
+            .iter()
+            .map(|s| s.mac().to_owned())
+            .collect::<Vec<_>>(),
+        vec![mac1]
+    );
+}

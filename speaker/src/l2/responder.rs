@@ -1,9 +1,14 @@
 //! The level-triggered responder: the glue says which IPs this node owns and where they may be
 //! announced; the responder converges its per-interface tasks to that (DESIGN S4–S8).
 //!
-//! - [`Responder::start`] scans interfaces once, then re-scans every
-//!   [`L2Config::rescan_interval`]; interfaces appearing, disappearing or changing (MAC, index,
-//!   addresses) get their task started, stopped or restarted.
+//! - [`Responder::start`] scans interfaces once, then re-scans whenever the kernel reports a link
+//!   or address change (an rtnetlink socket subscribed to `RTMGRP_LINK`, `RTMGRP_IPV4_IFADDR`,
+//!   `RTMGRP_IPV6_IFADDR`; `netlink-sys`), and at the latest every
+//!   [`L2Config::rescan_interval`] as a safety net; interfaces appearing, disappearing or changing
+//!   (MAC, index, addresses) get their task started, stopped or restarted — a recreated interface
+//!   is served within milliseconds, and an IPv6 link-local address leaving DAD starts NDP at once
+//!   (issue #10 item 3). An interface whose carrier comes back has every owned IP re-announced, as
+//!   on a gain: the switch may have forgotten the MAC while the link was down.
 //! - [`Responder::set_owned`] replaces the whole owned set. It updates every interface task's view
 //!   synchronously, before returning, so a withdrawn IP is never answered again (S5); a newly owned
 //!   IP is announced at once and then on the [`AnnounceSchedule`].
@@ -173,9 +178,25 @@ impl Responder {
         }
         let weak = Arc::downgrade(&inner);
         let interval = inner.config.rescan_interval;
+        // Opened here, in the caller's network namespace (the task may run on another thread).
+        let changes = match link_changes() {
+            Ok(socket) => Some(socket),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch link and address changes (rtnetlink); re-scanning on the interval only");
+                None
+            }
+        };
         let rescanner = tokio::spawn(async move {
             loop {
-                tokio::time::sleep(interval).await;
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    () = next_change(changes.as_ref()) => {
+                        // One change usually comes with several messages (link, addresses,
+                        // routes): let them arrive, then scan once.
+                        tokio::time::sleep(CHANGE_SETTLE).await;
+                        drain(changes.as_ref());
+                    }
+                }
                 let Some(inner) = weak.upgrade() else { return };
                 rescan(&inner);
             }
@@ -296,11 +317,82 @@ fn rescan(inner: &Arc<Inner>) {
     match scan() {
         Ok(scanned) => {
             let mut state = lock(&inner.state);
+            let regained: Vec<String> = scanned
+                .iter()
+                .filter(|now| now.up && now.carrier)
+                .filter(|now| {
+                    state
+                        .scanned
+                        .iter()
+                        .find(|before| before.name == now.name && before.index == now.index)
+                        .is_some_and(|before| !before.carrier)
+                })
+                .map(|i| i.name.clone())
+                .collect();
             state.scanned = scanned;
+            if !regained.is_empty() {
+                // As on a gain: new epochs restart the announcement schedule of every owned IP.
+                tracing::info!(interfaces = ?regained, "carrier back; re-announcing");
+                let mut epoch = state.next_epoch;
+                for d in state.desired.values_mut() {
+                    epoch += 1;
+                    d.epoch = epoch;
+                }
+                state.next_epoch = epoch;
+            }
             reconcile(inner, &mut state);
         }
         Err(e) => {
             tracing::warn!(error = %e, "interface scan failed; keeping the previous interface set")
+        }
+    }
+}
+
+/// How long to wait after the first rtnetlink message before re-scanning, so one change (link,
+/// addresses, routes) costs one scan.
+const CHANGE_SETTLE: Duration = Duration::from_millis(20);
+
+// Multicast groups of rtnetlink (Linux `include/uapi/linux/rtnetlink.h`).
+const RTMGRP_LINK: u32 = 0x1;
+const RTMGRP_IPV4_IFADDR: u32 = 0x10;
+const RTMGRP_IPV6_IFADDR: u32 = 0x100;
+
+/// An rtnetlink socket of the calling thread's network namespace that receives a message on
+/// every link change and IPv4/IPv6 address change. Must be called inside a Tokio runtime.
+///
+/// Errors: the socket could not be opened or bound.
+fn link_changes() -> io::Result<netlink_sys::TokioSocket> {
+    use netlink_sys::{AsyncSocket, SocketAddr, TokioSocket, protocols::NETLINK_ROUTE};
+    let mut socket = TokioSocket::new(NETLINK_ROUTE)?;
+    socket.socket_mut().bind(&SocketAddr::new(
+        0,
+        RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR,
+    ))?;
+    Ok(socket)
+}
+
+/// Resolves when a message arrives (never without a socket). A receive error — e.g. `ENOBUFS`
+/// after a burst the socket buffer could not hold — counts as a change too: something happened.
+async fn next_change(socket: Option<&netlink_sys::TokioSocket>) {
+    use netlink_sys::AsyncSocketExt;
+    match socket {
+        Some(socket) => {
+            let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+            let _ = socket.recv(&mut buf).await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads and discards the messages already queued (their content is not needed: the scan that
+/// follows reads the new state).
+fn drain(socket: Option<&netlink_sys::TokioSocket>) {
+    use netlink_sys::AsyncSocket;
+    if let Some(socket) = socket {
+        // The socket is non-blocking (Tokio's): `recv` fails with `WouldBlock` once it is empty.
+        let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+        while socket.socket_ref().recv(&mut buf, 0).is_ok_and(|n| n > 0) {
+            buf.clear();
         }
     }
 }
