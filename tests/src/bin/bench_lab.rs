@@ -10,7 +10,9 @@
 //!   (`utime + stime` of `/proc/<pid>/stat`) over S seconds idle, then while A floods UDP to B
 //!   (a learned unicast destination: the bridge sends it to B's port only), then while A floods UDP
 //!   to an address whose neighbour entry is pinned to a MAC that is not on the LAN (unknown
-//!   unicast: the bridge floods every frame to all ports, the speaker's included).
+//!   unicast: the bridge floods every frame to all ports, the speaker's included), then while A
+//!   broadcasts ARP requests for the owned IP (each answered and checked for a conflicting claim)
+//!   and for an unowned one (dropped): speaker CPU per 100k requests (issue #10).
 //!
 //! - `starve [--percent P] [--hog] [--seconds S]`: three nodes; node-1's speaker is confined to
 //!   P % of one CPU (cgroup v1 CFS quota, 100 ms period), with `--hog` sharing it with a busy
@@ -60,6 +62,8 @@ const FAILOVER_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 77);
 const UNKNOWN_UNICAST_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 250);
 /// A locally administered MAC that is not on the LAN, so the bridge never learns it.
 const ABSENT_MAC: &str = "02:00:00:00:00:99";
+/// An IP of the LAN that no Service holds (ARP requests for it are parsed and dropped).
+const UNOWNED_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 79);
 /// UDP port of the flood (B binds it and never reads).
 const FLOOD_PORT: u16 = 9;
 /// How long the lab may take to reach exactly one owner (startup, after a restart).
@@ -117,7 +121,8 @@ enum Command {
         #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 60)]
         seconds: u64,
     },
-    /// Speaker CPU time idle vs. while UDP floods cross the bridge.
+    /// Speaker CPU time idle vs. while UDP floods cross the bridge, and while ARP requests for
+    /// the owned IP and for an unowned one flood it.
     Cpu {
         /// Length of each phase, seconds.
         #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 10)]
@@ -660,7 +665,7 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
             &node_ns,
             "flood A→B (learned unicast)",
             seconds,
-            Some((a_ns.clone(), a_ip, to_b)),
+            Some(Flood::Udp(a_ns.clone(), a_ip, to_b)),
         )
         .await?,
     );
@@ -672,7 +677,31 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
             &node_ns,
             "flood A→absent MAC (unknown unicast, flooded)",
             seconds,
-            Some((a_ns.clone(), a_ip, unknown)),
+            Some(Flood::Udp(a_ns.clone(), a_ip, unknown)),
+        )
+        .await?,
+    );
+    // Issue #10: ARP requests aimed at the owned IP — each is parsed, checked for a conflicting
+    // claim and answered — and at an IP nobody owns (parsed, checked, dropped).
+    phases.push(
+        measure(
+            pid,
+            tck,
+            &node_ns,
+            "ARP requests A→owned IP (each answered)",
+            seconds,
+            Some(Flood::ArpRequests(a_ns.clone(), ip)),
+        )
+        .await?,
+    );
+    phases.push(
+        measure(
+            pid,
+            tck,
+            &node_ns,
+            "ARP requests A→unowned IP (dropped)",
+            seconds,
+            Some(Flood::ArpRequests(a_ns.clone(), UNOWNED_IP)),
         )
         .await?,
     );
@@ -726,6 +755,16 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
             "{} / idle: utime+stime ratio {ratio}, thread schedstat ratio {thread_ratio}",
             p.name
         );
+        if p.rx_packets > 0 {
+            let per_100k = |ms: f64| ms / (p.rx_packets as f64 / 100_000.0);
+            println!(
+                "  speaker CPU per 100k received frames: {:.1} ms utime+stime{}",
+                per_100k(p.cpu_ms - idle * p.wall.as_secs_f64() / seconds.as_secs_f64().max(1e-9)),
+                p.thread_ms
+                    .map(|t| format!(", {:.1} ms schedstat", per_100k(t)))
+                    .unwrap_or_default()
+            );
+        }
     }
     println!(
         "(utime+stime resolution: {:.0} ms per tick; CPU shares are of one core over the phase)",
@@ -735,32 +774,53 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a phase floods the LAN with, from a client namespace.
+enum Flood {
+    /// Minimum-size UDP datagrams from `.1` to `.2`.
+    Udp(String, Ipv4Addr, SocketAddr),
+    /// Broadcast ARP requests for `.1` (the speaker's responder socket receives each).
+    ArpRequests(String, Ipv4Addr),
+}
+
 /// Measures the speaker's CPU time and its interface's received frames over `length`, while
-/// (optionally) a thread in namespace `flood.0` sends UDP from `flood.1` to `flood.2` as fast as it
-/// can for the same time.
+/// (optionally) a thread in the flood's namespace sends as fast as it can for the same time.
 async fn measure(
     pid: u32,
     tck: u64,
     node_ns: &str,
     name: &'static str,
     length: Duration,
-    flood: Option<(String, Ipv4Addr, SocketAddr)>,
+    flood: Option<Flood>,
 ) -> anyhow::Result<Phase> {
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
-    let flooder = flood.map(|(netns, from, to)| {
+    let flooder = flood.map(|flood| {
         tokio::task::spawn_blocking(move || {
+            let netns = match &flood {
+                Flood::Udp(netns, ..) | Flood::ArpRequests(netns, _) => netns.clone(),
+            };
             within_netns(&netns, move || {
-                let socket = UdpSocket::bind(SocketAddr::from((from, 0)))?;
-                socket.connect(to)?;
-                let payload = [0u8; 18]; // a minimum-size Ethernet frame (60 bytes + FCS)
+                let udp;
+                let arp;
+                let mut send: Box<dyn FnMut() -> std::io::Result<()>> = match flood {
+                    Flood::Udp(_, from, to) => {
+                        udp = UdpSocket::bind(SocketAddr::from((from, 0)))?;
+                        udp.connect(to)?;
+                        let payload = [0u8; 18]; // a minimum-size Ethernet frame (60 bytes + FCS)
+                        Box::new(move || udp.send(&payload).map(drop))
+                    }
+                    Flood::ArpRequests(_, target) => {
+                        arp = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+                        Box::new(move || arp.send_arp_request(target, None))
+                    }
+                };
                 let (mut sent, mut errors) = (0u64, 0u64);
                 let _ = ready_tx.send(());
                 // Bounded: a little longer than the measured window so it covers all of it.
                 let start = Instant::now();
                 let deadline = start + length + Duration::from_millis(300);
                 while Instant::now() < deadline {
-                    match socket.send(&payload) {
-                        Ok(_) => sent += 1,
+                    match send() {
+                        Ok(()) => sent += 1,
                         Err(_) => errors += 1,
                     }
                 }

@@ -205,13 +205,17 @@ impl KubeProxy {
         Ok(ruleset.contains(&needle(self.mode, ip)))
     }
 
-    /// Polls until [`KubeProxy::has_rules_for`] holds, for at most `timeout`.
+    /// Polls until kube-proxy's rules for `ip` lead to at least one endpoint: the IP is in its
+    /// rules ([`KubeProxy::has_rules_for`]) *and* the chains reached from it end in a DNAT
+    /// ([`KubeProxy::evidence_for`]). The IP alone is not enough: kube-proxy lists a Service
+    /// without endpoints too (to reject its traffic), and syncs the endpoints a moment later.
+    /// For at most `timeout`.
     ///
     /// # Errors
     /// Timed out (with the log tail), kube-proxy exited, or the rule listing failed.
     pub async fn wait_for_rules(&self, ip: IpAddr, timeout: Duration) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;
-        while !self.has_rules_for(ip)? {
+        while !(self.has_rules_for(ip)? && has_dnat(&self.evidence_for(ip)?)) {
             if tokio::time::Instant::now() >= deadline {
                 bail!(
                     "kube-proxy on {} has no rules for {ip} after {timeout:?}:\n{}",
@@ -272,6 +276,14 @@ impl KubeProxy {
         }
         Ok(out.join("\n"))
     }
+}
+
+/// Whether rule evidence ([`KubeProxy::evidence_for`]) contains a DNAT to an endpoint, in either
+/// mode (`dnat … to …` in nftables, `-j DNAT --to-destination` in iptables).
+fn has_dnat(evidence: &str) -> bool {
+    evidence.lines().any(|l| {
+        l.contains("-j DNAT --to-destination") || (l.contains("dnat ") && l.contains(" to "))
+    })
 }
 
 /// How `ip` appears in a mode's listing: `"<ip> "` in an nftables map element
@@ -468,6 +480,23 @@ mod tests {
             jump_target("-A X -j DNAT --to-destination 1.2.3.4:80"),
             None
         );
+    }
+
+    #[test]
+    fn dnat_is_recognised_in_both_modes() {
+        assert!(has_dnat("    meta l4proto tcp dnat to 198.51.100.234:8080"));
+        assert!(has_dnat(
+            "    meta l4proto tcp dnat ip to numgen random mod 3 map { 0 : 198.51.100.230 . 8080 }"
+        ));
+        assert!(has_dnat(
+            "    -A KUBE-SEP-X -p tcp -m tcp -j DNAT --to-destination 198.51.100.226:8080"
+        ));
+        assert!(!has_dnat(
+            "  in map service-ips: 198.51.100.200 . tcp . 80 : goto external-X"
+        ));
+        assert!(!has_dnat(
+            "  -A KUBE-SERVICES -d 198.51.100.200/32 -j KUBE-EXT-X"
+        ));
     }
 
     #[test]
