@@ -60,13 +60,7 @@ async fn a_bridge_port_never_claims_an_ip_only_the_bridge_does() {
     .unwrap();
 
     // Capture from before the speakers start: the announcements on gaining ownership are in it.
-    let netns = lab.clients[0].netns.clone();
-    let capture = tokio::task::spawn_blocking(move || {
-        ferrolb_tests::lab::within_netns(&netns, move || {
-            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
-            Ok(c.listen(Duration::from_secs(12), |_| false)?)
-        })
-    });
+    let capture = lab.start_capture(0, Duration::from_secs(12));
     tokio::time::sleep(Duration::from_millis(200)).await;
     for node in ["node-1", "node-2"] {
         lab.start_speaker(node, &[]).unwrap();
@@ -298,13 +292,7 @@ async fn a_foreign_host_claiming_an_lb_ip_is_reported_and_defended_once() {
         .unwrap()
         .trim()
         .to_lowercase();
-    let watcher_ns = lab.clients[0].netns.clone();
-    let capture = tokio::task::spawn_blocking(move || {
-        ferrolb_tests::lab::within_netns(&watcher_ns, move || {
-            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
-            Ok(c.listen(Duration::from_secs(8), |_| false)?)
-        })
-    });
+    let capture = lab.start_capture(0, Duration::from_secs(8));
     tokio::time::sleep(Duration::from_millis(200)).await;
     tokio::task::spawn_blocking(move || {
         ferrolb_tests::lab::within_netns(&foreign_ns, move || {

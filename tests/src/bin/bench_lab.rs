@@ -655,57 +655,37 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
         ],
     )?;
 
-    let mut phases = Vec::new();
-    phases.push(measure(pid, tck, &node_ns, "idle", seconds, None).await?);
-    let to_b = SocketAddr::from((b_ip, FLOOD_PORT));
-    phases.push(
-        measure(
-            pid,
-            tck,
-            &node_ns,
-            "flood A→B (learned unicast)",
-            seconds,
-            Some(Flood::Udp(a_ns.clone(), a_ip, to_b)),
-        )
-        .await?,
-    );
-    let unknown = SocketAddr::from((UNKNOWN_UNICAST_IP, FLOOD_PORT));
-    phases.push(
-        measure(
-            pid,
-            tck,
-            &node_ns,
-            "flood A→absent MAC (unknown unicast, flooded)",
-            seconds,
-            Some(Flood::Udp(a_ns.clone(), a_ip, unknown)),
-        )
-        .await?,
-    );
     // Issue #10: ARP requests aimed at the owned IP — each is parsed, checked for a conflicting
     // claim and answered — and at an IP nobody owns (parsed, checked, dropped).
-    phases.push(
-        measure(
-            pid,
-            tck,
-            &node_ns,
+    let unknown = SocketAddr::from((UNKNOWN_UNICAST_IP, FLOOD_PORT));
+    let plan: Vec<(&'static str, Option<Flood>)> = vec![
+        ("idle", None),
+        (
+            "flood A→B (learned unicast)",
+            Some(Flood::Udp(
+                a_ns.clone(),
+                a_ip,
+                SocketAddr::from((b_ip, FLOOD_PORT)),
+            )),
+        ),
+        (
+            "flood A→absent MAC (unknown unicast, flooded)",
+            Some(Flood::Udp(a_ns.clone(), a_ip, unknown)),
+        ),
+        (
             "ARP requests A→owned IP (each answered)",
-            seconds,
             Some(Flood::ArpRequests(a_ns.clone(), ip)),
-        )
-        .await?,
-    );
-    phases.push(
-        measure(
-            pid,
-            tck,
-            &node_ns,
+        ),
+        (
             "ARP requests A→unowned IP (dropped)",
-            seconds,
             Some(Flood::ArpRequests(a_ns.clone(), UNOWNED_IP)),
-        )
-        .await?,
-    );
-    phases.push(measure(pid, tck, &node_ns, "idle again", seconds, None).await?);
+        ),
+        ("idle again", None),
+    ];
+    let mut phases = Vec::new();
+    for (name, flood) in plan {
+        phases.push(measure(pid, tck, &node_ns, name, seconds, flood).await?);
+    }
     drop(sink);
 
     let idle = phases.first().map_or(0.0, |p| p.cpu_ms);
@@ -755,7 +735,7 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
             "{} / idle: utime+stime ratio {ratio}, thread schedstat ratio {thread_ratio}",
             p.name
         );
-        if p.rx_packets > 0 {
+        if p.rx_packets >= 10_000 {
             let per_100k = |ms: f64| ms / (p.rx_packets as f64 / 100_000.0);
             println!(
                 "  speaker CPU per 100k received frames: {:.1} ms utime+stime{}",
@@ -857,7 +837,7 @@ async fn measure(
         flood_time,
     };
     println!(
-        "{name}: speaker {:.0} ms CPU ({:.2} % of a core) in {:.2} s; its eth0 received {} frames; {} UDP packets sent in {:.2} s",
+        "{name}: speaker {:.0} ms CPU ({:.2} % of a core) in {:.2} s; its eth0 received {} frames; {} packets sent in {:.2} s",
         phase.cpu_ms,
         phase.cpu_ms / wall.as_secs_f64() / 10.0,
         wall.as_secs_f64(),

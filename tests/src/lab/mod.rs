@@ -773,6 +773,23 @@ impl Lab {
         .await?
     }
 
+    /// Starts recording every frame client `client` sees for `duration` in the background and
+    /// returns at once; await the handle for the frames. Give the socket a moment (≈ 200 ms) to
+    /// open before sending what it should see.
+    pub fn start_capture(
+        &self,
+        client: usize,
+        duration: Duration,
+    ) -> tokio::task::JoinHandle<anyhow::Result<Vec<Seen>>> {
+        let netns = self.clients[client].netns.clone();
+        tokio::task::spawn_blocking(move || {
+            within_netns(&netns, move || {
+                let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+                Ok(c.listen(duration, |_| false)?)
+            })
+        })
+    }
+
     /// Polls until exactly one MAC answers ARP for `ip` and it is node `want`'s (or, with `want`
     /// `None`, until nobody answers), for at most `timeout`. Returns the last answer set.
     ///
