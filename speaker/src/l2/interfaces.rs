@@ -177,8 +177,12 @@ pub fn select_for_node(
 }
 
 /// Keeps, per link, ARP on one interface and NDP on one interface (module docs). Two interfaces
-/// are on one link when they share an IPv4 subnet (for ARP) or a global IPv6 prefix (for NDP).
-/// `out` is sorted by name, so "first" is "lowest name".
+/// are on one link when they share an IPv4 subnet (for ARP) or a global IPv6 prefix (for NDP),
+/// prefix length included. The one kept has carrier if any does, then holds a Node address,
+/// then has the lowest name (`out` is sorted by name). Not recognised as one link: subnets of
+/// different lengths (a /25 and a /24 could as well be two links with overlapping plans, and
+/// silencing one of those would leave its clients without an answer), and addresses configured
+/// as /32 or /128 (DHCPv6 IA_NA) whose on-link prefix is only a route.
 fn one_per_segment(out: &mut [Selected], node_addresses: &BTreeSet<IpAddr>) {
     let holds = |s: &Selected, v6: bool| {
         if v6 {
@@ -217,8 +221,8 @@ fn one_per_segment(out: &mut [Selected], node_addresses: &BTreeSet<IpAddr>) {
                     serves(a)
                         && serves(b)
                         && nets_overlap(a, b)
-                        && (holds(b, v6), std::cmp::Reverse(j))
-                            > (holds(a, v6), std::cmp::Reverse(i))
+                        && (b.info.carrier, holds(b, v6), std::cmp::Reverse(j))
+                            > (a.info.carrier, holds(a, v6), std::cmp::Reverse(i))
                 })
             });
             if beaten && let Some(sel) = out.get_mut(i) {
@@ -610,6 +614,33 @@ mod tests {
         );
         let named = Interfaces::Named(["eth0".to_string(), "eth1".to_string()].into());
         assert_eq!(select_for_node(&all, &named, &node).len(), 2);
+        // The NIC holding the Node's address lost its cable: the other one on the segment serves.
+        let unplugged = [
+            all[0].clone(),
+            InterfaceInfo {
+                carrier: false,
+                ..all[1].clone()
+            },
+        ];
+        let arp_on = |sel: Vec<Selected>| -> Vec<String> {
+            sel.into_iter()
+                .filter(|s| s.arp)
+                .map(|s| s.info.name)
+                .collect()
+        };
+        assert_eq!(
+            arp_on(select_for_node(&unplugged, &Interfaces::All, &node)),
+            vec!["eth0".to_string()]
+        );
+        // Unequal masks (/24 and /25) are not taken for one segment: both keep ARP.
+        let narrow = InterfaceInfo {
+            ipv4_nets: vec![(v4_network("192.0.2.21".parse().unwrap(), 25), 25)],
+            ..all[1].clone()
+        };
+        assert_eq!(
+            arp_on(select(&[all[0].clone(), narrow], &Interfaces::All)),
+            vec!["eth0".to_string(), "eth1".to_string()]
+        );
         assert_eq!(
             v4_network("192.0.2.77".parse().unwrap(), 25),
             "192.0.2.0".parse::<Ipv4Addr>().unwrap()

@@ -417,10 +417,18 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
             .entry(&d.interfaces)
             .or_insert_with(|| select_for_node(&state.scanned, &d.interfaces, node_addresses));
     }
+    // One task per interface, with the sockets every selection that uses it needs: an
+    // interface may serve ARP for the default set but also NDP for an IP whose L2Advertisement
+    // names it (or the other way round). The owned set below still follows each IP's own
+    // selection.
     let mut universe: BTreeMap<String, Selected> = BTreeMap::new();
     for s in selections.values().flatten() {
         universe
             .entry(s.info.name.clone())
+            .and_modify(|u| {
+                u.arp |= s.arp;
+                u.ndp |= s.ndp;
+            })
             .or_insert_with(|| s.clone());
     }
     let mut owned: BTreeMap<String, OwnedHere> = universe
