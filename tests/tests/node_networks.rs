@@ -131,7 +131,7 @@ async fn a_bridge_port_never_claims_an_ip_only_the_bridge_does() {
 /// answer depends only on the address being local, not on the device type.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_kernel_answering_arp_for_an_lb_ip_is_reported_until_strict_arp() {
-    use ferrolb_tests::lab::scenario::{events_for, expected_owner};
+    use ferrolb_tests::lab::scenario::{expected_owner, has_event, metric_value};
     const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 80);
     let mut lab = Lab::start(3, 1).await.expect("lab");
     let client = lab.client().await.unwrap();
@@ -176,40 +176,17 @@ async fn a_node_kernel_answering_arp_for_an_lb_ip_is_reported_until_strict_arp()
     .await
     .unwrap();
     // The speaker of that node says so, on the Service and in its metrics.
-    until(
-        "a KernelAnswersARP Warning naming the node",
-        SETTLE,
-        || async {
-            events_for(&client, "default", "svc")
-                .await
-                .unwrap()
-                .iter()
-                .any(|(reason, note)| {
-                    reason == "KernelAnswersARP"
-                        && note.contains(&ipvs_node)
-                        && note.contains("kube-ipvs0")
-                        && note.contains("strictARP")
-                })
-        },
-    )
+    let words = [ipvs_node.as_str(), "kube-ipvs0", "strictARP"];
+    until("a KernelAnswersARP Warning naming the node", SETTLE, || {
+        has_event(&client, "svc", "KernelAnswersARP", &words)
+    })
     .await
     .unwrap();
-    let gauge = |body: &str| {
-        body.lines()
-            .find(|l| l.starts_with("ferrolb_speaker_kernel_arp_conflicts "))
-            .map(str::to_owned)
-    };
+    let gauge = |body: &str| metric_value(body, "ferrolb_speaker_kernel_arp_conflicts");
     let (_, body) = lab.speaker_http(&ipvs_node, "/metrics").await.unwrap();
-    assert_eq!(
-        gauge(&body).as_deref(),
-        Some("ferrolb_speaker_kernel_arp_conflicts 1"),
-        "{body}"
-    );
+    assert_eq!(gauge(&body), Some(1.0), "{body}");
     let (_, body) = lab.speaker_http(&owner, "/metrics").await.unwrap();
-    assert_eq!(
-        gauge(&body).as_deref(),
-        Some("ferrolb_speaker_kernel_arp_conflicts 0")
-    );
+    assert_eq!(gauge(&body), Some(0.0));
 
     // strictARP: true, as kube-proxy would set it.
     for (key, value) in [("arp_ignore", "1"), ("arp_announce", "2")] {
@@ -230,7 +207,7 @@ async fn a_node_kernel_answering_arp_for_an_lb_ip_is_reported_until_strict_arp()
     .unwrap();
     until("the gauge drops to 0", SETTLE, || async {
         let (_, body) = lab.speaker_http(&ipvs_node, "/metrics").await.unwrap();
-        gauge(&body).as_deref() == Some("ferrolb_speaker_kernel_arp_conflicts 0")
+        gauge(&body) == Some(0.0)
     })
     .await
     .unwrap();
@@ -245,7 +222,7 @@ async fn a_node_kernel_answering_arp_for_an_lb_ip_is_reported_until_strict_arp()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_host_claiming_an_lb_ip_is_reported_and_defended_once() {
     use ferrolb_speaker::wire::arp::GratuitousForm;
-    use ferrolb_tests::lab::scenario::{events_for, expected_owner, metric_value};
+    use ferrolb_tests::lab::scenario::{expected_owner, has_event, metric_value};
     const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 90);
     const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
     let mut lab = Lab::start(3, 2).await.expect("lab");
@@ -337,21 +314,11 @@ async fn a_foreign_host_claiming_an_lb_ip_is_reported_and_defended_once() {
     );
 
     // The Warning on the Service names the foreign MAC and the interface.
+    let words = [foreign_mac.as_str(), "on eth0 of", owner.as_str()];
     until(
         "an IPConflict Warning naming the foreign MAC",
         SETTLE,
-        || async {
-            events_for(&client, "default", "svc")
-                .await
-                .unwrap()
-                .iter()
-                .any(|(reason, note)| {
-                    reason == "IPConflict"
-                        && note.contains(&foreign_mac)
-                        && note.contains("on eth0 of")
-                        && note.contains(&owner)
-                })
-        },
+        || has_event(&client, "svc", "IPConflict", &words),
     )
     .await
     .unwrap();

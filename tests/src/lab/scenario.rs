@@ -164,6 +164,18 @@ pub fn metric_value(body: &str, series: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Whether an Event with `reason` about `default/<name>` has a note containing every one of
+/// `words` (false when the list fails, so it can be polled).
+pub async fn has_event(client: &kube::Client, name: &str, reason: &str, words: &[&str]) -> bool {
+    events_for(client, "default", name)
+        .await
+        .is_ok_and(|events| {
+            events
+                .iter()
+                .any(|(r, note)| r == reason && words.iter().all(|w| note.contains(w)))
+        })
+}
+
 /// Events in `namespace` about object `name`, as `(reason, note)`.
 ///
 /// # Errors
