@@ -9,6 +9,7 @@
 //! - [`annotations`]: the Service annotations, their MetalLB spellings and precedence (pure);
 //! - [`node`]: which addresses are Node addresses (R10, pure);
 //! - [`ownership`]: which pool owns an address — overlaps (R9) and Node addresses (R10) (pure);
+//! - [`conflict_event`]: the `IPConflict` Event note the speaker writes and the controller reads;
 //! - [`manifests`]: the CRD YAML committed under `deploy/crds/`.
 //!
 //! Every rule the controller and the speaker must agree on lives here exactly once, and both call
@@ -17,6 +18,7 @@
 
 pub mod addresses;
 pub mod annotations;
+pub mod conflict_event;
 pub mod manifests;
 pub mod node;
 pub mod ownership;

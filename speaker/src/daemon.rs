@@ -112,6 +112,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         forbidden_ips: Default::default(),
         kernel_arp_conflicts: Default::default(),
         ip_conflicts: Default::default(),
+        held_ips: Default::default(),
         events: event_counters.clone(),
         claim: Default::default(),
     });
@@ -193,6 +194,8 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let mut last_forbidden: BTreeSet<IpAddr> = BTreeSet::new();
     let mut kernel_arp = KernelArpCheck::default();
     let mut conflicts = crate::l2::conflict::ConflictPolicy::default();
+    let mut held_reports = crate::l2::conflict::HeldReports::default();
+    let mut fresh = crate::fresh::FreshIps::default();
     let mut shutdown = std::pin::pin!(ferrolb_runtime::shutdown::signal());
     let outcome: anyhow::Result<()> = loop {
         let members_changed = async {
@@ -370,6 +373,9 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             view = stores.view(&config.view);
         }
         responder.set_node_addresses(own_addresses(&stores, &config.node_name));
+        // Newly assigned IPs are probed before their first announcement (issue #10 item 5).
+        fresh.observe(now, view.ips.keys().copied());
+        responder.set_fresh(fresh.fresh(now));
         let plan = plan(&view, &alive, &config.node_name, Some(carrier));
         let previously_owned: BTreeSet<IpAddr> = responder
             .interfaces()
@@ -400,6 +406,15 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             &responder,
             &metrics,
             &sink,
+        );
+        report_held(
+            &mut held_reports,
+            &view,
+            &config.node_name,
+            &responder,
+            &metrics,
+            &sink,
+            config.l2.probe.retry,
         );
         let statuses = responder.interfaces();
         let owned = plan.owned.clone();
@@ -556,6 +571,41 @@ fn react_to_conflicts(
     }
 }
 
+/// Issue #10 item 5: owned IPs that another host answered the probe for are not announced
+/// ([`crate::l2::probe`]). Exports the gauge `held_ips` and says each one — a warning log line and
+/// a Warning Event `IPConflict` on the IP's Services — once per foreign MAC per 5 minutes.
+fn report_held(
+    reports: &mut crate::l2::conflict::HeldReports,
+    view: &View,
+    node: &str,
+    responder: &Responder,
+    metrics: &SpeakerMetrics,
+    sink: &EventSink,
+    retry: Duration,
+) {
+    let held = responder.held();
+    metrics.held_ips.store(held.len() as u64, Ordering::Relaxed);
+    let due = reports.step(
+        Instant::now(),
+        held.iter()
+            .map(|(ip, h)| (*ip, h.mac, h.interface.as_str())),
+    );
+    for (ip, mac, interface) in due {
+        tracing::warn!(%ip, %mac, %interface, "IP conflict: another host answered the probe for a newly assigned IP; not announcing it while it does");
+        let services = view
+            .ips
+            .get(&ip)
+            .map(|facts| facts.iter().map(|f| f.name.clone()).collect())
+            .unwrap_or_default();
+        sink.send(crate::events::EventIntent {
+            services,
+            severity: crate::events::Severity::Warning,
+            reason: crate::events::REASON_IP_CONFLICT,
+            note: crate::l2::conflict::held_note(ip, mac, interface, node, retry),
+        });
+    }
+}
+
 /// Leaves the membership (carrier lost, declared down, stalled) and drops its receivers. The
 /// leave runs off the loop: it waits for its datagrams, and the loop must keep ticking (a late
 /// tick reads as a stall).
@@ -571,26 +621,30 @@ fn leave_in_background<M, E>(
     *events = None;
 }
 
-/// The interface names an owned IP is answered on, for Events.
+/// The interface names an owned IP is answered on, for Events; `None` while it is probed or
+/// held on one of them (not announced yet).
 fn interfaces_for(
     ip: IpAddr,
     owned: &BTreeMap<IpAddr, Interfaces>,
     statuses: &[crate::l2::InterfaceStatus],
-) -> Vec<String> {
+) -> Option<Vec<String>> {
     if !owned.contains_key(&ip) {
-        return Vec::new();
+        return Some(Vec::new());
+    }
+    if statuses.iter().any(|s| s.probing.contains(&ip)) {
+        return None;
     }
     let serving = statuses.iter().filter(|s| match ip {
         IpAddr::V4(_) => s.arp,
         IpAddr::V6(_) => s.ndp,
     });
-    match &owned[&ip] {
+    Some(match &owned[&ip] {
         Interfaces::All => serving.map(|s| s.name.clone()).collect(),
         Interfaces::Named(names) => serving
             .filter(|s| names.contains(&s.name))
             .map(|s| s.name.clone())
             .collect(),
-    }
+    })
 }
 
 /// This Node's InternalIP/ExternalIP addresses (empty before its Node object is seen).

@@ -7,7 +7,7 @@
 //! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP, [`membership::agent`]),
 //! [`watch`] and [`event_sink`] (Kubernetes), [`http`], [`metrics`], [`daemon`].
 
-pub use ferrolb_l2::{claim, election, eligibility, events, plan, trim, view, wire};
+pub use ferrolb_l2::{claim, election, eligibility, events, fresh, plan, trim, view, wire};
 
 pub mod daemon;
 pub mod event_sink;

@@ -12,6 +12,7 @@ use ferrolb_runtime::{SharedArgs, build_info, duration, logging};
 use ferrolb_speaker::claim::ClaimSettings;
 use ferrolb_speaker::daemon::{SpeakerConfig, run};
 use ferrolb_speaker::event_sink::EventSinkConfig;
+use ferrolb_speaker::l2::probe::ProbeSettings;
 use ferrolb_speaker::l2::{AnnounceSchedule, L2Config};
 use ferrolb_speaker::membership::{DEFAULT_PORT, MembershipConfig, TimingProfile};
 use ferrolb_speaker::view::ViewSettings;
@@ -72,6 +73,14 @@ struct Cli {
     /// Re-announce owned IPs this often after the burst (0s = never) [default: 0s].
     #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH", value_parser = duration::parse)]
     announce_refresh: Option<Duration>,
+    /// Probes sent for a newly assigned IP before its first announcement (ARP probes / DAD
+    /// Neighbor Solicitations, RFC 5227 §2.1.1 scaled down); another host answering holds the IP
+    /// back and raises an IPConflict Warning. 0 = announce at once, as MetalLB does.
+    #[arg(long, env = "FERROLB_ADDRESS_PROBES", default_value_t = 3)]
+    address_probes: u32,
+    /// Time between those probes; the round ends two intervals after the last one.
+    #[arg(long, env = "FERROLB_ADDRESS_PROBE_INTERVAL", value_parser = duration::parse, default_value = "100ms")]
+    address_probe_interval: Duration,
     /// Longest wait after a start, rejoin or stall for every expected speaker (each Ready Node
     /// runs one) to be heard from before claiming IPs [default: 3s].
     #[arg(long, env = "FERROLB_CONVERGE_TIMEOUT", value_parser = duration::parse)]
@@ -235,6 +244,11 @@ async fn main() -> anyhow::Result<()> {
                 offsets: cli.announce_offsets(),
                 refresh: Some(cli.announce_refresh()).filter(|d| !d.is_zero()),
                 ..AnnounceSchedule::default()
+            },
+            probe: ProbeSettings {
+                count: cli.address_probes,
+                interval: cli.address_probe_interval,
+                ..ProbeSettings::default()
             },
             ..L2Config::default()
         },

@@ -7,7 +7,8 @@
 //!   `gratuitous_arp_sent_total`, `unsolicited_na_sent_total`, `frames_dropped_total{reason}`,
 //!   `send_errors_total`, `socket_errors_total`, `multicast_errors_total`;
 //! - conflicts (issue #10 item 5): `ip_conflict_frames_total{kind}`, `conflict_defenses_total`,
-//!   `ip_conflicts` (gauge);
+//!   `ip_conflicts` (gauge); probing new IPs: `address_probes_sent_total`,
+//!   `probe_conflicts_total`, `held_ips` (gauge);
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`;
 //! - `owned_ips` (gauge), `forbidden_ips` (gauge), `kernel_arp_conflicts` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`.
@@ -43,6 +44,8 @@ pub struct SpeakerMetrics {
     pub kernel_arp_conflicts: AtomicU64,
     /// Owned IPs another host claimed within the last [`crate::l2::conflict::HOLD`].
     pub ip_conflicts: AtomicU64,
+    /// Owned IPs not announced because another host answered the probe ([`crate::l2::probe`]).
+    pub held_ips: AtomicU64,
     /// Event writer outcomes.
     pub events: Arc<EventCounters>,
     /// The claim gate.
@@ -221,6 +224,24 @@ impl Collector for SpeakerMetrics {
             "ip_conflicts",
             "IPs this node owns that another host claimed within the last 60 s",
             self.ip_conflicts.load(Ordering::Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "address_probes_sent",
+            "Probes (ARP probes, DAD Neighbor Solicitations) sent for newly assigned IPs before their first announcement",
+            l2.address_probes_sent,
+        )?;
+        counter(
+            &mut encoder,
+            "probe_conflicts",
+            "Probe rounds in which another host kept answering for the IP (the IP is held, not announced)",
+            l2.probe_conflicts,
+        )?;
+        gauge(
+            &mut encoder,
+            "held_ips",
+            "IPs this node owns but does not announce because another host answered its probe",
+            self.held_ips.load(Ordering::Relaxed),
         )?;
         let standing = self.claim.standing.load(Ordering::Relaxed);
         {

@@ -269,6 +269,161 @@ fn c13_neighbor_solicitations_multicast_and_unicast() {
     assert!(na_of(&seen).is_empty(), "{seen:?}");
 }
 
+/// Issue #10 item 1: an ARP request that reaches the node's `eth0` tagged for VLAN 100 belongs to
+/// a VLAN sub-interface (none exists here: this kernel has no 802.1Q driver), never to `eth0`
+/// itself — the responder on `eth0` must not answer it untagged. The kernel moves the tag out of
+/// the frame on receipt, so the socket would see an ordinary request; it arrives as
+/// `PACKET_OTHERHOST` and the socket filter drops it. The same request untagged is answered.
+#[test]
+fn a_vlan_tagged_request_is_not_answered_untagged_on_the_parent() {
+    let p = pair();
+    p.node.own(&[(VIP4, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(600)); // the gain burst
+    let vip: Ipv4Addr = VIP4.parse().unwrap();
+    for (tagged, want) in [(true, 0), (false, 1)] {
+        let seen = p.client_ns.run(move || {
+            let c = Client::open("eth0").unwrap();
+            let sender = c.info().ipv4[0];
+            let mut frame = ferrolb_speaker::wire::arp::build_arp_request(c.mac(), sender, vip);
+            if tagged {
+                // 802.1Q: TPID 0x8100, PCP 0, VID 100, after the two MAC addresses.
+                frame.splice(12..12, [0x81, 0x00, 0x00, 100]);
+            }
+            c.drain();
+            c.send_frame(&frame).unwrap();
+            c.listen(Duration::from_millis(700), |s| !s.is_empty())
+                .unwrap()
+        });
+        assert_eq!(replies(&seen).len(), want, "tagged {tagged}: {seen:?}");
+    }
+}
+
+/// Listen like [`listen_while`], recording address probes too.
+fn listen_probes_while(ns: &Netns, wait: Duration, during: impl FnOnce()) -> Vec<Seen> {
+    let path = ns.name.clone();
+    let (open_tx, open_rx) = std::sync::mpsc::channel();
+    let listener = std::thread::spawn(move || {
+        let ns_file = std::fs::File::open(format!("/var/run/netns/{path}")).unwrap();
+        nix::sched::setns(ns_file, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        let c = Client::open("eth0").unwrap().recording_probes();
+        c.drain();
+        open_tx.send(()).unwrap();
+        c.listen(wait, |_| false).unwrap()
+    });
+    open_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    during();
+    listener.join().unwrap()
+}
+
+/// Issue #10 item 5: a newly assigned IP is probed before its first announcement — three ARP
+/// probes (sender 0.0.0.0) or DAD Neighbor Solicitations, and only then gratuitous ARP /
+/// unsolicited NA and answers. An IP another host already has (configured on the client, whose
+/// kernel answers the probes) is held: never announced nor answered, reported by
+/// `Responder::held` with that host's MAC, and announced once the host lets it go.
+#[test]
+fn a_new_ip_is_probed_first_and_held_while_another_host_has_it() {
+    const HELD4: &str = "192.0.2.201";
+    const HELD6: &str = "2001:db8:0:8::101";
+    let p = pair();
+    let seen = listen_probes_while(&p.client_ns, Duration::from_millis(1500), || {
+        p.node.own_fresh(
+            &[(VIP4, Interfaces::All), (VIP6, Interfaces::All)],
+            &[VIP4, VIP6],
+        )
+    });
+    for vip in [VIP4, VIP6] {
+        let about: Vec<&Seen> = seen
+            .iter()
+            .filter(|s| s.ip().to_string() == vip && s.mac() == p.node_mac)
+            .collect();
+        let probes = about
+            .iter()
+            .take_while(|s| matches!(s, Seen::Probe { .. }))
+            .count();
+        assert_eq!(probes, 3, "three probes first for {vip}: {about:?}");
+        assert!(
+            about.len() > 3 && about[3..].iter().all(|s| !matches!(s, Seen::Probe { .. })),
+            "then announced, no more probes: {about:?}"
+        );
+    }
+    let r = replies(&arp_probe(
+        &p.client_ns,
+        "eth0",
+        VIP4,
+        Duration::from_secs(1),
+    ))
+    .len();
+    assert_eq!(r, 1, "answered after the probe");
+    assert_eq!(p.node.counters.snapshot().address_probes_sent, 6);
+
+    // Another host has HELD4 and HELD6.
+    p.client_ns
+        .ip(&["addr", "add", &format!("{HELD4}/32"), "dev", "eth0"]);
+    p.client_ns.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{HELD6}/128"),
+        "dev",
+        "eth0",
+        "nodad",
+    ]);
+    let client_mac = mac_of(&p.client_ns, "eth0");
+    let all = [
+        (VIP4, Interfaces::All),
+        (VIP6, Interfaces::All),
+        (HELD4, Interfaces::All),
+        (HELD6, Interfaces::All),
+    ];
+    let seen = listen_probes_while(&p.client_ns, Duration::from_millis(2500), || {
+        p.node.own_fresh(&all, &[HELD4, HELD6])
+    });
+    for held in [HELD4, HELD6] {
+        let from_node: Vec<&Seen> = seen
+            .iter()
+            .filter(|s| s.ip().to_string() == held && s.mac() == p.node_mac)
+            .collect();
+        assert!(
+            from_node.len() >= 3 && from_node.iter().all(|s| matches!(s, Seen::Probe { .. })),
+            "{held}: probed, never announced: {from_node:?}"
+        );
+    }
+    let held = p.node.call(|r| r.held());
+    let held: Vec<(String, String)> = held
+        .iter()
+        .map(|(ip, h)| (ip.to_string(), h.mac.to_string()))
+        .collect();
+    assert_eq!(
+        held,
+        [
+            (HELD4.to_owned(), client_mac.clone()),
+            (HELD6.to_owned(), client_mac.clone())
+        ],
+    );
+    assert!(p.node.counters.snapshot().probe_conflicts >= 2);
+    let status = p.node.status();
+    assert!(status[0].probing.len() == 2, "{status:?}");
+    // Not answered while held (the client's own kernel does not answer its own request).
+    let r = arp_probe(&p.client_ns, "eth0", HELD4, Duration::from_millis(500));
+    assert!(
+        replies(&r).iter().all(|s| s.mac() != p.node_mac),
+        "answered a held IP: {r:?}"
+    );
+
+    // The host lets HELD4 go: announced after the next round (retry 1 s + 0.4 s).
+    p.client_ns
+        .ip(&["addr", "del", &format!("{HELD4}/32"), "dev", "eth0"]);
+    wait_until("HELD4 announced once free", || {
+        let r = arp_probe(&p.client_ns, "eth0", HELD4, Duration::from_millis(300));
+        replies(&r).iter().any(|s| s.mac() == p.node_mac)
+    });
+    let held = p.node.call(|r| r.held());
+    assert_eq!(
+        held.keys().map(|ip| ip.to_string()).collect::<Vec<_>>(),
+        [HELD6]
+    );
+}
+
 /// S7: a DAD probe for an owned address is defended with an NA to all-nodes (S=0, O=1).
 #[test]
 fn dad_probe_is_defended() {

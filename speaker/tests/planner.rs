@@ -154,7 +154,7 @@ impl Cluster {
             let planner = planners
                 .entry(me.clone())
                 .or_insert_with(|| EventPlanner::new(me));
-            for e in planner.plan(&plan, |_| vec!["eth0".into()]) {
+            for e in planner.plan(&plan, |_| Some(vec!["eth0".into()])) {
                 out.push((me.clone(), e));
             }
         }

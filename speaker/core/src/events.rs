@@ -38,8 +38,10 @@ pub const REASON_ENDPOINT_WARNING: &str = "EndpointWarning";
 /// #10 item 4, `ferrolb_speaker::l2::preflight`).
 pub const REASON_KERNEL_ANSWERS_ARP: &str = "KernelAnswersARP";
 /// Reason of the Warning that another host claims the Service's IP on the owner's link (ARP or
-/// NDP from another MAC, RFC 5227 §2.4; issue #10 item 5, `ferrolb_speaker::l2::conflict`).
-pub const REASON_IP_CONFLICT: &str = "IPConflict";
+/// NDP from another MAC, RFC 5227 §2.4, or an answer to the probe before the first announcement;
+/// issue #10 item 5, `ferrolb_speaker::l2::conflict`). Its note format is shared with the
+/// controller ([`ferrolb_crds::conflict_event`]).
+pub const REASON_IP_CONFLICT: &str = ferrolb_crds::conflict_event::REASON_IP_CONFLICT;
 
 /// One Event to write on each of `services`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,16 +83,21 @@ impl EventPlanner {
     }
 
     /// The Events `plan` calls for that were not made yet. `interfaces_of(ip)` names the
-    /// interfaces the IP is answered on here.
+    /// interfaces the IP is answered on here, or `None` while the IP is owned but not announced
+    /// yet (being probed, or held because another host has it: the responder says so with an
+    /// `IPConflict` Warning instead); "announcing" is said once it is announced.
     pub fn plan(
         &mut self,
         plan: &Plan,
-        interfaces_of: impl Fn(IpAddr) -> Vec<String>,
+        interfaces_of: impl Fn(IpAddr) -> Option<Vec<String>>,
     ) -> Vec<EventIntent> {
         let mut todo = Vec::new();
         for (ip, p) in &plan.ips {
             if p.owner.as_deref() == Some(self.me.as_str()) {
-                let ifaces = interfaces_of(*ip);
+                let Some(ifaces) = interfaces_of(*ip) else {
+                    self.announced.remove(ip);
+                    continue;
+                };
                 let text = format!(
                     "announcing {ip} from {} on {}",
                     self.me,
@@ -171,17 +178,28 @@ mod tests {
     fn the_owner_says_it_once() {
         let mut planner = EventPlanner::new("node-1");
         let p = plan_with(Some("node-1"), None, "node-1");
-        let first = planner.plan(&p, |_| vec!["eth0".into()]);
+        let first = planner.plan(&p, |_| Some(vec!["eth0".into()]));
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].reason, REASON_ANNOUNCING);
         assert_eq!(
             first[0].note,
             "announcing 198.51.100.10 from node-1 on eth0"
         );
-        assert!(planner.plan(&p, |_| vec!["eth0".into()]).is_empty());
+        assert!(planner.plan(&p, |_| Some(vec!["eth0".into()])).is_empty());
         // After the gate closed and reopened, it is said again.
         planner.forget();
-        assert_eq!(planner.plan(&p, |_| vec!["eth0".into()]).len(), 1);
+        assert_eq!(planner.plan(&p, |_| Some(vec!["eth0".into()])).len(), 1);
+    }
+
+    /// While the IP is probed (or held), "announcing" is not said; it is once announced.
+    #[test]
+    fn an_ip_not_announced_yet_is_not_said_to_be() {
+        let mut planner = EventPlanner::new("node-1");
+        let p = plan_with(Some("node-1"), None, "node-1");
+        assert!(planner.plan(&p, |_| None).is_empty());
+        let said = planner.plan(&p, |_| Some(vec!["eth0".into()]));
+        assert_eq!(said.len(), 1);
+        assert_eq!(said[0].reason, REASON_ANNOUNCING);
     }
 
     #[test]
@@ -193,12 +211,12 @@ mod tests {
         );
         let mut n1 = EventPlanner::new("node-1");
         let mut n2 = EventPlanner::new("node-2");
-        assert!(n1.plan(&p, |_| vec![]).is_empty());
-        let w = n2.plan(&p, |_| vec![]);
+        assert!(n1.plan(&p, |_| Some(vec![])).is_empty());
+        let w = n2.plan(&p, |_| Some(vec![]));
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].severity, Severity::Warning);
         assert_eq!(w[0].reason, REASON_NO_ELIGIBLE_NODE);
-        assert!(n2.plan(&p, |_| vec![]).is_empty());
+        assert!(n2.plan(&p, |_| Some(vec![])).is_empty());
     }
 
     #[test]
@@ -206,7 +224,7 @@ mod tests {
         let mut planner = EventPlanner::new("node-2");
         assert!(
             planner
-                .plan(&plan_with(Some("node-1"), None, "node-1"), |_| vec![])
+                .plan(&plan_with(Some("node-1"), None, "node-1"), |_| Some(vec![]))
                 .is_empty()
         );
     }

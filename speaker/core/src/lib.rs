@@ -9,6 +9,7 @@
 //! - [`plan`]: what this node announces, on which interfaces, and who reports the rest;
 //! - [`claim`]: the claim gate — converge before claiming, partitions (S10, S12);
 //! - [`events`]: which Events to emit for a plan change (the pure `EventPlanner`);
+//! - [`fresh`]: which IPs were newly assigned (probed before their first announcement);
 //! - [`wire`]: ARP and NDP frames, parsed and built;
 //! - [`membership`]: the sans-IO SWIM state machine and its pure parts (keys, envelope, budget,
 //!   replay guard, timers, config).
@@ -17,6 +18,7 @@ pub mod claim;
 pub mod election;
 pub mod eligibility;
 pub mod events;
+pub mod fresh;
 pub mod membership;
 pub mod plan;
 pub mod trim;

@@ -72,6 +72,19 @@ pub enum Seen {
         /// O flag.
         override_flag: bool,
     },
+    /// An address probe: an ARP request with sender IP 0.0.0.0 (RFC 5227 §2.1.1) or a Duplicate
+    /// Address Detection Neighbor Solicitation (RFC 4862 §5.4.2). Recorded only by a client
+    /// opened with [`Client::recording_probes`].
+    Probe {
+        /// Milliseconds since the listen started.
+        t_ms: f64,
+        /// Wall-clock time, microseconds since the Unix epoch.
+        unix_us: u64,
+        /// The probed address.
+        ip: IpAddr,
+        /// The prober's MAC (Ethernet source).
+        mac: String,
+    },
 }
 
 impl Seen {
@@ -80,14 +93,27 @@ impl Seen {
         match self {
             Seen::ArpReply { ip, .. } | Seen::GratuitousArp { ip, .. } => IpAddr::V4(*ip),
             Seen::NeighborAdvertisement { ip, .. } => IpAddr::V6(*ip),
+            Seen::Probe { ip, .. } => *ip,
         }
     }
 
-    /// The MAC the frame says the IP is at (for an NA without TLLA: its Ethernet source).
+    /// The MAC the frame says the IP is at (for an NA without TLLA: its Ethernet source; for a
+    /// probe: the prober's, which claims nothing).
     pub fn mac(&self) -> &str {
         match self {
             Seen::ArpReply { mac, .. } | Seen::GratuitousArp { mac, .. } => mac,
             Seen::NeighborAdvertisement { mac, eth_src, .. } => mac.as_deref().unwrap_or(eth_src),
+            Seen::Probe { mac, .. } => mac,
+        }
+    }
+
+    /// When it was seen, microseconds since the Unix epoch.
+    pub fn unix_us(&self) -> u64 {
+        match self {
+            Seen::ArpReply { unix_us, .. }
+            | Seen::GratuitousArp { unix_us, .. }
+            | Seen::NeighborAdvertisement { unix_us, .. }
+            | Seen::Probe { unix_us, .. } => *unix_us,
         }
     }
 }
@@ -99,6 +125,7 @@ pub struct Client {
     mac: MacAddr,
     arp: PacketSocket,
     icmp6: PacketSocket,
+    probes: bool,
 }
 
 impl Client {
@@ -122,7 +149,14 @@ impl Client {
             mac,
             arp,
             icmp6,
+            probes: false,
         })
+    }
+
+    /// Also record address probes ([`Seen::Probe`]) when listening.
+    pub fn recording_probes(mut self) -> Client {
+        self.probes = true;
+        self
     }
 
     /// The interface's MAC.
@@ -189,6 +223,12 @@ impl Client {
         self.icmp6.send(&build_neighbor_solicitation(&ns)).map(drop)
     }
 
+    /// Send `frame` as it is (Ethernet header included) on the interface: for tests that need a
+    /// frame no builder makes (e.g. an 802.1Q-tagged ARP request).
+    pub fn send_frame(&self, frame: &[u8]) -> io::Result<()> {
+        self.arp.send(frame).map(drop)
+    }
+
     /// Discard everything received so far.
     pub fn drain(&self) {
         let mut buf = [0u8; 1600];
@@ -230,7 +270,12 @@ impl Client {
                     }
                     let n = got.len;
                     let t_ms = start.elapsed().as_secs_f64() * 1000.0;
-                    if let Some(s) = classify(buf.get(..n).unwrap_or_default(), t_ms, self.mac) {
+                    let frame = buf.get(..n).unwrap_or_default();
+                    if let Some(s) = classify(frame, t_ms, self.mac) {
+                        seen.push(s);
+                    } else if self.probes
+                        && let Some(s) = classify_probe(frame, t_ms, self.mac)
+                    {
                         seen.push(s);
                     }
                 }
@@ -288,6 +333,31 @@ pub fn classify(frame: &[u8], t_ms: f64, ours: MacAddr) -> Option<Seen> {
                 ip_dst: na.ip_dst,
                 solicited: na.solicited,
                 override_flag: na.override_flag,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A [`Seen::Probe`] for an ARP probe or a DAD Neighbor Solicitation not sent from `ours`, else
+/// `None`.
+pub fn classify_probe(frame: &[u8], t_ms: f64, ours: MacAddr) -> Option<Seen> {
+    let unix_us = unix_us();
+    if let Ok(m) = parse_arp(frame) {
+        return (m.is_probe() && m.eth_src != ours).then(|| Seen::Probe {
+            t_ms,
+            unix_us,
+            ip: IpAddr::V4(m.target_ip),
+            mac: m.eth_src.to_string(),
+        });
+    }
+    match parse_ndp(frame) {
+        Ok(NdpMessage::Solicitation(ns)) if ns.is_dad() && ns.eth_src != ours => {
+            Some(Seen::Probe {
+                t_ms,
+                unix_us,
+                ip: IpAddr::V6(ns.target),
+                mac: ns.eth_src.to_string(),
             })
         }
         _ => None,

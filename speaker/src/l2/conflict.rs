@@ -27,6 +27,8 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use ferrolb_crds::conflict_event::note_head;
+
 use crate::wire::MacAddr;
 
 use super::decide::{Claim, ClaimKind};
@@ -132,9 +134,8 @@ impl Report {
     /// The Event note / log text: names the IP, the foreign MAC, the interface and the policy.
     pub fn note(&self, node: &str) -> String {
         format!(
-            "{ip} is also claimed by {mac} on {iface} of {node} ({frames} conflicting frame(s), latest: {kind}): another host uses this address. {node} keeps answering for it and defends it at most once every {defend} s (RFC 5227 §2.4); remove the address from that host or from the pool",
-            ip = self.ip,
-            mac = self.mac,
+            "{head} on {iface} of {node} ({frames} conflicting frame(s), latest: {kind}): another host uses this address. {node} keeps answering for it and defends it at most once every {defend} s (RFC 5227 §2.4); remove the address from that host or from the pool",
+            head = note_head(self.ip, &self.mac.to_string()),
             iface = self.interface,
             frames = self.frames,
             kind = self.kind.label(),
@@ -227,6 +228,46 @@ impl ConflictPolicy {
                 st.last_event = Some(now);
                 st.event_by_mac.insert(s.mac, now);
                 out.events.push(report(s.frames));
+            }
+        }
+        out
+    }
+}
+
+/// The Event note about an IP held after a probe ([`super::probe`]): names the IP, the foreign
+/// MAC, the interface and what this node does.
+pub fn held_note(ip: IpAddr, mac: MacAddr, interface: &str, node: &str, retry: Duration) -> String {
+    format!(
+        "{head} on {interface} of {node}: that host answered {node}'s probe before the first announcement, so {node} does not announce the address and clients keep reaching that host. {node} probes again every {retry} s and announces it once it is free; remove the address from that host or from the pool",
+        head = note_head(ip, &mac.to_string()),
+        retry = retry.as_secs_f32(),
+    )
+}
+
+/// Says each held IP once per [`EVENT_INTERVAL`] per (IP, foreign MAC): what
+/// [`HeldReports::step`] returns is logged and written as an `IPConflict` Event.
+#[derive(Debug, Default)]
+pub struct HeldReports {
+    said: BTreeMap<(IpAddr, MacAddr), Instant>,
+}
+
+impl HeldReports {
+    /// The held IPs (`(ip, mac, interface)`) to report at `now`; forgets IPs no longer held.
+    pub fn step<'a>(
+        &mut self,
+        now: Instant,
+        held: impl IntoIterator<Item = (IpAddr, MacAddr, &'a str)>,
+    ) -> Vec<(IpAddr, MacAddr, &'a str)> {
+        let held: Vec<_> = held.into_iter().collect();
+        self.said.retain(|(ip, mac), at| {
+            held.iter().any(|(i, m, _)| i == ip && m == mac)
+                && now.saturating_duration_since(*at) < EVENT_INTERVAL
+        });
+        let mut out = Vec::new();
+        for (ip, mac, interface) in held {
+            if let std::collections::btree_map::Entry::Vacant(v) = self.said.entry((ip, mac)) {
+                v.insert(now);
+                out.push((ip, mac, interface));
             }
         }
         out
@@ -367,5 +408,24 @@ mod tests {
             seen.record(&c, "eth0", t0);
         }
         assert_eq!(seen.all().len(), MAX_TRACKED);
+    }
+
+    #[test]
+    fn held_ips_are_reported_once_per_event_interval() {
+        let t0 = Instant::now();
+        let mut r = HeldReports::default();
+        let held = [(ip(), FOREIGN, "eth0")];
+        assert_eq!(r.step(t0, held), held.to_vec());
+        assert!(r.step(t0 + Duration::from_secs(10), held).is_empty());
+        assert_eq!(r.step(t0 + EVENT_INTERVAL, held).len(), 1);
+        // Released and held again: said again at once.
+        assert!(r.step(t0 + EVENT_INTERVAL, []).is_empty());
+        assert_eq!(r.step(t0 + EVENT_INTERVAL, held).len(), 1);
+        let note = held_note(ip(), FOREIGN, "eth0", "node-1", Duration::from_secs(5));
+        assert_eq!(
+            ferrolb_crds::conflict_event::parse_note(&note),
+            Some((ip(), "02:00:00:00:00:66".to_owned()))
+        );
+        assert!(note.contains("does not announce"), "{note}");
     }
 }

@@ -64,6 +64,11 @@ pub struct Counters {
     /// Defensive announcements sent for an IP another host claimed (RFC 5227 §2.4; each counts
     /// once, whatever the number of frames).
     pub conflict_defenses: AtomicU64,
+    /// Probes sent for newly assigned IPs before their first announcement (ARP probes and DAD
+    /// Neighbor Solicitations; [`super::probe`]).
+    pub address_probes_sent: AtomicU64,
+    /// Probe rounds that found another host using the IP (the IP is held, not announced).
+    pub probe_conflicts: AtomicU64,
     /// Frames in which another MAC claimed an owned IP, by [`super::decide::ClaimKind::label`].
     conflict_frames: Mutex<BTreeMap<&'static str, u64>>,
     /// Frames dropped or ignored, by reason label.
@@ -93,6 +98,10 @@ pub struct CounterSnapshot {
     pub multicast_errors: u64,
     /// See [`Counters::conflict_defenses`].
     pub conflict_defenses: u64,
+    /// See [`Counters::address_probes_sent`].
+    pub address_probes_sent: u64,
+    /// See [`Counters::probe_conflicts`].
+    pub probe_conflicts: u64,
     /// Conflicting frames by claim kind label.
     pub conflict_frames: BTreeMap<&'static str, u64>,
     /// Dropped or ignored frames by reason label.
@@ -140,6 +149,8 @@ impl Counters {
             socket_errors: get(&self.socket_errors),
             multicast_errors: get(&self.multicast_errors),
             conflict_defenses: get(&self.conflict_defenses),
+            address_probes_sent: get(&self.address_probes_sent),
+            probe_conflicts: get(&self.probe_conflicts),
             conflict_frames: self
                 .conflict_frames
                 .lock()

@@ -3,6 +3,7 @@
 //!
 //! Pure parts: [`decide`] (what to answer to a frame, and whether it claims an owned IP for
 //! another MAC), [`conflict`] (the rate-limited reaction to such claims), [`announce`] (when to announce),
+//! [`probe`] (probing a newly assigned IP before its first announcement),
 //! [`interfaces::select`] (which interfaces), the BPF programs and refcounts of [`socket`],
 //! [`preflight::kernel_answers_arp`] (does the node's kernel answer ARP for an LB IP too).
 //! I/O parts: [`socket`] (kernel-filtered `AF_PACKET` sockets), [`interfaces::scan`],
@@ -25,6 +26,7 @@ pub mod counters;
 pub mod decide;
 pub mod interfaces;
 pub mod preflight;
+pub mod probe;
 pub mod responder;
 pub mod socket;
 

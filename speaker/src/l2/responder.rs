@@ -30,7 +30,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -41,17 +41,19 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::eligibility::Interfaces;
-use crate::wire::arp::{GratuitousForm, build_gratuitous_arp};
+use crate::wire::MacAddr;
+use crate::wire::arp::{GratuitousForm, build_arp_request, build_gratuitous_arp};
 use crate::wire::ndp::{
-    OFFSET_ICMPV6_TYPE, TYPE_NEIGHBOR_SOLICITATION, build_unsolicited_advertisement,
-    solicited_node_multicast,
+    OFFSET_ICMPV6_TYPE, TYPE_NEIGHBOR_SOLICITATION, build_dad_probe,
+    build_unsolicited_advertisement, solicited_node_multicast,
 };
 
 use super::announce::AnnounceSchedule;
 use super::conflict::{Sighting, Sightings};
 use super::counters::Counters;
-use super::decide::{Decision, Inspected, inspect_arp, inspect_ndp};
+use super::decide::{Claim, ClaimKind, Decision, Inspected, inspect_arp, inspect_ndp};
 use super::interfaces::{InterfaceInfo, Selected, scan, select_for_node};
+use super::probe::{Probe, ProbeSettings, Verdict};
 use super::socket::{Filter, Memberships, PacketSocket, Received};
 
 /// Responder settings.
@@ -59,6 +61,8 @@ use super::socket::{Filter, Memberships, PacketSocket, Received};
 pub struct L2Config {
     /// Gratuitous ARP / unsolicited NA timing.
     pub schedule: AnnounceSchedule,
+    /// Probing of newly assigned IPs before their first announcement ([`super::probe`]).
+    pub probe: ProbeSettings,
     /// How often interfaces are re-scanned (default 5 s).
     pub rescan_interval: Duration,
     /// First retry delay of a failed interface task (default 0.5 s), doubled up to `retry_max`.
@@ -71,6 +75,7 @@ impl Default for L2Config {
     fn default() -> Self {
         L2Config {
             schedule: AnnounceSchedule::default(),
+            probe: ProbeSettings::default(),
             rescan_interval: Duration::from_secs(5),
             retry_min: Duration::from_millis(500),
             retry_max: Duration::from_secs(30),
@@ -95,10 +100,32 @@ pub struct InterfaceStatus {
     pub last_error: Option<String>,
     /// IPs owned on this interface now.
     pub owned: Vec<IpAddr>,
+    /// Of those, the IPs not announced here yet: being probed, or held because another host
+    /// answered the probe ([`super::probe`]).
+    pub probing: Vec<IpAddr>,
 }
 
-/// IPs owned on one interface, each with its announcement epoch (a change restarts the schedule).
-type OwnedHere = BTreeMap<IpAddr, u64>;
+/// An owned IP as one interface task sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OwnedIp {
+    /// Announcement epoch: a change restarts the schedule.
+    epoch: u64,
+    /// Newly assigned: probe before the first announcement on this interface.
+    probe: bool,
+}
+
+/// IPs owned on one interface.
+type OwnedHere = BTreeMap<IpAddr, OwnedIp>;
+
+/// An owned IP that this node does not announce on `interface` because another host answered
+/// its probe ([`super::probe::Verdict::InUse`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// The interface of the probe.
+    pub interface: String,
+    /// The MAC that answered.
+    pub mac: MacAddr,
+}
 
 struct Desired {
     interfaces: Interfaces,
@@ -122,6 +149,8 @@ struct State {
     node_addresses: BTreeSet<IpAddr>,
     tasks: BTreeMap<String, Task>,
     next_epoch: u64,
+    /// Newly assigned IPs ([`Responder::set_fresh`]).
+    fresh: BTreeSet<IpAddr>,
 }
 
 struct Inner {
@@ -132,6 +161,8 @@ struct Inner {
     lease: Mutex<Option<std::time::Instant>>,
     /// Conflicts seen on owned IPs (only while they are owned).
     conflicts: Mutex<Sightings>,
+    /// Owned IPs held back after a probe, per (IP, interface): the MAC that answered.
+    held: Mutex<BTreeMap<(IpAddr, String), MacAddr>>,
 }
 
 /// Drop label of frames not answered (and announcements not sent) because the lease expired.
@@ -170,6 +201,7 @@ impl Responder {
             state: Mutex::new(State::default()),
             lease: Mutex::new(None),
             conflicts: Mutex::new(Sightings::default()),
+            held: Mutex::new(BTreeMap::new()),
         });
         {
             let mut state = lock(&inner.state);
@@ -224,6 +256,33 @@ impl Responder {
         state.desired = desired;
         lock(&self.inner.conflicts).retain(|ip| state.desired.contains_key(ip));
         reconcile(&self.inner, &mut state);
+    }
+
+    /// The newly assigned IPs ([`crate::fresh::FreshIps::fresh`]): an IP of this set that becomes
+    /// owned on an interface is probed there before it is announced or answered
+    /// ([`super::probe`]), unless probing is disabled ([`ProbeSettings::count`] 0). Call it
+    /// before [`Responder::set_owned`]; it takes effect at the next change of the owned set.
+    pub fn set_fresh(&self, fresh: BTreeSet<IpAddr>) {
+        lock(&self.inner.state).fresh = fresh;
+    }
+
+    /// Owned IPs held back because another host answered the probe, per IP (one interface
+    /// named when several hold it).
+    pub fn held(&self) -> BTreeMap<IpAddr, Held> {
+        let state = lock(&self.inner.state);
+        lock(&self.inner.held)
+            .iter()
+            .filter(|((ip, _), _)| state.desired.contains_key(ip))
+            .map(|((ip, interface), mac)| {
+                (
+                    *ip,
+                    Held {
+                        interface: interface.clone(),
+                        mac: *mac,
+                    },
+                )
+            })
+            .collect()
     }
 
     /// The conflicts seen on IPs owned now, per IP (issue #10 item 5).
@@ -442,7 +501,14 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
                 IpAddr::V6(_) => s.ndp,
             };
             if serves && let Some(here) = owned.get_mut(&s.info.name) {
-                here.insert(*ip, d.epoch);
+                let probe = inner.config.probe.enabled() && state.fresh.contains(ip);
+                here.insert(
+                    *ip,
+                    OwnedIp {
+                        epoch: d.epoch,
+                        probe,
+                    },
+                );
             }
         }
     }
@@ -461,6 +527,7 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
         if let Some(t) = state.tasks.remove(&name) {
             tracing::info!(interface = %name, "interface gone or changed; stopping its responder");
             t.handle.abort();
+            lock(&inner.held).retain(|(_, iface), _| *iface != name);
         }
     }
     for (name, selected) in universe {
@@ -612,12 +679,17 @@ async fn serve(
     let mut join_retry: Option<Instant> = None;
     let mut join_backoff = Backoff::new(inner.config.retry_min, inner.config.retry_max);
     let mut announcing: BTreeMap<IpAddr, Announcing> = BTreeMap::new();
+    // Newly assigned IPs not announced here yet ([`super::probe`]): never answered meanwhile.
+    let mut probes: BTreeMap<IpAddr, Probe> = BTreeMap::new();
     let counters = &inner.counters;
     let schedule = &inner.config.schedule;
+    let probe_settings = &inner.config.probe;
+    lock(&inner.held).retain(|(_, iface), _| *iface != info.name);
     {
         let mut st = lock(status);
         st.running = true;
         st.last_error = None;
+        st.probing.clear();
     }
     rx.mark_changed();
     let (mut arp_buf, mut ndp_buf) = (vec![0u8; 1600], vec![0u8; 1600]);
@@ -625,6 +697,11 @@ async fn serve(
         let next_due = announcing
             .values()
             .filter_map(|a| schedule.offset(a.sent).and_then(|o| a.start.checked_add(o)))
+            .chain(
+                probes
+                    .values()
+                    .map(|p| Instant::from_std(p.next_due(probe_settings))),
+            )
             .min();
         tokio::select! {
             changed = rx.changed() => {
@@ -644,11 +721,23 @@ async fn serve(
                     }
                 }
                 announcing.retain(|ip, _| owned.contains_key(ip));
+                let probed_before: Vec<IpAddr> = probes.keys().copied().collect();
+                probes.retain(|ip, _| owned.contains_key(ip));
                 let now = Instant::now();
-                for (ip, epoch) in owned.iter() {
-                    if announcing.get(ip).is_none_or(|a| a.epoch != *epoch) {
-                        announcing.insert(*ip, Announcing { epoch: *epoch, start: now, sent: 0 });
+                for (ip, o) in owned.iter() {
+                    if probes.contains_key(ip) {
+                        continue; // announced when the probe says the IP is free
                     }
+                    if o.probe && !announcing.contains_key(ip) {
+                        probes.insert(*ip, Probe::new(now.into_std()));
+                        continue;
+                    }
+                    if announcing.get(ip).is_none_or(|a| a.epoch != o.epoch) {
+                        announcing.insert(*ip, Announcing { epoch: o.epoch, start: now, sent: 0 });
+                    }
+                }
+                if !probes.keys().eq(probed_before.iter()) {
+                    note_probes(inner, status, &info.name, &probes);
                 }
             }
             got = recv_frame(arp.as_ref(), &mut arp_buf) => {
@@ -668,8 +757,16 @@ async fn serve(
                 }
                 let owned = rx.borrow().clone();
                 let frame = arp_buf.get(..n).unwrap_or_default();
-                let inspected = inspect_arp(frame, mac, |ip| owned.contains_key(&IpAddr::V4(ip)));
+                let answerable = |ip: Ipv4Addr| {
+                    let ip = IpAddr::V4(ip);
+                    owned.contains_key(&ip) && !probes.contains_key(&ip)
+                };
+                let inspected = inspect_arp(frame, mac, answerable);
                 act(inspected, arp.as_ref(), inner, &counters.arp_replies_sent, &info.name);
+                if !probes.is_empty() {
+                    let claim = inspect_arp(frame, mac, |ip| probes.contains_key(&IpAddr::V4(ip))).claim;
+                    probe_answer(&mut probes, claim, counters);
+                }
             }
             got = recv_frame(ndp.as_ref(), &mut ndp_buf) => {
                 let got = got?;
@@ -688,11 +785,19 @@ async fn serve(
                 }
                 let owned = rx.borrow().clone();
                 let frame = ndp_buf.get(..n).unwrap_or_default();
-                let inspected = inspect_ndp(frame, mac, link_local, |ip| owned.contains_key(&IpAddr::V6(ip)));
+                let answerable = |ip: Ipv6Addr| {
+                    let ip = IpAddr::V6(ip);
+                    owned.contains_key(&ip) && !probes.contains_key(&ip)
+                };
+                let inspected = inspect_ndp(frame, mac, link_local, answerable);
                 act(inspected, ndp.as_ref(), inner, &counters.na_sent, &info.name);
+                if !probes.is_empty() {
+                    let claim = inspect_ndp(frame, mac, link_local, |ip| probes.contains_key(&IpAddr::V6(ip))).claim;
+                    probe_answer(&mut probes, claim, counters);
+                }
             }
             Some(ip) = defend_rx.recv() => {
-                if !rx.borrow().contains_key(&ip) {
+                if !rx.borrow().contains_key(&ip) || probes.contains_key(&ip) {
                     continue;
                 }
                 if !inner.lease_valid() {
@@ -728,6 +833,40 @@ async fn serve(
             () = sleep_until(next_due) => {
                 let now = Instant::now();
                 let valid = inner.lease_valid();
+                if !probes.is_empty() {
+                    let owned = rx.borrow().clone();
+                    let mut changed = false;
+                    for (ip, verdict) in step_probes(&mut probes, now.into_std(), probe_settings, |ip| {
+                        let frame = match ip {
+                            IpAddr::V4(v4) => build_arp_request(mac, Ipv4Addr::UNSPECIFIED, v4),
+                            IpAddr::V6(v6) => build_dad_probe(mac, v6),
+                        };
+                        let fd = if ip.is_ipv4() { arp.as_ref() } else { ndp.as_ref() };
+                        send(fd, &frame, counters, &counters.address_probes_sent);
+                    }) {
+                        changed = true;
+                        match verdict {
+                            Verdict::Free => {
+                                probes.remove(&ip);
+                                lock(&inner.held).remove(&(ip, info.name.clone()));
+                                if let Some(o) = owned.get(&ip) {
+                                    tracing::info!(interface = %info.name, %ip, "probe: no other host has the IP; announcing");
+                                    announcing.insert(ip, Announcing { epoch: o.epoch, start: now, sent: 0 });
+                                }
+                            }
+                            Verdict::InUse { mac: other } => {
+                                Counters::inc(&counters.probe_conflicts);
+                                let before = lock(&inner.held).insert((ip, info.name.clone()), other);
+                                if before != Some(other) {
+                                    tracing::warn!(interface = %info.name, %ip, mac = %other, "probe: another host uses the IP; not announcing it while it does");
+                                }
+                            }
+                        }
+                    }
+                    if changed {
+                        note_probes(inner, status, &info.name, &probes);
+                    }
+                }
                 for (ip, a) in announcing.iter_mut() {
                     while schedule.offset(a.sent).and_then(|o| a.start.checked_add(o)).is_some_and(|due| due <= now) {
                         a.sent += 1;
@@ -844,4 +983,51 @@ fn act(
         Decision::Ignore(reason) => counters.drop_frame(reason.label()),
         Decision::Drop(reason) => counters.drop_frame(reason),
     }
+}
+
+/// Feeds an answer to a probe (a claim on an IP being probed) into its [`Probe`]. Probes of other
+/// hosts are not answers ([`super::probe`] module docs: two speakers probing at once must not
+/// both hold back).
+fn probe_answer(probes: &mut BTreeMap<IpAddr, Probe>, claim: Option<Claim>, counters: &Counters) {
+    let Some(claim) = claim else { return };
+    if matches!(claim.kind, ClaimKind::ArpProbe | ClaimKind::DadProbe) {
+        return;
+    }
+    if let Some(p) = probes.get_mut(&claim.ip) {
+        counters.conflict_frame(claim.kind.label());
+        p.claim(std::time::Instant::now(), claim.mac);
+    }
+}
+
+/// Advances every probe to `now`: `send` is called once per probe frame due; returns the
+/// verdicts of the rounds that ended.
+fn step_probes(
+    probes: &mut BTreeMap<IpAddr, Probe>,
+    now: std::time::Instant,
+    settings: &ProbeSettings,
+    mut send: impl FnMut(IpAddr),
+) -> Vec<(IpAddr, Verdict)> {
+    let mut verdicts = Vec::new();
+    for (ip, p) in probes.iter_mut() {
+        let step = p.step(now, settings);
+        for _ in 0..step.send {
+            send(*ip);
+        }
+        if let Some(v) = step.verdict {
+            verdicts.push((*ip, v));
+        }
+    }
+    verdicts
+}
+
+/// Publishes the IPs being probed or held on `interface` (status, and the held set for
+/// [`Responder::held`]).
+fn note_probes(
+    inner: &Inner,
+    status: &Mutex<InterfaceStatus>,
+    interface: &str,
+    probes: &BTreeMap<IpAddr, Probe>,
+) {
+    lock(status).probing = probes.keys().copied().collect();
+    lock(&inner.held).retain(|(ip, iface), _| iface != interface || probes.contains_key(ip));
 }

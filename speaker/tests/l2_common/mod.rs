@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ferrolb_speaker::eligibility::Interfaces;
+use ferrolb_speaker::l2::probe::ProbeSettings;
 use ferrolb_speaker::l2::{AnnounceSchedule, Counters, InterfaceStatus, L2Config, Responder};
 use nix::sched::{CloneFlags, setns};
 
@@ -213,6 +214,11 @@ pub fn fast_config() -> L2Config {
             // RFC 4861's 1 s RetransTimer between unsolicited NAs, scaled down like the burst.
             na_spacing: Duration::from_millis(100),
         },
+        // Probing of new IPs as in production, a held IP probed again every second.
+        probe: ProbeSettings {
+            retry: Duration::from_secs(1),
+            ..ProbeSettings::default()
+        },
         rescan_interval: Duration::from_millis(200),
         retry_min: Duration::from_millis(100),
         retry_max: Duration::from_millis(400),
@@ -271,6 +277,15 @@ impl Node {
             .map(|(ip, i)| (ip.parse().unwrap(), i.clone()))
             .collect();
         self.call(move |r| r.set_owned(owned));
+    }
+
+    /// Replace the owned set, `fresh` IPs (newly assigned: probed before their first
+    /// announcement) marked first.
+    pub fn own_fresh(&self, owned: &[(&str, Interfaces)], fresh: &[&str]) {
+        let fresh: std::collections::BTreeSet<IpAddr> =
+            fresh.iter().map(|ip| ip.parse().unwrap()).collect();
+        self.call(move |r| r.set_fresh(fresh));
+        self.own(owned);
     }
 
     /// Interface statuses.

@@ -512,11 +512,7 @@ fn is_takeover(s: &Seen, ip: Ipv4Addr, old_mac: &str, t0: u64) -> bool {
 }
 
 fn seen_unix_us(s: &Seen) -> u64 {
-    match s {
-        Seen::ArpReply { unix_us, .. }
-        | Seen::GratuitousArp { unix_us, .. }
-        | Seen::NeighborAdvertisement { unix_us, .. } => *unix_us,
-    }
+    s.unix_us()
 }
 
 fn print_trial(trial: usize, t: &Trial) {

@@ -423,6 +423,22 @@ pub fn build_neighbor_solicitation(ns: &NeighborSolicitation) -> Vec<u8> {
     build_frame(ns.eth_dst, ns.eth_src, ns.ip_src, ns.ip_dst, body)
 }
 
+/// A Duplicate Address Detection probe for `target` (RFC 4862 §5.4.2): a Neighbor Solicitation
+/// from `::` to the target's solicited-node group, without a Source Link-Layer Address option
+/// (RFC 4861 §4.3 forbids it with an unspecified source). A host that has `target` answers with
+/// a Neighbor Advertisement to all-nodes (RFC 4862 §5.4.3).
+pub fn build_dad_probe(our_mac: MacAddr, target: Ipv6Addr) -> Vec<u8> {
+    let group = solicited_node_multicast(target);
+    build_neighbor_solicitation(&NeighborSolicitation {
+        eth_dst: multicast_mac(group),
+        eth_src: our_mac,
+        ip_src: Ipv6Addr::UNSPECIFIED,
+        ip_dst: group,
+        target,
+        source_link_layer: None,
+    })
+}
+
 /// Build a Neighbor Advertisement frame (with the Target Link-Layer Address option when set).
 pub fn build_neighbor_advertisement(na: &NeighborAdvertisement) -> Vec<u8> {
     let flags = (if na.router { FLAG_ROUTER } else { 0 })
@@ -494,6 +510,21 @@ mod tests {
     const VIP: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, 0x100);
     const CLIENT_LL: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 2);
     const OUR_LL: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
+
+    #[test]
+    fn a_dad_probe_parses_as_one() {
+        let frame = build_dad_probe(OURS, VIP);
+        match parse_ndp(&frame).unwrap() {
+            NdpMessage::Solicitation(ns) => {
+                assert!(ns.is_dad());
+                assert_eq!(ns.target, VIP);
+                assert_eq!(ns.ip_dst, solicited_node_multicast(VIP));
+                assert_eq!(ns.eth_dst, multicast_mac(ns.ip_dst));
+                assert_eq!(ns.source_link_layer, None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     fn multicast_ns() -> NeighborSolicitation {
         let group = solicited_node_multicast(VIP);

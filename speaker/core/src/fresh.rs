@@ -1,0 +1,95 @@
+//! Which IPs were newly assigned: the ones the owner probes before announcing (issue #10 item 5,
+//! `ferrolb_speaker::l2::probe`). Pure.
+//!
+//! An IP is *fresh* for [`FRESH_FOR`] after it appeared in a Service status while this speaker
+//! was watching. IPs present in the first complete view (a speaker start, or a restart) are not
+//! fresh: they were assigned before, another speaker may be announcing them, and probing them would
+//! delay a cold start or, worse, find the previous owner and hold back. Likewise a failover or a
+//! handover never makes an IP fresh — only its appearance does — so failover is never delayed by
+//! a probe. An IP released and assigned again later is fresh again: in between, another host may
+//! have taken the address.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+/// How long after its appearance an IP is probed by whoever owns it (the owner normally gains it
+/// within a plan interval; this covers a claim gate that opens a little later).
+pub const FRESH_FOR: Duration = Duration::from_secs(30);
+
+/// The IPs seen in the view and when each appeared (`None`: already there at the first view).
+#[derive(Clone, Debug, Default)]
+pub struct FreshIps {
+    first_seen: BTreeMap<IpAddr, Option<Instant>>,
+    started: bool,
+}
+
+impl FreshIps {
+    /// Record the IPs of the current view at `now`. The first call marks every IP as old.
+    pub fn observe(&mut self, now: Instant, ips: impl IntoIterator<Item = IpAddr>) {
+        let current: BTreeSet<IpAddr> = ips.into_iter().collect();
+        self.first_seen.retain(|ip, _| current.contains(ip));
+        let appeared = self.started.then_some(now);
+        for ip in current {
+            self.first_seen.entry(ip).or_insert(appeared);
+        }
+        self.started = true;
+    }
+
+    /// The IPs that appeared less than [`FRESH_FOR`] before `now`.
+    pub fn fresh(&self, now: Instant) -> BTreeSet<IpAddr> {
+        self.first_seen
+            .iter()
+            .filter(|(_, at)| at.is_some_and(|at| now.saturating_duration_since(at) < FRESH_FOR))
+            .map(|(ip, _)| *ip)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn only_ips_that_appear_later_are_fresh_and_only_for_a_while() {
+        let t0 = Instant::now();
+        let mut f = FreshIps::default();
+        f.observe(t0, [ip("198.51.100.1")]);
+        assert!(f.fresh(t0).is_empty(), "present at start: not fresh");
+        let t1 = t0 + Duration::from_secs(1);
+        f.observe(t1, [ip("198.51.100.1"), ip("2001:db8::2")]);
+        assert_eq!(f.fresh(t1), BTreeSet::from([ip("2001:db8::2")]));
+        // Seen again later: still the first appearance that counts.
+        f.observe(
+            t1 + Duration::from_secs(20),
+            [ip("198.51.100.1"), ip("2001:db8::2")],
+        );
+        assert_eq!(f.fresh(t1 + FRESH_FOR - Duration::from_millis(1)).len(), 1);
+        assert!(f.fresh(t1 + FRESH_FOR).is_empty());
+    }
+
+    #[test]
+    fn an_ip_released_and_assigned_again_is_fresh_again() {
+        let t0 = Instant::now();
+        let mut f = FreshIps::default();
+        f.observe(t0, [ip("198.51.100.1")]);
+        f.observe(t0 + Duration::from_secs(1), []);
+        let t2 = t0 + Duration::from_secs(2);
+        f.observe(t2, [ip("198.51.100.1")]);
+        assert_eq!(f.fresh(t2), BTreeSet::from([ip("198.51.100.1")]));
+    }
+
+    #[test]
+    fn an_empty_first_view_still_counts_as_the_start() {
+        let t0 = Instant::now();
+        let mut f = FreshIps::default();
+        f.observe(t0, []);
+        f.observe(t0, [ip("198.51.100.9")]);
+        assert_eq!(f.fresh(t0).len(), 1);
+    }
+}
