@@ -60,6 +60,7 @@ fn world(n: usize) -> (Planner, Snapshot) {
         l2: vec![Arc::new(l2)],
         namespaces: vec![Arc::new(ns)],
         nodes: Vec::new(),
+        conflict_events: Vec::new(),
     };
     let mut planner = Planner::new(ClassConfig::default(), contest::Policy::default());
     let plan = planner.plan(&snap, Instant::now(), &wall());

@@ -11,6 +11,7 @@
 //! the binary is `src/main.rs`.
 pub mod annotations;
 pub mod config;
+pub mod conflicts;
 pub mod events;
 pub use ferrolb_ipam as ipam;
 pub use ferrolb_ipam::contest;

@@ -54,6 +54,9 @@ pub struct Snapshot {
     pub nodes: Vec<Arc<Node>>,
     /// Every Namespace (for namespace selectors).
     pub namespaces: Vec<Arc<Namespace>>,
+    /// The speakers' `IPConflict` Events (pool condition `AddressConflict`,
+    /// [`crate::conflicts`]).
+    pub conflict_events: Vec<Arc<k8s_openapi::api::events::v1::Event>>,
 }
 
 /// A status write: `status.loadBalancer.ingress` of `service` := `ips` (empty: release).
@@ -449,6 +452,18 @@ impl Planner {
             .iter()
             .map(|p| (name_of(&p.metadata), p))
             .collect();
+        // Addresses another host claims, by the pool they were handed out from.
+        let claimed = crate::conflicts::recent_conflicts(&snap.conflict_events, wall);
+        let mut conflicts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (ip, pool, _) in self.ipam.held() {
+            if let Some(macs) = claimed.get(&ip) {
+                let macs: Vec<&str> = macs.iter().map(String::as_str).collect();
+                conflicts
+                    .entry(pool.to_owned())
+                    .or_default()
+                    .push(format!("{ip} (by {})", macs.join(", ")));
+            }
+        }
         for report in self.ipam.pool_reports() {
             plan.tally.pools.push((
                 report.name.clone(),
@@ -473,6 +488,7 @@ impl Planner {
             let desired = pool_status(
                 &report,
                 advertised,
+                conflicts.get(&report.name).map_or(&[][..], Vec::as_slice),
                 pool.metadata.generation,
                 pool.status.as_ref(),
                 wall,

@@ -1,6 +1,8 @@
 //! `IPAddressPool.status` from the allocator's [`PoolReport`]: per-family counters (int64,
 //! saturating) and the conditions `Ready`, `Overlapping`, `NodeAddressConflict`, `Invalid`
-//! (DESIGN §3). Pure; the caller supplies the clock.
+//! (DESIGN §3) and `AddressConflict` (another host on the LAN claims an assigned address, from
+//! the speakers' `IPConflict` Events, [`crate::conflicts`]; issue #10 item 5). Pure; the caller
+//! supplies the clock.
 //!
 //! `Invalid=True` has reason `BadAddressEntry` for a malformed entry (the first one) and
 //! `ForbiddenAddresses` for entries overlapping a block that is never a LoadBalancer IP (every
@@ -17,11 +19,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::ipam::PoolReport;
 
-/// Builds the status. `advertised`: some L2Advertisement covers the pool; `generation`: the
-/// pool's `metadata.generation`; `current`: its status now; `now`: the transition time to use.
+/// Builds the status. `advertised`: some L2Advertisement covers the pool; `conflicts`: its
+/// addresses another host claims, each with the foreign MACs (e.g. `198.51.100.70 (by
+/// 02:00:00:00:00:66)`); `generation`: the pool's `metadata.generation`; `current`: its status
+/// now; `now`: the transition time to use.
 pub fn pool_status(
     report: &PoolReport,
     advertised: bool,
+    conflicts: &[String],
     generation: Option<i64>,
     current: Option<&IPAddressPoolStatus>,
     now: &Time,
@@ -72,6 +77,23 @@ pub fn pool_status(
             true,
             "NodeAddressInPool",
             format!("never handed out: {}", report.node_conflicts.join(", ")),
+        ),
+    });
+    conditions.push(match conflicts.is_empty() {
+        true => (
+            "AddressConflict",
+            false,
+            "NoConflict",
+            "no other host claims an assigned address".into(),
+        ),
+        false => (
+            "AddressConflict",
+            true,
+            "ForeignHostClaimsAddress",
+            format!(
+                "another host on the LAN claims: {}; see the IPConflict Events of the Services using them",
+                conflicts.join(", ")
+            ),
         ),
     });
     conditions.push(match &report.invalid {
@@ -142,7 +164,7 @@ mod tests {
     #[test]
     fn counters_saturate_and_conditions_name_the_other_pool() {
         let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap_or_default());
-        let s = pool_status(&report(), true, Some(2), None, &t0);
+        let s = pool_status(&report(), true, &[], Some(2), None, &t0);
         assert_eq!(s.available_ipv6, i64::MAX);
         let overlapping = s
             .conditions
@@ -152,11 +174,44 @@ mod tests {
         assert!(matches!(overlapping, Some((st, m)) if st == "True" && m.contains("pool-a")));
         // Same inputs later: identical status (no write).
         let t1 = Time(k8s_openapi::jiff::Timestamp::from_second(2000).unwrap_or_default());
-        assert_eq!(pool_status(&report(), true, Some(2), Some(&s), &t1), s);
-        let not_adv = pool_status(&report(), false, Some(2), Some(&s), &t1);
+        assert_eq!(pool_status(&report(), true, &[], Some(2), Some(&s), &t1), s);
+        let not_adv = pool_status(&report(), false, &[], Some(2), Some(&s), &t1);
         let ready = not_adv.conditions.iter().find(|c| c.type_ == "Ready");
         assert!(
             matches!(ready, Some(c) if c.status == "False" && c.reason == "NotAdvertised" && c.last_transition_time == t1)
+        );
+    }
+
+    #[test]
+    fn address_conflicts_are_a_condition_naming_the_addresses() {
+        let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap_or_default());
+        let get = |s: &IPAddressPoolStatus| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "AddressConflict")
+                .cloned()
+                .unwrap()
+        };
+        let clear = pool_status(&report(), true, &[], Some(1), None, &t0);
+        assert_eq!(get(&clear).status, "False");
+        let claimed = ["198.51.100.70 (by 02:00:00:00:00:66)".to_owned()];
+        let s = pool_status(&report(), true, &claimed, Some(1), Some(&clear), &t0);
+        let c = get(&s);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "ForeignHostClaimsAddress")
+        );
+        assert!(
+            c.message.contains("198.51.100.70 (by 02:00:00:00:00:66)"),
+            "{c:?}"
+        );
+        // Ready is unaffected: the other addresses are served.
+        assert_eq!(
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.status.as_str()),
+            Some("True")
         );
     }
 
@@ -166,7 +221,7 @@ mod tests {
         let condition = |entries: &[&str]| {
             let mut r = report();
             r.invalid = ferrolb_crds::addresses::PoolAddresses::parse(entries, false).err();
-            let s = pool_status(&r, true, Some(1), None, &t0);
+            let s = pool_status(&r, true, &[], Some(1), None, &t0);
             let get = |t: &str| s.conditions.iter().find(|c| c.type_ == t).cloned();
             (get("Invalid"), get("Ready"))
         };

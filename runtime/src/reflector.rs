@@ -25,9 +25,28 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
+    spawn_filtered(api, None, wake, trim)
+}
+
+/// Like [`spawn`], watching only the objects that match `fields` (a field selector, e.g.
+/// `reason=IPConflict` for Events), when given.
+pub fn spawn_filtered<K>(
+    api: Api<K>,
+    fields: Option<&str>,
+    wake: Arc<Notify>,
+    trim: fn(&mut K),
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
     let (reader, writer) = reflector::store();
     let kind = K::kind(&K::DynamicType::default()).to_string();
-    let stream = watcher(api, watcher::Config::default().any_semantic())
+    let mut config = watcher::Config::default().any_semantic();
+    if let Some(fields) = fields {
+        config = config.fields(fields);
+    }
+    let stream = watcher(api, config)
         .default_backoff()
         .modify(trim)
         .reflect(writer)

@@ -136,6 +136,7 @@ impl Control {
             l2: self.stores.l2.state(),
             nodes: self.stores.nodes.state(),
             namespaces: self.stores.namespaces.state(),
+            conflict_events: self.stores.conflicts.state(),
         };
         let wall = Time(
             k8s_openapi::jiff::Timestamp::from_second(

@@ -1,11 +1,13 @@
 //! Reflectors (watch + in-memory store) for every kind the controller reads: Services,
-//! IPAddressPools, L2Advertisements (pool `Ready` condition), Namespaces (namespace selectors)
-//! and Nodes (R10). Each touched object wakes the control loop; the loop then reads the stores
-//! as a whole (level-triggered).
+//! IPAddressPools, L2Advertisements (pool `Ready` condition), Namespaces (namespace selectors),
+//! Nodes (R10) and the speakers' `IPConflict` Events (pool condition `AddressConflict`). Each
+//! touched object wakes the control loop; the loop then reads the stores as a whole
+//! (level-triggered).
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::events::v1::Event;
 use kube::runtime::reflector::{self, Store};
 
 use kube::{Api, Client, Resource};
@@ -27,6 +29,9 @@ pub struct Stores {
     pub namespaces: Store<Namespace>,
     /// All Nodes.
     pub nodes: Store<Node>,
+    /// The `IPConflict` Events (`events.k8s.io/v1`, field selector `reason=IPConflict`): the
+    /// speakers' reports of another host claiming an address ([`crate::conflicts`]).
+    pub conflicts: Store<Event>,
 }
 
 /// Drops what the controller never reads before an object enters a store, to keep memory
@@ -81,7 +86,17 @@ impl Stores {
                 slim,
             ),
             namespaces: spawn_reflector(Api::<Namespace>::all(client.clone()), wake.clone(), slim),
-            nodes: spawn_reflector(Api::<Node>::all(client.clone()), wake, slim_node),
+            nodes: spawn_reflector(Api::<Node>::all(client.clone()), wake.clone(), slim_node),
+            conflicts: ferrolb_runtime::reflector::spawn_filtered(
+                Api::<Event>::all(client.clone()),
+                Some(&format!(
+                    "reason={}",
+                    ferrolb_crds::conflict_event::REASON_IP_CONFLICT
+                )),
+                wake,
+                slim,
+            )
+            .0,
         }
     }
 
@@ -94,6 +109,7 @@ impl Stores {
         self.pools.wait_until_ready().await?;
         self.l2.wait_until_ready().await?;
         self.namespaces.wait_until_ready().await?;
-        self.nodes.wait_until_ready().await
+        self.nodes.wait_until_ready().await?;
+        self.conflicts.wait_until_ready().await
     }
 }

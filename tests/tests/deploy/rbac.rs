@@ -132,7 +132,12 @@ pub fn check(k: &Kubectl) {
             &["update", "patch"],
         ),
         rule("events", &[], &emit),
-        rule("events.events.k8s.io", &[], &emit),
+        // The speakers' IPConflict Events become the pool condition AddressConflict.
+        rule(
+            "events.events.k8s.io",
+            &[],
+            &["create", "patch", "list", "watch"],
+        ),
     ];
     for ns in [NS, "default"] {
         let baseline = k.rules(NOBODY_SA, ns);
