@@ -416,22 +416,26 @@ async fn two_nics_on_one_segment_answer_with_one_mac() {
 }
 
 /// Issue #10 item 2: on a LAN whose bridge snoops MLD (a querier sending general queries every
-/// 2 s, memberships expiring after 8 s without a report), the owner's solicited-node group stays
+/// 500 ms, memberships expiring after 3 s without a report), the owner's solicited-node group stays
 /// joined — the kernel answers the queries because the speaker joins with `IPV6_JOIN_GROUP` —
 /// so multicast Neighbor Solicitations keep reaching it long after the membership timeout.
 ///
-/// Ignored for now (`cargo test -- --ignored` runs it): in this lab the Linux bridge's own MLD
-/// querier was not seen sending queries, so memberships are not refreshed and, with unregistered
-/// multicast not flooded, the owner's group is sometimes never registered (the owner's
-/// unsolicited reports at join did not always register it); the test then fails on its first
-/// probe. It passed in 1 of 3 runs. What is needed is a querier the test controls (e.g. a client
-/// sending MLD general queries), not a change in the speaker, which joins with `IPV6_JOIN_GROUP`
-/// so the kernel answers queries. Tracked in issue #10's closing note.
+/// The querier is the test's own (`ferrolb_tests::lab::mld::Querier`, MLDv2 general queries sent
+/// from `br0` every 500 ms): the Linux bridge's built-in querier was not seen querying reliably
+/// here. Negative control: once the queries stop, the group leaves the bridge's table within a
+/// few membership intervals — so its staying there before was the queries' and the reports'
+/// doing, not a timer the test never reached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the lab bridge's MLD querier does not query reliably; see the doc comment"]
 async fn solicited_node_membership_survives_an_mld_snooping_bridge() {
+    use ferrolb_tests::lab::mld::Querier;
+    const GROUP: &str = "ff02::1:ff00:270";
     let mut lab = Lab::start_dual_stack(2, 1).await.expect("lab");
     let lan = lab.lan.clone();
+    // Snooping on, membership timeout 3 s, no built-in querier: the test's querier below.
+    // Multicast to unregistered groups is still flooded (queries sent from `br0` do not make the
+    // bridge see a querier, and without one it floods): the NSs below would reach the owner
+    // anyway, so it is the bridge's table — the group registered on the owner's report, kept
+    // through the queries, expiring without them — that shows the membership.
     lab.exec(
         &lan,
         "ip",
@@ -444,32 +448,17 @@ async fn solicited_node_membership_survives_an_mld_snooping_bridge() {
             "mcast_snooping",
             "1",
             "mcast_querier",
-            "1",
+            "0",
             "mcast_query_interval",
-            "200",
-            "mcast_query_response_interval",
             "100",
+            "mcast_query_response_interval",
+            "50",
             "mcast_membership_interval",
-            "800",
+            "300",
         ],
     )
     .unwrap();
-    // The querier's timers start when the bridge comes up with snooping on: restart it now, with
-    // its ports attached (it then has its link-local address to send queries from).
-    lab.exec(&lan, "ip", &["link", "set", "br0", "down"])
-        .unwrap();
-    lab.exec(&lan, "ip", &["link", "set", "br0", "up"]).unwrap();
-    // Like a snooping switch, forward multicast only to ports with listeners: without this the
-    // bridge floods unregistered groups and the test would pass with no membership at all.
-    let ports = lab.exec(&lan, "ls", &["/sys/class/net/br0/brif"]).unwrap();
-    for port in ports.split_whitespace() {
-        lab.exec(
-            &lan,
-            "bridge",
-            &["link", "set", "dev", port, "mcast_flood", "off"],
-        )
-        .unwrap();
-    }
+    let querier = Querier::start(&lan, "br0", Duration::from_millis(500));
     let client = lab.client().await.unwrap();
     announced_service(
         &client,
@@ -493,25 +482,157 @@ async fn solicited_node_membership_survives_an_mld_snooping_bridge() {
     until("the IPv6 IP answered", SETTLE, answered_by_one)
         .await
         .unwrap();
-    // The bridge learnt the group on the owner's port from its MLD report.
-    let mdb = lab
-        .exec(&lab.lan.clone(), "bridge", &["mdb", "show"])
-        .unwrap();
-    assert!(mdb.contains("ff02::1:ff00:270"), "{mdb}");
-    // Two membership intervals later, with queries in between, still answered every time.
+    let mdb = || lab.exec(&lan, "bridge", &["mdb", "show"]).unwrap();
+    // The bridge learnt the group from the owner's MLD reports (the kernel sends them because
+    // the speaker joins with IPV6_JOIN_GROUP).
+    assert!(mdb().contains(GROUP), "{}", mdb());
+    // Four membership intervals later, with queries in between: still registered, and every
+    // multicast NS still answered by one MAC.
     for _ in 0..6 {
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
         let seen = lab
             .ndp_probe(0, VIP6, None, None, Duration::from_millis(500))
             .await
             .unwrap();
-        let mdb = lab
-            .exec(&lab.lan.clone(), "bridge", &["mdb", "show"])
-            .unwrap();
+        let table = mdb();
+        assert!(table.contains(GROUP), "membership lost: {table}");
         assert_eq!(
             claimed_macs(&seen, IpAddr::V6(VIP6)).len(),
             1,
-            "{seen:?}\nmdb: {mdb}"
+            "{seen:?}\nmdb: {table}"
         );
     }
+    // Negative control: without queries nobody refreshes it and it expires.
+    assert!(querier.stop().unwrap() >= 20);
+    until("the group expires without queries", SETTLE, || async {
+        !mdb().contains(GROUP)
+    })
+    .await
+    .unwrap();
+}
+
+/// Issue #10 item 5: the controller hands out an address that a foreign host on the LAN already
+/// uses. Before its first announcement the owner probes for it (RFC 5227 §2.1.1 ARP probes), the
+/// foreign host's kernel answers, and the owner holds the address instead of stealing it: no node
+/// sends a frame claiming it, the clients keep resolving it to the foreign host (no flapping), a
+/// Warning Event `IPConflict` on the Service names the foreign MAC, and the pool's condition
+/// `AddressConflict` names the address. When the foreign host lets the address go, the owner
+/// announces it by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_address_already_used_on_the_lan_is_probed_and_not_stolen() {
+    use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
+    use ferrolb_tests::lab::scenario::{expected_owner, has_event, metric_value};
+    use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service};
+    const TAKEN: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 91);
+    const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+    let mut lab = Lab::start(3, 2).await.expect("lab");
+    let client = lab.client().await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.91/32"])
+        .await
+        .unwrap();
+    apply_l2(&client, "all", ferrolb_crds::L2AdvertisementSpec::default())
+        .await
+        .unwrap();
+    for node in NODES {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let _controller = ControllerProcess::start(
+        lab.cluster().kubeconfig(),
+        lab.dir(),
+        &ControllerOptions::new("lab-controller"),
+    )
+    .unwrap();
+    // The speakers run (their first view is taken) before the address is handed out.
+    for node in NODES {
+        until("speaker ready", SETTLE, || async {
+            lab.speaker_http(node, "/readyz")
+                .await
+                .is_ok_and(|(code, _)| code == 200)
+        })
+        .await
+        .unwrap();
+    }
+    let owner = expected_owner(TAKEN, &NODES);
+    let node_macs: BTreeSet<String> = NODES.iter().map(|n| lab.node(n).mac.clone()).collect();
+
+    // The foreign host: client 1, with the address configured; its kernel answers for it.
+    let foreign_ns = lab.clients[1].netns.clone();
+    lab.exec(
+        &foreign_ns,
+        "ip",
+        &["addr", "add", "198.51.100.91/32", "dev", "eth0"],
+    )
+    .unwrap();
+    let foreign_mac = lab
+        .exec(&foreign_ns, "cat", &["/sys/class/net/eth0/address"])
+        .unwrap()
+        .trim()
+        .to_lowercase();
+
+    let capture = lab.start_capture(0, Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    create_service(
+        &client,
+        &lb_service("default", "svc", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    let words = [foreign_mac.as_str(), "does not announce", owner.as_str()];
+    until(
+        "an IPConflict Warning naming the foreign MAC",
+        SETTLE,
+        || has_event(&client, "svc", "IPConflict", &words),
+    )
+    .await
+    .unwrap();
+    let pools: kube::Api<ferrolb_crds::IPAddressPool> = kube::Api::all(client.clone());
+    let want = format!("198.51.100.91 (by {foreign_mac})");
+    until("the pool condition AddressConflict", SETTLE, || async {
+        pools.get("pool").await.is_ok_and(|p| {
+            p.status.is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "AddressConflict" && c.status == "True" && c.message.contains(&want)
+                })
+            })
+        })
+    })
+    .await
+    .unwrap();
+    // Clients keep resolving the address to the foreign host, and only to it.
+    for _ in 0..5 {
+        let answers = lab.arp_answers(0, TAKEN).await.unwrap();
+        assert_eq!(answers, BTreeSet::from([foreign_mac.clone()]));
+    }
+    let seen = capture.await.unwrap().unwrap();
+    let claims: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.ip() == IpAddr::V4(TAKEN) && node_macs.contains(&s.mac().to_lowercase()))
+        .collect();
+    assert!(claims.is_empty(), "a node claimed the address: {claims:?}");
+    let (_, body) = lab.speaker_http(&owner, "/metrics").await.unwrap();
+    assert_eq!(
+        metric_value(&body, "ferrolb_speaker_held_ips"),
+        Some(1.0),
+        "{body}"
+    );
+    assert!(
+        metric_value(&body, "ferrolb_speaker_address_probes_sent_total").unwrap_or(0.0) >= 3.0,
+        "{body}"
+    );
+
+    // The foreign host lets the address go: the owner announces it on its own.
+    lab.exec(
+        &foreign_ns,
+        "ip",
+        &["addr", "del", "198.51.100.91/32", "dev", "eth0"],
+    )
+    .unwrap();
+    let owner_mac = lab.node(&owner).mac.clone();
+    let answers = lab
+        .wait_for_owner(0, TAKEN, Some(&owner), SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(answers, BTreeSet::from([owner_mac]));
+    let (_, body) = lab.speaker_http(&owner, "/metrics").await.unwrap();
+    assert_eq!(metric_value(&body, "ferrolb_speaker_held_ips"), Some(0.0));
 }

@@ -45,6 +45,7 @@ pub mod demo;
 pub mod failover;
 pub mod http_client;
 pub mod kube_proxy;
+pub mod mld;
 pub mod pods;
 mod relay;
 pub mod scenario;
