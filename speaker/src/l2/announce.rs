@@ -54,6 +54,24 @@ impl AnnounceSchedule {
         Some(last.saturating_add(refresh.saturating_mul(k)))
     }
 
+    /// What to send `elapsed` after the gain when `sent` announcements are done: `None` when
+    /// none is due; else the new count and whether the one announcement sent now also goes out
+    /// as an unsolicited NA ([`AnnounceSchedule::sends_na`] of any announcement due). After a
+    /// stall (the task was not polled while several came due) the missed ones collapse into one
+    /// send: never a back-to-back burst, which would also break RFC 4861's NA spacing.
+    pub fn catch_up(&self, sent: usize, elapsed: Duration) -> Option<(usize, bool)> {
+        let mut n = sent;
+        let mut na = false;
+        while self.offset(n).is_some_and(|o| o <= elapsed) {
+            na |= self.sends_na(n);
+            n += 1;
+            if n - sent > 1_000_000 {
+                break; // a refresh of nanoseconds after a stall of hours: stop counting
+            }
+        }
+        (n > sent).then_some((n, na))
+    }
+
     /// Whether announcement `n` (0-based, as for [`AnnounceSchedule::offset`]) is also sent as
     /// an unsolicited Neighbor Advertisement. Gratuitous ARP uses every announcement; IPv6 keeps
     /// RFC 4861 §7.2.6 within the burst: at most [`MAX_NEIGHBOR_ADVERTISEMENT`] of its offsets,
@@ -104,6 +122,27 @@ mod tests {
         }
         assert!(dense.sends_na(10), "refresh announcements are sent");
         assert!(!s.sends_na(4), "no refresh configured");
+    }
+
+    /// A stall of 10 s after the gain: the four announcements of the burst are one send (with an
+    /// NA), not four back to back; on time, one at a time.
+    #[test]
+    fn a_stall_collapses_missed_announcements_into_one() {
+        let s = AnnounceSchedule::default();
+        assert_eq!(s.catch_up(0, Duration::from_secs(10)), Some((4, true)));
+        assert_eq!(s.catch_up(4, Duration::from_secs(100)), None);
+        assert_eq!(s.catch_up(0, Duration::ZERO), Some((1, true)));
+        assert_eq!(s.catch_up(1, Duration::from_millis(499)), None);
+        assert_eq!(
+            s.catch_up(1, Duration::from_millis(600)),
+            Some((2, false)),
+            "0.5 s: ARP only"
+        );
+        let refresh = AnnounceSchedule {
+            refresh: Some(Duration::from_nanos(1)),
+            ..Default::default()
+        };
+        assert!(refresh.catch_up(4, Duration::from_secs(3600)).is_some());
     }
 
     #[test]

@@ -868,27 +868,29 @@ async fn serve(
                     }
                 }
                 for (ip, a) in announcing.iter_mut() {
-                    while schedule.offset(a.sent).and_then(|o| a.start.checked_add(o)).is_some_and(|due| due <= now) {
-                        a.sent += 1;
-                        if !valid {
-                            counters.drop_frame(LEASE_EXPIRED);
-                            continue;
-                        }
-                        match ip {
-                            IpAddr::V4(v4) => {
-                                for form in [GratuitousForm::Request, GratuitousForm::Reply] {
-                                    send(arp.as_ref(), &build_gratuitous_arp(mac, *v4, form), counters, &counters.gratuitous_arp_sent);
-                                }
-                            }
-                            IpAddr::V6(v6) => {
-                                if schedule.sends_na(a.sent - 1) {
-                                    let frame = build_unsolicited_advertisement(mac, link_local, *v6);
-                                    send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
-                                }
-                            }
-                        }
-                        tracing::debug!(interface = %info.name, %ip, n = a.sent, "announced");
+                    // Announcements missed during a stall collapse into one send.
+                    let Some((sent, na)) = schedule.catch_up(a.sent, now.saturating_duration_since(a.start)) else {
+                        continue;
+                    };
+                    a.sent = sent;
+                    if !valid {
+                        counters.drop_frame(LEASE_EXPIRED);
+                        continue;
                     }
+                    match ip {
+                        IpAddr::V4(v4) => {
+                            for form in [GratuitousForm::Request, GratuitousForm::Reply] {
+                                send(arp.as_ref(), &build_gratuitous_arp(mac, *v4, form), counters, &counters.gratuitous_arp_sent);
+                            }
+                        }
+                        IpAddr::V6(v6) => {
+                            if na {
+                                let frame = build_unsolicited_advertisement(mac, link_local, *v6);
+                                send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
+                            }
+                        }
+                    }
+                    tracing::debug!(interface = %info.name, %ip, n = a.sent, "announced");
                 }
             }
         }
