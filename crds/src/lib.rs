@@ -3,6 +3,7 @@
 //!
 //! Module map:
 //! - [`v1beta1`]: `IPAddressPool`, `L2Advertisement` (kube-derive + schemars, CEL validation);
+//! - [`announcement`]: `L2Announcement`, who answers for one IP (written by the speakers);
 //! - [`addresses`]: parse entries, membership, counts, lazy walks (pure);
 //! - [`selector`]: label-selector matching (pure);
 //! - [`service`]: which Services are ours (class rule), and the IPs in their status (pure);
@@ -18,6 +19,7 @@
 
 pub mod addresses;
 pub mod annotations;
+pub mod announcement;
 pub mod conflict_event;
 pub mod manifests;
 pub mod node;
@@ -26,6 +28,7 @@ pub mod selector;
 pub mod service;
 pub mod v1beta1;
 
+pub use announcement::{L2Announcement, L2AnnouncementSpec, announcement_name};
 pub use v1beta1::{
     IPAddressPool, IPAddressPoolSpec, IPAddressPoolStatus, L2Advertisement, L2AdvertisementSpec,
 };

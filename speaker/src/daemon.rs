@@ -23,6 +23,8 @@ use kube::Client;
 use kube::runtime::events::Reporter;
 use tokio::sync::Notify;
 
+use crate::announcement_writer::{AnnouncementWriter, WriteCounters};
+use crate::announcements::AnnouncementPlanner;
 use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
 use crate::eligibility::Interfaces;
 use crate::event_sink::{EventCounters, EventSink, EventSinkConfig};
@@ -60,6 +62,8 @@ pub struct SpeakerConfig {
     pub claim: ClaimSettings,
     /// The Event queue.
     pub events: EventSinkConfig,
+    /// The namespace of the L2Announcement reports (the speakers' own).
+    pub namespace: String,
 }
 
 /// How often the loop ticks when nothing else wakes it: renews the responder lease and feeds the
@@ -98,13 +102,14 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let keys = KeyRing::from_file(&config.key_file)
         .with_context(|| format!("membership key {}", config.key_file.display()))?;
     let changed = Arc::new(Notify::new());
-    let (stores, watches) = Stores::start(&client, &changed);
+    let (stores, watches) = Stores::start(&client, &changed, &config.namespace);
     let mut supervised = Supervised {
         tasks: watches.into_iter().map(|h| ("watch", h)).collect(),
     };
 
     let l2_counters = Arc::new(crate::l2::Counters::default());
     let event_counters = Arc::new(EventCounters::default());
+    let announcement_counters = Arc::new(WriteCounters::default());
     let metrics = Arc::new(SpeakerMetrics {
         l2: l2_counters.clone(),
         membership: std::sync::Mutex::new(None),
@@ -114,6 +119,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         ip_conflicts: Default::default(),
         held_ips: Default::default(),
         events: event_counters.clone(),
+        announcements: announcement_counters.clone(),
         claim: Default::default(),
     });
     let health = Arc::new(Health {
@@ -159,6 +165,12 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         event_counters,
     );
     supervised.tasks.push(("event writer", sink_task));
+    let (announcement_writer, announcement_task) =
+        AnnouncementWriter::spawn(client.clone(), &config.namespace, announcement_counters);
+    supervised
+        .tasks
+        .push(("announcement writer", announcement_task));
+    let mut announcement_planner = AnnouncementPlanner::default();
     let mut planner = EventPlanner::new(&config.node_name);
 
     let settings = |generation: Option<u64>| MembershipSettings {
@@ -360,6 +372,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             responder.set_owned(BTreeMap::new());
             metrics.owned_ips.store(0, Ordering::Relaxed);
             planner.forget();
+            announcement_planner.forget();
             last_alive.clear();
             continue;
         }
@@ -420,6 +433,17 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         let owned = plan.owned.clone();
         for intent in planner.plan(&plan, |ip| interfaces_for(ip, &owned, &statuses)) {
             sink.send(intent);
+        }
+        // "Who answers for what" (L2Announcement), off the data path.
+        for op in announcement_planner.plan(
+            Instant::now(),
+            &config.node_name,
+            &plan,
+            &last_alive,
+            |ip| interfaces_for(ip, &owned, &statuses),
+            &stored_announcements(&stores),
+        ) {
+            announcement_writer.send(op);
         }
     };
 
@@ -619,6 +643,29 @@ fn leave_in_background<M, E>(
     }
     *members = None;
     *events = None;
+}
+
+/// The stored L2Announcements by name, as [`crate::announcements::Stored`].
+fn stored_announcements(stores: &Stores) -> BTreeMap<String, crate::announcements::Stored> {
+    stores
+        .announcements
+        .state()
+        .iter()
+        .filter_map(|a| {
+            let name = a.metadata.name.clone()?;
+            Some((
+                name,
+                crate::announcements::Stored {
+                    ip: a.spec.ip.parse().ok(),
+                    node: a.spec.node.clone(),
+                    interfaces: a.spec.interfaces.clone(),
+                    services: a.spec.services.clone(),
+                    since: a.spec.since.as_ref().map(|t| t.0.to_string()),
+                    resource_version: a.metadata.resource_version.clone(),
+                },
+            ))
+        })
+        .collect()
 }
 
 /// The interface names an owned IP is answered on, for Events; `None` while it is probed or

@@ -7,8 +7,11 @@
 //! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP, [`membership::agent`]),
 //! [`watch`] and [`event_sink`] (Kubernetes), [`http`], [`metrics`], [`daemon`].
 
-pub use ferrolb_l2::{claim, election, eligibility, events, fresh, plan, trim, view, wire};
+pub use ferrolb_l2::{
+    announcements, claim, election, eligibility, events, fresh, plan, trim, view, wire,
+};
 
+pub mod announcement_writer;
 pub mod daemon;
 pub mod event_sink;
 pub mod http;

@@ -73,6 +73,10 @@ struct Cli {
     /// Re-announce owned IPs this often after the burst (0s = never) [default: 0s].
     #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH", value_parser = duration::parse)]
     announce_refresh: Option<Duration>,
+    /// Namespace of the L2Announcement reports ("who answers for what"); the manifests set it to
+    /// the speaker pod's own namespace.
+    #[arg(long, env = "FERROLB_NAMESPACE", default_value = "ferrolb-system")]
+    namespace: String,
     /// Probes sent for a newly assigned IP before its first announcement (ARP probes / DAD
     /// Neighbor Solicitations, RFC 5227 §2.1.1 scaled down); another host answering holds the IP
     /// back and raises an IPConflict Warning. 0 = announce at once, as MetalLB does.
@@ -258,6 +262,7 @@ async fn main() -> anyhow::Result<()> {
             ..ClaimSettings::for_membership(membership.probe_period, membership.suspect_timeout)
         },
         events: EventSinkConfig::default(),
+        namespace: cli.namespace.clone(),
     };
     let client = client(cli.shared.kubeconfig.as_deref()).await?;
     run(client, config).await

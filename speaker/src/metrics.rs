@@ -9,7 +9,8 @@
 //! - conflicts (issue #10 item 5): `ip_conflict_frames_total{kind}`, `conflict_defenses_total`,
 //!   `ip_conflicts` (gauge); probing new IPs: `address_probes_sent_total`,
 //!   `probe_conflicts_total`, `held_ips` (gauge);
-//! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`;
+//! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`,
+//!   `announcement_writes_total{outcome}` (L2Announcement reports);
 //! - `owned_ips` (gauge), `forbidden_ips` (gauge), `kernel_arp_conflicts` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`.
 
@@ -48,6 +49,8 @@ pub struct SpeakerMetrics {
     pub held_ips: AtomicU64,
     /// Event writer outcomes.
     pub events: Arc<EventCounters>,
+    /// L2Announcement write outcomes.
+    pub announcements: Arc<crate::announcement_writer::WriteCounters>,
     /// The claim gate.
     pub claim: ClaimMetrics,
 }
@@ -279,6 +282,19 @@ impl Collector for SpeakerMetrics {
                 ("failed", ev.failed.load(Ordering::Relaxed)),
                 ("dropped", ev.dropped.load(Ordering::Relaxed)),
                 ("coalesced", ev.coalesced.load(Ordering::Relaxed)),
+            ],
+        )?;
+        let an = &self.announcements;
+        labelled_counters(
+            &mut encoder,
+            "announcement_writes",
+            "L2Announcement writes by outcome (applied, deleted, failed incl. timed out, dropped on a full queue)",
+            "outcome",
+            [
+                ("applied", an.applied.load(Ordering::Relaxed)),
+                ("deleted", an.deleted.load(Ordering::Relaxed)),
+                ("failed", an.failed.load(Ordering::Relaxed)),
+                ("dropped", an.dropped.load(Ordering::Relaxed)),
             ],
         )?;
         let membership = self.membership.lock().ok().and_then(|m| m.clone());

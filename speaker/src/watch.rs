@@ -1,12 +1,12 @@
 //! Watches the objects the speaker reads (Services, EndpointSlices, Nodes, IPAddressPools,
-//! L2Advertisements) into kube-runtime reflector stores, each object trimmed to what the speaker
+//! L2Advertisements, and the L2Announcement reports it writes) into kube-runtime reflector stores, each object trimmed to what the speaker
 //! reads first ([`crate::trim`], DESIGN S13). Every event wakes the daemon through one
 //! [`Notify`]; the daemon then recomputes its plan from the stores (level-triggered), never from
 //! the single event that arrived.
 
 use std::sync::Arc;
 
-use ferrolb_crds::{IPAddressPool, L2Advertisement};
+use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 use ferrolb_runtime::reflector::spawn;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -31,11 +31,18 @@ pub struct Stores {
     pub pools: Store<IPAddressPool>,
     /// L2Advertisements.
     pub advertisements: Store<L2Advertisement>,
+    /// The L2Announcement reports in the speakers' namespace (written, never decided from).
+    pub announcements: Store<L2Announcement>,
 }
 
 impl Stores {
-    /// Starts all watches; `changed` is notified on every event.
-    pub fn start(client: &Client, changed: &Arc<Notify>) -> (Stores, Vec<JoinHandle<()>>) {
+    /// Starts all watches; `changed` is notified on every event. L2Announcements are watched in
+    /// `namespace` only.
+    pub fn start(
+        client: &Client,
+        changed: &Arc<Notify>,
+        namespace: &str,
+    ) -> (Stores, Vec<JoinHandle<()>>) {
         let (services, a) = spawn(Api::all(client.clone()), changed.clone(), trim::service);
         let (slices, b) = spawn(
             Api::all(client.clone()),
@@ -49,6 +56,11 @@ impl Stores {
             changed.clone(),
             trim::advertisement,
         );
+        let (announcements, f) = spawn(
+            Api::namespaced(client.clone(), namespace),
+            changed.clone(),
+            trim::announcement,
+        );
         (
             Stores {
                 services,
@@ -56,8 +68,9 @@ impl Stores {
                 nodes,
                 pools,
                 advertisements,
+                announcements,
             },
-            vec![a, b, c, d, e],
+            vec![a, b, c, d, e, f],
         )
     }
 
@@ -70,7 +83,8 @@ impl Stores {
         self.slices.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.pools.wait_until_ready().await?;
-        self.advertisements.wait_until_ready().await
+        self.advertisements.wait_until_ready().await?;
+        self.announcements.wait_until_ready().await
     }
 
     /// The current [`View`].

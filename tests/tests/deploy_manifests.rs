@@ -59,6 +59,7 @@ async fn deploy_manifests() {
             "",
             "l2advertisements.ferrolb.io",
         ),
+        key("CustomResourceDefinition", "", "l2announcements.ferrolb.io"),
         key("ServiceAccount", NS, "ferrolb-controller"),
         key("ServiceAccount", NS, "ferrolb-speaker"),
         key("ClusterRole", "", "ferrolb-controller"),
@@ -83,6 +84,7 @@ async fn deploy_manifests() {
     for file in [
         "ferrolb.io_ipaddresspools.yaml",
         "ferrolb.io_l2advertisements.yaml",
+        "ferrolb.io_l2announcements.yaml",
     ] {
         let text = std::fs::read_to_string(deploy.join("crds").join(file)).unwrap();
         let crd = parse_docs(&text).remove(0);
@@ -165,6 +167,7 @@ async fn deploy_manifests() {
             "--timeout=60s",
             "crd/ipaddresspools.ferrolb.io",
             "crd/l2advertisements.ferrolb.io",
+            "crd/l2announcements.ferrolb.io",
         ],
         None,
     );

@@ -7,6 +7,7 @@
 //! - [`eligibility`]: which nodes may announce an IP, and why nobody may (S1);
 //! - [`election`]: the per-IP owner, a rendezvous hash (S2);
 //! - [`plan`]: what this node announces, on which interfaces, and who reports the rest;
+//! - [`announcements`]: which `L2Announcement` objects to write or delete;
 //! - [`claim`]: the claim gate — converge before claiming, partitions (S10, S12);
 //! - [`events`]: which Events to emit for a plan change (the pure `EventPlanner`);
 //! - [`fresh`]: which IPs were newly assigned (probed before their first announcement);
@@ -14,6 +15,7 @@
 //! - [`membership`]: the sans-IO SWIM state machine and its pure parts (keys, envelope, budget,
 //!   replay guard, timers, config).
 
+pub mod announcements;
 pub mod claim;
 pub mod election;
 pub mod eligibility;

@@ -14,10 +14,11 @@
 //!   `conditions`;
 //! - Node: labels (node selectors, the exclusion label), `status.addresses` and
 //!   `status.conditions` (`NetworkUnavailable`, `Ready`), nothing else of the status;
-//! - IPAddressPool and L2Advertisement: labels (pool selectors), `spec`, `status`.
+//! - IPAddressPool and L2Advertisement: labels (pool selectors), `spec`, `status`;
+//! - L2Announcement (the speakers' own reports): `spec` only.
 
 use ferrolb_crds::annotations::{ADDRESS_POOL, address_pool};
-use ferrolb_crds::{IPAddressPool, L2Advertisement};
+use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -95,6 +96,11 @@ pub fn pool(pool: &mut IPAddressPool) {
     let mut meta = identity(&pool.metadata);
     meta.labels = pool.metadata.labels.take();
     pool.metadata = meta;
+}
+
+/// Trims an L2Announcement in place (see the module docs).
+pub fn announcement(ann: &mut L2Announcement) {
+    ann.metadata = identity(&ann.metadata);
 }
 
 /// Trims an L2Advertisement in place (see the module docs).

@@ -324,13 +324,25 @@ impl TestCluster {
         }
     }
 
-    /// Applies the ferrolb CRDs (server-side apply) and waits until each is Established.
+    /// Applies the ferrolb CRDs (server-side apply) and waits until each is Established; also
+    /// creates the install namespace `ferrolb-system`, where speakers write their L2Announcement
+    /// reports by default.
     ///
     /// # Errors
     /// The API server refused a CRD or it did not become Established within 30 s.
     pub async fn install_crds(&self) -> anyhow::Result<()> {
-        let api: Api<CustomResourceDefinition> = Api::all(self.client().await?);
+        let client = self.client().await?;
         let pp = PatchParams::apply("ferrolb-tests").force();
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        let ns: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "ferrolb-system" },
+            }))?;
+        namespaces
+            .patch("ferrolb-system", &pp, &Patch::Apply(&ns))
+            .await
+            .context("creating namespace ferrolb-system")?;
+        let api: Api<CustomResourceDefinition> = Api::all(client);
         for (_, crd) in ferrolb_crds::manifests::crds() {
             let name = crd.metadata.name.clone().unwrap_or_default();
             api.patch(&name, &pp, &Patch::Apply(&crd))

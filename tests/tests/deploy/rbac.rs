@@ -25,6 +25,8 @@ pub fn check(k: &Kubectl) {
         ("create", "events", &in_default[..]),
         ("get", "secrets/ferrolb-memberlist", &in_ns[..]),
         ("watch", "secrets/ferrolb-memberlist", &in_ns[..]),
+        ("patch", "l2announcements.ferrolb.io", &in_ns[..]),
+        ("delete", "l2announcements.ferrolb.io", &in_ns[..]),
     ] {
         assert!(
             k.can_i(SPEAKER_SA, verb, resource, extra),
@@ -52,6 +54,8 @@ pub fn check(k: &Kubectl) {
         ("create", "leases.coordination.k8s.io", &in_ns[..]),
         ("list", "pods", &all[..]),
         ("delete", "events", &in_default[..]),
+        ("patch", "l2announcements.ferrolb.io", &in_default[..]),
+        ("patch", "services", &in_ns[..]),
     ] {
         assert!(
             !k.can_i(SPEAKER_SA, verb, resource, extra),
@@ -148,6 +152,11 @@ pub fn check(k: &Kubectl) {
         let mut controller: BTreeSet<Rule> = controller_everywhere.iter().cloned().collect();
         if ns == NS {
             speaker.insert(rule("secrets", &["ferrolb-memberlist"], &["get", "watch"]));
+            speaker.insert(rule(
+                "l2announcements.ferrolb.io",
+                &[],
+                &["get", "list", "watch", "create", "patch", "delete"],
+            ));
             controller.insert(rule(
                 "leases.coordination.k8s.io",
                 &[],

@@ -1,0 +1,111 @@
+//! `L2Announcement` (`ferrolb.io/v1beta1`, namespaced): who answers for one LoadBalancer IP, so
+//! that `kubectl get l2announcements -A` answers "which node announces what, on which
+//! interfaces, for which Services" without reading logs (issue #12 part 2).
+//!
+//! One object per announced IP, in the speakers' namespace, named [`announcement_name`] of the IP.
+//! The current owner writes it with server-side apply when (and only when) the node, the
+//! interfaces or the Services change; a new owner simply overwrites what a dead one wrote (there
+//! is no immutable node field: MetalLB's per-node `ServiceL2Status` objects got stuck exactly
+//! there). Objects of IPs nobody announces any more are deleted by one speaker, with a
+//! `resourceVersion` precondition so racing writers converge. The object is a report, never an
+//! input: the speakers' election does not read it.
+
+// clippy reads the repeated `type_ = …` inside separate `printcolumn(…)` groups as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use std::net::IpAddr;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_derive::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// Spec of an `L2Announcement`.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
+#[kube(
+    crates(kube_core = "::kube_core", kube = "::kube_derive"),
+    group = "ferrolb.io",
+    version = "v1beta1",
+    kind = "L2Announcement",
+    namespaced,
+    doc = "Which node answers ARP/NDP for one LoadBalancer IP, on which interfaces, for which Services; written by the speaker that owns the IP (ferrolb.io/v1beta1). A report: nothing reads it back.",
+    plural = "l2announcements",
+    singular = "l2announcement",
+    shortname = "flann",
+    category = "ferrolb",
+    printcolumn(name = "IP", type_ = "string", json_path = ".spec.ip"),
+    printcolumn(name = "Node", type_ = "string", json_path = ".spec.node"),
+    printcolumn(name = "Interfaces", type_ = "string", json_path = ".spec.interfaces"),
+    printcolumn(name = "Services", type_ = "string", json_path = ".spec.services"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".spec.since")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct L2AnnouncementSpec {
+    /// The LoadBalancer IP.
+    #[schemars(length(max = 45))]
+    pub ip: String,
+    /// The node answering for it.
+    #[schemars(length(max = 253))]
+    pub node: String,
+    /// The interfaces it answers on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(max = 15)))]
+    pub interfaces: Vec<String>,
+    /// `namespace/name` of the Services using the IP.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(max = 317)))]
+    pub services: Vec<String>,
+    /// When this node started announcing it (the `Age` column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+/// The object name for `ip`: `ip-198-51-100-10`, `ip-2001-0db8-0000-0000-0000-0000-0000-0010`
+/// (every IPv6 group in full, so the name never starts or ends with `-`). A DNS-1123 subdomain.
+pub fn announcement_name(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, d] = v4.octets();
+            format!("ip-{a}-{b}-{c}-{d}")
+        }
+        IpAddr::V6(v6) => {
+            let groups: Vec<String> = v6.segments().iter().map(|g| format!("{g:04x}")).collect();
+            format!("ip-{}", groups.join("-"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn names_are_dns_labels_and_distinct() {
+        let ips = [
+            "198.51.100.10",
+            "2001:db8::10",
+            "2001:db8::",
+            "::1",
+            "2001:db8::1:0",
+        ];
+        let names: std::collections::BTreeSet<String> = ips
+            .iter()
+            .map(|ip| announcement_name(ip.parse().unwrap()))
+            .collect();
+        assert_eq!(names.len(), ips.len());
+        for n in &names {
+            assert!(n.len() <= 63, "{n}");
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !n.ends_with('-'),
+                "{n}"
+            );
+        }
+        assert_eq!(
+            announcement_name("198.51.100.10".parse().unwrap()),
+            "ip-198-51-100-10"
+        );
+    }
+}

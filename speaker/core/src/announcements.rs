@@ -1,0 +1,325 @@
+//! Which `L2Announcement` objects to write or delete (issue #12 part 2; the type is
+//! [`ferrolb_crds::L2Announcement`]). Pure: no `kube`, no `tokio`; the daemon feeds the plan and
+//! the objects its watch stored, and hands the [`Op`]s to a writer task off the data path.
+//!
+//! - The **owner** of an IP that it announces (not while probing or holding it) wants an object
+//!   naming itself, its interfaces and the IP's Services; it writes one only when the stored
+//!   object differs in one of those (or is missing): zero writes at steady state.
+//! - An object whose IP **nobody announces** (not in the plan, or no eligible node) is deleted by
+//!   the alive speaker with the highest rendezvous weight for that IP (the IP's *reporter*, as
+//!   for Warning Events), with the stored `resourceVersion` as precondition: if another writer
+//!   changed it meanwhile, the delete fails and the next plan decides again.
+//! - A write in flight is not repeated until the watch shows its result or [`RETRY_AFTER`] has
+//!   passed (the watch lags the write by a round trip; a failed write is retried).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use ferrolb_crds::announcement_name;
+
+use crate::election::owner;
+use crate::plan::Plan;
+
+/// How long a write is trusted to be in flight before it is sent again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// The parts of a stored object the speaker compares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// `spec.ip`, parsed (objects whose IP does not parse are left alone).
+    pub ip: Option<IpAddr>,
+    /// `spec.node`.
+    pub node: String,
+    /// `spec.interfaces`.
+    pub interfaces: Vec<String>,
+    /// `spec.services`.
+    pub services: Vec<String>,
+    /// `spec.since` as stored (RFC 3339), kept while the node stays the same.
+    pub since: Option<String>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+}
+
+/// One write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Server-side apply of the whole spec.
+    Apply {
+        /// Object name ([`announcement_name`]).
+        name: String,
+        /// The IP.
+        ip: IpAddr,
+        /// This node.
+        node: String,
+        /// Interfaces it answers on.
+        interfaces: Vec<String>,
+        /// `namespace/name` of the Services.
+        services: Vec<String>,
+        /// `spec.since` to keep; `None`: now (a new owner).
+        since: Option<String>,
+    },
+    /// Delete, if the object is still at `resource_version`.
+    Delete {
+        /// Object name.
+        name: String,
+        /// Precondition.
+        resource_version: Option<String>,
+    },
+}
+
+impl Op {
+    /// The object name.
+    pub fn name(&self) -> &str {
+        match self {
+            Op::Apply { name, .. } | Op::Delete { name, .. } => name,
+        }
+    }
+}
+
+/// Remembers the writes in flight.
+#[derive(Debug, Default)]
+pub struct AnnouncementPlanner {
+    inflight: BTreeMap<String, (Op, Instant)>,
+}
+
+impl AnnouncementPlanner {
+    /// Forget what is in flight (e.g. after the claim gate closed).
+    pub fn forget(&mut self) {
+        self.inflight.clear();
+    }
+
+    /// The writes node `me` should make now. `interfaces_of(ip)` names the interfaces an IP it
+    /// owns is answered on, `None` while it is not announced yet (probing, held); `alive` is
+    /// the membership; `stored` the objects by name.
+    pub fn plan(
+        &mut self,
+        now: Instant,
+        me: &str,
+        plan: &Plan,
+        alive: &BTreeSet<String>,
+        interfaces_of: impl Fn(IpAddr) -> Option<Vec<String>>,
+        stored: &BTreeMap<String, Stored>,
+    ) -> Vec<Op> {
+        let mut wanted: Vec<Op> = Vec::new();
+        for (ip, p) in &plan.ips {
+            if p.owner.as_deref() != Some(me) {
+                continue;
+            }
+            let Some(interfaces) = interfaces_of(*ip).filter(|i| !i.is_empty()) else {
+                continue;
+            };
+            let name = announcement_name(*ip);
+            let current = stored.get(&name);
+            let same = current.is_some_and(|s| {
+                s.node == me && s.interfaces == interfaces && s.services == p.services
+            });
+            if same {
+                continue;
+            }
+            wanted.push(Op::Apply {
+                name,
+                ip: *ip,
+                node: me.to_owned(),
+                interfaces,
+                services: p.services.clone(),
+                since: current
+                    .filter(|s| s.node == me)
+                    .and_then(|s| s.since.clone()),
+            });
+        }
+        for (name, s) in stored {
+            let Some(ip) = s.ip else { continue };
+            let announced = plan.ips.get(&ip).is_some_and(|p| p.owner.is_some());
+            if announced || announcement_name(ip) != *name {
+                continue;
+            }
+            let reporter = match plan.ips.get(&ip) {
+                Some(p) => p.reporter.clone(),
+                None => owner(ip, alive.iter().map(String::as_str)).map(str::to_owned),
+            };
+            if reporter.as_deref() == Some(me) {
+                wanted.push(Op::Delete {
+                    name: name.clone(),
+                    resource_version: s.resource_version.clone(),
+                });
+            }
+        }
+        let names: BTreeSet<&str> = wanted.iter().map(Op::name).collect();
+        self.inflight
+            .retain(|name, _| names.contains(name.as_str()));
+        wanted
+            .into_iter()
+            .filter(|op| {
+                let repeat = self.inflight.get(op.name()).is_some_and(|(sent, at)| {
+                    sent == op && now.saturating_duration_since(*at) < RETRY_AFTER
+                });
+                if !repeat {
+                    self.inflight
+                        .insert(op.name().to_owned(), (op.clone(), now));
+                }
+                !repeat
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::plan::IpPlan;
+
+    const IP: &str = "198.51.100.10";
+
+    fn ip() -> IpAddr {
+        IP.parse().unwrap()
+    }
+
+    fn plan_with(owner: Option<&str>, reporter: &str) -> Plan {
+        let mut p = Plan::default();
+        p.ips.insert(
+            ip(),
+            IpPlan {
+                owner: owner.map(str::to_owned),
+                services: vec!["default/web".into()],
+                no_owner_reason: None,
+                warnings: vec![],
+                reporter: Some(reporter.into()),
+            },
+        );
+        p
+    }
+
+    fn alive() -> BTreeSet<String> {
+        ["node-1", "node-2"].iter().map(|s| s.to_string()).collect()
+    }
+
+    fn eth0(_: IpAddr) -> Option<Vec<String>> {
+        Some(vec!["eth0".into()])
+    }
+
+    fn stored(node: &str) -> BTreeMap<String, Stored> {
+        BTreeMap::from([(
+            announcement_name(ip()),
+            Stored {
+                ip: Some(ip()),
+                node: node.into(),
+                interfaces: vec!["eth0".into()],
+                services: vec!["default/web".into()],
+                since: Some("2026-12-01T19:00:00Z".into()),
+                resource_version: Some("7".into()),
+            },
+        )])
+    }
+
+    /// The owner writes once; nothing while the write is in flight or once stored; a new owner
+    /// overwrites with a new `since`; the old owner says nothing.
+    #[test]
+    fn the_owner_writes_on_change_only() {
+        let t0 = Instant::now();
+        let mut p = AnnouncementPlanner::default();
+        let plan = plan_with(Some("node-1"), "node-2");
+        let ops = p.plan(t0, "node-1", &plan, &alive(), eth0, &BTreeMap::new());
+        assert!(
+            matches!(&ops[..], [Op::Apply { since: None, .. }]),
+            "{ops:?}"
+        );
+        assert!(
+            p.plan(t0, "node-1", &plan, &alive(), eth0, &BTreeMap::new())
+                .is_empty()
+        );
+        let later = t0 + RETRY_AFTER;
+        assert_eq!(
+            p.plan(later, "node-1", &plan, &alive(), eth0, &BTreeMap::new())
+                .len(),
+            1
+        );
+        // Stored as wanted: steady state, no writes.
+        assert!(
+            p.plan(later, "node-1", &plan, &alive(), eth0, &stored("node-1"))
+                .is_empty()
+        );
+        // Interfaces change: rewritten, since kept.
+        let eth1 = |_: IpAddr| Some(vec!["eth1".into()]);
+        let ops = p.plan(later, "node-1", &plan, &alive(), eth1, &stored("node-1"));
+        assert!(
+            matches!(&ops[..], [Op::Apply { since: Some(s), .. }] if s == "2026-12-01T19:00:00Z"),
+            "{ops:?}"
+        );
+        // Failover: node-2 owns it now, the object still names node-1.
+        let moved = plan_with(Some("node-2"), "node-2");
+        let mut q = AnnouncementPlanner::default();
+        let ops = q.plan(later, "node-2", &moved, &alive(), eth0, &stored("node-1"));
+        assert!(matches!(&ops[..], [Op::Apply { since: None, node, .. }] if node == "node-2"));
+        assert!(
+            p.plan(later, "node-1", &moved, &alive(), eth0, &stored("node-1"))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_ip_being_probed_or_held_is_not_written() {
+        let mut p = AnnouncementPlanner::default();
+        let plan = plan_with(Some("node-1"), "node-1");
+        let none = |_: IpAddr| None;
+        assert!(
+            p.plan(
+                Instant::now(),
+                "node-1",
+                &plan,
+                &alive(),
+                none,
+                &BTreeMap::new()
+            )
+            .is_empty()
+        );
+    }
+
+    /// Nobody announces the IP any more: only its reporter deletes, with the precondition.
+    #[test]
+    fn objects_of_ips_nobody_announces_are_deleted_by_one_speaker() {
+        let t0 = Instant::now();
+        let gone = Plan::default();
+        let reporter = owner(ip(), ["node-1", "node-2"]).unwrap();
+        let other = if reporter == "node-1" {
+            "node-2"
+        } else {
+            "node-1"
+        };
+        let mut p = AnnouncementPlanner::default();
+        let ops = p.plan(t0, reporter, &gone, &alive(), eth0, &stored("node-1"));
+        assert_eq!(
+            ops,
+            vec![Op::Delete {
+                name: announcement_name(ip()),
+                resource_version: Some("7".into())
+            }]
+        );
+        let mut q = AnnouncementPlanner::default();
+        assert!(
+            q.plan(t0, other, &gone, &alive(), eth0, &stored("node-1"))
+                .is_empty()
+        );
+        // No eligible node: the plan's reporter deletes.
+        let orphan = plan_with(None, "node-2");
+        let ops = AnnouncementPlanner::default().plan(
+            t0,
+            "node-2",
+            &orphan,
+            &alive(),
+            eth0,
+            &stored("node-1"),
+        );
+        assert_eq!(ops.len(), 1);
+        let ops = AnnouncementPlanner::default().plan(
+            t0,
+            "node-1",
+            &orphan,
+            &alive(),
+            eth0,
+            &stored("node-1"),
+        );
+        assert!(ops.is_empty());
+    }
+}

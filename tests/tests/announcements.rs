@@ -1,0 +1,117 @@
+//! "Who answers for what" with kubectl (issue #12 part 2): one `L2Announcement` per announced IP
+//! in `ferrolb-system`, written by the owner, replaced by the new owner after a crash failover,
+//! untouched at steady state, and deleted once nobody announces the IP. Real speakers, real API
+//! server.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use ferrolb_crds::{L2Announcement, announcement_name};
+use ferrolb_tests::lab::Lab;
+use ferrolb_tests::lab::scenario::{expected_owner, metric_value};
+use ferrolb_tests::objects::announced_service;
+use ferrolb_tests::poll::until;
+use kube::Api;
+
+const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 70);
+const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+const SETTLE: Duration = Duration::from_secs(30);
+
+fn names(a: &Option<L2Announcement>) -> Option<(String, Vec<String>, Vec<String>)> {
+    a.as_ref().map(|a| {
+        (
+            a.spec.node.clone(),
+            a.spec.interfaces.clone(),
+            a.spec.services.clone(),
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_is_named_replaced_after_failover_and_removed_with_the_ip() {
+    let mut lab = Lab::start(3, 1).await.expect("lab");
+    let client = lab.client().await.unwrap();
+    announced_service(
+        &client,
+        &["198.51.100.64/27"],
+        "svc",
+        "Cluster",
+        &["198.51.100.70"],
+    )
+    .await
+    .unwrap();
+    for node in NODES {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let owner = expected_owner(VIP, &NODES);
+    lab.wait_for_owner(0, VIP, Some(&owner), SETTLE)
+        .await
+        .unwrap();
+    let api: Api<L2Announcement> = Api::namespaced(client.clone(), "ferrolb-system");
+    let name = announcement_name(VIP.into());
+    let want = |node: &str| {
+        Some((
+            node.to_owned(),
+            vec!["eth0".to_owned()],
+            vec!["default/svc".to_owned()],
+        ))
+    };
+    until("the owner names itself", SETTLE, || async {
+        names(&api.get_opt(&name).await.unwrap()) == want(&owner)
+    })
+    .await
+    .unwrap();
+    let first = api.get(&name).await.unwrap();
+    assert_eq!(first.spec.ip, VIP.to_string());
+    assert!(first.spec.since.is_some());
+
+    // Steady state: no writes (same resourceVersion, and no speaker applied anything more).
+    let applied = || async {
+        let mut sum = 0.0;
+        for node in NODES {
+            let (_, body) = lab.speaker_http(node, "/metrics").await.unwrap();
+            sum += metric_value(
+                &body,
+                "ferrolb_speaker_announcement_writes_total{outcome=\"applied\"}",
+            )
+            .unwrap();
+        }
+        sum
+    };
+    let before = applied().await;
+    assert_eq!(before, 1.0, "one write for one IP");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(applied().await, before);
+    assert_eq!(
+        api.get(&name).await.unwrap().metadata.resource_version,
+        first.metadata.resource_version
+    );
+
+    // Crash failover: the new owner overwrites the object.
+    let rest: Vec<&str> = NODES.iter().copied().filter(|n| *n != owner).collect();
+    let next = expected_owner(VIP, &rest);
+    let killed = Instant::now();
+    lab.signal_speaker(&owner, "KILL").unwrap();
+    until("the new owner named", SETTLE, || async {
+        names(&api.get_opt(&name).await.unwrap()) == want(&next)
+    })
+    .await
+    .unwrap();
+    println!(
+        "SIGKILL of {owner}'s speaker -> L2Announcement names {next}: {:?}",
+        killed.elapsed()
+    );
+    let after = api.get(&name).await.unwrap();
+    assert_ne!(after.spec.since, None);
+
+    // The Service is deleted: nobody announces the IP; one speaker deletes the object.
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), "default");
+    services.delete("svc", &Default::default()).await.unwrap();
+    until("the object removed", SETTLE, || async {
+        api.get_opt(&name).await.unwrap().is_none()
+    })
+    .await
+    .unwrap();
+}
