@@ -10,7 +10,7 @@
 //! over the fields the previous one wrote); deletes with a `resourceVersion` precondition (a
 //! conflict or a missing object is someone else's newer write, not an error).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,8 +44,45 @@ pub struct WriteCounters {
     pub dropped: AtomicU64,
 }
 
+/// Queued ops: one per object name, in first-queued order (replacing a queued op keeps its
+/// place). O(log n) per op, so a cold start with thousands of IPs costs no quadratic scan.
+#[derive(Default)]
+struct Queue {
+    order: VecDeque<String>,
+    ops: BTreeMap<String, Op>,
+}
+
+impl Queue {
+    fn push(&mut self, op: Op, counters: &WriteCounters) {
+        let name = op.name().to_owned();
+        if let Some(queued) = self.ops.get_mut(&name) {
+            *queued = op;
+            return;
+        }
+        while self.ops.len() >= CAPACITY {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if self.ops.remove(&oldest).is_some() {
+                counters.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.order.push_back(name.clone());
+        self.ops.insert(name, op);
+    }
+
+    fn pop(&mut self) -> Option<Op> {
+        while let Some(name) = self.order.pop_front() {
+            if let Some(op) = self.ops.remove(&name) {
+                return Some(op);
+            }
+        }
+        None
+    }
+}
+
 struct Shared {
-    queue: Mutex<VecDeque<Op>>,
+    queue: Mutex<Queue>,
     wake: Notify,
     counters: Arc<WriteCounters>,
 }
@@ -64,24 +101,21 @@ impl AnnouncementWriter {
         counters: Arc<WriteCounters>,
     ) -> (AnnouncementWriter, JoinHandle<()>) {
         let shared = Arc::new(Shared {
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Queue::default()),
             wake: Notify::new(),
             counters,
         });
         let worker = shared.clone();
         let api: Api<L2Announcement> = Api::namespaced(client, namespace);
         let handle = tokio::spawn(async move {
+            let mut last_warning: Option<std::time::Instant> = None;
             loop {
-                let next = worker
-                    .queue
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .pop_front();
+                let next = worker.queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
                 let Some(op) = next else {
                     worker.wake.notified().await;
                     continue;
                 };
-                write(&api, &worker.counters, op).await;
+                write(&api, &worker.counters, op, &mut last_warning).await;
             }
         });
         (AnnouncementWriter { shared }, handle)
@@ -89,18 +123,11 @@ impl AnnouncementWriter {
 
     /// Queues `op`, replacing a queued op for the same object. Never waits.
     pub fn send(&self, op: Op) {
-        {
-            let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(queued) = queue.iter_mut().find(|q| q.name() == op.name()) {
-                *queued = op;
-            } else {
-                if queue.len() >= CAPACITY {
-                    queue.pop_front();
-                    self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
-                }
-                queue.push_back(op);
-            }
-        }
+        self.shared
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(op, &self.shared.counters);
         self.shared.wake.notify_one();
     }
 }
@@ -113,7 +140,16 @@ fn now() -> Time {
     )
 }
 
-async fn write(api: &Api<L2Announcement>, counters: &WriteCounters, op: Op) {
+/// At most one warning per this period about failed writes (e.g. the CRD or the namespace is
+/// missing: every IP would fail every 10 s); the rest are debug lines, all counted.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+async fn write(
+    api: &Api<L2Announcement>,
+    counters: &WriteCounters,
+    op: Op,
+    last_warning: &mut Option<std::time::Instant>,
+) {
     let name = op.name().to_owned();
     let result = match op {
         Op::Apply {
@@ -168,17 +204,49 @@ async fn write(api: &Api<L2Announcement>, counters: &WriteCounters, op: Op) {
                 })
         }
     };
-    match result {
+    let error = match result {
         Ok(Ok(counter)) => {
             counter.fetch_add(1, Ordering::Relaxed);
+            return;
         }
-        Ok(Err(e)) => {
-            counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(object = %name, error = %e, "could not write the L2Announcement; retrying later");
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("timed out after {WRITE_TIMEOUT:?}"),
+    };
+    counters.failed.fetch_add(1, Ordering::Relaxed);
+    let now = std::time::Instant::now();
+    if last_warning.is_none_or(|at| now.saturating_duration_since(at) >= WARN_EVERY) {
+        *last_warning = Some(now);
+        tracing::warn!(object = %name, %error, "could not write the L2Announcement (retried; further failures for a minute are logged at debug level and counted in announcement_writes_total{{outcome=\"failed\"}})");
+    } else {
+        tracing::debug!(object = %name, %error, "could not write the L2Announcement");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delete(name: &str, rv: &str) -> Op {
+        Op::Delete {
+            name: name.into(),
+            resource_version: Some(rv.into()),
         }
-        Err(_) => {
-            counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(object = %name, timeout = ?WRITE_TIMEOUT, "L2Announcement write timed out; retrying later");
+    }
+
+    #[test]
+    fn a_newer_op_replaces_a_queued_one_in_place_and_the_queue_is_bounded() {
+        let counters = WriteCounters::default();
+        let mut q = Queue::default();
+        q.push(delete("a", "1"), &counters);
+        q.push(delete("b", "1"), &counters);
+        q.push(delete("a", "2"), &counters);
+        assert_eq!(q.pop(), Some(delete("a", "2")));
+        assert_eq!(q.pop(), Some(delete("b", "1")));
+        assert_eq!(q.pop(), None);
+        for i in 0..CAPACITY + 3 {
+            q.push(delete(&format!("ip-{i}"), "1"), &counters);
         }
+        assert_eq!(counters.dropped.load(Ordering::Relaxed), 3);
+        assert_eq!(q.pop(), Some(delete("ip-3", "1")), "oldest dropped first");
     }
 }

@@ -71,6 +71,9 @@ pub struct SpeakerConfig {
 const TICK: Duration = Duration::from_millis(100);
 /// Longest time between two full re-plans without any event (interface carrier is polled).
 const REPLAN_EVERY: Duration = Duration::from_millis(250);
+/// Shortest time between two passes over the L2Announcement reports (each pass reads every
+/// stored report).
+const ANNOUNCEMENTS_EVERY: Duration = Duration::from_millis(500);
 
 /// The long-lived tasks the speaker cannot work without; if one ends, the process ends
 /// (crash-only, issue #8 F6): Kubernetes restarts it and the others take its IPs meanwhile.
@@ -171,6 +174,8 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         .tasks
         .push(("announcement writer", announcement_task));
     let mut announcement_planner = AnnouncementPlanner::default();
+    let announcements_ready = stores.announcements_ready();
+    let mut last_announcements: Option<Instant> = None;
     let mut planner = EventPlanner::new(&config.node_name);
 
     let settings = |generation: Option<u64>| MembershipSettings {
@@ -434,16 +439,24 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         for intent in planner.plan(&plan, |ip| interfaces_for(ip, &owned, &statuses)) {
             sink.send(intent);
         }
-        // "Who answers for what" (L2Announcement), off the data path.
-        for op in announcement_planner.plan(
-            Instant::now(),
-            &config.node_name,
-            &plan,
-            &last_alive,
-            |ip| interfaces_for(ip, &owned, &statuses),
-            &stored_announcements(&stores),
-        ) {
-            announcement_writer.send(op);
+        // "Who answers for what" (L2Announcement), off the data path: at most every
+        // ANNOUNCEMENTS_EVERY, and only once the reports' watch has listed them (without their
+        // CRD or RBAC the speaker goes on serving and writes none).
+        if announcements_ready.load(Ordering::Relaxed)
+            && last_announcements
+                .is_none_or(|at| now.saturating_duration_since(at) >= ANNOUNCEMENTS_EVERY)
+        {
+            last_announcements = Some(now);
+            for op in announcement_planner.plan(
+                now,
+                &config.node_name,
+                &plan,
+                &last_alive,
+                |ip| interfaces_for(ip, &owned, &statuses),
+                &stored_announcements(&stores),
+            ) {
+                announcement_writer.send(op);
+            }
         }
     };
 

@@ -74,7 +74,10 @@ impl Stores {
         )
     }
 
-    /// Waits until every store has its initial list.
+    /// Waits until every store the speaker decides from has its initial list. The
+    /// L2Announcement reports are not waited for: a cluster without their CRD (an upgrade that
+    /// skipped it) or without the RBAC for them must still be served; see
+    /// [`Stores::announcements_ready`].
     ///
     /// # Errors
     /// A reflector stopped before its first list.
@@ -83,8 +86,20 @@ impl Stores {
         self.slices.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.pools.wait_until_ready().await?;
-        self.advertisements.wait_until_ready().await?;
-        self.announcements.wait_until_ready().await
+        self.advertisements.wait_until_ready().await
+    }
+
+    /// A flag that turns true once the L2Announcement store has its initial list (never, if the
+    /// CRD or the permission to read it is missing; the watch keeps retrying and logs why).
+    pub fn announcements_ready(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (store, set) = (self.announcements.clone(), flag.clone());
+        tokio::spawn(async move {
+            if store.wait_until_ready().await.is_ok() {
+                set.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        flag
     }
 
     /// The current [`View`].

@@ -115,3 +115,56 @@ async fn the_owner_is_named_replaced_after_failover_and_removed_with_the_ip() {
     .await
     .unwrap();
 }
+
+/// An upgrade that skipped the new CRD (or its RBAC): the reports' watch cannot list, and the
+/// speaker must still start, converge and answer — it just writes no reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_crd_the_speakers_still_serve() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut lab = Lab::start(2, 1).await.expect("lab");
+    let client = lab.client().await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("l2announcements.ferrolb.io", &Default::default())
+        .await
+        .unwrap();
+    until("the CRD gone", SETTLE, || async {
+        crds.get_opt("l2announcements.ferrolb.io")
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await
+    .unwrap();
+    announced_service(
+        &client,
+        &["198.51.100.64/27"],
+        "svc",
+        "Cluster",
+        &["198.51.100.70"],
+    )
+    .await
+    .unwrap();
+    let nodes = ["node-1", "node-2"];
+    for node in nodes {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let owner = expected_owner(VIP, &nodes);
+    let answers = lab
+        .wait_for_owner(0, VIP, Some(&owner), SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 1);
+    for node in nodes {
+        let (code, _) = lab.speaker_http(node, "/readyz").await.unwrap();
+        assert_eq!(code, 200, "{node} not ready");
+        let (_, body) = lab.speaker_http(node, "/metrics").await.unwrap();
+        assert_eq!(
+            metric_value(
+                &body,
+                "ferrolb_speaker_announcement_writes_total{outcome=\"failed\"}"
+            ),
+            Some(0.0),
+            "no report written while it cannot be listed"
+        );
+    }
+}
