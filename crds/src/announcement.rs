@@ -8,7 +8,8 @@
 //! is no immutable node field: MetalLB's per-node `ServiceL2Status` objects got stuck exactly
 //! there). Objects of IPs nobody announces any more are deleted by one speaker, with a
 //! `resourceVersion` precondition so racing writers converge. The object is a report, never an
-//! input: the speakers' election does not read it.
+//! input to the election; only `heldBy` is read back, to keep probing an address another host
+//! holds when its owner changes.
 
 // clippy reads the repeated `type_ = …` inside separate `printcolumn(…)` groups as duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
@@ -37,6 +38,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Node", type_ = "string", json_path = ".spec.node"),
     printcolumn(name = "Interfaces", type_ = "string", json_path = ".spec.interfaces"),
     printcolumn(name = "Services", type_ = "string", json_path = ".spec.services"),
+    printcolumn(name = "Held-By", type_ = "string", json_path = ".spec.heldBy"),
     printcolumn(name = "Age", type_ = "date", json_path = ".spec.since")
 )]
 #[serde(rename_all = "camelCase")]
@@ -58,6 +60,13 @@ pub struct L2AnnouncementSpec {
     /// When this node started announcing it (the `Age` column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Time>,
+    /// Set while the node does NOT announce the IP because another host on the LAN answered its
+    /// probe: that host's MAC (`interfaces` is then empty). Any speaker that becomes the IP's
+    /// owner probes it first while this is set, so a restart or a failover does not steal the
+    /// address from that host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 17))]
+    pub held_by: Option<String>,
 }
 
 /// The object name for `ip`: `ip-198-51-100-10`, `ip-2001-0db8-0000-0000-0000-0000-0000-0010`

@@ -159,6 +159,7 @@ async fn write(
             interfaces,
             services,
             since,
+            held_by,
         } => {
             let since = since
                 .and_then(|s| s.parse::<k8s_openapi::jiff::Timestamp>().ok())
@@ -171,6 +172,7 @@ async fn write(
                     interfaces,
                     services,
                     since: Some(since),
+                    held_by,
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();

@@ -143,6 +143,13 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     tokio::time::timeout(Duration::from_secs(120), stores.wait_ready())
         .await
         .context("watch stores did not sync within 120 s")??;
+    // The L2Announcement reports say which IPs another host holds (probed first, whoever owns
+    // them): give their watch a moment, but never block on it (CRD or RBAC may be missing).
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        stores.announcements.wait_until_ready(),
+    )
+    .await;
     let advertise = match config.advertise_address {
         Some(ip) => ip,
         None => own_internal_ip(&stores, &config.node_name).with_context(|| {
@@ -376,8 +383,11 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         if !tick.standing.may_claim() {
             responder.set_owned(BTreeMap::new());
             metrics.owned_ips.store(0, Ordering::Relaxed);
+            metrics.held_ips.store(0, Ordering::Relaxed);
             planner.forget();
             announcement_planner.forget();
+            // What was assigned meanwhile was announced by the others: not new to us.
+            fresh.restart();
             last_alive.clear();
             continue;
         }
@@ -391,10 +401,29 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             view = stores.view(&config.view);
         }
         responder.set_node_addresses(own_addresses(&stores, &config.node_name));
-        // Newly assigned IPs are probed before their first announcement (issue #10 item 5).
-        fresh.observe(now, view.ips.keys().copied());
-        responder.set_fresh(fresh.fresh(now));
         let plan = plan(&view, &alive, &config.node_name, Some(carrier));
+        // Probed before their first announcement (issue #10 item 5): IPs that newly got an
+        // owner, and IPs a report says another host holds (whoever held them before).
+        fresh.observe(
+            now,
+            plan.ips
+                .iter()
+                .filter(|(_, p)| p.owner.is_some())
+                .map(|(ip, _)| *ip),
+        );
+        let stored = if announcements_ready.load(Ordering::Relaxed) {
+            stored_announcements(&stores)
+        } else {
+            BTreeMap::new()
+        };
+        let mut probe_first = fresh.fresh(now);
+        probe_first.extend(
+            stored
+                .values()
+                .filter(|s| s.held_by.is_some())
+                .filter_map(|s| s.ip),
+        );
+        responder.set_fresh(probe_first);
         let previously_owned: BTreeSet<IpAddr> = responder
             .interfaces()
             .iter()
@@ -447,13 +476,19 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                 .is_none_or(|at| now.saturating_duration_since(at) >= ANNOUNCEMENTS_EVERY)
         {
             last_announcements = Some(now);
+            let held: BTreeMap<IpAddr, String> = responder
+                .held()
+                .into_iter()
+                .map(|(ip, h)| (ip, h.mac.to_string()))
+                .collect();
             for op in announcement_planner.plan(
                 now,
                 &config.node_name,
                 &plan,
                 &last_alive,
                 |ip| interfaces_for(ip, &owned, &statuses),
-                &stored_announcements(&stores),
+                &held,
+                &stored,
             ) {
                 announcement_writer.send(op);
             }
@@ -625,7 +660,7 @@ fn report_held(
     let due = reports.step(
         Instant::now(),
         held.iter()
-            .map(|(ip, h)| (*ip, h.mac, h.interface.as_str())),
+            .map(|(ip, h)| (*ip, h.mac, h.interface.as_str(), h.since)),
     );
     for (ip, mac, interface) in due {
         tracing::warn!(%ip, %mac, %interface, "IP conflict: another host answered the probe for a newly assigned IP; not announcing it while it does");
@@ -674,6 +709,7 @@ fn stored_announcements(stores: &Stores) -> BTreeMap<String, crate::announcement
                     interfaces: a.spec.interfaces.clone(),
                     services: a.spec.services.clone(),
                     since: a.spec.since.as_ref().map(|t| t.0.to_string()),
+                    held_by: a.spec.held_by.clone(),
                     resource_version: a.metadata.resource_version.clone(),
                 },
             ))

@@ -80,10 +80,10 @@ struct Cli {
     /// Probes sent for a newly assigned IP before its first announcement (ARP probes / DAD
     /// Neighbor Solicitations, RFC 5227 §2.1.1 scaled down); another host answering holds the IP
     /// back and raises an IPConflict Warning. 0 = announce at once, as MetalLB does.
-    #[arg(long, env = "FERROLB_ADDRESS_PROBES", default_value_t = 3)]
+    #[arg(long, env = "FERROLB_ADDRESS_PROBES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=10))]
     address_probes: u32,
-    /// Time between those probes; the round ends two intervals after the last one.
-    #[arg(long, env = "FERROLB_ADDRESS_PROBE_INTERVAL", value_parser = duration::parse, default_value = "100ms")]
+    /// Time between those probes (1ms to 10s); the round ends two intervals after the last one.
+    #[arg(long, env = "FERROLB_ADDRESS_PROBE_INTERVAL", value_parser = probe_interval, default_value = "100ms")]
     address_probe_interval: Duration,
     /// Longest wait after a start, rejoin or stall for every expected speaker (each Ready Node
     /// runs one) to be heard from before claiming IPs [default: 3s].
@@ -110,6 +110,16 @@ struct LegacyDurations {
     announce_refresh_s: Option<Duration>,
     #[arg(long, hide = true, env = "FERROLB_CONVERGE_TIMEOUT_MS", value_parser = duration::parse_legacy_ms)]
     converge_timeout_ms: Option<Duration>,
+}
+
+/// `--address-probe-interval`: a duration from 1 ms to 10 s (0 would send no probe at all;
+/// longer delays every new Service by more than half a minute).
+fn probe_interval(s: &str) -> Result<Duration, String> {
+    let d = duration::parse(s)?;
+    if d < Duration::from_millis(1) || d > Duration::from_secs(10) {
+        return Err(format!("{s}: must be from 1ms to 10s"));
+    }
+    Ok(d)
 }
 
 /// `--timing-profile` values (see [`TimingProfile`]).
@@ -275,6 +285,27 @@ mod tests {
 
     fn parse(args: &[&str]) -> Cli {
         Cli::try_parse_from(["ferrolb-speaker", "--node-name", "n"].iter().chain(args)).unwrap()
+    }
+
+    /// Reviewer finding F5: an interval of 0 (no probe would ever be sent) or above 10 s, and
+    /// more than 10 probes, are refused with a message naming the flag's value.
+    #[test]
+    fn address_probe_settings_are_bounded() {
+        let ok = parse(&["--address-probe-interval", "250ms", "--address-probes", "0"]);
+        assert_eq!(ok.address_probe_interval, Duration::from_millis(250));
+        assert_eq!(ok.address_probes, 0);
+        for bad in [
+            &["--address-probe-interval", "0s"][..],
+            &["--address-probe-interval", "11s"],
+            &["--address-probes", "11"],
+        ] {
+            let args = ["ferrolb-speaker", "--node-name", "n"].iter().chain(bad);
+            let err = Cli::try_parse_from(args).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains(bad[1])),
+                "{bad:?}: {err:?}"
+            );
+        }
     }
 
     #[test]

@@ -298,6 +298,91 @@ fn a_vlan_tagged_request_is_not_answered_untagged_on_the_parent() {
     }
 }
 
+/// Reviewer finding F1: an IP held because another host has it stays held when the interface
+/// task restarts (here: the node's `eth0` goes down and up) — also once it is no longer newly
+/// assigned: a restart must not steal the address.
+#[test]
+fn a_held_ip_stays_held_across_an_interface_restart() {
+    const HELD4: &str = "192.0.2.201";
+    let p = pair();
+    p.client_ns
+        .ip(&["addr", "add", &format!("{HELD4}/32"), "dev", "eth0"]);
+    p.node.own_fresh(&[(HELD4, Interfaces::All)], &[HELD4]);
+    wait_until("held", || !p.node.call(|r| r.held()).is_empty());
+    // No longer fresh (the daemon's next plans do not mark it).
+    p.node.own_fresh(&[(HELD4, Interfaces::All)], &[]);
+    p.node_ns.ip(&["link", "set", "eth0", "down"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(2500), || {
+        p.node_ns.ip(&["link", "set", "eth0", "up"]);
+    });
+    let claims: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.mac() == p.node_mac && s.ip().to_string() == HELD4)
+        .collect();
+    assert!(claims.is_empty(), "announced after the restart: {claims:?}");
+    let r = arp_probe(&p.client_ns, "eth0", HELD4, Duration::from_millis(500));
+    assert!(replies(&r).iter().all(|s| s.mac() != p.node_mac), "{r:?}");
+    assert_eq!(p.node.call(|r| r.held()).len(), 1);
+}
+
+/// Reviewer finding F4: right after `set_owned`, an IP about to be probed already shows as
+/// probing (the daemon reads the status at once to decide whether it may say "announcing").
+#[test]
+fn an_ip_to_be_probed_shows_as_probing_at_once() {
+    let p = pair();
+    let st = p.node.call(|r| {
+        r.set_fresh([VIP4.parse().unwrap()].into());
+        r.set_owned([(VIP4.parse().unwrap(), Interfaces::All)].into());
+        r.interfaces()
+    });
+    assert_eq!(
+        st[0]
+            .probing
+            .iter()
+            .map(|ip| ip.to_string())
+            .collect::<Vec<_>>(),
+        [VIP4],
+        "{st:?}"
+    );
+}
+
+/// Reviewer finding F3: ownership moves while the IP is still new and the previous owner keeps
+/// answering for another 600 ms (watch or gossip lag). The new owner's probe sees it answer,
+/// then stop: that is a handover, not a conflict — never held, announced a second after the
+/// gain, and no IPConflict about a cluster node.
+#[test]
+fn a_late_withdrawal_of_the_previous_owner_is_not_a_conflict() {
+    let lan = Lan::new("lan");
+    let a_ns = Netns::new("a");
+    let b_ns = Netns::new("b");
+    let client_ns = Netns::new("client");
+    lan.plug(&a_ns, "eth0", &["192.0.2.11/24"]);
+    lan.plug(&b_ns, "eth0", &["192.0.2.12/24"]);
+    lan.plug(&client_ns, "eth0", &["192.0.2.20/24"]);
+    let a = Node::start(&a_ns, fast_config());
+    let b = Node::start(&b_ns, fast_config());
+    a.wait_running("eth0", true, false);
+    b.wait_running("eth0", true, false);
+    let b_mac = mac_of(&b_ns, "eth0");
+    a.own(&[(VIP4, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(800));
+    b.own_fresh(&[(VIP4, Interfaces::All)], &[VIP4]);
+    std::thread::sleep(Duration::from_millis(600));
+    a.own(&[]);
+    let mut ever_held = false;
+    wait_until("B announces", || {
+        ever_held |= !b.call(|r| r.held()).is_empty();
+        let r = arp_probe(&client_ns, "eth0", VIP4, Duration::from_millis(200));
+        replies(&r).iter().any(|s| s.mac() == b_mac)
+    });
+    assert!(
+        !ever_held,
+        "the previous owner was taken for a foreign host"
+    );
+    assert_eq!(b.counters.snapshot().probe_conflicts, 0);
+}
+
 /// Listen like [`listen_while`], recording address probes too.
 fn listen_probes_while(ns: &Netns, wait: Duration, during: impl FnOnce()) -> Vec<Seen> {
     let path = ns.name.clone();

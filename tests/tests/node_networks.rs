@@ -516,8 +516,9 @@ async fn solicited_node_membership_survives_an_mld_snooping_bridge() {
 /// foreign host's kernel answers, and the owner holds the address instead of stealing it: no node
 /// sends a frame claiming it, the clients keep resolving it to the foreign host (no flapping), a
 /// Warning Event `IPConflict` on the Service names the foreign MAC, and the pool's condition
-/// `AddressConflict` names the address. When the foreign host lets the address go, the owner
-/// announces it by itself.
+/// `AddressConflict` names the address, and so does the L2Announcement report (`heldBy`). When
+/// the owner's speaker crashes, the next owner does not steal it either (reviewer finding F2).
+/// When the foreign host lets the address go, the owner announces it by itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_address_already_used_on_the_lan_is_probed_and_not_stolen() {
     use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
@@ -619,6 +620,47 @@ async fn a_pool_address_already_used_on_the_lan_is_probed_and_not_stolen() {
         metric_value(&body, "ferrolb_speaker_address_probes_sent_total").unwrap_or(0.0) >= 3.0,
         "{body}"
     );
+
+    // The report says who holds it (kubectl -n ferrolb-system get l2announcements).
+    let reports: kube::Api<ferrolb_crds::L2Announcement> =
+        kube::Api::namespaced(client.clone(), "ferrolb-system");
+    let name = ferrolb_crds::announcement_name(TAKEN.into());
+    until("the report names the foreign host", SETTLE, || async {
+        reports.get_opt(&name).await.unwrap().is_some_and(|r| {
+            r.spec.node == owner
+                && r.spec.interfaces.is_empty()
+                && r.spec.held_by.as_deref() == Some(foreign_mac.as_str())
+        })
+    })
+    .await
+    .unwrap();
+
+    // The owner's speaker crashes: the next owner must not steal the address either (it is no
+    // longer newly assigned; the report tells it to probe first).
+    let rest: Vec<&str> = NODES.iter().copied().filter(|n| *n != owner).collect();
+    let owner = expected_owner(TAKEN, &rest);
+    let capture = lab.start_capture(0, Duration::from_secs(6));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    lab.signal_speaker(&expected_owner(TAKEN, &NODES), "KILL")
+        .unwrap();
+    until("the new owner holds it", SETTLE, || async {
+        lab.speaker_http(&owner, "/metrics")
+            .await
+            .is_ok_and(|(_, body)| metric_value(&body, "ferrolb_speaker_held_ips") == Some(1.0))
+    })
+    .await
+    .unwrap();
+    let seen = capture.await.unwrap().unwrap();
+    let claims: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.ip() == IpAddr::V4(TAKEN) && node_macs.contains(&s.mac().to_lowercase()))
+        .collect();
+    assert!(
+        claims.is_empty(),
+        "the new owner claimed the address: {claims:?}"
+    );
+    let answers = lab.arp_answers(0, TAKEN).await.unwrap();
+    assert_eq!(answers, BTreeSet::from([foreign_mac.clone()]));
 
     // The foreign host lets the address go: the owner announces it on its own.
     lab.exec(

@@ -37,6 +37,8 @@ pub struct Stored {
     pub services: Vec<String>,
     /// `spec.since` as stored (RFC 3339), kept while the node stays the same.
     pub since: Option<String>,
+    /// `spec.heldBy`: the node holds the IP back, another host (this MAC) has it.
+    pub held_by: Option<String>,
     /// `metadata.resourceVersion`.
     pub resource_version: Option<String>,
 }
@@ -58,6 +60,8 @@ pub enum Op {
         services: Vec<String>,
         /// `spec.since` to keep; `None`: now (a new owner).
         since: Option<String>,
+        /// `spec.heldBy`: set while the IP is held (not announced).
+        held_by: Option<String>,
     },
     /// Delete, if the object is still at `resource_version`.
     Delete {
@@ -90,8 +94,10 @@ impl AnnouncementPlanner {
     }
 
     /// The writes node `me` should make now. `interfaces_of(ip)` names the interfaces an IP it
-    /// owns is answered on, `None` while it is not announced yet (probing, held); `alive` is
-    /// the membership; `stored` the objects by name.
+    /// owns is answered on, `None` while it is not announced (probing, held); `held` maps the
+    /// IPs it holds to the MAC of the host that has them; `alive` is the membership; `stored`
+    /// the objects by name.
+    #[allow(clippy::too_many_arguments)]
     pub fn plan(
         &mut self,
         now: Instant,
@@ -99,6 +105,7 @@ impl AnnouncementPlanner {
         plan: &Plan,
         alive: &BTreeSet<String>,
         interfaces_of: impl Fn(IpAddr) -> Option<Vec<String>>,
+        held: &BTreeMap<IpAddr, String>,
         stored: &BTreeMap<String, Stored>,
     ) -> Vec<Op> {
         let mut wanted: Vec<Op> = Vec::new();
@@ -106,13 +113,19 @@ impl AnnouncementPlanner {
             if p.owner.as_deref() != Some(me) {
                 continue;
             }
-            let Some(interfaces) = interfaces_of(*ip).filter(|i| !i.is_empty()) else {
-                continue;
+            let held_by = held.get(ip).cloned();
+            let interfaces = match (&held_by, interfaces_of(*ip)) {
+                (Some(_), _) => Vec::new(),
+                (None, Some(i)) if !i.is_empty() => i,
+                _ => continue, // being probed, or no interface yet
             };
             let name = announcement_name(*ip);
             let current = stored.get(&name);
             let same = current.is_some_and(|s| {
-                s.node == me && s.interfaces == interfaces && s.services == p.services
+                s.node == me
+                    && s.interfaces == interfaces
+                    && s.services == p.services
+                    && s.held_by == held_by
             });
             if same {
                 continue;
@@ -126,6 +139,7 @@ impl AnnouncementPlanner {
                 since: current
                     .filter(|s| s.node == me)
                     .and_then(|s| s.since.clone()),
+                held_by,
             });
         }
         for (name, s) in stored {
@@ -195,6 +209,10 @@ mod tests {
         ["node-1", "node-2"].iter().map(|s| s.to_string()).collect()
     }
 
+    fn no_held() -> BTreeMap<IpAddr, String> {
+        BTreeMap::new()
+    }
+
     fn eth0(_: IpAddr) -> Option<Vec<String>> {
         Some(vec!["eth0".into()])
     }
@@ -208,6 +226,7 @@ mod tests {
                 interfaces: vec!["eth0".into()],
                 services: vec!["default/web".into()],
                 since: Some("2026-12-01T19:00:00Z".into()),
+                held_by: None,
                 resource_version: Some("7".into()),
             },
         )])
@@ -220,29 +239,69 @@ mod tests {
         let t0 = Instant::now();
         let mut p = AnnouncementPlanner::default();
         let plan = plan_with(Some("node-1"), "node-2");
-        let ops = p.plan(t0, "node-1", &plan, &alive(), eth0, &BTreeMap::new());
+        let ops = p.plan(
+            t0,
+            "node-1",
+            &plan,
+            &alive(),
+            eth0,
+            &no_held(),
+            &BTreeMap::new(),
+        );
         assert!(
             matches!(&ops[..], [Op::Apply { since: None, .. }]),
             "{ops:?}"
         );
         assert!(
-            p.plan(t0, "node-1", &plan, &alive(), eth0, &BTreeMap::new())
-                .is_empty()
+            p.plan(
+                t0,
+                "node-1",
+                &plan,
+                &alive(),
+                eth0,
+                &no_held(),
+                &BTreeMap::new()
+            )
+            .is_empty()
         );
         let later = t0 + RETRY_AFTER;
         assert_eq!(
-            p.plan(later, "node-1", &plan, &alive(), eth0, &BTreeMap::new())
-                .len(),
+            p.plan(
+                later,
+                "node-1",
+                &plan,
+                &alive(),
+                eth0,
+                &no_held(),
+                &BTreeMap::new()
+            )
+            .len(),
             1
         );
         // Stored as wanted: steady state, no writes.
         assert!(
-            p.plan(later, "node-1", &plan, &alive(), eth0, &stored("node-1"))
-                .is_empty()
+            p.plan(
+                later,
+                "node-1",
+                &plan,
+                &alive(),
+                eth0,
+                &no_held(),
+                &stored("node-1")
+            )
+            .is_empty()
         );
         // Interfaces change: rewritten, since kept.
         let eth1 = |_: IpAddr| Some(vec!["eth1".into()]);
-        let ops = p.plan(later, "node-1", &plan, &alive(), eth1, &stored("node-1"));
+        let ops = p.plan(
+            later,
+            "node-1",
+            &plan,
+            &alive(),
+            eth1,
+            &no_held(),
+            &stored("node-1"),
+        );
         assert!(
             matches!(&ops[..], [Op::Apply { since: Some(s), .. }] if s == "2026-12-01T19:00:00Z"),
             "{ops:?}"
@@ -250,11 +309,27 @@ mod tests {
         // Failover: node-2 owns it now, the object still names node-1.
         let moved = plan_with(Some("node-2"), "node-2");
         let mut q = AnnouncementPlanner::default();
-        let ops = q.plan(later, "node-2", &moved, &alive(), eth0, &stored("node-1"));
+        let ops = q.plan(
+            later,
+            "node-2",
+            &moved,
+            &alive(),
+            eth0,
+            &no_held(),
+            &stored("node-1"),
+        );
         assert!(matches!(&ops[..], [Op::Apply { since: None, node, .. }] if node == "node-2"));
         assert!(
-            p.plan(later, "node-1", &moved, &alive(), eth0, &stored("node-1"))
-                .is_empty()
+            p.plan(
+                later,
+                "node-1",
+                &moved,
+                &alive(),
+                eth0,
+                &no_held(),
+                &stored("node-1")
+            )
+            .is_empty()
         );
     }
 
@@ -270,9 +345,31 @@ mod tests {
                 &plan,
                 &alive(),
                 none,
+                &no_held(),
                 &BTreeMap::new()
             )
             .is_empty()
+        );
+    }
+
+    /// A held IP is reported with `heldBy` and no interfaces, while it is held.
+    #[test]
+    fn a_held_ip_is_reported_as_held() {
+        let plan = plan_with(Some("node-1"), "node-1");
+        let held = BTreeMap::from([(ip(), "02:00:00:00:00:66".to_owned())]);
+        let none = |_: IpAddr| None;
+        let ops = AnnouncementPlanner::default().plan(
+            Instant::now(),
+            "node-1",
+            &plan,
+            &alive(),
+            none,
+            &held,
+            &stored("node-1"),
+        );
+        assert!(
+            matches!(&ops[..], [Op::Apply { interfaces, held_by: Some(m), .. }] if interfaces.is_empty() && m == "02:00:00:00:00:66"),
+            "{ops:?}"
         );
     }
 
@@ -288,7 +385,15 @@ mod tests {
             "node-1"
         };
         let mut p = AnnouncementPlanner::default();
-        let ops = p.plan(t0, reporter, &gone, &alive(), eth0, &stored("node-1"));
+        let ops = p.plan(
+            t0,
+            reporter,
+            &gone,
+            &alive(),
+            eth0,
+            &no_held(),
+            &stored("node-1"),
+        );
         assert_eq!(
             ops,
             vec![Op::Delete {
@@ -298,8 +403,16 @@ mod tests {
         );
         let mut q = AnnouncementPlanner::default();
         assert!(
-            q.plan(t0, other, &gone, &alive(), eth0, &stored("node-1"))
-                .is_empty()
+            q.plan(
+                t0,
+                other,
+                &gone,
+                &alive(),
+                eth0,
+                &no_held(),
+                &stored("node-1")
+            )
+            .is_empty()
         );
         // No eligible node: the plan's reporter deletes.
         let orphan = plan_with(None, "node-2");
@@ -309,6 +422,7 @@ mod tests {
             &orphan,
             &alive(),
             eth0,
+            &no_held(),
             &stored("node-1"),
         );
         assert_eq!(ops.len(), 1);
@@ -318,6 +432,7 @@ mod tests {
             &orphan,
             &alive(),
             eth0,
+            &no_held(),
             &stored("node-1"),
         );
         assert!(ops.is_empty());

@@ -1,8 +1,10 @@
 //! Which IPs were newly assigned: the ones the owner probes before announcing (issue #10 item 5,
 //! `ferrolb_speaker::l2::probe`). Pure.
 //!
-//! An IP is *fresh* for [`FRESH_FOR`] after it appeared in a Service status while this speaker
-//! was watching. IPs present in the first complete view (a speaker start, or a restart) are not
+//! An IP is *fresh* for [`FRESH_FOR`] after it first got an owner (some node eligible to
+//! announce it: the daemon observes the IPs of the plan that have one) while this speaker was
+//! watching with its claim gate open — an IP assigned before its pods were ready (ETP Local) or
+//! before an L2Advertisement covered its pool is fresh when it first becomes announceable. IPs present in the first complete view (a speaker start, or a restart) are not
 //! fresh: they were assigned before, another speaker may be announcing them, and probing them would
 //! delay a cold start or, worse, find the previous owner and hold back. Likewise a failover or a
 //! handover never makes an IP fresh — only its appearance does — so failover is never delayed by
@@ -34,6 +36,13 @@ impl FreshIps {
             self.first_seen.entry(ip).or_insert(appeared);
         }
         self.started = true;
+    }
+
+    /// Start over: the next [`FreshIps::observe`] marks every IP as old again, as at a start
+    /// (after the claim gate was closed: what got owners meanwhile was announced by others).
+    pub fn restart(&mut self) {
+        self.first_seen.clear();
+        self.started = false;
     }
 
     /// The IPs that appeared less than [`FRESH_FOR`] before `now`.

@@ -244,27 +244,37 @@ pub fn held_note(ip: IpAddr, mac: MacAddr, interface: &str, node: &str, retry: D
     )
 }
 
-/// Says each held IP once per [`EVENT_INTERVAL`] per (IP, foreign MAC): what
-/// [`HeldReports::step`] returns is logged and written as an `IPConflict` Event.
+/// A held IP is reported once it has been held this long: a previous owner that withdrew late
+/// (an election handover, `super::probe`) holds it for one short round at most and is not
+/// reported as a foreign host.
+pub const HELD_REPORT_AFTER: Duration = Duration::from_secs(2);
+
+/// Says each held IP once per [`EVENT_INTERVAL`] per (IP, foreign MAC), once it has been held
+/// for [`HELD_REPORT_AFTER`]: what [`HeldReports::step`] returns is logged and written as an
+/// `IPConflict` Event.
 #[derive(Debug, Default)]
 pub struct HeldReports {
     said: BTreeMap<(IpAddr, MacAddr), Instant>,
 }
 
 impl HeldReports {
-    /// The held IPs (`(ip, mac, interface)`) to report at `now`; forgets IPs no longer held.
+    /// The held IPs (`(ip, mac, interface, held since)`) to report at `now`; forgets IPs no
+    /// longer held.
     pub fn step<'a>(
         &mut self,
         now: Instant,
-        held: impl IntoIterator<Item = (IpAddr, MacAddr, &'a str)>,
+        held: impl IntoIterator<Item = (IpAddr, MacAddr, &'a str, Instant)>,
     ) -> Vec<(IpAddr, MacAddr, &'a str)> {
         let held: Vec<_> = held.into_iter().collect();
         self.said.retain(|(ip, mac), at| {
-            held.iter().any(|(i, m, _)| i == ip && m == mac)
+            held.iter().any(|(i, m, _, _)| i == ip && m == mac)
                 && now.saturating_duration_since(*at) < EVENT_INTERVAL
         });
         let mut out = Vec::new();
-        for (ip, mac, interface) in held {
+        for (ip, mac, interface, since) in held {
+            if now.saturating_duration_since(since) < HELD_REPORT_AFTER {
+                continue;
+            }
             if let std::collections::btree_map::Entry::Vacant(v) = self.said.entry((ip, mac)) {
                 v.insert(now);
                 out.push((ip, mac, interface));
@@ -414,13 +424,20 @@ mod tests {
     fn held_ips_are_reported_once_per_event_interval() {
         let t0 = Instant::now();
         let mut r = HeldReports::default();
-        let held = [(ip(), FOREIGN, "eth0")];
-        assert_eq!(r.step(t0, held), held.to_vec());
-        assert!(r.step(t0 + Duration::from_secs(10), held).is_empty());
-        assert_eq!(r.step(t0 + EVENT_INTERVAL, held).len(), 1);
-        // Released and held again: said again at once.
-        assert!(r.step(t0 + EVENT_INTERVAL, []).is_empty());
-        assert_eq!(r.step(t0 + EVENT_INTERVAL, held).len(), 1);
+        let held = [(ip(), FOREIGN, "eth0", t0)];
+        assert!(r.step(t0, held).is_empty(), "not before HELD_REPORT_AFTER");
+        let t1 = t0 + HELD_REPORT_AFTER;
+        assert_eq!(r.step(t1, held), vec![(ip(), FOREIGN, "eth0")]);
+        assert!(r.step(t1 + Duration::from_secs(10), held).is_empty());
+        assert_eq!(r.step(t1 + EVENT_INTERVAL, held).len(), 1);
+        // Released and held again: said again once held long enough.
+        assert!(r.step(t1 + EVENT_INTERVAL, []).is_empty());
+        let again = [(ip(), FOREIGN, "eth0", t1 + EVENT_INTERVAL)];
+        assert!(r.step(t1 + EVENT_INTERVAL, again).is_empty());
+        assert_eq!(
+            r.step(t1 + EVENT_INTERVAL + HELD_REPORT_AFTER, again).len(),
+            1
+        );
         let note = held_note(ip(), FOREIGN, "eth0", "node-1", Duration::from_secs(5));
         assert_eq!(
             ferrolb_crds::conflict_event::parse_note(&note),

@@ -89,6 +89,12 @@ pub struct ProbeStep {
     pub verdict: Option<Verdict>,
 }
 
+/// The least interval used, whatever the settings say (an interval of 0 would never advance).
+const MIN_INTERVAL: Duration = Duration::from_millis(1);
+/// A step this much later than due (or two intervals, if longer) is a stall of the task: the
+/// round is restarted instead of deciding on probes nobody had time to answer.
+const STALL: Duration = Duration::from_millis(200);
+
 /// The probing of one IP on one interface.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Probe {
@@ -99,6 +105,16 @@ pub struct Probe {
     mac: Option<MacAddr>,
     /// Found in use by the previous round; a round is scheduled.
     held: Option<MacAddr>,
+    /// Rounds in a row that found the IP in use.
+    rounds_held: u32,
+}
+
+/// `t + d`, or a far but finite instant when that overflows (a misconfigured interval must not
+/// panic the interface task).
+fn add(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(Duration::from_secs(86_400 * 365)))
+        .unwrap_or(t)
 }
 
 impl Probe {
@@ -111,6 +127,17 @@ impl Probe {
             last_claim: None,
             mac: None,
             held: None,
+            rounds_held: 0,
+        }
+    }
+
+    /// Start probing at `now` an IP known to be held by `mac` (e.g. by this node's interface
+    /// task before it restarted): it stays held until a round finds it free.
+    pub fn held(now: Instant, mac: MacAddr) -> Probe {
+        Probe {
+            held: Some(mac),
+            rounds_held: 1,
+            ..Probe::new(now)
         }
     }
 
@@ -131,16 +158,23 @@ impl Probe {
     }
 
     fn verdict_at(&self, s: &ProbeSettings) -> Instant {
-        let last_probe = s.interval.saturating_mul(s.count.saturating_sub(1));
-        let quiet = self.round_start + last_probe.saturating_add(s.interval.saturating_mul(2));
+        let interval = s.interval.max(MIN_INTERVAL);
+        let last_probe = interval.saturating_mul(s.count.saturating_sub(1));
+        let quiet = add(
+            self.round_start,
+            last_probe.saturating_add(interval.saturating_mul(2)),
+        );
         match self.first_claim {
-            Some(first) => quiet.max(first + s.confirm),
+            Some(first) => quiet.max(add(first, s.confirm)),
             None => quiet,
         }
     }
 
     fn probe_at(&self, n: u32, s: &ProbeSettings) -> Instant {
-        self.round_start + s.interval.saturating_mul(n)
+        add(
+            self.round_start,
+            s.interval.max(MIN_INTERVAL).saturating_mul(n),
+        )
     }
 
     /// When [`Probe::step`] has something to do next.
@@ -156,9 +190,27 @@ impl Probe {
     }
 
     /// Advance to `now`: the probes now due, and the verdict when the round is over. After
-    /// [`Verdict::InUse`] the probe stays (held) and the next round starts
-    /// [`ProbeSettings::retry`] later; after [`Verdict::Free`] the caller drops it.
+    /// [`Verdict::InUse`] the probe stays (held) and the next round starts after
+    /// [`ProbeSettings::confirm`] the first time (an election handover whose previous owner
+    /// withdrew late is over by then), then every [`ProbeSettings::retry`]; after
+    /// [`Verdict::Free`] the caller drops it.
+    ///
+    /// The IP is in use when a host was still claiming it at the end of the round (its last
+    /// claim no more than two intervals before the verdict, the verdict at least
+    /// [`ProbeSettings::confirm`] after its first claim): a host that keeps answering. A step
+    /// much later than due (the task stalled) restarts the round rather than decide on probes
+    /// nobody had time to answer.
     pub fn step(&mut self, now: Instant, s: &ProbeSettings) -> ProbeStep {
+        let interval = s.interval.max(MIN_INTERVAL);
+        let due = self.next_due(s);
+        if now > add(due, STALL.max(interval.saturating_mul(2))) && self.round_start <= due {
+            let (held, rounds_held) = (self.held, self.rounds_held);
+            *self = Probe {
+                held,
+                rounds_held,
+                ..Probe::new(now)
+            };
+        }
         let mut out = ProbeStep::default();
         let verdict_at = self.verdict_at(s);
         while (self.sent < s.count || self.first_claim.is_some())
@@ -171,22 +223,25 @@ impl Probe {
         if now < verdict_at {
             return out;
         }
-        let in_use = match (self.first_claim, self.last_claim, self.mac) {
-            (Some(first), Some(last), Some(mac)) if last.duration_since(first) >= s.confirm / 2 => {
-                Some(mac)
-            }
+        let still_claiming = |last: Instant| add(last, interval.saturating_mul(2)) >= verdict_at;
+        let in_use = match (self.last_claim, self.mac) {
+            (Some(last), Some(mac)) if still_claiming(last) => Some(mac),
             _ => None,
         };
         out.verdict = Some(match in_use {
             Some(mac) => {
+                let rounds_held = self.rounds_held.saturating_add(1);
+                let wait = if rounds_held == 1 { s.confirm } else { s.retry };
                 *self = Probe {
                     held: Some(mac),
-                    ..Probe::new(now + s.retry)
+                    rounds_held,
+                    ..Probe::new(add(now, wait))
                 };
                 Verdict::InUse { mac }
             }
             None => {
                 self.held = None;
+                self.rounds_held = 0;
                 Verdict::Free
             }
         });
@@ -204,24 +259,26 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    /// Runs a probe from `t0` in 10 ms steps until a verdict; `answers(t)` says whether the other
-    /// host answers a probe sent at `t` (its answer arrives 1 ms later). Returns the verdict, its
-    /// time and the probe times.
-    fn run(
+    /// Steps a probe every millisecond from `t0` for `total`, as the interface task does (it
+    /// wakes at `next_due`); `answers(t)` says whether the other host answers a probe sent at
+    /// `t` (1 ms later). Returns the verdicts with their times, and the probe times.
+    fn simulate(
+        mut p: Probe,
         s: &ProbeSettings,
+        total: Duration,
         answers: impl Fn(Duration) -> bool,
-    ) -> (Verdict, Duration, Vec<Duration>) {
-        let t0 = Instant::now();
-        let mut p = Probe::new(t0);
-        let mut sent = Vec::new();
-        let mut pending: Vec<Duration> = Vec::new();
-        for step in 0..10_000u64 {
+    ) -> (Vec<(Duration, Verdict)>, Vec<Duration>) {
+        let t0 = p.round_start;
+        let (mut verdicts, mut sent, mut pending) = (Vec::new(), Vec::new(), Vec::new());
+        for step in 0..=u64::try_from(total.as_millis()).unwrap_or(0) {
             let now = t0 + ms(step);
             let answers_now = pending.iter().filter(|at| t0 + **at + ms(1) == now).count();
             for _ in 0..answers_now {
                 p.claim(now, OTHER);
             }
-            assert!(p.next_due(s) >= now || step == 0, "due in the past");
+            if p.next_due(s) > now {
+                continue; // the task sleeps until then
+            }
             let got = p.step(now, s);
             for _ in 0..got.send {
                 sent.push(ms(step));
@@ -230,68 +287,81 @@ mod tests {
                 }
             }
             if let Some(v) = got.verdict {
-                return (v, ms(step), sent);
+                verdicts.push((ms(step), v));
+                if v == Verdict::Free {
+                    break;
+                }
             }
         }
-        panic!("no verdict");
+        (verdicts, sent)
+    }
+
+    fn first(p: &(Vec<(Duration, Verdict)>, Vec<Duration>)) -> (Duration, Verdict) {
+        p.0[0]
     }
 
     #[test]
     fn nobody_answers_free_after_three_probes_and_a_wait() {
         let s = ProbeSettings::default();
-        let (v, at, sent) = run(&s, |_| false);
-        assert_eq!(v, Verdict::Free);
-        assert_eq!(sent, vec![ms(0), ms(100), ms(200)]);
-        assert_eq!(at, ms(400), "two intervals after the last probe");
+        let r = simulate(Probe::new(Instant::now()), &s, ms(2000), |_| false);
+        assert_eq!(
+            first(&r),
+            (ms(400), Verdict::Free),
+            "two intervals after the last probe"
+        );
+        assert_eq!(r.1, vec![ms(0), ms(100), ms(200)]);
     }
 
-    /// A host that has the address answers every probe: in use, and it kept answering probes
-    /// sent after the first answer (not only the first few).
+    /// A host that has the address answers every probe: in use, after it kept answering the
+    /// probes sent until the verdict (not only the first few).
     #[test]
     fn a_host_answering_every_probe_holds_the_ip() {
         let s = ProbeSettings::default();
-        let (v, at, sent) = run(&s, |_| true);
-        assert_eq!(v, Verdict::InUse { mac: OTHER });
-        assert_eq!(at, ms(1001), "confirm after the first answer");
+        let r = simulate(Probe::new(Instant::now()), &s, ms(1500), |_| true);
+        assert_eq!(first(&r), (ms(1001), Verdict::InUse { mac: OTHER }));
         assert!(
-            sent.len() >= 10,
-            "probing goes on until the verdict: {sent:?}"
+            r.1.len() >= 10,
+            "probing goes on until the verdict: {:?}",
+            r.1
         );
     }
 
-    /// The previous owner answers the first two probes, then withdraws (an election handover
-    /// while the IP is still fresh): free, about a second later than without it.
+    /// The previous owner answers for a while, then withdraws (an election handover while the
+    /// IP is still fresh): free, not held — up to ~0.8 s of overlap with the default settings.
     #[test]
     fn a_previous_owner_withdrawing_is_not_a_conflict() {
         let s = ProbeSettings::default();
-        let (v, at, _) = run(&s, |t| t < ms(150));
-        assert_eq!(v, Verdict::Free);
-        assert_eq!(at, ms(1001));
+        for overlap in [150, 600, 750] {
+            let r = simulate(Probe::new(Instant::now()), &s, ms(3000), |t| {
+                t < ms(overlap)
+            });
+            assert_eq!(first(&r), (ms(1001), Verdict::Free), "overlap {overlap} ms");
+        }
+    }
+
+    /// A host answering for longer: held; the first new round comes after `confirm` (a late
+    /// withdrawal is over by then), the next ones every `retry`; freed when the host leaves.
+    #[test]
+    fn a_held_ip_is_probed_again_and_freed_when_the_host_leaves() {
+        let s = ProbeSettings::default();
+        let r = simulate(Probe::new(Instant::now()), &s, ms(20_000), |t| t < ms(9000));
+        let times: Vec<(Duration, Verdict)> = r.0.clone();
+        assert_eq!(times[0], (ms(1001), Verdict::InUse { mac: OTHER }));
+        // Second round starts at 2001 (confirm), verdict a second after its first answer.
+        assert_eq!(times[1], (ms(3002), Verdict::InUse { mac: OTHER }));
+        // Then every retry (5 s): 8002 → 9003 still answering (the probe at 8902 < 9000).
+        assert_eq!(times[2], (ms(9003), Verdict::InUse { mac: OTHER }));
+        // The host left at 9 s: the round at 14003 finds it free.
+        assert_eq!(times[3], (ms(14_403), Verdict::Free));
     }
 
     #[test]
-    fn a_held_ip_is_probed_again_after_retry_and_freed_when_the_host_leaves() {
+    fn a_held_probe_starts_held() {
         let s = ProbeSettings::default();
-        let t0 = Instant::now();
-        let mut p = Probe::new(t0);
-        p.step(t0, &s);
-        p.claim(t0 + ms(1), OTHER);
-        p.step(t0 + ms(600), &s);
-        p.claim(t0 + ms(601), OTHER);
-        let r = p.step(t0 + ms(1001), &s);
-        assert_eq!(r.verdict, Some(Verdict::InUse { mac: OTHER }));
+        let p = Probe::held(Instant::now(), OTHER);
         assert_eq!(p.held_by(), Some(OTHER));
-        // Between rounds: nothing to send; claims do not count for the next round.
-        assert_eq!(p.next_due(&s), t0 + ms(1001) + s.retry);
-        p.claim(t0 + ms(2000), OTHER);
-        assert_eq!(p.step(t0 + ms(2000), &s), ProbeStep::default());
-        // The next round: the host is gone.
-        let start = t0 + ms(1001) + s.retry;
-        assert_eq!(p.step(start, &s).send, 1);
-        assert_eq!(p.step(start + ms(200), &s).send, 2);
-        let r = p.step(start + ms(400), &s);
-        assert_eq!(r.verdict, Some(Verdict::Free));
-        assert_eq!(p.held_by(), None);
+        let r = simulate(p, &s, ms(2000), |_| false);
+        assert_eq!(first(&r), (ms(400), Verdict::Free));
     }
 
     #[test]
@@ -301,22 +371,48 @@ mod tests {
             interval: Duration::from_secs(2),
             ..Default::default()
         };
-        let (v, _, sent) = run(&s, |_| true);
-        assert_eq!(v, Verdict::InUse { mac: OTHER });
-        assert_eq!(sent, vec![ms(0), ms(2000)]);
-        let (v, at, _) = run(&s, |_| false);
-        assert_eq!((v, at), (Verdict::Free, ms(4000)));
+        let r = simulate(Probe::new(Instant::now()), &s, ms(5000), |_| true);
+        assert_eq!(first(&r).1, Verdict::InUse { mac: OTHER });
+        assert_eq!(&r.1[..2], &[ms(0), ms(2000)]);
+        let r = simulate(Probe::new(Instant::now()), &s, ms(5000), |_| false);
+        assert_eq!(first(&r), (ms(4000), Verdict::Free));
     }
 
-    /// After a stall (the task was not polled), the due probes are sent at once and the
-    /// verdict still needs the claims to last.
+    /// After a stall (the task was not polled), the round restarts: no verdict on probes nobody
+    /// had time to answer — neither in a first round nor while held.
     #[test]
-    fn a_late_step_sends_what_is_due_and_decides() {
+    fn a_stall_restarts_the_round() {
         let s = ProbeSettings::default();
         let t0 = Instant::now();
         let mut p = Probe::new(t0);
         let r = p.step(t0 + ms(5000), &s);
-        assert_eq!(r.send, 3);
-        assert_eq!(r.verdict, Some(Verdict::Free));
+        assert_eq!((r.send, r.verdict), (1, None));
+        let mut held = Probe::held(t0, OTHER);
+        held.claim(t0 + ms(1), OTHER);
+        let r = held.step(t0 + ms(10_000), &s);
+        assert_eq!((r.send, r.verdict), (1, None));
+        assert_eq!(held.held_by(), Some(OTHER));
+    }
+
+    /// Settings the CLI refuses still do not hang or panic the task.
+    #[test]
+    fn degenerate_settings_neither_hang_nor_panic() {
+        let t0 = Instant::now();
+        let zero = ProbeSettings {
+            interval: Duration::ZERO,
+            ..Default::default()
+        };
+        let mut p = Probe::new(t0);
+        p.claim(t0, OTHER);
+        let r = p.step(t0 + ms(1), &zero);
+        assert!(r.send >= 1 && r.send < 10_000, "{r:?}");
+        let huge = ProbeSettings {
+            interval: Duration::from_secs(u64::MAX / 2),
+            ..Default::default()
+        };
+        let mut p = Probe::new(t0);
+        let _ = p.next_due(&huge);
+        let r = p.step(t0, &huge);
+        assert_eq!(r.send, 1);
     }
 }

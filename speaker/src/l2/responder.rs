@@ -125,6 +125,8 @@ pub struct Held {
     pub interface: String,
     /// The MAC that answered.
     pub mac: MacAddr,
+    /// Since when this MAC has held it here (monotonic).
+    pub since: std::time::Instant,
 }
 
 struct Desired {
@@ -162,7 +164,7 @@ struct Inner {
     /// Conflicts seen on owned IPs (only while they are owned).
     conflicts: Mutex<Sightings>,
     /// Owned IPs held back after a probe, per (IP, interface): the MAC that answered.
-    held: Mutex<BTreeMap<(IpAddr, String), MacAddr>>,
+    held: Mutex<BTreeMap<(IpAddr, String), (MacAddr, std::time::Instant)>>,
 }
 
 /// Drop label of frames not answered (and announcements not sent) because the lease expired.
@@ -255,6 +257,7 @@ impl Responder {
         }
         state.desired = desired;
         lock(&self.inner.conflicts).retain(|ip| state.desired.contains_key(ip));
+        lock(&self.inner.held).retain(|(ip, _), _| state.desired.contains_key(ip));
         reconcile(&self.inner, &mut state);
     }
 
@@ -273,12 +276,13 @@ impl Responder {
         lock(&self.inner.held)
             .iter()
             .filter(|((ip, _), _)| state.desired.contains_key(ip))
-            .map(|((ip, interface), mac)| {
+            .map(|((ip, interface), (mac, since))| {
                 (
                     *ip,
                     Held {
                         interface: interface.clone(),
                         mac: *mac,
+                        since: *since,
                     },
                 )
             })
@@ -494,6 +498,9 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
         .keys()
         .map(|n| (n.clone(), OwnedHere::new()))
         .collect();
+    // An IP held anywhere on this node stays held wherever it is served: a restarted or new
+    // interface task probes it again before announcing it.
+    let held_anywhere: BTreeSet<IpAddr> = lock(&inner.held).keys().map(|(ip, _)| *ip).collect();
     for (ip, d) in &state.desired {
         for s in selections.get(&d.interfaces).into_iter().flatten() {
             let serves = match ip {
@@ -501,7 +508,8 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
                 IpAddr::V6(_) => s.ndp,
             };
             if serves && let Some(here) = owned.get_mut(&s.info.name) {
-                let probe = inner.config.probe.enabled() && state.fresh.contains(ip);
+                let probe = inner.config.probe.enabled()
+                    && (state.fresh.contains(ip) || held_anywhere.contains(ip));
                 here.insert(
                     *ip,
                     OwnedIp {
@@ -527,7 +535,7 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
         if let Some(t) = state.tasks.remove(&name) {
             tracing::info!(interface = %name, "interface gone or changed; stopping its responder");
             t.handle.abort();
-            lock(&inner.held).retain(|(_, iface), _| *iface != name);
+            // Its held IPs stay held (probed first wherever they are served next).
         }
     }
     for (name, selected) in universe {
@@ -535,6 +543,20 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
         if let Some(t) = state.tasks.get(&name) {
             let mut st = lock(&t.status);
             st.carrier = selected.info.carrier;
+            // New IPs to be probed are "probing" from now on, not only once the task has read
+            // its new owned set: the daemon reads the status right after set_owned to decide
+            // whether it may say "announcing".
+            let new_probes: Vec<IpAddr> = here
+                .iter()
+                .filter(|(ip, o)| o.probe && !st.owned.contains(ip))
+                .map(|(ip, _)| *ip)
+                .collect();
+            st.probing.retain(|ip| here.contains_key(ip));
+            for ip in new_probes {
+                if !st.probing.contains(&ip) {
+                    st.probing.push(ip);
+                }
+            }
             st.owned = here.keys().copied().collect();
             drop(st);
             t.tx.send_if_modified(|cur| {
@@ -552,6 +574,11 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
             ndp: selected.ndp,
             carrier: selected.info.carrier,
             owned: here.keys().copied().collect(),
+            probing: here
+                .iter()
+                .filter(|(_, o)| o.probe)
+                .map(|(ip, _)| *ip)
+                .collect(),
             ..Default::default()
         }));
         tracing::info!(interface = %name, arp = selected.arp, ndp = selected.ndp, "starting responder");
@@ -684,12 +711,17 @@ async fn serve(
     let counters = &inner.counters;
     let schedule = &inner.config.schedule;
     let probe_settings = &inner.config.probe;
-    lock(&inner.held).retain(|(_, iface), _| *iface != info.name);
     {
         let mut st = lock(status);
         st.running = true;
         st.last_error = None;
-        st.probing.clear();
+        // As the owned set is read below: what it probes first.
+        st.probing = rx
+            .borrow()
+            .iter()
+            .filter(|(_, o)| o.probe)
+            .map(|(ip, _)| *ip)
+            .collect();
     }
     rx.mark_changed();
     let (mut arp_buf, mut ndp_buf) = (vec![0u8; 1600], vec![0u8; 1600]);
@@ -729,7 +761,12 @@ async fn serve(
                         continue; // announced when the probe says the IP is free
                     }
                     if o.probe && !announcing.contains_key(ip) {
-                        probes.insert(*ip, Probe::new(now.into_std()));
+                        let known = lock(&inner.held).get(&(*ip, info.name.clone())).map(|(mac, _)| *mac);
+                        let probe = match known {
+                            Some(mac) => Probe::held(now.into_std(), mac),
+                            None => Probe::new(now.into_std()),
+                        };
+                        probes.insert(*ip, probe);
                         continue;
                     }
                     if announcing.get(ip).is_none_or(|a| a.epoch != o.epoch) {
@@ -856,8 +893,14 @@ async fn serve(
                             }
                             Verdict::InUse { mac: other } => {
                                 Counters::inc(&counters.probe_conflicts);
-                                let before = lock(&inner.held).insert((ip, info.name.clone()), other);
-                                if before != Some(other) {
+                                let mut held = lock(&inner.held);
+                                let key = (ip, info.name.clone());
+                                let known = held.get(&key).is_some_and(|(mac, _)| *mac == other);
+                                if !known {
+                                    held.insert(key, (other, std::time::Instant::now()));
+                                }
+                                drop(held);
+                                if !known {
                                     tracing::warn!(interface = %info.name, %ip, mac = %other, "probe: another host uses the IP; not announcing it while it does");
                                 }
                             }
