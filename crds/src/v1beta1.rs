@@ -169,6 +169,11 @@ pub struct IPAddressPoolStatus {
     printcolumn(name = "Pools", type_ = "string", json_path = ".spec.ipAddressPools"),
     printcolumn(name = "Interfaces", type_ = "string", json_path = ".spec.interfaces"),
     printcolumn(
+        name = "Node-Selectors",
+        type_ = "string",
+        json_path = ".spec.nodeSelectors"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

@@ -204,6 +204,33 @@ async fn describe_svc_tells_why_a_service_is_pending_or_not_reachable() {
         &["IPAllocated", "AnnouncingIP", "announcing 198.51.100."],
     )
     .await;
+    // What a person looks at first: the advertisements and who announces what.
+    let kubeconfig = lab.cluster().kubeconfig().to_path_buf();
+    let out = kubectl(&kubeconfig, &["get", "l2advertisements"], None).unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        table.contains("NODE-SELECTORS") && table.contains(r#"{"matchLabels":{"rack":"9"}}"#),
+        "{table}"
+    );
+    let mut announced = String::new();
+    let found = until(
+        "kubectl get l2announcements names web's node",
+        SETTLE,
+        || {
+            let out = kubectl(
+                &kubeconfig,
+                &["-n", "ferrolb-system", "get", "l2announcements"],
+                None,
+            )
+            .unwrap();
+            announced = String::from_utf8_lossy(&out.stdout).into_owned();
+            let ok = announced.contains("default/web") && announced.contains("NODE");
+            async move { ok }
+        },
+    )
+    .await;
+    assert!(found.is_ok(), "{announced}");
+    println!("{table}\n{announced}");
     for node in NODES {
         lab.label_node(
             node,
