@@ -476,9 +476,14 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
                 .is_none_or(|at| now.saturating_duration_since(at) >= ANNOUNCEMENTS_EVERY)
         {
             last_announcements = Some(now);
+            // Reported once held for HELD_REPORT_AFTER, like the Event: a late-withdrawing
+            // previous owner holds an IP for a round at most.
             let held: BTreeMap<IpAddr, String> = responder
                 .held()
                 .into_iter()
+                .filter(|(_, h)| {
+                    now.saturating_duration_since(h.since) >= crate::l2::conflict::HELD_REPORT_AFTER
+                })
                 .map(|(ip, h)| (ip, h.mac.to_string()))
                 .collect();
             for op in announcement_planner.plan(

@@ -326,6 +326,76 @@ fn a_held_ip_stays_held_across_an_interface_restart() {
     assert_eq!(p.node.call(|r| r.held()).len(), 1);
 }
 
+/// Second review, F1: the claim gate closes while an IP is held (the daemon withdraws every IP)
+/// and reopens a moment later, the IP no longer newly assigned: it must still be probed first,
+/// not announced over the host that has it.
+#[test]
+fn a_hold_survives_a_claim_gate_closure() {
+    const HELD4: &str = "192.0.2.201";
+    let p = pair();
+    p.client_ns
+        .ip(&["addr", "add", &format!("{HELD4}/32"), "dev", "eth0"]);
+    p.node.own_fresh(&[(HELD4, Interfaces::All)], &[HELD4]);
+    wait_until("held", || !p.node.call(|r| r.held()).is_empty());
+    let seen = listen_while(&p.client_ns, "eth0", Duration::from_millis(2500), || {
+        p.node.own_fresh(&[], &[]);
+        std::thread::sleep(Duration::from_millis(400));
+        p.node.own_fresh(&[(HELD4, Interfaces::All)], &[]);
+    });
+    let claims: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.mac() == p.node_mac && s.ip().to_string() == HELD4)
+        .collect();
+    assert!(
+        claims.is_empty(),
+        "announced after the gate reopened: {claims:?}"
+    );
+    wait_until("held again", || !p.node.call(|r| r.held()).is_empty());
+}
+
+/// Second review, F3: an IP held on one interface moves to another (its L2Advertisement now
+/// names eth1): held there too; once the host lets it go it is announced on eth1 and nothing
+/// says "held" any more (no stale entry of the interface it left).
+#[test]
+fn a_hold_follows_the_ip_to_another_interface_and_ends_cleanly() {
+    const HELD4: &str = "192.0.2.201";
+    let p = pair();
+    p.node_ns.ip(&[
+        "link", "add", "eth1", "type", "veth", "peer", "name", "eth1p",
+    ]);
+    p.node_ns.ip(&["link", "set", "eth1", "up"]);
+    p.node_ns.ip(&["link", "set", "eth1p", "up"]);
+    p.node_ns
+        .ip(&["addr", "add", "203.0.113.1/24", "dev", "eth1"]);
+    p.node_ns
+        .ip(&["addr", "add", "203.0.113.2/24", "dev", "eth1p"]);
+    p.client_ns
+        .ip(&["addr", "add", &format!("{HELD4}/32"), "dev", "eth0"]);
+    p.node.own_fresh(&[(HELD4, named(&["eth0"]))], &[HELD4]);
+    wait_until("held on eth0", || {
+        p.node
+            .call(|r| r.held())
+            .values()
+            .any(|h| h.interface == "eth0")
+    });
+    // Not fresh any more; now to be served on eth1 (a veth whose peer is in the node itself:
+    // nobody there has the address, so the probe finds it free).
+    p.node.own_fresh(&[(HELD4, named(&["eth1"]))], &[]);
+    wait_until("announced on eth1, nothing held", || {
+        let status = p.node.status();
+        let on_eth1 = status.iter().any(|s| {
+            s.name == "eth1"
+                && s.owned.iter().any(|ip| ip.to_string() == HELD4)
+                && s.probing.is_empty()
+        });
+        on_eth1 && p.node.call(|r| r.held()).is_empty()
+    });
+    assert!(
+        p.node.counters.snapshot().address_probes_sent >= 6,
+        "probed on eth1 too"
+    );
+}
+
 /// Reviewer finding F4: right after `set_owned`, an IP about to be probed already shows as
 /// probing (the daemon reads the status at once to decide whether it may say "announcing").
 #[test]

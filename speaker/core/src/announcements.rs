@@ -85,12 +85,60 @@ impl Op {
 #[derive(Debug, Default)]
 pub struct AnnouncementPlanner {
     inflight: BTreeMap<String, (Op, Instant)>,
+    /// Per object: when this speaker last wrote it, how many times in a row another writer
+    /// changed it back soon after, and until when this speaker leaves it alone.
+    fights: BTreeMap<String, Fight>,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Fight {
+    wrote: Instant,
+    rounds: u32,
+    quiet_until: Option<Instant>,
+}
+
+/// A write undone by another speaker within this long after ours is a fight (two speakers that
+/// both believe they own the IP, or an owner and a deleting reporter that disagree).
+pub const FIGHT_WINDOW: Duration = Duration::from_secs(60);
+/// The first pause in a fight, doubled each round up to [`FIGHT_BACKOFF_MAX`].
+pub const FIGHT_BACKOFF: Duration = Duration::from_secs(10);
+/// The longest pause in a fight.
+pub const FIGHT_BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Most interfaces listed in a report (the CRD's `maxItems`).
+pub const MAX_INTERFACES: usize = 32;
 
 impl AnnouncementPlanner {
     /// Forget what is in flight (e.g. after the claim gate closed).
     pub fn forget(&mut self) {
         self.inflight.clear();
+    }
+
+    /// Whether `op` may be written now, given that `undone` says another writer changed the
+    /// object since our last write; records a new round of a fight and its pause.
+    fn may_write(&mut self, now: Instant, name: &str, undone: bool) -> bool {
+        let Some(f) = self.fights.get_mut(name) else {
+            return true;
+        };
+        if f.quiet_until.is_some_and(|t| now < t) {
+            return false;
+        }
+        if !undone {
+            return true;
+        }
+        if f.quiet_until.take().is_some() {
+            // The pause is over: write once more; if it is undone again, the next pause doubles.
+            return true;
+        }
+        if now.saturating_duration_since(f.wrote) >= FIGHT_WINDOW {
+            f.rounds = 0; // after a long peace: a new disagreement, not the old fight
+            return true;
+        }
+        f.rounds = f.rounds.saturating_add(1);
+        let pause = FIGHT_BACKOFF
+            .saturating_mul(1u32 << f.rounds.saturating_sub(1).min(16))
+            .min(FIGHT_BACKOFF_MAX);
+        f.quiet_until = now.checked_add(pause);
+        false
     }
 
     /// The writes node `me` should make now. `interfaces_of(ip)` names the interfaces an IP it
@@ -116,7 +164,10 @@ impl AnnouncementPlanner {
             let held_by = held.get(ip).cloned();
             let interfaces = match (&held_by, interfaces_of(*ip)) {
                 (Some(_), _) => Vec::new(),
-                (None, Some(i)) if !i.is_empty() => i,
+                (None, Some(mut i)) if !i.is_empty() => {
+                    i.truncate(MAX_INTERFACES);
+                    i
+                }
                 _ => continue, // being probed, or no interface yet
             };
             let name = announcement_name(*ip);
@@ -162,19 +213,40 @@ impl AnnouncementPlanner {
         let names: BTreeSet<&str> = wanted.iter().map(Op::name).collect();
         self.inflight
             .retain(|name, _| names.contains(name.as_str()));
-        wanted
-            .into_iter()
-            .filter(|op| {
-                let repeat = self.inflight.get(op.name()).is_some_and(|(sent, at)| {
-                    sent == op && now.saturating_duration_since(*at) < RETRY_AFTER
-                });
-                if !repeat {
-                    self.inflight
-                        .insert(op.name().to_owned(), (op.clone(), now));
-                }
-                !repeat
-            })
-            .collect()
+        self.fights.retain(|name, f| {
+            names.contains(name.as_str()) || now.saturating_duration_since(f.wrote) < FIGHT_WINDOW
+        });
+        let mut out = Vec::new();
+        for op in wanted {
+            let repeat = self.inflight.get(op.name()).is_some_and(|(sent, at)| {
+                *sent == op && now.saturating_duration_since(*at) < RETRY_AFTER
+            });
+            if repeat {
+                continue;
+            }
+            // Another writer undid our last write: the object is someone else's (or gone, for
+            // an apply; or back, for a delete).
+            let undone = match (&op, stored.get(op.name())) {
+                (Op::Apply { .. }, Some(s)) => s.node != me,
+                // Missing after our apply: the write failed or the watch lags (retried after
+                // RETRY_AFTER); a deleting reporter backs off on its side.
+                (Op::Apply { .. }, None) => false,
+                (Op::Delete { .. }, _) => true,
+            };
+            if !self.may_write(now, op.name(), undone) {
+                continue;
+            }
+            self.inflight
+                .insert(op.name().to_owned(), (op.clone(), now));
+            let f = self.fights.entry(op.name().to_owned()).or_insert(Fight {
+                wrote: now,
+                rounds: 0,
+                quiet_until: None,
+            });
+            f.wrote = now;
+            out.push(op);
+        }
+        out
     }
 }
 
@@ -371,6 +443,46 @@ mod tests {
             matches!(&ops[..], [Op::Apply { interfaces, held_by: Some(m), .. }] if interfaces.is_empty() && m == "02:00:00:00:00:66"),
             "{ops:?}"
         );
+    }
+
+    /// Second review, F4: two speakers that both believe they own the IP (a partition) undo each
+    /// other's write; each backs off (10 s, 20 s, … up to 5 min) instead of writing forever.
+    #[test]
+    fn two_writers_fighting_back_off() {
+        let t0 = Instant::now();
+        let mut a = AnnouncementPlanner::default();
+        let mut b = AnnouncementPlanner::default();
+        let (pa, pb) = (
+            plan_with(Some("node-1"), "node-1"),
+            plan_with(Some("node-2"), "node-1"),
+        );
+        let mut holder = String::new();
+        let (mut writes_a, mut writes_b) = (0, 0);
+        for step in 0..(10 * 60 * 2) {
+            let now = t0 + Duration::from_millis(500) * step;
+            let store = if holder.is_empty() {
+                BTreeMap::new()
+            } else {
+                stored(&holder)
+            };
+            for op in a.plan(now, "node-1", &pa, &alive(), eth0, &no_held(), &store) {
+                writes_a += 1;
+                if let Op::Apply { node, .. } = op {
+                    holder = node;
+                }
+            }
+            let store = stored(&holder);
+            for op in b.plan(now, "node-2", &pb, &alive(), eth0, &no_held(), &store) {
+                writes_b += 1;
+                if let Op::Apply { node, .. } = op {
+                    holder = node;
+                }
+            }
+        }
+        // Ten minutes: without backoff ~1200 writes each; with pauses of 10 s doubling to 5 min,
+        // about seven each.
+        assert!(writes_a + writes_b <= 20, "{writes_a} + {writes_b}");
+        assert!(writes_a >= 1 && writes_b >= 1);
     }
 
     /// Nobody announces the IP any more: only its reporter deletes, with the precondition.

@@ -38,10 +38,11 @@ impl FreshIps {
         self.started = true;
     }
 
-    /// Start over: the next [`FreshIps::observe`] marks every IP as old again, as at a start
-    /// (after the claim gate was closed: what got owners meanwhile was announced by others).
+    /// After the claim gate was closed: the next [`FreshIps::observe`] marks the IPs it has not
+    /// seen as old (what got an owner meanwhile was announced by others), as at a start; IPs
+    /// still fresh stay fresh (a new IP whose probe the closure interrupted is probed again).
     pub fn restart(&mut self) {
-        self.first_seen.clear();
+        self.first_seen.retain(|_, at| at.is_some());
         self.started = false;
     }
 
@@ -91,6 +92,23 @@ mod tests {
         let t2 = t0 + Duration::from_secs(2);
         f.observe(t2, [ip("198.51.100.1")]);
         assert_eq!(f.fresh(t2), BTreeSet::from([ip("198.51.100.1")]));
+    }
+
+    /// Reviewer finding (second round, F1): a claim-gate closure right after a new IP appeared
+    /// must not make it old — its probe was interrupted and must run again.
+    #[test]
+    fn a_restart_keeps_ips_that_are_still_fresh() {
+        let t0 = Instant::now();
+        let mut f = FreshIps::default();
+        f.observe(t0, [ip("198.51.100.1")]);
+        f.observe(t0, [ip("198.51.100.1"), ip("198.51.100.2")]);
+        f.restart();
+        let t1 = t0 + Duration::from_secs(2);
+        f.observe(
+            t1,
+            [ip("198.51.100.1"), ip("198.51.100.2"), ip("198.51.100.3")],
+        );
+        assert_eq!(f.fresh(t1), BTreeSet::from([ip("198.51.100.2")]));
     }
 
     #[test]

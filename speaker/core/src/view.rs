@@ -143,6 +143,12 @@ pub fn build(
             });
         }
     }
+    // A deterministic order whatever order the watch store lists Services in (it is a hash map,
+    // reseeded on every relist): the plan takes the first Service's pool, and the
+    // L2Announcement report compares the list.
+    for services in view.ips.values_mut() {
+        services.sort_by(|a, b| a.name.cmp(&b.name));
+    }
     view
 }
 

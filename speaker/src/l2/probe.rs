@@ -89,6 +89,11 @@ pub struct ProbeStep {
     pub verdict: Option<Verdict>,
 }
 
+/// How long after a first "in use" verdict rounds follow each other without a pause: a previous
+/// owner that withdraws late (watch or gossip lag during an election handover) stops within
+/// this, and the IP is then announced at the end of the next round, not after `retry`.
+pub const HANDOVER_BOUND: Duration = Duration::from_secs(5);
+
 /// The least interval used, whatever the settings say (an interval of 0 would never advance).
 const MIN_INTERVAL: Duration = Duration::from_millis(1);
 /// A step this much later than due (or two intervals, if longer) is a stall of the task: the
@@ -107,6 +112,8 @@ pub struct Probe {
     held: Option<MacAddr>,
     /// Rounds in a row that found the IP in use.
     rounds_held: u32,
+    /// When the first of those rounds ended.
+    held_since: Option<Instant>,
 }
 
 /// `t + d`, or a far but finite instant when that overflows (a misconfigured interval must not
@@ -128,6 +135,7 @@ impl Probe {
             mac: None,
             held: None,
             rounds_held: 0,
+            held_since: None,
         }
     }
 
@@ -137,6 +145,7 @@ impl Probe {
         Probe {
             held: Some(mac),
             rounds_held: 1,
+            held_since: Some(now),
             ..Probe::new(now)
         }
     }
@@ -190,9 +199,9 @@ impl Probe {
     }
 
     /// Advance to `now`: the probes now due, and the verdict when the round is over. After
-    /// [`Verdict::InUse`] the probe stays (held) and the next round starts after
-    /// [`ProbeSettings::confirm`] the first time (an election handover whose previous owner
-    /// withdrew late is over by then), then every [`ProbeSettings::retry`]; after
+    /// [`Verdict::InUse`] the probe stays (held) and the next round starts at once for
+    /// [`HANDOVER_BOUND`] after the first such verdict (an election handover whose previous
+    /// owner withdrew late is over by then), then every [`ProbeSettings::retry`]; after
     /// [`Verdict::Free`] the caller drops it.
     ///
     /// The IP is in use when a host was still claiming it at the end of the round (its last
@@ -204,10 +213,11 @@ impl Probe {
         let interval = s.interval.max(MIN_INTERVAL);
         let due = self.next_due(s);
         if now > add(due, STALL.max(interval.saturating_mul(2))) && self.round_start <= due {
-            let (held, rounds_held) = (self.held, self.rounds_held);
+            let (held, rounds_held, held_since) = (self.held, self.rounds_held, self.held_since);
             *self = Probe {
                 held,
                 rounds_held,
+                held_since,
                 ..Probe::new(now)
             };
         }
@@ -231,10 +241,18 @@ impl Probe {
         out.verdict = Some(match in_use {
             Some(mac) => {
                 let rounds_held = self.rounds_held.saturating_add(1);
-                let wait = if rounds_held == 1 { s.confirm } else { s.retry };
+                let held_since = self.held_since.unwrap_or(now);
+                // Back to back while a late-withdrawing previous owner may still explain the
+                // claims (HANDOVER_BOUND), then every `retry`.
+                let wait = if now.saturating_duration_since(held_since) < HANDOVER_BOUND {
+                    Duration::ZERO
+                } else {
+                    s.retry
+                };
                 *self = Probe {
                     held: Some(mac),
                     rounds_held,
+                    held_since: Some(held_since),
                     ..Probe::new(add(now, wait))
                 };
                 Verdict::InUse { mac }
@@ -242,6 +260,7 @@ impl Probe {
             None => {
                 self.held = None;
                 self.rounds_held = 0;
+                self.held_since = None;
                 Verdict::Free
             }
         });
@@ -339,20 +358,33 @@ mod tests {
         }
     }
 
-    /// A host answering for longer: held; the first new round comes after `confirm` (a late
-    /// withdrawal is over by then), the next ones every `retry`; freed when the host leaves.
+    /// A host answering for longer: held; rounds follow each other at once for
+    /// HANDOVER_BOUND, then every `retry`; freed when the host leaves.
     #[test]
     fn a_held_ip_is_probed_again_and_freed_when_the_host_leaves() {
         let s = ProbeSettings::default();
-        let r = simulate(Probe::new(Instant::now()), &s, ms(20_000), |t| t < ms(9000));
-        let times: Vec<(Duration, Verdict)> = r.0.clone();
-        assert_eq!(times[0], (ms(1001), Verdict::InUse { mac: OTHER }));
-        // Second round starts at 2001 (confirm), verdict a second after its first answer.
-        assert_eq!(times[1], (ms(3002), Verdict::InUse { mac: OTHER }));
-        // Then every retry (5 s): 8002 → 9003 still answering (the probe at 8902 < 9000).
-        assert_eq!(times[2], (ms(9003), Verdict::InUse { mac: OTHER }));
-        // The host left at 9 s: the round at 14003 finds it free.
-        assert_eq!(times[3], (ms(14_403), Verdict::Free));
+        let r = simulate(Probe::new(Instant::now()), &s, ms(30_000), |t| t < ms(9000));
+        let times: Vec<Duration> = r.0.iter().map(|(t, _)| *t).collect();
+        // Back to back, each a second after its first answer (≥ 5 s after the first: pause).
+        assert_eq!(
+            &times[..6],
+            &[ms(1001), ms(2003), ms(3005), ms(4007), ms(5009), ms(6011)]
+        );
+        // Then a 5 s pause: 11011 → 11411, the host left at 9 s: free.
+        assert_eq!(r.0[6], (ms(11_411), Verdict::Free));
+    }
+
+    /// Second review, F2: the previous owner withdraws just under 3 s late: the IP is announced
+    /// at the end of the round that follows, not 5 s later.
+    #[test]
+    fn a_very_late_withdrawal_costs_one_round_not_a_retry() {
+        let s = ProbeSettings::default();
+        let r = simulate(Probe::new(Instant::now()), &s, ms(20_000), |t| t < ms(2850));
+        let free =
+            r.0.iter()
+                .find(|(_, v)| *v == Verdict::Free)
+                .map(|(t, _)| *t);
+        assert!(free.is_some_and(|t| t < ms(4500)), "{:?}", r.0);
     }
 
     #[test]

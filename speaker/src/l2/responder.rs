@@ -165,7 +165,15 @@ struct Inner {
     conflicts: Mutex<Sightings>,
     /// Owned IPs held back after a probe, per (IP, interface): the MAC that answered.
     held: Mutex<BTreeMap<(IpAddr, String), (MacAddr, std::time::Instant)>>,
+    /// IPs found in use, per IP: the MAC and when a round last said so. Outlives the task that
+    /// held the IP, a claim-gate closure ([`Responder::set_owned`] keeps it [`HOLD_MEMORY`]
+    /// after the IP stopped being owned) and an interface change, so the IP is probed again
+    /// before it is announced anywhere; cleared by a round that finds the IP free.
+    memory: Mutex<BTreeMap<IpAddr, (MacAddr, std::time::Instant)>>,
 }
+
+/// How long an IP found in use is remembered after this node stopped owning it.
+pub const HOLD_MEMORY: Duration = Duration::from_secs(60);
 
 /// Drop label of frames not answered (and announcements not sent) because the lease expired.
 pub const LEASE_EXPIRED: &str = "lease_expired";
@@ -204,6 +212,7 @@ impl Responder {
             lease: Mutex::new(None),
             conflicts: Mutex::new(Sightings::default()),
             held: Mutex::new(BTreeMap::new()),
+            memory: Mutex::new(BTreeMap::new()),
         });
         {
             let mut state = lock(&inner.state);
@@ -258,6 +267,10 @@ impl Responder {
         state.desired = desired;
         lock(&self.inner.conflicts).retain(|ip| state.desired.contains_key(ip));
         lock(&self.inner.held).retain(|(ip, _), _| state.desired.contains_key(ip));
+        let now = std::time::Instant::now();
+        lock(&self.inner.memory).retain(|ip, (_, at)| {
+            state.desired.contains_key(ip) || now.saturating_duration_since(*at) < HOLD_MEMORY
+        });
         reconcile(&self.inner, &mut state);
     }
 
@@ -500,7 +513,7 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
         .collect();
     // An IP held anywhere on this node stays held wherever it is served: a restarted or new
     // interface task probes it again before announcing it.
-    let held_anywhere: BTreeSet<IpAddr> = lock(&inner.held).keys().map(|(ip, _)| *ip).collect();
+    let held_anywhere: BTreeSet<IpAddr> = lock(&inner.memory).keys().copied().collect();
     for (ip, d) in &state.desired {
         for s in selections.get(&d.interfaces).into_iter().flatten() {
             let serves = match ip {
@@ -535,7 +548,9 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
         if let Some(t) = state.tasks.remove(&name) {
             tracing::info!(interface = %name, "interface gone or changed; stopping its responder");
             t.handle.abort();
-            // Its held IPs stay held (probed first wherever they are served next).
+            // Its held IPs are no longer held *here*; they stay in `memory` (probed first
+            // wherever they are served next).
+            lock(&inner.held).retain(|(_, iface), _| *iface != name);
         }
     }
     for (name, selected) in universe {
@@ -711,6 +726,8 @@ async fn serve(
     let counters = &inner.counters;
     let schedule = &inner.config.schedule;
     let probe_settings = &inner.config.probe;
+    // Held here again once this task's own probe says so (`memory` makes it probe first).
+    lock(&inner.held).retain(|(_, iface), _| *iface != info.name);
     {
         let mut st = lock(status);
         st.running = true;
@@ -761,7 +778,7 @@ async fn serve(
                         continue; // announced when the probe says the IP is free
                     }
                     if o.probe && !announcing.contains_key(ip) {
-                        let known = lock(&inner.held).get(&(*ip, info.name.clone())).map(|(mac, _)| *mac);
+                        let known = lock(&inner.memory).get(ip).map(|(mac, _)| *mac);
                         let probe = match known {
                             Some(mac) => Probe::held(now.into_std(), mac),
                             None => Probe::new(now.into_std()),
@@ -886,6 +903,7 @@ async fn serve(
                             Verdict::Free => {
                                 probes.remove(&ip);
                                 lock(&inner.held).remove(&(ip, info.name.clone()));
+                                lock(&inner.memory).remove(&ip);
                                 if let Some(o) = owned.get(&ip) {
                                     tracing::info!(interface = %info.name, %ip, "probe: no other host has the IP; announcing");
                                     announcing.insert(ip, Announcing { epoch: o.epoch, start: now, sent: 0 });
@@ -893,6 +911,7 @@ async fn serve(
                             }
                             Verdict::InUse { mac: other } => {
                                 Counters::inc(&counters.probe_conflicts);
+                                lock(&inner.memory).insert(ip, (other, std::time::Instant::now()));
                                 let mut held = lock(&inner.held);
                                 let key = (ip, info.name.clone());
                                 let known = held.get(&key).is_some_and(|(mac, _)| *mac == other);
@@ -1021,7 +1040,13 @@ fn act(
     let counters = &inner.counters;
     if let Some(claim) = inspected.claim {
         counters.conflict_frame(claim.kind.label());
-        lock(&inner.conflicts).record(&claim, interface, std::time::Instant::now());
+        // A probe (ARP probe, DAD NS) for an owned IP is answered, which is the RFC 5227 /
+        // RFC 4862 defence, and counted — but not a conflict to react to: during an election
+        // handover the new owner probes the IP before the old one has withdrawn, and a
+        // defensive announcement would turn the clients back to the old owner.
+        if !matches!(claim.kind, ClaimKind::ArpProbe | ClaimKind::DadProbe) {
+            lock(&inner.conflicts).record(&claim, interface, std::time::Instant::now());
+        }
     }
     match inspected.decision {
         Decision::Answer(frame) => send(fd, &frame, counters, sent),
