@@ -1,0 +1,141 @@
+//! `ferrolb`: ferrolb's command-line tool. Every flag can also be set from the environment
+//! variable named in `--help` (the flag wins).
+//!
+//! `ferrolb migrate [FILES...]` writes the `ferrolb.io/v1beta1` objects converted from MetalLB's
+//! configuration to stdout (YAML, ready for `kubectl apply -f -`) and its findings to stderr, one
+//! line each, then a summary line. Exit status: 0 when nothing needs attention, 2 when something
+//! was omitted or changed (the output is still complete for what could be converted), 1 on an
+//! error (nothing on stdout).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use ferrolb_cli::migrate::{self, Document};
+
+/// ferrolb's command-line tool.
+#[derive(Debug, Parser)]
+#[command(name = "ferrolb", version, about = "ferrolb's command-line tool")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Convert MetalLB's configuration (IPAddressPool and L2Advertisement of metallb.io, or the
+    /// legacy ConfigMap) into ferrolb.io/v1beta1 objects on stdout, and report on stderr what
+    /// could not be converted. Exit status 0: nothing needs attention; 2: read stderr; 1: error.
+    Migrate(MigrateArgs),
+}
+
+#[derive(Debug, Args)]
+struct MigrateArgs {
+    /// Files with MetalLB configuration: YAML or JSON, any number of documents, List objects, the
+    /// legacy ConfigMap or its `config` text alone. `-` reads stdin; with no files, stdin is read.
+    files: Vec<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Migrate(args) => match run_migrate(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("ferrolb migrate: error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
+    let mut files = args.files.clone();
+    if files.is_empty() {
+        if std::io::stdin().is_terminal() {
+            bail!(
+                "nothing to read: give files with MetalLB configuration, or - for stdin (see --help)"
+            );
+        }
+        files.push(PathBuf::from("-"));
+    }
+    let mut docs: Vec<Document> = Vec::new();
+    for file in &files {
+        let (source, text) = if file.as_os_str() == "-" {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("reading stdin")?;
+            ("-".to_owned(), text)
+        } else {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            (file.display().to_string(), text)
+        };
+        docs.extend(migrate::parse_documents(&source, &text)?);
+    }
+    let conversion = migrate::convert(&docs);
+    let yaml = migrate::render(&conversion).context("writing YAML")?;
+
+    let findings: Vec<_> = conversion.findings.iter().collect();
+    let attention = findings
+        .iter()
+        .filter(|f| f.level.needs_attention())
+        .count();
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(yaml.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")?;
+    let mut stderr = std::io::stderr().lock();
+    for f in &findings {
+        writeln!(stderr, "{f}")?;
+    }
+    let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    writeln!(
+        stderr,
+        "ferrolb migrate: converted {} and {}; {}",
+        count(conversion.pools.len(), "IPAddressPool"),
+        count(conversion.advertisements.len(), "L2Advertisement"),
+        match attention {
+            0 => "nothing needs attention".to_owned(),
+            1 => "1 line above needs attention (exit status 2)".to_owned(),
+            n => format!("{n} lines above need attention (exit status 2)"),
+        }
+    )?;
+    Ok(if attention == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn flags_parse_and_every_flag_has_an_environment_variable() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["ferrolb", "migrate", "a.yaml", "-"]).unwrap();
+        let Command::Migrate(m) = cli.command;
+        assert_eq!(m.files, [PathBuf::from("a.yaml"), PathBuf::from("-")]);
+        let cmd = Cli::command();
+        let migrate = cmd.find_subcommand("migrate").unwrap();
+        for arg in migrate.get_arguments() {
+            if arg.is_positional() || ["help"].contains(&arg.get_id().as_str()) {
+                continue;
+            }
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            assert!(
+                env.as_deref().is_some_and(|e| e.starts_with("FERROLB_")),
+                "--{} has no FERROLB_ environment variable",
+                arg.get_id()
+            );
+        }
+    }
+}
