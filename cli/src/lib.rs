@@ -2,8 +2,8 @@
 //! configuration in, `ferrolb.io/v1beta1` objects out (docs/migration-from-metallb.md).
 //!
 //! Module map:
-//! - [`migrate`]: the conversion. Pure — no `kube`, no `tokio`, no file or network I/O: documents
-//!   in, objects, Services and findings out.
+//! - [`migrate`]: the conversion and the dry report of Services. Pure — no `kube`, no `tokio`, no
+//!   file or network I/O: documents in, objects, Services and findings out.
 //!
 //! The binary (`src/main.rs`) holds the flags, reads files and stdin, prints, and sets the exit
 //! status.

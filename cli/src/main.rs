@@ -3,17 +3,19 @@
 //!
 //! `ferrolb migrate [FILES...]` writes the `ferrolb.io/v1beta1` objects converted from MetalLB's
 //! configuration to stdout (YAML, ready for `kubectl apply -f -`) and its findings to stderr, one
-//! line each, then a summary line. Exit status: 0 when nothing needs attention, 2 when something
-//! was omitted or changed (the output is still complete for what could be converted), 1 on an
-//! error (nothing on stdout).
+//! line each, then a summary line. Exit status: 0 when nothing needs attention, 2
+//! when something was omitted or changed or a Service's addresses will change (the output is
+//! still complete for what could be converted), 1 on an error (nothing on stdout).
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser, Subcommand};
-use ferrolb_cli::migrate::{self, Document};
+use clap::{ArgAction, Args, Parser, Subcommand};
+use ferrolb_cli::migrate::{self, Document, services};
+use ferrolb_crds::service::{ClassFilter, DEFAULT_LB_CLASS};
 
 /// ferrolb's command-line tool.
 #[derive(Debug, Parser)]
@@ -27,7 +29,8 @@ struct Cli {
 enum Command {
     /// Convert MetalLB's configuration (IPAddressPool and L2Advertisement of metallb.io, or the
     /// legacy ConfigMap) into ferrolb.io/v1beta1 objects on stdout, and report on stderr what
-    /// could not be converted. Exit status 0: nothing needs attention; 2: read stderr; 1: error.
+    /// could not be converted and what ferrolb will do with each LoadBalancer Service. Exit
+    /// status 0: nothing needs attention; 2: read stderr; 1: error.
     Migrate(MigrateArgs),
 }
 
@@ -36,6 +39,12 @@ struct MigrateArgs {
     /// Files with MetalLB configuration: YAML or JSON, any number of documents, List objects, the
     /// legacy ConfigMap or its `config` text alone. `-` reads stdin; with no files, stdin is read.
     files: Vec<PathBuf>,
+    /// The `--lb-class` ferrolb's controller will run with (for the Service report).
+    #[arg(long, env = "FERROLB_LB_CLASS", default_value = DEFAULT_LB_CLASS)]
+    lb_class: String,
+    /// The `--default-class` ferrolb's controller will run with (for the Service report).
+    #[arg(long, env = "FERROLB_DEFAULT_CLASS", default_value_t = true, action = ArgAction::Set)]
+    default_class: bool,
 }
 
 fn main() -> ExitCode {
@@ -77,9 +86,14 @@ fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         docs.extend(migrate::parse_documents(&source, &text)?);
     }
     let conversion = migrate::convert(&docs);
+    let class = ClassFilter {
+        lb_class: args.lb_class.clone(),
+        default_class: args.default_class,
+    };
+    let report = services::report(&conversion, &[], &[], &class, Instant::now());
     let yaml = migrate::render(&conversion).context("writing YAML")?;
 
-    let findings: Vec<_> = conversion.findings.iter().collect();
+    let findings: Vec<_> = conversion.findings.iter().chain(&report).collect();
     let attention = findings
         .iter()
         .filter(|f| f.level.needs_attention())
@@ -124,6 +138,8 @@ mod tests {
         let cli = Cli::try_parse_from(["ferrolb", "migrate", "a.yaml", "-"]).unwrap();
         let Command::Migrate(m) = cli.command;
         assert_eq!(m.files, [PathBuf::from("a.yaml"), PathBuf::from("-")]);
+        assert!(m.default_class);
+        assert_eq!(m.lb_class, "ferrolb.io/l2");
         let cmd = Cli::command();
         let migrate = cmd.find_subcommand("migrate").unwrap();
         for arg in migrate.get_arguments() {

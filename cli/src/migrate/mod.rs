@@ -1,6 +1,7 @@
-//! `ferrolb migrate`: MetalLB's layer-2 configuration as `ferrolb.io/v1beta1` objects. Pure: no
-//! `kube`, no `tokio`, no file or network I/O (`tests/purity.rs` checks) — the binary reads the
-//! input, this module only turns [`Document`]s into a [`Conversion`].
+//! `ferrolb migrate`: MetalLB's layer-2 configuration as `ferrolb.io/v1beta1` objects, and a dry
+//! report of what ferrolb will do with each LoadBalancer Service. Pure: no `kube`, no `tokio`, no
+//! file or network I/O (`tests/purity.rs` checks) — the binary reads the input, this module only
+//! turns [`Document`]s into a [`Conversion`].
 //!
 //! Inputs understood ([`convert`]):
 //! - MetalLB's CRDs `metallb.io/v1beta1` `IPAddressPool` and `L2Advertisement` (MetalLB ≥ 0.13),
@@ -20,6 +21,7 @@
 pub mod crd;
 mod fields;
 pub mod legacy;
+pub mod services;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -170,7 +172,7 @@ pub struct Conversion {
     pub pools: Vec<Converted<IPAddressPool>>,
     /// ferrolb advertisements, in input order, names unique.
     pub advertisements: Vec<Converted<L2Advertisement>>,
-    /// Services found in the input (for the Service report), with their source. A Service
+    /// Services found in the input (for [`services::report`]), with their source. A Service
     /// without a namespace is taken to be in `default`.
     pub services: Vec<(String, Service)>,
     /// What was left out or changed, in input order.
