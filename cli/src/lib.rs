@@ -4,8 +4,11 @@
 //! Module map:
 //! - [`migrate`]: the conversion and the dry report of Services. Pure — no `kube`, no `tokio`, no
 //!   file or network I/O: documents in, objects, Services and findings out.
+//! - [`cluster`]: the I/O edge of `--from-cluster`: reads (never writes) MetalLB's objects, its
+//!   legacy ConfigMap, Services, Nodes and Namespaces with the kube client.
 //!
 //! The binary (`src/main.rs`) holds the flags, reads files and stdin, prints, and sets the exit
 //! status.
 
+pub mod cluster;
 pub mod migrate;

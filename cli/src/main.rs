@@ -1,9 +1,9 @@
 //! `ferrolb`: ferrolb's command-line tool. Every flag can also be set from the environment
 //! variable named in `--help` (the flag wins).
 //!
-//! `ferrolb migrate [FILES...]` writes the `ferrolb.io/v1beta1` objects converted from MetalLB's
-//! configuration to stdout (YAML, ready for `kubectl apply -f -`) and its findings to stderr, one
-//! line each, then a summary line. Exit status: 0 when nothing needs attention, 2
+//! `ferrolb migrate [FILES...] [--from-cluster]` writes the `ferrolb.io/v1beta1` objects converted
+//! from MetalLB's configuration to stdout (YAML, ready for `kubectl apply -f -`) and its findings
+//! to stderr, one line each, then a summary line. Exit status: 0 when nothing needs attention, 2
 //! when something was omitted or changed or a Service's addresses will change (the output is
 //! still complete for what could be converted), 1 on an error (nothing on stdout).
 
@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::{ArgAction, Args, Parser, Subcommand};
+use ferrolb_cli::cluster;
 use ferrolb_cli::migrate::{self, Document, services};
 use ferrolb_crds::service::{ClassFilter, DEFAULT_LB_CLASS};
 
@@ -37,8 +38,28 @@ enum Command {
 #[derive(Debug, Args)]
 struct MigrateArgs {
     /// Files with MetalLB configuration: YAML or JSON, any number of documents, List objects, the
-    /// legacy ConfigMap or its `config` text alone. `-` reads stdin; with no files, stdin is read.
+    /// legacy ConfigMap or its `config` text alone. `-` reads stdin; with no files and no
+    /// --from-cluster, stdin is read.
     files: Vec<PathBuf>,
+    /// Also read the cluster, read-only: MetalLB's objects and legacy ConfigMap in
+    /// --metallb-namespace, every Service, Node and Namespace.
+    #[arg(long, env = "FERROLB_MIGRATE_FROM_CLUSTER", action = ArgAction::SetTrue)]
+    from_cluster: bool,
+    /// kubeconfig file for --from-cluster; default: the in-cluster configuration, then
+    /// `$KUBECONFIG` / `~/.kube/config`.
+    #[arg(long, env = "FERROLB_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The namespace MetalLB runs in and reads its configuration from (--from-cluster).
+    #[arg(
+        long,
+        env = "FERROLB_METALLB_NAMESPACE",
+        default_value = "metallb-system"
+    )]
+    metallb_namespace: String,
+    /// The name of MetalLB's legacy ConfigMap (MetalLB's `--config`) in --metallb-namespace
+    /// (--from-cluster).
+    #[arg(long, env = "FERROLB_METALLB_CONFIG_MAP", default_value = "config")]
+    metallb_config_map: String,
     /// The `--lb-class` ferrolb's controller will run with (for the Service report).
     #[arg(long, env = "FERROLB_LB_CLASS", default_value = DEFAULT_LB_CLASS)]
     lb_class: String,
@@ -62,10 +83,10 @@ fn main() -> ExitCode {
 
 fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     let mut files = args.files.clone();
-    if files.is_empty() {
+    if files.is_empty() && !args.from_cluster {
         if std::io::stdin().is_terminal() {
             bail!(
-                "nothing to read: give files with MetalLB configuration, or - for stdin (see --help)"
+                "nothing to read: give files with MetalLB configuration, - for stdin, or --from-cluster (see --help)"
             );
         }
         files.push(PathBuf::from("-"));
@@ -85,12 +106,28 @@ fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         };
         docs.extend(migrate::parse_documents(&source, &text)?);
     }
+    let mut nodes = Vec::new();
+    let mut namespaces = Vec::new();
+    if args.from_cluster {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let input = runtime.block_on(async {
+            let client = ferrolb_runtime::client::client(args.kubeconfig.as_deref()).await?;
+            cluster::read(&client, &args.metallb_namespace, &args.metallb_config_map).await
+        })?;
+        docs.extend(input.documents);
+        nodes = input.nodes;
+        namespaces = input.namespaces;
+    }
+
     let conversion = migrate::convert(&docs);
     let class = ClassFilter {
         lb_class: args.lb_class.clone(),
         default_class: args.default_class,
     };
-    let report = services::report(&conversion, &[], &[], &class, Instant::now());
+    let report = services::report(&conversion, &nodes, &namespaces, &class, Instant::now());
     let yaml = migrate::render(&conversion).context("writing YAML")?;
 
     let findings: Vec<_> = conversion.findings.iter().chain(&report).collect();
@@ -135,11 +172,13 @@ mod tests {
     #[test]
     fn flags_parse_and_every_flag_has_an_environment_variable() {
         Cli::command().debug_assert();
-        let cli = Cli::try_parse_from(["ferrolb", "migrate", "a.yaml", "-"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["ferrolb", "migrate", "a.yaml", "-", "--from-cluster"]).unwrap();
         let Command::Migrate(m) = cli.command;
         assert_eq!(m.files, [PathBuf::from("a.yaml"), PathBuf::from("-")]);
-        assert!(m.default_class);
-        assert_eq!(m.lb_class, "ferrolb.io/l2");
+        assert!(m.from_cluster && m.default_class);
+        assert_eq!(m.metallb_namespace, "metallb-system");
+        assert_eq!(m.metallb_config_map, "config");
         let cmd = Cli::command();
         let migrate = cmd.find_subcommand("migrate").unwrap();
         for arg in migrate.get_arguments() {

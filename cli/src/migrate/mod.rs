@@ -1,7 +1,7 @@
 //! `ferrolb migrate`: MetalLB's layer-2 configuration as `ferrolb.io/v1beta1` objects, and a dry
 //! report of what ferrolb will do with each LoadBalancer Service. Pure: no `kube`, no `tokio`, no
-//! file or network I/O (`tests/purity.rs` checks) — the binary reads the input, this module only
-//! turns [`Document`]s into a [`Conversion`].
+//! file or network I/O (`tests/purity.rs` checks) — the binary and [`crate::cluster`] read the
+//! input, this module only turns [`Document`]s into a [`Conversion`].
 //!
 //! Inputs understood ([`convert`]):
 //! - MetalLB's CRDs `metallb.io/v1beta1` `IPAddressPool` and `L2Advertisement` (MetalLB ≥ 0.13),
@@ -33,7 +33,7 @@ use serde_json::Value;
 /// One YAML document of the input, with where it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {
-    /// The file name as given on the command line, or `-` for stdin.
+    /// The file name as given on the command line, `-` for stdin, or `cluster`.
     pub source: String,
     /// Position of the document in its source, from 1.
     pub index: usize,
