@@ -4,6 +4,7 @@
 //! - [`cluster`]: start/stop a control plane with the ferrolb CRDs; clients and kubeconfigs.
 //! - [`controller`]: a `ferrolb-controller` process against the test cluster (the one fixture).
 //! - [`lab`]: network namespaces on a bridge, with speakers in node namespaces.
+//! - [`metallb`]: MetalLB's module source (sample configurations, CRDs) for the migration tests.
 //! - [`namespace`]: a fresh namespace per test.
 //! - [`objects`]: builders for pools, advertisements, Services, status and EndpointSlices.
 //! - [`poll`]: the one polling helper.
@@ -11,6 +12,7 @@
 pub mod cluster;
 pub mod controller;
 pub mod lab;
+pub mod metallb;
 pub mod namespace;
 pub mod objects;
 pub mod poll;
