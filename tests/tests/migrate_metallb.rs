@@ -68,8 +68,9 @@ fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
 }
 
 /// `kubectl apply -k <dir>` as the recipe runs it (client-side), asserting success. The only
-/// warnings allowed are about the CRDs lacking kubectl's last-applied annotation: the test
-/// cluster installed them server-side, the recipe with `kubectl apply -f deploy/crds/`.
+/// warnings allowed are about the CRDs and the `ferrolb-system` namespace lacking kubectl's
+/// last-applied annotation: the test cluster created them server-side, the recipe with
+/// `kubectl apply -f deploy/crds/`.
 fn kubectl_apply_k(kubeconfig: &Path, dir: &Path) {
     let dir = dir.to_str().unwrap();
     let out = kubectl(kubeconfig, &["apply", "-k", dir], None).expect("running kubectl");
@@ -77,7 +78,8 @@ fn kubectl_apply_k(kubeconfig: &Path, dir: &Path) {
     let unexpected: Vec<&str> = stderr
         .lines()
         .filter(|l| {
-            !(l.contains("customresourcedefinitions/")
+            !((l.contains("customresourcedefinitions/")
+                || l.contains("namespaces/ferrolb-system "))
                 && l.contains("kubectl.kubernetes.io/last-applied-configuration"))
         })
         .filter(|l| !l.trim().is_empty())
