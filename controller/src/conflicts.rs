@@ -86,7 +86,7 @@ mod tests {
             event(
                 &note("198.51.100.70", "02:00:00:00:00:66"),
                 SPEAKER_REPORTER,
-                10_000,
+                10_001,
             ),
             event(
                 &note("198.51.100.70", "02:00:00:00:00:77"),
@@ -110,6 +110,10 @@ mod tests {
         assert_eq!(got.len(), 1, "{got:?}");
         let macs = &got[&"198.51.100.70".parse::<IpAddr>().unwrap()];
         assert_eq!(macs.len(), 2);
+        // Exactly CONFLICT_MEMORY after a report, that report no longer counts.
+        let edge = Time(at(10_001 + CONFLICT_MEMORY.as_secs() as i64));
+        let macs = &recent_conflicts(&events, &edge)[&"198.51.100.70".parse::<IpAddr>().unwrap()];
+        assert_eq!(macs.len(), 1, "{macs:?}");
         // Ten minutes after the last report: cleared.
         let later = Time(at(10_500 + CONFLICT_MEMORY.as_secs() as i64));
         assert!(recent_conflicts(&events, &later).is_empty());
