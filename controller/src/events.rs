@@ -86,7 +86,20 @@ pub fn event_for(note: &Note) -> EventSpec {
     }
 }
 
-/// Metric label of a failure.
+/// Every label [`failure_label`] returns: the `reason` values of
+/// `ferrolb_controller_allocation_failures_total` and `ferrolb_controller_services_pending`
+/// (the gauge exports each of them, 0 included, so a dashboard and an alert never see a series
+/// vanish).
+pub const FAILURE_LABELS: [&str; 6] = [
+    "no_pool",
+    "exhausted",
+    "requested_held",
+    "requested_in_no_pool",
+    "family_unavailable",
+    "invalid",
+];
+
+/// Metric label of a failure (one of [`FAILURE_LABELS`]).
 pub fn failure_label(f: &Failure) -> &'static str {
     match f {
         Failure::NoPool(_) => "no_pool",
@@ -102,6 +115,31 @@ pub fn failure_label(f: &Failure) -> &'static str {
 mod tests {
     use super::*;
     use crate::ipam::ServiceKey;
+    use ferrolb_crds::addresses::Family;
+
+    #[test]
+    fn every_failure_label_is_listed_once() {
+        let ip = IpAddr::from([198, 51, 100, 1]);
+        let failures = [
+            Failure::NoPool(crate::ipam::NoPool::NamedMissing("p".into())),
+            Failure::Exhausted {
+                family: Family::V4,
+                pools: vec!["p".into()],
+            },
+            Failure::RequestedHeld {
+                ip,
+                holder: ServiceKey::new("default", "a"),
+            },
+            Failure::RequestedInNoPool {
+                ip,
+                detail: crate::ipam::NotHandedOut::InNoPool,
+            },
+            Failure::FamilyUnavailable(Family::V6),
+            Failure::Invalid("bad".into()),
+        ];
+        let labels: Vec<&str> = failures.iter().map(failure_label).collect();
+        assert_eq!(labels, FAILURE_LABELS);
+    }
 
     #[test]
     fn event_texts_name_the_reason() {

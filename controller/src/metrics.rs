@@ -52,6 +52,10 @@ pub struct Metrics {
     /// `ferrolb_controller_status_contested`: Services whose status ferrolb currently leaves to
     /// another writer (their addresses stay reserved).
     pub status_contested: Gauge,
+    /// `ferrolb_controller_services_pending{reason}`: Services of this class left without any
+    /// address by the last pass, by why (every reason of
+    /// [`crate::events::FAILURE_LABELS`], 0 included; all 0 on a replica that is not leading).
+    pub services_pending: Family<ReasonLabels, Gauge>,
     /// `ferrolb_controller_pool_assigned{pool,family}`.
     pub pool_assigned: Family<PoolLabels, Gauge>,
     /// `ferrolb_controller_pool_available{pool,family}` (saturating at i64::MAX).
@@ -74,6 +78,7 @@ impl Metrics {
             status_writes: Counter::default(),
             status_conflicts: Family::default(),
             status_contested: Gauge::default(),
+            services_pending: Family::default(),
             pool_assigned: Family::default(),
             pool_available: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
@@ -107,6 +112,11 @@ impl Metrics {
             m.status_contested.clone(),
         );
         registry.register(
+            "services_pending",
+            "Services left without any address by the last reconcile pass, by reason (0 on a replica that is not leading)",
+            m.services_pending.clone(),
+        );
+        registry.register(
             "pool_assigned",
             "Addresses held per pool and family",
             m.pool_assigned.clone(),
@@ -126,7 +136,21 @@ impl Metrics {
             "1 while this replica holds the Lease",
             m.leader.clone(),
         );
+        m.set_pending(&std::collections::BTreeMap::new());
         Metrics { registry, ..m }
+    }
+
+    /// Sets `services_pending{reason}` for every reason of [`crate::events::FAILURE_LABELS`]
+    /// from `pending` (a reason absent there is 0).
+    pub fn set_pending(&self, pending: &std::collections::BTreeMap<&'static str, u64>) {
+        for reason in crate::events::FAILURE_LABELS {
+            let n = pending.get(reason).copied().unwrap_or(0);
+            self.services_pending
+                .get_or_create(&ReasonLabels {
+                    reason: reason.into(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// The text exposition of every metric.
@@ -164,6 +188,7 @@ mod tests {
             })
             .inc();
         m.status_contested.set(1);
+        m.set_pending(&[("exhausted", 2)].into());
         let text = m.encode();
         assert!(
             text.contains("ferrolb_controller_allocations_total 1"),
@@ -182,6 +207,18 @@ mod tests {
         );
         assert!(
             text.contains("ferrolb_controller_status_contested 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ferrolb_controller_services_pending{reason=\"exhausted\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ferrolb_controller_services_pending{reason=\"no_pool\"} 0"),
+            "every reason is exported, 0 included: {text}"
+        );
+        assert!(
+            text.contains("ferrolb_controller_build_info{version=\""),
             "{text}"
         );
     }

@@ -84,6 +84,9 @@ pub struct Tally {
     pub conflicts: Vec<String>,
     /// Services currently contested (R8).
     pub contested: usize,
+    /// Services left without addresses after this pass, by failure label
+    /// ([`crate::events::FAILURE_LABELS`]; a label absent here has none).
+    pub pending: BTreeMap<&'static str, u64>,
     /// Per pool and family: `(pool, family, assigned, available)`.
     pub pools: Vec<(String, Family, u64, u64)>,
 }
@@ -305,6 +308,13 @@ impl Planner {
             self.queue_status(&svc, Vec::new(), None, &mut plan);
         }
         plan.tally.contested = self.contests.contested();
+        for (_, failure) in self.ipam.pending() {
+            *plan
+                .tally
+                .pending
+                .entry(failure_label(failure))
+                .or_default() += 1;
+        }
         self.plan_pools(snap, wall, &mut plan);
         plan
     }

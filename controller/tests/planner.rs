@@ -589,6 +589,38 @@ fn r14_events_and_counters_say_what_happened() {
 }
 
 #[test]
+fn r14_pending_services_are_tallied_by_reason_until_served_or_gone() {
+    let mut world = World::new(vec![basic_pool()]);
+    world.put(svc("served", json!({})));
+    world.put(svc(
+        "stray",
+        annotated(&[("ferrolb.io/loadBalancerIPs", "203.0.113.7")]),
+    ));
+    world.put(svc(
+        "unnamed-pool",
+        annotated(&[("ferrolb.io/address-pool", "nowhere")]),
+    ));
+    let plan = world.pass();
+    assert_eq!(
+        plan.tally.pending,
+        BTreeMap::from([("no_pool", 1), ("requested_in_no_pool", 1)])
+    );
+    // A pass that changes nothing still reports them: the gauge is a level, not an edge.
+    assert_eq!(world.pass().tally.pending, plan.tally.pending);
+    world.remove("stray");
+    assert_eq!(world.pass().tally.pending, BTreeMap::from([("no_pool", 1)]));
+    world.snap.pools.push(pool(
+        "nowhere",
+        &["198.51.100.64/29"],
+        "2026-01-01T00:00:00Z",
+        json!({ "autoAssign": false }),
+    ));
+    let plan = world.pass();
+    assert_eq!(writes(&plan), vec![w("unnamed-pool", &["198.51.100.65"])]);
+    assert!(plan.tally.pending.is_empty(), "{:?}", plan.tally.pending);
+}
+
+#[test]
 fn class_filter_other_classes_are_never_written() {
     let mut world = World::with_class(
         vec![basic_pool()],

@@ -237,6 +237,11 @@ impl Ipam {
         self.pending.get(key)
     }
 
+    /// Every Service left without addresses by the last [`Ipam::reconcile`], with why.
+    pub fn pending(&self) -> impl Iterator<Item = (&ServiceKey, &Failure)> {
+        self.pending.iter()
+    }
+
     /// The Services holding `ip`.
     pub fn holders(&self, ip: IpAddr) -> Vec<ServiceKey> {
         self.holdings

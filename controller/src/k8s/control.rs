@@ -98,6 +98,7 @@ impl Control {
             } else if state.take().is_some() {
                 tracing::info!("no longer leading: standing by with warm caches");
                 self.metrics.status_contested.set(0);
+                self.metrics.set_pending(&std::collections::BTreeMap::new());
             }
             // A contested Service is tried again when its backoff ends (R8); never sooner than
             // a second from now, so a stale deadline cannot spin the loop.
@@ -174,6 +175,7 @@ impl Control {
         }
         m.status_contested
             .set(i64::try_from(tally.contested).unwrap_or(i64::MAX));
+        m.set_pending(&tally.pending);
         for (pool, family, assigned, available) in &tally.pools {
             let labels = PoolLabels {
                 pool: pool.clone(),
