@@ -117,6 +117,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         l2: l2_counters.clone(),
         membership: std::sync::Mutex::new(None),
         owned_ips: Default::default(),
+        no_eligible_node_ips: Default::default(),
         forbidden_ips: Default::default(),
         kernel_arp_conflicts: Default::default(),
         ip_conflicts: Default::default(),
@@ -383,6 +384,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         if !tick.standing.may_claim() {
             responder.set_owned(BTreeMap::new());
             metrics.owned_ips.store(0, Ordering::Relaxed);
+            metrics.no_eligible_node_ips.store(0, Ordering::Relaxed);
             metrics.held_ips.store(0, Ordering::Relaxed);
             planner.forget();
             announcement_planner.forget();
@@ -443,6 +445,10 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         metrics
             .owned_ips
             .store(plan.owned.len() as u64, Ordering::Relaxed);
+        metrics.no_eligible_node_ips.store(
+            plan.unowned_reported_by(&config.node_name) as u64,
+            Ordering::Relaxed,
+        );
         note_forbidden(&view, &metrics, &mut last_forbidden);
         kernel_arp.check(now, &view, &config.node_name, &responder, &metrics, &sink);
         react_to_conflicts(

@@ -11,8 +11,13 @@
 //!   `probe_conflicts_total`, `held_ips` (gauge);
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`,
 //!   `announcement_writes_total{outcome}` (L2Announcement reports);
-//! - `owned_ips` (gauge), `forbidden_ips` (gauge), `kernel_arp_conflicts` (gauge), `members` (gauge), `membership_transitions_total{direction="up"|"down"}`,
+//! - `owned_ips` (gauge), `no_eligible_node_ips` (gauge), `forbidden_ips` (gauge),
+//!   `kernel_arp_conflicts` (gauge), `members` (gauge),
+//!   `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`.
+//!
+//! Every name is listed with its type, labels and meaning in `docs/metrics.md`; the test
+//! `tests/tests/monitoring.rs` fails when an exported name is missing there.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +42,9 @@ pub struct SpeakerMetrics {
     pub membership: std::sync::Mutex<Option<Arc<membership::Counters>>>,
     /// IPs this node owns now.
     pub owned_ips: AtomicU64,
+    /// IPs nobody may announce (no eligible node) whose reporter is this speaker
+    /// ([`crate::plan::Plan::unowned_reported_by`]); 0 while the claim gate is closed.
+    pub no_eligible_node_ips: AtomicU64,
     /// IPs in Service status that lie in a forbidden block and are never announced (issue 10
     /// item 6; [`ferrolb_crds::addresses::FORBIDDEN_BLOCKS`]).
     pub forbidden_ips: AtomicU64,
@@ -193,6 +201,12 @@ impl Collector for SpeakerMetrics {
             "owned_ips",
             "IPs this node answers for",
             self.owned_ips.load(Ordering::Relaxed),
+        )?;
+        gauge(
+            &mut encoder,
+            "no_eligible_node_ips",
+            "IPs in Service status that no node may announce (NoEligibleNode), counted by the one speaker that reports each: sum over speakers for the cluster",
+            self.no_eligible_node_ips.load(Ordering::Relaxed),
         )?;
         gauge(
             &mut encoder,

@@ -42,6 +42,17 @@ pub struct Plan {
     pub ips: BTreeMap<IpAddr, IpPlan>,
 }
 
+impl Plan {
+    /// How many IPs nobody may announce (no eligible node) have `me` as their reporter: summed
+    /// over the speakers, each such IP counts once (`ferrolb_speaker_no_eligible_node_ips`).
+    pub fn unowned_reported_by(&self, me: &str) -> usize {
+        self.ips
+            .values()
+            .filter(|p| p.owner.is_none() && p.reporter.as_deref() == Some(me))
+            .count()
+    }
+}
+
 /// Computes the plan for node `me`. `alive` is the SWIM membership (names of alive speakers);
 /// `my_carrier` is this node's own carrier state (other nodes' carrier is unknown here: a speaker
 /// without carrier leaves the membership instead).
@@ -159,5 +170,27 @@ mod tests {
         );
         assert_eq!(ip1.reporter, p2.ips.values().next().unwrap().reporter);
         assert!(ip1.reporter.is_some());
+    }
+
+    #[test]
+    fn an_ip_without_eligible_node_is_counted_by_its_reporter_only() {
+        let label = crate::eligibility::EXCLUDE_LB_LABEL;
+        let members = alive(&["node-1", "node-2"]);
+        let excluded = view(
+            &["node-1", "node-2"],
+            &[("node-1", label, ""), ("node-2", label, "")],
+        );
+        let counts: Vec<usize> = ["node-1", "node-2"]
+            .iter()
+            .map(|me| plan(&excluded, &members, me, Some(true)).unowned_reported_by(me))
+            .collect();
+        assert_eq!(counts.iter().sum::<usize>(), 1, "{counts:?}");
+        let served = view(&["node-1", "node-2"], &[]);
+        for me in ["node-1", "node-2"] {
+            assert_eq!(
+                plan(&served, &members, me, Some(true)).unowned_reported_by(me),
+                0
+            );
+        }
     }
 }
