@@ -1,6 +1,10 @@
 //! Prometheus metrics of the controller (R14), served on `/metrics` in the text exposition
 //! format.
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use ferrolb_crds::addresses::Family as AddressFamily;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -24,7 +28,7 @@ pub struct ManagerLabels {
 }
 
 /// Labels of per-pool gauges.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct PoolLabels {
     /// Pool name.
     pub pool: String,
@@ -64,6 +68,8 @@ pub struct Metrics {
     pub reconcile_seconds: Histogram,
     /// `ferrolb_controller_leader`: 1 while this replica holds the Lease.
     pub leader: Gauge,
+    /// The pool series exported now ([`Metrics::set_pools`] removes the others).
+    pools_exported: Mutex<BTreeSet<PoolLabels>>,
 }
 
 impl Metrics {
@@ -83,6 +89,7 @@ impl Metrics {
             pool_available: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             leader: Gauge::default(),
+            pools_exported: Mutex::default(),
             registry: Registry::default(),
         };
         registry.register("allocations", "Addresses handed out", m.allocations.clone());
@@ -153,6 +160,36 @@ impl Metrics {
         }
     }
 
+    /// Sets `pool_assigned` and `pool_available` from a pass's `(pool, family, assigned,
+    /// available)` and removes the series of pools not listed (deleted pools; every pool when
+    /// this replica stops leading and passes `&[]`), so neither a dashboard nor the
+    /// "pool nearly full" alert sees a pool that is gone or a standby's stale numbers.
+    pub fn set_pools(&self, pools: &[(String, AddressFamily, u64, u64)]) {
+        let mut exported = self
+            .pools_exported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut now = BTreeSet::new();
+        for (pool, family, assigned, available) in pools {
+            let labels = PoolLabels {
+                pool: pool.clone(),
+                family: family.as_k8s().into(),
+            };
+            self.pool_assigned
+                .get_or_create(&labels)
+                .set(ferrolb_crds::addresses::api_count(*assigned));
+            self.pool_available
+                .get_or_create(&labels)
+                .set(ferrolb_crds::addresses::api_count(*available));
+            now.insert(labels);
+        }
+        for gone in exported.difference(&now) {
+            self.pool_assigned.remove(gone);
+            self.pool_available.remove(gone);
+        }
+        *exported = now;
+    }
+
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -221,5 +258,32 @@ mod tests {
             text.contains("ferrolb_controller_build_info{version=\""),
             "{text}"
         );
+    }
+
+    #[test]
+    fn pool_series_of_a_deleted_pool_or_a_standby_are_removed() {
+        let m = Metrics::new();
+        m.set_pools(&[
+            ("a".into(), AddressFamily::V4, 9, 1),
+            ("b".into(), AddressFamily::V4, 1, 9),
+        ]);
+        let text = m.encode();
+        assert!(
+            text.contains("ferrolb_controller_pool_assigned{pool=\"a\",family=\"IPv4\"} 9"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ferrolb_controller_pool_available{pool=\"b\",family=\"IPv4\"} 9"),
+            "{text}"
+        );
+        m.set_pools(&[("b".into(), AddressFamily::V4, 2, 8)]);
+        let text = m.encode();
+        assert!(!text.contains("pool=\"a\""), "pool a was deleted: {text}");
+        assert!(
+            text.contains("ferrolb_controller_pool_assigned{pool=\"b\",family=\"IPv4\"} 2"),
+            "{text}"
+        );
+        m.set_pools(&[]);
+        assert!(!m.encode().contains("pool=\""), "standby: no pool series");
     }
 }

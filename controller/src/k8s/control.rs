@@ -22,7 +22,7 @@ use tracing::Instrument;
 use crate::contest;
 use crate::k8s::stores::Stores;
 use crate::k8s::writer::{apply_pool_status, apply_service_status, publish};
-use crate::metrics::{ManagerLabels, Metrics, PoolLabels, ReasonLabels};
+use crate::metrics::{ManagerLabels, Metrics, ReasonLabels};
 use crate::plan::{Plan, Planner, Snapshot, StatusWrite, Tally};
 use crate::service::{ClassConfig, key_of};
 
@@ -99,6 +99,8 @@ impl Control {
                 tracing::info!("no longer leading: standing by with warm caches");
                 self.metrics.status_contested.set(0);
                 self.metrics.set_pending(&std::collections::BTreeMap::new());
+                // Only the leader reports pools (a standby's numbers would go stale).
+                self.metrics.set_pools(&[]);
             }
             // A contested Service is tried again when its backoff ends (R8); never sooner than
             // a second from now, so a stale deadline cannot spin the loop.
@@ -176,18 +178,7 @@ impl Control {
         m.status_contested
             .set(i64::try_from(tally.contested).unwrap_or(i64::MAX));
         m.set_pending(&tally.pending);
-        for (pool, family, assigned, available) in &tally.pools {
-            let labels = PoolLabels {
-                pool: pool.clone(),
-                family: family.as_k8s().into(),
-            };
-            m.pool_assigned
-                .get_or_create(&labels)
-                .set(ferrolb_crds::addresses::api_count(*assigned));
-            m.pool_available
-                .get_or_create(&labels)
-                .set(ferrolb_crds::addresses::api_count(*available));
-        }
+        m.set_pools(&tally.pools);
     }
 
     /// Applies a plan: statuses (concurrently), then Events, then pool statuses, each write
