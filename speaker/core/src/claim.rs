@@ -90,7 +90,7 @@ impl Standing {
         matches!(self, Standing::Majority)
     }
 
-    /// A short label for logs and the `ferrolb_speaker_standing` metric.
+    /// A short label for logs and the `ferrolb_speaker_claim_standing` metric.
     pub fn label(&self) -> &'static str {
         match self {
             Standing::Converging { .. } => "converging",
