@@ -43,7 +43,8 @@ pub struct Metrics {
     pub registry: Registry,
     /// `ferrolb_controller_allocations_total`: addresses handed out (including re-allocations).
     pub allocations: Counter,
-    /// `ferrolb_controller_allocation_failures_total{reason}`: Services that became pending.
+    /// `ferrolb_controller_allocation_failures_total{reason}`: Services that became pending
+    /// (every reason of [`crate::events::FAILURE_LABELS`] exported from the start, at 0).
     pub failures: Family<ReasonLabels, Counter>,
     /// `ferrolb_controller_releases_total`: Services whose addresses were freed.
     pub releases: Counter,
@@ -144,6 +145,13 @@ impl Metrics {
             m.leader.clone(),
         );
         m.set_pending(&std::collections::BTreeMap::new());
+        // Every known reason from the start, at 0: `rate()` then sees the first failure, and a
+        // dashboard shows 0 rather than nothing.
+        for reason in crate::events::FAILURE_LABELS {
+            let _ = m.failures.get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            });
+        }
         Metrics { registry, ..m }
     }
 
@@ -249,6 +257,10 @@ mod tests {
         assert!(
             text.contains("ferrolb_controller_services_pending{reason=\"exhausted\"} 2"),
             "{text}"
+        );
+        assert!(
+            text.contains("ferrolb_controller_allocation_failures_total{reason=\"invalid\"} 0"),
+            "every failure reason is exported from the start: {text}"
         );
         assert!(
             text.contains("ferrolb_controller_services_pending{reason=\"no_pool\"} 0"),
