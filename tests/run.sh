@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README): checks formatting and lints, builds the pinned
-# etcd/kube-apiserver/kube-proxy/kubectl once into a cache outside the repository, downloads
-# MetalLB's Go module source into the Go module cache, builds ferrolb, then runs every test of the
-# workspace.
+# etcd/kube-apiserver/kube-proxy/kubectl and helm once into a cache outside the repository,
+# downloads MetalLB's Go module source into the Go module cache, builds ferrolb, then runs every
+# test of the workspace.
 # Run as root: the lab tests create network namespaces. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +13,7 @@ export FERROLB_K8S_BIN
 # MetalLB's module source (sample configurations and CRDs for the `ferrolb migrate` tests).
 FERROLB_METALLB_DIR="$(tests/metallb/fetch.sh | tail -n 1)"
 export FERROLB_METALLB_DIR
+FERROLB_HELM_BIN="$(tests/cluster/build-helm.sh | tail -n 1)"
+export FERROLB_HELM_BIN
 cargo build --workspace --bins --locked
 cargo test --workspace --locked --no-fail-fast "$@"

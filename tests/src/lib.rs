@@ -1,6 +1,7 @@
 //! ferrolb-tests: the test cluster (real etcd + kube-apiserver built from the Go module proxy), the
 //! network-namespace lab, and the end-to-end scenarios under `tests/tests/`.
 //!
+//! - [`chart`]: the Helm chart `deploy/helm/ferrolb/`, generated from the kustomize base.
 //! - [`cluster`]: start/stop a control plane with the ferrolb CRDs; clients and kubeconfigs.
 //! - [`controller`]: a `ferrolb-controller` process against the test cluster (the one fixture).
 //! - [`lab`]: network namespaces on a bridge, with speakers in node namespaces.
@@ -9,6 +10,7 @@
 //! - [`objects`]: builders for pools, advertisements, Services, status and EndpointSlices.
 //! - [`poll`]: the one polling helper.
 
+pub mod chart;
 pub mod cluster;
 pub mod controller;
 pub mod lab;

@@ -4,6 +4,8 @@
 //!   `tests/cluster/go/go.mod`, cached outside the repository (`$FERROLB_CACHE`, default
 //!   `~/.cache/ferrolb`). `FERROLB_K8S_BIN` overrides the directory. The first call runs the build
 //!   script (a no-op once cached).
+//! - `helm` (the chart test): built by `tests/cluster/build-helm.sh` from the version pinned in
+//!   `tests/cluster/helm/go.mod`, cached the same way; `FERROLB_HELM_BIN` overrides the directory.
 //! - ferrolb's own binaries: the workspace's target directory (`CARGO_TARGET_DIR` or `target/`),
 //!   built on demand with `cargo build` when missing.
 
@@ -38,11 +40,39 @@ pub fn k8s_bin(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// Path of `helm`, from `$FERROLB_HELM_BIN` or built (once, then cached) by
+/// `tests/cluster/build-helm.sh`.
+///
+/// # Errors
+/// The build script failed or did not produce the binary.
+pub fn helm_bin() -> anyhow::Result<PathBuf> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR
+        .get_or_init(|| {
+            cached_bin_dir("FERROLB_HELM_BIN", "build-helm.sh").map_err(|e| format!("{e:#}"))
+        })
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let path = dir.join("helm");
+    if !path.is_file() {
+        bail!(
+            "{} is missing; run tests/cluster/build-helm.sh",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 fn k8s_bin_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("FERROLB_K8S_BIN") {
+    cached_bin_dir("FERROLB_K8S_BIN", "build.sh")
+}
+
+/// The directory in `$env`, else the one `tests/cluster/<script>` builds and prints last.
+fn cached_bin_dir(env: &str, script: &str) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os(env) {
         return Ok(PathBuf::from(dir));
     }
-    let script = repo_root().join("tests/cluster/build.sh");
+    let script = repo_root().join("tests/cluster").join(script);
     let out = Command::new("bash")
         .arg(&script)
         .output()

@@ -1,0 +1,33 @@
+{{/*
+Helpers of the ferrolb chart. The object templates beside this file are GENERATED from the
+kustomize base deploy/ (`cargo run -p ferrolb-tests --bin ferrolb-helmgen`, tests/src/chart.rs);
+this file, memberlist-secret.yaml, monitoring.yaml and NOTES.txt are written by hand.
+*/}}
+
+{{/* The namespace of every namespaced object: namespace.name, else the release namespace. */}}
+{{- define "ferrolb.namespace" -}}
+{{- .Values.namespace.name | default .Release.Namespace -}}
+{{- end }}
+
+{{/*
+The labels on every object's metadata: the kustomize base's (deploy/kustomization.yaml `labels:`),
+then Helm's standard ones. Never on selectors or pod templates (immutable, and the base keeps them
+out too: includeSelectors: false).
+*/}}
+{{- define "ferrolb.labels" -}}
+app.kubernetes.io/part-of: ferrolb
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{/* The one image of both workloads; the tag defaults to the chart's appVersion. */}}
+{{- define "ferrolb.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) -}}
+{{- end }}
+
+{{/* The Secret holding the speakers' membership key: the user's, or the one the chart creates. */}}
+{{- define "ferrolb.memberlistSecret" -}}
+{{- .Values.memberlist.existingSecret | default "ferrolb-memberlist" -}}
+{{- end }}
