@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README): checks formatting and lints, builds the pinned
 # etcd/kube-apiserver/kube-proxy/kubectl and helm once into a cache outside the repository,
-# downloads MetalLB's Go module source into the Go module cache, builds ferrolb, then runs every
-# test of the workspace.
+# downloads MetalLB's Go module source into the Go module cache, builds MetalLB's speaker and
+# controller (cached the same way), builds ferrolb, then runs every test of the workspace.
 # Run as root: the lab tests create network namespaces. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +15,9 @@ FERROLB_METALLB_DIR="$(tests/metallb/fetch.sh | tail -n 1)"
 export FERROLB_METALLB_DIR
 FERROLB_HELM_BIN="$(tests/cluster/build-helm.sh | tail -n 1)"
 export FERROLB_HELM_BIN
+# MetalLB's speaker and controller built from its Go module, with its CRDs, for the MetalLB lab
+# (issue #11; a couple of minutes the first time, cached afterwards).
+FERROLB_METALLB_BIN="$(tests/metallb/build.sh | tail -n 1)"
+export FERROLB_METALLB_BIN
 cargo build --workspace --bins --locked
 cargo test --workspace --locked --no-fail-fast "$@"
