@@ -16,7 +16,7 @@ use super::{Lab, in_netns, sh};
 use crate::cluster::Supervised;
 
 /// The process name the kernel reports for the speaker (`/proc/<pid>/comm`, at most 15 bytes).
-const SPEAKER_COMM: &str = "ferrolb-speaker";
+pub const SPEAKER_COMM: &str = "ferrolb-speaker";
 
 /// Starts `bin` as node `node`'s speaker inside its namespace, with the same arguments as
 /// [`Lab::start_speaker`] (node name, the relayed kubeconfig, the lab's membership key, metrics on
@@ -52,28 +52,38 @@ pub fn start_speaker_with(
 }
 
 /// The pid of the `ferrolb-speaker` process started as `launched` (the pid of `ip netns exec …`)
-/// in namespace `netns`. `ip netns exec` normally `exec`s the speaker in place, so this is usually
-/// `launched` itself once the exec happened; otherwise the one `ferrolb-speaker` among
-/// `ip netns pids <netns>` is taken. Polls for up to 5 s (the exec may not have happened yet).
+/// in namespace `netns`: [`process_pid`] with [`SPEAKER_COMM`].
 ///
 /// # Errors
-/// No `ferrolb-speaker` process appeared, or more than one is in the namespace.
+/// As [`process_pid`].
 pub fn speaker_pid(launched: u32, netns: &str) -> anyhow::Result<u32> {
+    process_pid(launched, netns, SPEAKER_COMM)
+}
+
+/// The pid of the process named `name` (`/proc/<pid>/comm`) started as `launched` (the pid of
+/// `ip netns exec …`) in namespace `netns`. `ip netns exec` normally `exec`s the program in
+/// place, so this is usually `launched` itself once the exec happened; otherwise the one process
+/// named `name` among `ip netns pids <netns>` is taken. Polls for up to 5 s (the exec may not
+/// have happened yet).
+///
+/// # Errors
+/// No such process appeared, or more than one is in the namespace.
+pub fn process_pid(launched: u32, netns: &str, name: &str) -> anyhow::Result<u32> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        if comm(launched).as_deref() == Some(SPEAKER_COMM) {
+        if comm(launched).as_deref() == Some(name) {
             return Ok(launched);
         }
         let pids: Vec<u32> = sh("ip", &["netns", "pids", netns])?
             .split_whitespace()
             .filter_map(|p| p.parse().ok())
-            .filter(|p| comm(*p).as_deref() == Some(SPEAKER_COMM))
+            .filter(|p| comm(*p).as_deref() == Some(name))
             .collect();
         match pids.as_slice() {
             [pid] => return Ok(*pid),
             [] if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            [] => bail!("no {SPEAKER_COMM} process in {netns} (launched as pid {launched})"),
-            many => bail!("several {SPEAKER_COMM} processes in {netns}: {many:?}"),
+            [] => bail!("no {name} process in {netns} (launched as pid {launched})"),
+            many => bail!("several {name} processes in {netns}: {many:?}"),
         }
     }
 }

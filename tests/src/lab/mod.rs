@@ -24,6 +24,9 @@
 //! `2001:db8:1a::64…` = `::100…`, no DAD), routes the IPv6 Service range on the nodes' `eth0`
 //! (the IPv4 one lies in the node subnet), and gives each Node object both InternalIPs, as a
 //! dual-stack kubelet reports them.
+//!
+//! A lab runs either [`Implementation`] on identical nodes ([`Lab::start_implementation`]):
+//! ferrolb (the default) or MetalLB, built from its Go module (see [`metallb`], issue #11).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -45,11 +48,13 @@ pub mod demo;
 pub mod failover;
 pub mod http_client;
 pub mod kube_proxy;
+pub mod metallb;
 pub mod mld;
 pub mod pods;
 mod relay;
 pub mod scenario;
 pub mod starvation;
+pub mod takeover;
 pub mod topology;
 
 /// Where node processes reach the API server, inside their own namespace (see the module docs).
@@ -95,6 +100,34 @@ pub fn in_netns(netns: &str, program: &str, args: &[&str]) -> anyhow::Result<Str
     sh("ip", &full)
 }
 
+/// Which load balancer a lab's speakers (and controller) are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Implementation {
+    /// ferrolb's own speaker (`ferrolb-speaker`) and CRDs (`ferrolb.io`).
+    Ferrolb,
+    /// MetalLB's speaker and controller in layer-2 mode, with its `metallb.io` CRDs
+    /// ([`metallb`]).
+    MetalLb,
+}
+
+impl Implementation {
+    /// `ferrolb` or `MetalLB`, for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Implementation::Ferrolb => "ferrolb",
+            Implementation::MetalLb => "MetalLB",
+        }
+    }
+}
+
+/// What a MetalLB lab runs besides the speakers.
+struct MetalLbRun {
+    bins: metallb::Binaries,
+    /// The namespace of MetalLB's controller (loopback and the API relay only).
+    controller_netns: String,
+    controller: Option<Supervised>,
+}
+
 /// One node of the lab.
 pub struct LabNode {
     /// Node name (`node-1`, …) — also the speaker's `--node-name`.
@@ -134,6 +167,8 @@ pub struct Lab {
     node_kubeconfig: PathBuf,
     /// The speaker binary [`Lab::start_speaker`] runs; `None` = the workspace's debug build.
     speaker_bin: Option<PathBuf>,
+    implementation: Implementation,
+    metallb: Option<MetalLbRun>,
     relays: Vec<tokio::task::JoinHandle<()>>,
     // Field order matters for Drop: processes stop (nodes) before the cluster.
     cluster: TestCluster,
@@ -153,7 +188,23 @@ impl Lab {
     /// # Errors
     /// Not root, `ip` missing, or the cluster failed to start.
     pub async fn start(nodes: usize, clients: usize) -> anyhow::Result<Lab> {
-        Lab::start_with(nodes, clients, false).await
+        Lab::start_with(Implementation::Ferrolb, nodes, clients, false).await
+    }
+
+    /// Like [`Lab::start`], for either implementation. For MetalLB it also installs MetalLB's
+    /// CRDs, namespace and ServiceAccount, and creates a speaker Pod object per node with its
+    /// status written as a kubelet would ([`metallb`]); its controller is started by
+    /// [`Lab::start_metallb_controller`], its speakers by [`Lab::start_speaker`].
+    ///
+    /// # Errors
+    /// As [`Lab::start`]; for MetalLB also: its binaries are missing or could not be built, or
+    /// the API server refused its objects.
+    pub async fn start_implementation(
+        implementation: Implementation,
+        nodes: usize,
+        clients: usize,
+    ) -> anyhow::Result<Lab> {
+        Lab::start_with(implementation, nodes, clients, false).await
     }
 
     /// Like [`Lab::start`], with IPv6 as well: every `eth0` also gets an address on [`LAN_V6`]
@@ -162,10 +213,19 @@ impl Lab {
     /// # Errors
     /// As [`Lab::start`].
     pub async fn start_dual_stack(nodes: usize, clients: usize) -> anyhow::Result<Lab> {
-        Lab::start_with(nodes, clients, true).await
+        Lab::start_with(Implementation::Ferrolb, nodes, clients, true).await
     }
 
-    async fn start_with(nodes: usize, clients: usize, ipv6: bool) -> anyhow::Result<Lab> {
+    async fn start_with(
+        implementation: Implementation,
+        nodes: usize,
+        clients: usize,
+        ipv6: bool,
+    ) -> anyhow::Result<Lab> {
+        let bins = match implementation {
+            Implementation::Ferrolb => None,
+            Implementation::MetalLb => Some(metallb::Binaries::locate()?),
+        };
         let lock = LAB_LOCK.clone().lock_owned().await;
         let id = format!("{:04x}", std::process::id() & 0xffff);
         let lan = format!("flb{id}-lan");
@@ -244,6 +304,11 @@ impl Lab {
             }
             lab_clients.push(LabClient { netns, ip, ip6 });
         }
+        let controller_netns = format!("flb{id}-ctl");
+        if bins.is_some() {
+            pending.netns.push(controller_netns.clone());
+            metallb::create_isolated_netns(&controller_netns)?;
+        }
         let cluster = TestCluster::start().await?;
         let node_kubeconfig = cluster.kubeconfig_at(
             &format!("https://127.0.0.1:{NODE_API_PORT}"),
@@ -252,6 +317,13 @@ impl Lab {
         let mut relays = Vec::new();
         for node in &lab_nodes {
             relays.push(relay::start(&node.netns, NODE_API_PORT, cluster.port())?);
+        }
+        if bins.is_some() {
+            relays.push(relay::start(
+                &controller_netns,
+                NODE_API_PORT,
+                cluster.port(),
+            )?);
         }
         let key_file = dir.path().join("memberlist.key");
         std::fs::write(&key_file, random_hex_key()?)?;
@@ -265,6 +337,12 @@ impl Lab {
             key_file,
             node_kubeconfig,
             speaker_bin: None,
+            implementation,
+            metallb: bins.map(|bins| MetalLbRun {
+                bins,
+                controller_netns,
+                controller: None,
+            }),
             relays,
             cluster,
             _lock: lock,
@@ -275,7 +353,63 @@ impl Lab {
             addresses.extend(node.ip6.map(IpAddr::V6));
             create_node_with_addresses(&client, &node.name, &addresses).await?;
         }
+        if let Some(run) = &lab.metallb {
+            metallb::install(lab.cluster.kubeconfig(), &client, &run.bins).await?;
+            for node in &lab.nodes {
+                metallb::ensure_speaker_pod(&client, node).await?;
+            }
+        }
         Ok(lab)
+    }
+
+    /// Which implementation this lab runs.
+    pub fn implementation(&self) -> Implementation {
+        self.implementation
+    }
+
+    /// Starts (or restarts) MetalLB's controller (webhooks and certificate rotation off, in a
+    /// namespace of its own; log `metallb-controller.log` in [`Lab::dir`]).
+    ///
+    /// # Errors
+    /// Not a MetalLB lab, or the process could not be started.
+    pub fn start_metallb_controller(&mut self) -> anyhow::Result<()> {
+        let Some(run) = &self.metallb else {
+            bail!(
+                "start_metallb_controller in a {} lab",
+                self.implementation.name()
+            );
+        };
+        let controller = metallb::start_controller(self, &run.bins, &run.controller_netns)?;
+        if let Some(old) = self
+            .metallb
+            .as_mut()
+            .and_then(|r| r.controller.replace(controller))
+        {
+            old.stop(Duration::from_secs(5));
+        }
+        Ok(())
+    }
+
+    /// Creates address pool `name` with `addresses` and a layer-2 advertisement of it on every
+    /// node, in the lab implementation's own CRDs: ferrolb's `IPAddressPool` + `L2Advertisement`
+    /// (`ferrolb.io`), or MetalLB's (`metallb.io`, in [`metallb::NAMESPACE`]).
+    ///
+    /// # Errors
+    /// The API server refused an object.
+    pub async fn advertise_pool(&self, name: &str, addresses: &[&str]) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        match self.implementation {
+            Implementation::Ferrolb => {
+                crate::objects::create_pool(&client, name, addresses).await?;
+                crate::objects::apply_l2(
+                    &client,
+                    name,
+                    ferrolb_crds::L2AdvertisementSpec::default(),
+                )
+                .await
+            }
+            Implementation::MetalLb => metallb::advertise_pool(&client, name, addresses).await,
+        }
     }
 
     /// An admin client of the lab's cluster.
@@ -334,14 +468,19 @@ impl Lab {
     /// # Errors
     /// The binary could not be built or started.
     pub fn start_speaker(&mut self, name: &str, extra_args: &[&str]) -> anyhow::Result<()> {
-        let bin = match &self.speaker_bin {
-            Some(bin) => bin.clone(),
-            None => workspace_bin("ferrolb-speaker")?,
-        };
         if let Some(old) = self.node_mut(name)?.speaker.take() {
             old.stop(Duration::from_secs(5));
         }
-        let speaker = bench::start_speaker_with(self, &bin, name, extra_args)?;
+        let speaker = match &self.metallb {
+            Some(run) => metallb::start_speaker(self, &run.bins, self.node(name), extra_args)?,
+            None => {
+                let bin = match &self.speaker_bin {
+                    Some(bin) => bin.clone(),
+                    None => workspace_bin("ferrolb-speaker")?,
+                };
+                bench::start_speaker_with(self, &bin, name, extra_args)?
+            }
+        };
         self.node_mut(name)?.speaker = Some(speaker);
         Ok(())
     }
@@ -384,7 +523,11 @@ impl Lab {
             .as_ref()
             .and_then(|s| s.pid())
             .with_context(|| format!("{name} has no speaker"))?;
-        bench::speaker_pid(launched, &node.netns)
+        let comm = match self.implementation {
+            Implementation::Ferrolb => bench::SPEAKER_COMM,
+            Implementation::MetalLb => metallb::SPEAKER_COMM,
+        };
+        bench::process_pid(launched, &node.netns, comm)
     }
 
     /// Stops node `name`'s speaker with SIGSTOP for `pause`, then resumes it with SIGCONT: a
@@ -485,12 +628,20 @@ impl Drop for Lab {
                 s.stop(Duration::from_secs(3));
             }
         }
+        let mut extra_netns = Vec::new();
+        if let Some(run) = &mut self.metallb {
+            if let Some(c) = run.controller.take() {
+                c.stop(Duration::from_secs(3));
+            }
+            extra_netns.push(run.controller_netns.clone());
+        }
         let netns: Vec<String> = self
             .nodes
             .iter()
             .map(|n| n.netns.clone())
             .chain(self.clients.iter().map(|c| c.netns.clone()))
             .chain([self.lan.clone()])
+            .chain(extra_netns)
             .collect();
         for relay in &self.relays {
             relay.abort();

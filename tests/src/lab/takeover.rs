@@ -1,0 +1,88 @@
+//! A takeover measured the same way for either [`Implementation`](super::Implementation): a client
+//! captures frames, node `victim`'s speaker gets a signal, and the result is the time from the
+//! signal to the first gratuitous ARP for the IP from another MAC (issue #11's failover row).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::http_client::unix_us;
+use super::{Lab, Seen, within_netns};
+
+/// What a takeover showed.
+#[derive(Debug, Clone)]
+pub struct Takeover {
+    /// The node whose speaker got the signal.
+    pub victim: String,
+    /// The node that sent the first gratuitous ARP for the IP afterwards.
+    pub new_owner: String,
+    /// Signal → that gratuitous ARP.
+    pub after: Duration,
+}
+
+/// From client `client`, captures frames while sending `signal` (`"KILL"`, `"TERM"`) to node
+/// `victim`'s speaker, until a gratuitous ARP for `ip` arrives from another lab node's MAC or
+/// `timeout` passes.
+///
+/// # Errors
+/// The victim has no speaker, the capture failed, or no gratuitous ARP from another node came
+/// within `timeout` (the message carries every node's log tail).
+pub async fn signal_and_time(
+    lab: &mut Lab,
+    client: usize,
+    ip: Ipv4Addr,
+    victim: &str,
+    signal: &str,
+    timeout: Duration,
+) -> anyhow::Result<Takeover> {
+    let victim_mac = lab.node(victim).mac.clone();
+    let netns = lab
+        .clients
+        .get(client)
+        .context("no such client")?
+        .netns
+        .clone();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let cap_mac = victim_mac.clone();
+    let capture = tokio::task::spawn_blocking(move || {
+        within_netns(&netns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            c.drain();
+            let _ = ready_tx.send(());
+            Ok(c.listen(timeout, |seen| {
+                seen.iter().any(|s| is_takeover(s, ip, &cap_mac))
+            })?)
+        })
+    });
+    ready_rx.await.context("the capture did not start")?;
+    let signalled_us = unix_us();
+    lab.signal_speaker(victim, signal)?;
+    let seen = capture.await??;
+    let Some(first) = seen.iter().find(|s| is_takeover(s, ip, &victim_mac)) else {
+        let logs: Vec<String> = lab
+            .nodes
+            .iter()
+            .map(|n| format!("--- {}:\n{}", n.name, lab.speaker_log(&n.name, 15)))
+            .collect();
+        anyhow::bail!(
+            "no gratuitous ARP for {ip} from another node within {timeout:?} of SIG{signal} to {victim}\n{}",
+            logs.join("\n")
+        );
+    };
+    let new_owner = lab
+        .node_by_mac(first.mac())
+        .map(|n| n.name.clone())
+        .with_context(|| format!("gratuitous ARP from {}, not a lab node", first.mac()))?;
+    Ok(Takeover {
+        victim: victim.to_owned(),
+        new_owner,
+        after: Duration::from_micros(first.unix_us().saturating_sub(signalled_us)),
+    })
+}
+
+fn is_takeover(s: &Seen, ip: Ipv4Addr, old_mac: &str) -> bool {
+    matches!(s, Seen::GratuitousArp { .. })
+        && s.ip() == IpAddr::V4(ip)
+        && !s.mac().eq_ignore_ascii_case(old_mac)
+}
