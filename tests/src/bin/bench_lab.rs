@@ -19,6 +19,12 @@
 //!   loop, for S seconds; reports members declared down and stalls (false failovers) per hour,
 //!   wrong ARP answers and the starved owner's ARP reply latency (issue #8 F4).
 //!
+//! - `compare [--nodes N] [--trials T]`: ferrolb and MetalLB (built from its Go module by
+//!   `tests/metallb/build.sh`) side by side, issue #11: crash (SIGKILL) and graceful (SIGTERM)
+//!   failover, signal → first gratuitous ARP from the new owner, one fresh lab per trial, trials
+//!   alternating between the implementations (`ferrolb_tests::lab::compare`); prints a markdown
+//!   table with both columns and the ratio of the medians. T defaults to 3.
+//!
 //! Speakers run with the timing profile `--profile` (`fast`, the default, or `safe`). The
 //! speaker binary is `--speaker-bin` / `FERROLB_SPEAKER_BIN`, else the debug build
 //! (`target/debug/ferrolb-speaker`).
@@ -52,8 +58,9 @@ use ferrolb_tests::lab::bench::{
     ArmedSignal, CpuSample, clock_ticks_per_second, cpu_sample, percentile, rx_packets,
     speaker_pid, start_speaker_with, unix_now_us,
 };
+use ferrolb_tests::lab::compare::{self, Column, Row, TrialSetup};
 use ferrolb_tests::lab::starvation::{self, Starve};
-use ferrolb_tests::lab::{Lab, Seen, in_netns, within_netns};
+use ferrolb_tests::lab::{Implementation, Lab, Seen, in_netns, within_netns};
 use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
 
 /// The Service IP of both benchmarks (a documentation range, on-link from the clients).
@@ -120,6 +127,22 @@ enum Command {
         /// How long, seconds.
         #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 60)]
         seconds: u64,
+    },
+    /// ferrolb vs. MetalLB: crash and graceful failover, alternating trials, one markdown table
+    /// with the ratio (issue #11).
+    Compare {
+        /// Node namespaces (each runs a speaker).
+        #[arg(long, env = "FERROLB_BENCH_NODES", default_value_t = 3)]
+        nodes: usize,
+        /// Trials per implementation and signal.
+        #[arg(long, env = "FERROLB_BENCH_TRIALS", default_value_t = 3)]
+        trials: usize,
+        /// A trial without a gratuitous ARP from another node within this many ms fails.
+        #[arg(long, env = "FERROLB_BENCH_TIMEOUT_MS", default_value_t = 30_000)]
+        timeout_ms: u64,
+        /// Quiet time after the lab reached one owner, before the signal, in ms.
+        #[arg(long, env = "FERROLB_BENCH_SETTLE_MS", default_value_t = 6_000)]
+        settle_ms: u64,
     },
     /// Speaker CPU time idle vs. while UDP floods cross the bridge, and while ARP requests for
     /// the owned IP and for an unowned one flood it.
@@ -286,6 +309,22 @@ async fn main() -> anyhow::Result<()> {
                 .await
             }
             Command::Cpu { seconds } => cpu(speaker, Duration::from_secs(seconds)).await,
+            Command::Compare {
+                nodes,
+                trials,
+                timeout_ms,
+                settle_ms,
+            } => {
+                let setup = TrialSetup {
+                    nodes,
+                    signal: "KILL",
+                    timeout: Duration::from_millis(timeout_ms),
+                    settle: Duration::from_millis(settle_ms),
+                    ferrolb_speaker: Some(speaker.bin.clone()),
+                    ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
+                };
+                compare_failover(setup, trials).await
+            }
             Command::Starve {
                 percent,
                 hog,
@@ -318,6 +357,73 @@ async fn main() -> anyhow::Result<()> {
         r = run => r,
         _ = tokio::signal::ctrl_c() => bail!("interrupted"),
     }
+}
+
+/// The `compare` subcommand: for SIGKILL then SIGTERM, `trials` trials per implementation,
+/// alternating (ferrolb first in odd trials, MetalLB first in even ones); prints each trial and
+/// then the table.
+async fn compare_failover(setup: TrialSetup, trials: usize) -> anyhow::Result<()> {
+    let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
+    println!(
+        "compare: ferrolb vs. MetalLB {} ({}), {} nodes, {trials} trials each per signal, alternating, timeout {} ms, settle {} ms",
+        metallb.version()?,
+        metallb.speaker().display(),
+        setup.nodes,
+        setup.timeout.as_millis(),
+        setup.settle.as_millis()
+    );
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    for (signal, what) in [("KILL", "crash"), ("TERM", "graceful")] {
+        let setup = TrialSetup {
+            signal,
+            ..setup.clone()
+        };
+        let mut row = Row {
+            what: format!(
+                "{what} failover (SIG{signal}) → first gratuitous ARP, {} nodes",
+                setup.nodes
+            ),
+            ferrolb: Column::default(),
+            metallb: Column::default(),
+        };
+        for trial in 1..=trials {
+            let order = if trial % 2 == 1 {
+                [Implementation::Ferrolb, Implementation::MetalLb]
+            } else {
+                [Implementation::MetalLb, Implementation::Ferrolb]
+            };
+            for implementation in order {
+                let result = compare::trial(implementation, &setup).await;
+                match &result {
+                    Ok(t) => println!(
+                        "SIG{signal} trial {trial:>2} {:<8} {:>9.1} ms  {} → {}",
+                        implementation.name(),
+                        t.after.as_secs_f64() * 1000.0,
+                        t.victim,
+                        t.new_owner
+                    ),
+                    Err(e) => println!(
+                        "SIG{signal} trial {trial:>2} {:<8} FAILED: {}",
+                        implementation.name(),
+                        format!("{e:#}").lines().next().unwrap_or_default()
+                    ),
+                }
+                match implementation {
+                    Implementation::Ferrolb => row.ferrolb.push(&result),
+                    Implementation::MetalLb => row.metallb.push(&result),
+                }
+            }
+        }
+        rows.push(row);
+    }
+    println!(
+        "\n{}\n({} trials per cell, one fresh lab per trial, {:.0} s in all)",
+        compare::table(&rows),
+        trials,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// One failover trial's outcome.

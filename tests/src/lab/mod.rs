@@ -42,6 +42,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use crate::cluster::{Supervised, TestCluster, workspace_bin};
 
 pub mod bench;
+pub mod compare;
 pub mod cpu_quota;
 pub mod datapath;
 pub mod demo;
