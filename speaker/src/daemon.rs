@@ -591,11 +591,7 @@ impl KernelArpCheck {
             }
             let note = k.note(node);
             tracing::warn!(%ip, "{note}");
-            let services = view
-                .ips
-                .get(&ip)
-                .map(|facts| facts.iter().map(|f| f.name.clone()).collect())
-                .unwrap_or_default();
+            let services = view.services_of(ip);
             sink.send(crate::events::EventIntent {
                 services,
                 severity: crate::events::Severity::Warning,
@@ -640,11 +636,7 @@ fn react_to_conflicts(
         );
     }
     for r in &reaction.events {
-        let services = view
-            .ips
-            .get(&r.ip)
-            .map(|facts| facts.iter().map(|f| f.name.clone()).collect())
-            .unwrap_or_default();
+        let services = view.services_of(r.ip);
         sink.send(crate::events::EventIntent {
             services,
             severity: crate::events::Severity::Warning,
@@ -675,11 +667,7 @@ fn report_held(
     );
     for (ip, mac, interface) in due {
         tracing::warn!(%ip, %mac, %interface, "IP conflict: another host answered the probe for a newly assigned IP; not announcing it while it does");
-        let services = view
-            .ips
-            .get(&ip)
-            .map(|facts| facts.iter().map(|f| f.name.clone()).collect())
-            .unwrap_or_default();
+        let services = view.services_of(ip);
         sink.send(crate::events::EventIntent {
             services,
             severity: crate::events::Severity::Warning,

@@ -62,6 +62,17 @@ pub struct View {
     pub forbidden: BTreeMap<IpAddr, String>,
 }
 
+impl View {
+    /// The names (`namespace/name`) of the Services holding `ip`, sorted; empty when the IP is
+    /// not announced. These are the objects an Event about the IP is written on.
+    pub fn services_of(&self, ip: IpAddr) -> Vec<String> {
+        self.ips
+            .get(&ip)
+            .map(|facts| facts.iter().map(|f| f.name.clone()).collect())
+            .unwrap_or_default()
+    }
+}
+
 /// Builds the [`View`] from the current contents of the watch stores.
 pub fn build(
     settings: &ViewSettings,

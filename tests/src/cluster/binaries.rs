@@ -49,7 +49,8 @@ pub fn helm_bin() -> anyhow::Result<PathBuf> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let dir = DIR
         .get_or_init(|| {
-            cached_bin_dir("FERROLB_HELM_BIN", "build-helm.sh").map_err(|e| format!("{e:#}"))
+            cached_bin_dir("FERROLB_HELM_BIN", "tests/cluster/build-helm.sh")
+                .map_err(|e| format!("{e:#}"))
         })
         .as_ref()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -64,15 +65,19 @@ pub fn helm_bin() -> anyhow::Result<PathBuf> {
 }
 
 fn k8s_bin_dir() -> anyhow::Result<PathBuf> {
-    cached_bin_dir("FERROLB_K8S_BIN", "build.sh")
+    cached_bin_dir("FERROLB_K8S_BIN", "tests/cluster/build.sh")
 }
 
-/// The directory in `$env`, else the one `tests/cluster/<script>` builds and prints last.
-fn cached_bin_dir(env: &str, script: &str) -> anyhow::Result<PathBuf> {
+/// The directory in `$env`, else the one `script` (a path from the repository root, e.g.
+/// `tests/cluster/build.sh`) builds, or finds cached, and prints on its last line.
+///
+/// # Errors
+/// The script cannot be run or fails (its stderr is in the error).
+pub fn cached_bin_dir(env: &str, script: &str) -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os(env) {
         return Ok(PathBuf::from(dir));
     }
-    let script = repo_root().join("tests/cluster").join(script);
+    let script = repo_root().join(script);
     let out = Command::new("bash")
         .arg(&script)
         .output()

@@ -15,7 +15,7 @@ mod certs;
 mod kubectl;
 mod process;
 
-pub use binaries::{helm_bin, k8s_bin, repo_root, target_dir, workspace_bin};
+pub use binaries::{cached_bin_dir, helm_bin, k8s_bin, repo_root, target_dir, workspace_bin};
 pub use kubectl::kubectl;
 pub use process::Supervised;
 

@@ -23,13 +23,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 
 use super::{Lab, LabNode, in_netns, sh};
-use crate::cluster::{Supervised, kubectl, repo_root};
+use crate::cluster::{Supervised, kubectl};
 
 /// MetalLB's namespace in the lab (where its configuration, Pods and ServiceAccount live).
 pub const NAMESPACE: &str = "metallb-system";
@@ -103,25 +103,7 @@ impl Binaries {
 }
 
 fn build_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("FERROLB_METALLB_BIN") {
-        return Ok(PathBuf::from(dir));
-    }
-    let script = repo_root().join("tests/metallb/build.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!(
-            "{} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    Ok(PathBuf::from(
-        stdout.lines().last().unwrap_or_default().trim(),
-    ))
+    crate::cluster::cached_bin_dir("FERROLB_METALLB_BIN", "tests/metallb/build.sh")
 }
 
 /// Installs MetalLB's CRDs (server-side apply, then waits until they are established), namespace
