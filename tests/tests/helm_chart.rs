@@ -652,6 +652,14 @@ fn check_custom_values(objs: &[Value], base: &[Value]) {
     assert_eq!(endpoints[0]["port"], "monitoring");
     assert_eq!(endpoints[0]["path"], "/metrics");
     assert_eq!(endpoints[0]["interval"], "15s");
+    // The same `node` and `component` labels as deploy/monitoring's PodMonitor, which its
+    // dashboard and alerts group by.
+    let podmonitor = std::fs::read_to_string(repo_root().join("deploy/monitoring/podmonitor.yaml"))
+        .expect("reading deploy/monitoring/podmonitor.yaml");
+    let podmonitor = &parse_docs(&podmonitor)[0];
+    let wanted = &podmonitor["spec"]["podMetricsEndpoints"][0]["relabelings"];
+    assert!(wanted.as_array().is_some_and(|r| r.len() >= 2), "{wanted}");
+    assert_eq!(&endpoints[0]["relabelings"], wanted);
     // Only the two metrics Services select pods of the release.
     assert_eq!(find(objs, "Service").len(), 2);
 }

@@ -215,6 +215,23 @@ pub fn convert(docs: &[Document]) -> Conversion {
         })
         .collect();
     out.findings.extend(unadvertised);
+    if out.pools.is_empty() {
+        // Empty input (e.g. `kubectl get … | ferrolb migrate` after kubectl failed) must not
+        // look like a successful migration.
+        let mut sources: Vec<&str> = docs.iter().map(|d| d.source.as_str()).collect();
+        sources.dedup();
+        out.findings.push(Finding {
+            level: Level::Warning,
+            source: if sources.is_empty() {
+                "input".into()
+            } else {
+                sources.join(", ")
+            },
+            subject: "the input".into(),
+            field: None,
+            message: "no MetalLB address pool to convert (no IPAddressPool.metallb.io, no address-pools entry of a legacy ConfigMap): ferrolb would hand out no address — is this MetalLB's configuration?".into(),
+        });
+    }
     out
 }
 
@@ -557,6 +574,7 @@ mod tests {
             [
                 "in.yaml: omitted: BGPPeer.metallb.io metallb-system/p: ferrolb has no BGP mode; not converted",
                 "in.yaml: omitted: Community.metallb.io metallb-system/c: ferrolb has no BGP mode; not converted",
+                "in.yaml: warning: the input: no MetalLB address pool to convert (no IPAddressPool.metallb.io, no address-pools entry of a legacy ConfigMap): ferrolb would hand out no address — is this MetalLB's configuration?",
             ]
         );
         assert!(c.needs_attention());
@@ -573,8 +591,21 @@ mod tests {
                 "in.yaml: info: Deployment.apps d: not MetalLB configuration; left out",
                 "in.yaml: omitted: document 2: not a mapping: neither a Kubernetes object nor MetalLB's legacy configuration",
                 "in.yaml: omitted: document 3: no apiVersion and kind, and no key of MetalLB's legacy configuration: not converted",
+                "in.yaml: warning: the input: no MetalLB address pool to convert (no IPAddressPool.metallb.io, no address-pools entry of a legacy ConfigMap): ferrolb would hand out no address — is this MetalLB's configuration?",
             ]
         );
+    }
+
+    #[test]
+    fn empty_input_needs_attention() {
+        let c = run("");
+        assert_eq!(
+            lines(&c),
+            [
+                "input: warning: the input: no MetalLB address pool to convert (no IPAddressPool.metallb.io, no address-pools entry of a legacy ConfigMap): ferrolb would hand out no address — is this MetalLB's configuration?"
+            ]
+        );
+        assert!(c.needs_attention());
     }
 
     #[test]
@@ -615,7 +646,13 @@ mod tests {
             c.services[0].1.metadata.namespace.as_deref(),
             Some("default")
         );
-        assert!(c.findings.is_empty());
+        // Only the finding that there is no pool at all.
+        assert_eq!(
+            lines(&c),
+            [
+                "in.yaml: warning: the input: no MetalLB address pool to convert (no IPAddressPool.metallb.io, no address-pools entry of a legacy ConfigMap): ferrolb would hand out no address — is this MetalLB's configuration?"
+            ]
+        );
     }
 
     #[test]
@@ -627,7 +664,8 @@ mod tests {
         assert_eq!(
             lines(&c),
             [
-                "in.yaml: info: ConfigMap ns/x: no MetalLB configuration in data.config; not MetalLB configuration, left out"
+                "in.yaml: info: ConfigMap ns/x: no MetalLB configuration in data.config; not MetalLB configuration, left out",
+                "in.yaml: warning: the input: no MetalLB address pool to convert (no IPAddressPool.metallb.io, no address-pools entry of a legacy ConfigMap): ferrolb would hand out no address — is this MetalLB's configuration?"
             ]
         );
     }
