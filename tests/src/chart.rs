@@ -40,13 +40,15 @@ pub const GENERATOR: &str = "cargo run -p ferrolb-tests --bin ferrolb-helmgen";
 
 /// Files of the chart written by hand, relative to the chart directory: what the kustomize base
 /// has no counterpart for (the helpers, the generated membership-key Secret, the metrics
-/// Services and ServiceMonitor, the notes). Everything else in the chart is generated.
+/// Services and ServiceMonitor, the notes, the values' JSON schema). Everything else in the chart
+/// is generated.
 pub const HAND_WRITTEN: &[&str] = &[
     ".helmignore",
     "templates/NOTES.txt",
     "templates/_helpers.tpl",
     "templates/memberlist-secret.yaml",
     "templates/monitoring.yaml",
+    "values.schema.json",
 ];
 
 /// The chart's version and appVersion: the workspace's crate version.

@@ -1,7 +1,8 @@
 //! The Helm chart `deploy/helm/ferrolb/` (issue #12 part 3), with the real `helm` (v3.22.0, built
 //! from the Go module proxy by `tests/cluster/build-helm.sh`) and the real `kubectl`:
 //!
-//! - `helm lint --strict` passes, with the default values and with every value changed;
+//! - `helm lint --strict` passes, with the default values and with every value changed, and
+//!   fails on misspelt or mistyped values (values.schema.json);
 //! - `helm template` with the default values renders the objects of `kubectl kustomize deploy/`,
 //!   field for field, but for the differences docs/install.md ("Helm") documents, each asserted
 //!   here: Helm's four standard labels on every object's metadata, the image tag (the chart's
@@ -143,6 +144,29 @@ async fn helm_chart() {
     assert!(version.starts_with("v3.22.0"), "helm version {version}");
     helm.ok(&["lint", "--strict", chart]);
     helm.ok(&["lint", "--strict", chart, "-f", custom]);
+    // values.schema.json refuses misspelt and mistyped values instead of rendering them silently.
+    for (set, error) in [
+        (
+            "ignoreExcludeLB=true",
+            "additional properties 'ignoreExcludeLB' not allowed",
+        ),
+        ("speaker.timingProfile=bogus", "/speaker/timingProfile"),
+        ("defaultClass=maybe", "/defaultClass"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        (
+            "controller.resource.limits.memory=1Gi",
+            "'resource' not allowed",
+        ),
+    ] {
+        let out = helm.run(&["lint", "--strict", chart, "--set", set]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && text.contains(error),
+            "helm lint --set {set}: {}\n{text}",
+            out.status
+        );
+    }
 
     // --- defaults: the kustomize base, but for the documented differences ---
     let (rendered, _) = helm.ok(&["template", "ferrolb", chart]);
