@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use super::http_client::{self, Attempt};
-use super::{Lab, Seen, within_netns};
+use super::{Lab, Seen, takeover, within_netns};
 
 /// What the failover showed.
 #[derive(Debug, Clone)]
@@ -63,28 +63,9 @@ pub async fn kill_owner(
         .clone();
 
     // The capture is open before the kill: it records the new owner's gratuitous ARP.
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
-    let cap_ns = netns.clone();
-    let cap_old = old_mac.clone();
-    let capture = tokio::task::spawn_blocking(move || {
-        within_netns(&cap_ns, move || {
-            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
-            c.drain();
-            let _ = ready_tx.send(());
-            let moved = |seen: &[Seen]| {
-                seen.iter().any(|s| {
-                    matches!(s, Seen::GratuitousArp { .. })
-                        && s.ip() == IpAddr::V4(ip)
-                        && !s.mac().eq_ignore_ascii_case(&cap_old)
-                })
-            };
-            Ok(c.listen(Duration::from_secs(10), moved)?)
-        })
-    });
-    if ready_rx.await.is_err() {
-        capture.await??;
-        bail!("the capture on the client ended before it started");
-    }
+    let capture =
+        takeover::capture_takeover(netns.clone(), ip, old_mac.clone(), Duration::from_secs(10))
+            .await?;
     let http_old = old_mac.clone();
     let http_ns = netns.clone();
     let http = tokio::task::spawn_blocking(move || {
@@ -106,11 +87,7 @@ pub async fn kill_owner(
     let seen = capture.await??;
     let attempts = http.await??;
 
-    let garp = seen.iter().find(|s| {
-        matches!(s, Seen::GratuitousArp { .. })
-            && s.ip() == IpAddr::V4(ip)
-            && !s.mac().eq_ignore_ascii_case(&old_mac)
-    });
+    let garp = seen.iter().find(|s| takeover::is_takeover(s, ip, &old_mac));
     let Some(Seen::GratuitousArp {
         unix_us, mac, form, ..
     }) = garp

@@ -43,19 +43,7 @@ pub async fn signal_and_time(
         .context("no such client")?
         .netns
         .clone();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
-    let cap_mac = victim_mac.clone();
-    let capture = tokio::task::spawn_blocking(move || {
-        within_netns(&netns, move || {
-            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
-            c.drain();
-            let _ = ready_tx.send(());
-            Ok(c.listen(timeout, |seen| {
-                seen.iter().any(|s| is_takeover(s, ip, &cap_mac))
-            })?)
-        })
-    });
-    ready_rx.await.context("the capture did not start")?;
+    let capture = capture_takeover(netns, ip, victim_mac.clone(), timeout).await?;
     let signalled_us = unix_us();
     lab.signal_speaker(victim, signal)?;
     let seen = capture.await??;
@@ -81,7 +69,40 @@ pub async fn signal_and_time(
     })
 }
 
-fn is_takeover(s: &Seen, ip: Ipv4Addr, old_mac: &str) -> bool {
+/// Opens a capture on `eth0` of client namespace `netns` and returns once it listens: it ends
+/// at the first gratuitous ARP for `ip` from a MAC other than `old_mac` ([`is_takeover`]), or
+/// after `timeout`, with every frame seen. Shared by [`signal_and_time`] and the demo's failover
+/// story (`super::failover`).
+///
+/// # Errors
+/// The capture could not be opened (then the capture's own error is returned).
+pub(crate) async fn capture_takeover(
+    netns: String,
+    ip: Ipv4Addr,
+    old_mac: String,
+    timeout: Duration,
+) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<Vec<Seen>>>> {
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let capture = tokio::task::spawn_blocking(move || {
+        within_netns(&netns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            c.drain();
+            let _ = ready_tx.send(());
+            Ok(c.listen(timeout, |seen| {
+                seen.iter().any(|s| is_takeover(s, ip, &old_mac))
+            })?)
+        })
+    });
+    if ready_rx.await.is_err() {
+        capture.await??;
+        anyhow::bail!("the capture on the client ended before it started");
+    }
+    Ok(capture)
+}
+
+/// Whether `s` is a gratuitous ARP for `ip` from a MAC other than `old_mac` (a new owner's
+/// takeover announcement).
+pub(crate) fn is_takeover(s: &Seen, ip: Ipv4Addr, old_mac: &str) -> bool {
     matches!(s, Seen::GratuitousArp { .. })
         && s.ip() == IpAddr::V4(ip)
         && !s.mac().eq_ignore_ascii_case(old_mac)
