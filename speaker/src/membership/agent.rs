@@ -42,6 +42,14 @@ pub const SOCKET_RECV_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 /// batch, and costs one system call per batch instead of one per datagram.
 const MAX_DATAGRAMS_PER_TURN: usize = 64;
 
+/// A timer that fires this much after its deadline says the process was paused: queued
+/// datagrams are read before the timers run (see `Driver::run`). Far above the wake-up jitter of
+/// an idle runtime (well under a millisecond), far below the fast profile's 40 ms probe RTT.
+const LATE_TIMER: Duration = Duration::from_millis(10);
+
+/// At most this many full batches are read before late timers run.
+const LATE_DRAIN_BATCHES: usize = 4;
+
 /// Everything needed to start membership.
 #[derive(Debug, Clone)]
 pub struct MembershipSettings {
@@ -409,6 +417,19 @@ impl Driver {
                 },
                 // Timers before the socket: a flood of datagrams must not starve the probes.
                 () = tokio::time::sleep_until(deadline) => {
+                    // A timer that fires late means this process was not running (CPU
+                    // starvation, a pause): the answers to its probes and the others'
+                    // refutations may be waiting in its own socket. Read them first, so a
+                    // paused speaker does not declare healthy peers down on timers that ran out
+                    // while it was not looking (SWIM's Lifeguard extension makes the same point
+                    // with its local health score). Bounded: a flood cannot starve the timers.
+                    if tokio::time::Instant::now().saturating_duration_since(deadline) > LATE_TIMER {
+                        for _ in 0..LATE_DRAIN_BATCHES {
+                            if self.receive_batch() < MAX_DATAGRAMS_PER_TURN {
+                                break;
+                            }
+                        }
+                    }
                     self.core.handle_timers(clock());
                 }
                 changed = self.peers_rx.changed() => {

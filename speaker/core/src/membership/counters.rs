@@ -23,6 +23,7 @@ pub struct Counters {
     dropped_misdirected: AtomicU64,
     dropped_rejected: AtomicU64,
     send_errors: AtomicU64,
+    suspicions_postponed: AtomicU64,
 }
 
 /// A consistent-enough copy of [`Counters`] for export (each field read atomically).
@@ -62,6 +63,9 @@ pub struct CountersSnapshot {
     pub dropped_rejected: u64,
     /// Sends the socket refused.
     pub send_errors: u64,
+    /// Suspicions that ran out while this speaker was not running, postponed instead of
+    /// declaring the member down (`MembershipCore::handle_timers`).
+    pub suspicions_postponed: u64,
 }
 
 /// Which counter to bump; keeps the state machine's call sites short.
@@ -82,6 +86,7 @@ pub(crate) enum Counter {
     DroppedMisdirected,
     DroppedRejected,
     SendErrors,
+    SuspicionsPostponed,
 }
 
 impl Counters {
@@ -116,6 +121,7 @@ impl Counters {
             Counter::DroppedMisdirected => &self.dropped_misdirected,
             Counter::DroppedRejected => &self.dropped_rejected,
             Counter::SendErrors => &self.send_errors,
+            Counter::SuspicionsPostponed => &self.suspicions_postponed,
         }
     }
 
@@ -139,6 +145,7 @@ impl Counters {
             dropped_misdirected: get(&self.dropped_misdirected),
             dropped_rejected: get(&self.dropped_rejected),
             send_errors: get(&self.send_errors),
+            suspicions_postponed: get(&self.suspicions_postponed),
         }
     }
 }

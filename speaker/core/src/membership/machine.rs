@@ -361,8 +361,31 @@ impl MembershipCore {
     }
 
     /// Runs every timer due at `now.mono`: foca's protocol timers and the peer re-announce.
+    ///
+    /// **A late suspicion is postponed, not acted on.** foca's `ChangeSuspectToDown` timer that
+    /// runs more than half a suspicion timeout after it was due means this process was not
+    /// running when the suspicion ran out (CPU starvation, a pause): the suspect had no fair
+    /// chance to refute through us, and our own slowness is the likelier cause. It is scheduled
+    /// again one suspicion timeout later instead of declaring the member down; a speaker that
+    /// stays starved never declares others down (counted in
+    /// [`CountersSnapshot::suspicions_postponed`](super::counters::CountersSnapshot)). Without
+    /// it, a starved speaker declared healthy peers down, and its gossip made every other
+    /// speaker drop them too (lab attack A12: each healthy node declared down ~55 times a
+    /// minute). The idea is SWIM's Lifeguard "local health" extension (Dadgar et al., 2017),
+    /// reduced to the one decision that hurts others; the healthy side still declares the
+    /// starved speaker down on time.
     pub fn handle_timers(&mut self, now: Clock) {
-        while let Some(timer) = self.timers.pop_due(now.mono) {
+        let late_after = self.config.suspect_timeout / 2;
+        while let Some((due, timer)) = self.timers.pop_due_with_deadline(now.mono) {
+            if matches!(timer, Timer::ChangeSuspectToDown { .. })
+                && now.mono.saturating_duration_since(due) > late_after
+            {
+                self.counters.bump(Counter::SuspicionsPostponed);
+                tracing::debug!(late = ?now.mono.saturating_duration_since(due), "membership: suspicion ran out while this speaker was not running; postponed");
+                self.timers
+                    .schedule(now.mono, self.config.suspect_timeout, timer);
+                continue;
+            }
             if let Err(error) = self.foca.handle_timer(timer, &mut self.runtime) {
                 tracing::debug!(%error, "membership: timer handling reported an error");
             }
@@ -772,5 +795,45 @@ mod tests {
         assert!(delivered > 0);
         assert!(a.budget.is_member(mapped(b.identity().addr)));
         assert_eq!(a.counters().snapshot().dropped_total(), 0);
+    }
+
+    /// A suspect→down timer that runs more than half a suspicion timeout late (this speaker
+    /// was not running) is postponed by one suspicion timeout, every time it is late; one that
+    /// runs on time is handed to foca.
+    #[test]
+    fn a_late_suspicion_is_postponed_and_an_on_time_one_is_not() {
+        let config = MembershipConfig::default();
+        let suspect = config.suspect_timeout;
+        let mut a = core(1, config, 7);
+        let t0 = Instant::now();
+        let victim = SpeakerId::with_generation("node-2", addr(2, 7947), 1).unwrap();
+        let timer = Timer::ChangeSuspectToDown {
+            member_id: victim,
+            incarnation: 0,
+            token: 0,
+        };
+        a.timers
+            .schedule(t0, Duration::from_millis(1000), timer.clone());
+        // Runs 150 ms late (half the fast profile's 200 ms suspicion is 100 ms): postponed.
+        let late = clock(t0, 1150);
+        a.handle_timers(late);
+        assert_eq!(a.counters().snapshot().suspicions_postponed, 1);
+        // Not due again before one suspicion timeout has passed…
+        a.handle_timers(Clock {
+            mono: late.mono + suspect - Duration::from_millis(1),
+            wall_ms: WALL0 + 1_300,
+        });
+        assert_eq!(a.counters().snapshot().suspicions_postponed, 1);
+        // …and late again then (still starved): postponed again, so it was re-queued.
+        let later = clock(t0, 1150 + u64::try_from(suspect.as_millis()).unwrap() + 150);
+        a.handle_timers(later);
+        assert_eq!(a.counters().snapshot().suspicions_postponed, 2);
+        // On time: foca gets it (an unknown member, so nothing happens), not postponed again.
+        let on_time = later.mono + suspect;
+        a.handle_timers(Clock {
+            mono: on_time,
+            wall_ms: WALL0 + 5_000,
+        });
+        assert_eq!(a.counters().snapshot().suspicions_postponed, 2);
     }
 }

@@ -72,8 +72,14 @@ impl<T> TimerQueue<T> {
 
     /// Removes and returns the earliest event due at or before `now`.
     pub fn pop_due(&mut self, now: Instant) -> Option<T> {
+        self.pop_due_with_deadline(now).map(|(_, event)| event)
+    }
+
+    /// Like [`TimerQueue::pop_due`], with the instant the event was due (so the caller can tell
+    /// how late it runs).
+    pub fn pop_due_with_deadline(&mut self, now: Instant) -> Option<(Instant, T)> {
         if self.heap.peek().is_some_and(|e| e.due <= now) {
-            self.heap.pop().map(|e| e.event)
+            self.heap.pop().map(|e| (e.due, e.event))
         } else {
             None
         }
