@@ -221,6 +221,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let mut conflicts = crate::l2::conflict::ConflictPolicy::default();
     let mut held_reports = crate::l2::conflict::HeldReports::default();
     let mut fresh = crate::fresh::FreshIps::default();
+    let mut peer_macs = crate::peer_macs::PeerMacRefresh::default();
     let mut shutdown = std::pin::pin!(ferrolb_runtime::shutdown::signal());
     let outcome: anyhow::Result<()> = loop {
         let members_changed = async {
@@ -340,6 +341,7 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             voters.seed(now, wall_secs, &view.cluster);
         }
         voters.observe(now, &alive);
+        peer_macs.tick(now, &alive, &stores, &config.node_name, &responder);
         let expected = voters.voters(&view.cluster, &config.node_name);
         let tick = gate.tick(now, &alive, &expected);
         if let Some(gap) = tick.stalled {

@@ -18,4 +18,5 @@ pub mod http;
 pub mod l2;
 pub mod membership;
 pub mod metrics;
+pub mod peer_macs;
 pub mod watch;

@@ -287,3 +287,27 @@ fn kernel_at_least(major: u32, minor: u32) -> bool {
     let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (a, b) >= (major, minor)
 }
+
+/// `l2::neighbours::dump` reads the kernel's neighbour table of the calling namespace, both
+/// families, with the peers' MACs — what `l2::peers` joins with the Nodes' addresses.
+#[test]
+fn the_neighbour_table_dump_lists_peers_of_both_families() {
+    let lan = Lan::new("lan");
+    let a = Netns::new("a");
+    let b = Netns::new("b");
+    lan.plug(&a, "eth0", &["192.0.2.11/24", "2001:db8:0:8::11/64"]);
+    lan.plug(&b, "eth0", &["192.0.2.12/24", "2001:db8:0:8::12/64"]);
+    a.wait_no_tentative("eth0");
+    b.wait_no_tentative("eth0");
+    let b_mac = mac_of(&b, "eth0");
+    resolve(&a, "192.0.2.12", &b_mac);
+    resolve(&a, "2001:db8:0:8::12", &b_mac);
+    let entries = a.run(|| ferrolb_speaker::l2::neighbours::dump().unwrap());
+    let of_b: Vec<String> = entries
+        .iter()
+        .filter(|(_, mac)| mac.to_string() == b_mac)
+        .map(|(ip, _)| ip.to_string())
+        .collect();
+    assert!(of_b.contains(&"192.0.2.12".to_owned()), "{entries:?}");
+    assert!(of_b.contains(&"2001:db8:0:8::12".to_owned()), "{entries:?}");
+}

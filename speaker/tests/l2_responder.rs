@@ -980,3 +980,98 @@ fn an_interface_named_for_ndp_also_in_the_default_set_for_arp_answers_both() {
         "{seen:?}"
     );
 }
+
+/// The peer-claim rule (`l2::peers`): B, a peer speaker, announces an IP that A has owned for
+/// longer than the settle time (B's view says A is down). A must stop answering it at once —
+/// one answerer, B — without treating B as a conflicting host, and announce it again once the
+/// yield is over if it still owns it. A foreign MAC (not a peer) is still a conflict: A keeps
+/// answering and reports it.
+#[test]
+fn a_live_peer_announcing_an_owned_ip_makes_the_owner_yield() {
+    use ferrolb_speaker::l2::peers::{PEER_SETTLE, YIELD_FOR};
+    let lan = Lan::new("lan");
+    let a_ns = Netns::new("a");
+    let b_ns = Netns::new("b");
+    let client_ns = Netns::new("client");
+    lan.plug(&a_ns, "eth0", &["192.0.2.11/24", "2001:db8:0:8::11/64"]);
+    lan.plug(&b_ns, "eth0", &["192.0.2.12/24", "2001:db8:0:8::12/64"]);
+    lan.plug(
+        &client_ns,
+        "eth0",
+        &["192.0.2.20/24", "2001:db8:0:8::20/64"],
+    );
+    let a = Node::start(&a_ns, fast_config());
+    let b = Node::start(&b_ns, fast_config());
+    a.wait_running("eth0", true, true);
+    b.wait_running("eth0", true, true);
+    let (a_mac, b_mac) = (mac_of(&a_ns, "eth0"), mac_of(&b_ns, "eth0"));
+    let peer: MacAddr = b_mac.parse().unwrap();
+    a.call(move |r| r.set_peer_macs([(peer, "node-b".to_owned())].into()));
+    let both = [(VIP4, Interfaces::All), (VIP6, Interfaces::All)];
+    a.own(&both);
+    std::thread::sleep(PEER_SETTLE + Duration::from_millis(300));
+
+    // B takes the IPs over (its gain announcements reach A first).
+    b.own(&both);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut answerers = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        for s in replies(&arp_probe(
+            &client_ns,
+            "eth0",
+            VIP4,
+            Duration::from_millis(250),
+        )) {
+            answerers.insert(s.mac().to_owned());
+        }
+    }
+    assert_eq!(
+        answerers,
+        [b_mac.clone()].into(),
+        "only the peer answers while A yields"
+    );
+    let snap = a.counters.snapshot();
+    assert!(
+        snap.peer_claim_yields >= 2,
+        "both families yielded: {snap:?}"
+    );
+    assert!(
+        a.call(|r| r.conflicts()).is_empty(),
+        "a peer's claim is not a conflict"
+    );
+
+    // B hands back; A announces again when its yield ends, and answers.
+    b.own(&[]);
+    let seen = listen_while(
+        &client_ns,
+        "eth0",
+        YIELD_FOR + Duration::from_millis(500),
+        || {},
+    );
+    assert!(
+        seen.iter().any(|s| matches!(s, Seen::GratuitousArp { .. })
+            && s.mac() == a_mac
+            && s.ip().to_string() == VIP4),
+        "A re-announces {VIP4} after the yield: {seen:?}"
+    );
+    let r = arp_probe(&client_ns, "eth0", VIP4, Duration::from_millis(300));
+    assert_eq!(
+        replies(&r)
+            .iter()
+            .map(|s| s.mac().to_owned())
+            .collect::<Vec<_>>(),
+        std::slice::from_ref(&a_mac)
+    );
+
+    // A host that is not a peer claims it: a conflict, A keeps answering.
+    a.call(|r| r.set_peer_macs(Default::default()));
+    std::thread::sleep(Duration::from_millis(200));
+    b.own(&[(VIP4, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(200));
+    let r = arp_probe(&client_ns, "eth0", VIP4, Duration::from_millis(300));
+    assert!(
+        replies(&r).iter().any(|s| s.mac() == a_mac),
+        "A keeps answering a foreign claim: {r:?}"
+    );
+    assert!(!a.call(|r| r.conflicts()).is_empty());
+}

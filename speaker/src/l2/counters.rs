@@ -69,6 +69,9 @@ pub struct Counters {
     pub address_probes_sent: AtomicU64,
     /// Probe rounds that found another host using the IP (the IP is held, not announced).
     pub probe_conflicts: AtomicU64,
+    /// Owned IPs yielded on an interface because a peer speaker announced them
+    /// ([`super::peers`]); each claim that starts or extends a yield counts once.
+    pub peer_claim_yields: AtomicU64,
     /// Frames in which another MAC claimed an owned IP, by [`super::decide::ClaimKind::label`].
     conflict_frames: Mutex<BTreeMap<&'static str, u64>>,
     /// Frames dropped or ignored, by reason label.
@@ -102,6 +105,8 @@ pub struct CounterSnapshot {
     pub address_probes_sent: u64,
     /// See [`Counters::probe_conflicts`].
     pub probe_conflicts: u64,
+    /// See [`Counters::peer_claim_yields`].
+    pub peer_claim_yields: u64,
     /// Conflicting frames by claim kind label.
     pub conflict_frames: BTreeMap<&'static str, u64>,
     /// Dropped or ignored frames by reason label.
@@ -151,6 +156,7 @@ impl Counters {
             conflict_defenses: get(&self.conflict_defenses),
             address_probes_sent: get(&self.address_probes_sent),
             probe_conflicts: get(&self.probe_conflicts),
+            peer_claim_yields: get(&self.peer_claim_yields),
             conflict_frames: self
                 .conflict_frames
                 .lock()

@@ -3,10 +3,12 @@
 //!
 //! Pure parts: [`decide`] (what to answer to a frame, and whether it claims an owned IP for
 //! another MAC), [`conflict`] (the rate-limited reaction to such claims), [`announce`] (when to announce),
-//! [`probe`] (probing a newly assigned IP before its first announcement),
+//! [`probe`] (probing a newly assigned IP before its first announcement), [`peers`] (yielding an
+//! owned IP a peer speaker announces),
 //! [`interfaces::select`] (which interfaces), the BPF programs and refcounts of [`socket`],
 //! [`preflight::kernel_answers_arp`] (does the node's kernel answer ARP for an LB IP too).
 //! I/O parts: [`socket`] (kernel-filtered `AF_PACKET` sockets), [`interfaces::scan`],
+//! [`neighbours::dump`] (the kernel's neighbour table),
 //! [`responder`] (the Tokio tasks), [`capture`] (a blocking client for probes and tests).
 //!
 //! For the glue:
@@ -25,6 +27,8 @@ pub mod conflict;
 pub mod counters;
 pub mod decide;
 pub mod interfaces;
+pub mod neighbours;
+pub mod peers;
 pub mod preflight;
 pub mod probe;
 pub mod responder;

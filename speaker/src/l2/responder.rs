@@ -170,6 +170,9 @@ struct Inner {
     /// after the IP stopped being owned) and an interface change, so the IP is probed again
     /// before it is announced anywhere; cleared by a round that finds the IP free.
     memory: Mutex<BTreeMap<IpAddr, (MacAddr, std::time::Instant)>>,
+    /// MACs of peer speakers ([`Responder::set_peer_macs`]): a claim from one of them on
+    /// an IP owned here makes this node yield it ([`super::peers`]).
+    peers: Mutex<BTreeMap<MacAddr, String>>,
 }
 
 /// How long an IP found in use is remembered after this node stopped owning it.
@@ -211,6 +214,7 @@ impl Responder {
             state: Mutex::new(State::default()),
             lease: Mutex::new(None),
             conflicts: Mutex::new(Sightings::default()),
+            peers: Mutex::new(BTreeMap::new()),
             held: Mutex::new(BTreeMap::new()),
             memory: Mutex::new(BTreeMap::new()),
         });
@@ -316,6 +320,14 @@ impl Responder {
         if let Some(t) = state.tasks.get(interface) {
             let _ = t.defend.try_send(ip);
         }
+    }
+
+    /// The MACs of peer speakers and their Node names ([`super::peers::peer_macs`]);
+    /// replaces the previous map. A frame from one of them that claims an IP owned here for at
+    /// least [`super::peers::PEER_SETTLE`] makes this node yield the IP on that interface for
+    /// [`super::peers::YIELD_FOR`].
+    pub fn set_peer_macs(&self, peers: BTreeMap<MacAddr, String>) {
+        *lock(&self.inner.peers) = peers;
     }
 
     /// Serve the owned set only until `until` (monotonic); `None` lifts the lease. The daemon
@@ -723,6 +735,10 @@ async fn serve(
     let mut announcing: BTreeMap<IpAddr, Announcing> = BTreeMap::new();
     // Newly assigned IPs not announced here yet ([`super::probe`]): never answered meanwhile.
     let mut probes: BTreeMap<IpAddr, Probe> = BTreeMap::new();
+    // When each owned IP became owned here, and the IPs yielded to a peer that announced
+    // them, until when ([`super::peers`]).
+    let mut owned_since: BTreeMap<IpAddr, Instant> = BTreeMap::new();
+    let mut yields: BTreeMap<IpAddr, Instant> = BTreeMap::new();
     let counters = &inner.counters;
     let schedule = &inner.config.schedule;
     let probe_settings = &inner.config.probe;
@@ -770,6 +786,12 @@ async fn serve(
                     }
                 }
                 announcing.retain(|ip, _| owned.contains_key(ip));
+                owned_since.retain(|ip, _| owned.contains_key(ip));
+                yields.retain(|ip, _| owned.contains_key(ip));
+                let now = Instant::now();
+                for ip in owned.keys() {
+                    owned_since.entry(*ip).or_insert(now);
+                }
                 let probed_before: Vec<IpAddr> = probes.keys().copied().collect();
                 probes.retain(|ip, _| owned.contains_key(ip));
                 let now = Instant::now();
@@ -811,11 +833,18 @@ async fn serve(
                 }
                 let owned = rx.borrow().clone();
                 let frame = arp_buf.get(..n).unwrap_or_default();
+                let now = Instant::now();
                 let answerable = |ip: Ipv4Addr| {
                     let ip = IpAddr::V4(ip);
-                    owned.contains_key(&ip) && !probes.contains_key(&ip)
+                    owned.contains_key(&ip) && !probes.contains_key(&ip) && !yielding(&yields, ip, now)
                 };
-                let inspected = inspect_arp(frame, mac, answerable);
+                let mut inspected = inspect_arp(frame, mac, answerable);
+                if !yields.is_empty() && inspected.claim.is_none() {
+                    // A yielded IP is not answerable, but a claim on it still extends the yield.
+                    let claimable = |ip: Ipv4Addr| owned.contains_key(&IpAddr::V4(ip)) && !probes.contains_key(&IpAddr::V4(ip));
+                    inspected.claim = inspect_arp(frame, mac, claimable).claim;
+                }
+                peer_claim(&mut inspected, inner, &info.name, &owned_since, &mut yields, &mut announcing, now);
                 act(inspected, arp.as_ref(), inner, &counters.arp_replies_sent, &info.name);
                 if !probes.is_empty() {
                     let claim = inspect_arp(frame, mac, |ip| probes.contains_key(&IpAddr::V4(ip))).claim;
@@ -839,11 +868,17 @@ async fn serve(
                 }
                 let owned = rx.borrow().clone();
                 let frame = ndp_buf.get(..n).unwrap_or_default();
+                let now = Instant::now();
                 let answerable = |ip: Ipv6Addr| {
                     let ip = IpAddr::V6(ip);
-                    owned.contains_key(&ip) && !probes.contains_key(&ip)
+                    owned.contains_key(&ip) && !probes.contains_key(&ip) && !yielding(&yields, ip, now)
                 };
-                let inspected = inspect_ndp(frame, mac, link_local, answerable);
+                let mut inspected = inspect_ndp(frame, mac, link_local, answerable);
+                if !yields.is_empty() && inspected.claim.is_none() {
+                    let claimable = |ip: Ipv6Addr| owned.contains_key(&IpAddr::V6(ip)) && !probes.contains_key(&IpAddr::V6(ip));
+                    inspected.claim = inspect_ndp(frame, mac, link_local, claimable).claim;
+                }
+                peer_claim(&mut inspected, inner, &info.name, &owned_since, &mut yields, &mut announcing, now);
                 act(inspected, ndp.as_ref(), inner, &counters.na_sent, &info.name);
                 if !probes.is_empty() {
                     let claim = inspect_ndp(frame, mac, link_local, |ip| probes.contains_key(&IpAddr::V6(ip))).claim;
@@ -851,7 +886,7 @@ async fn serve(
                 }
             }
             Some(ip) = defend_rx.recv() => {
-                if !rx.borrow().contains_key(&ip) || probes.contains_key(&ip) {
+                if !rx.borrow().contains_key(&ip) || probes.contains_key(&ip) || yielding(&yields, ip, Instant::now()) {
                     continue;
                 }
                 if !inner.lease_valid() {
@@ -930,6 +965,9 @@ async fn serve(
                     }
                 }
                 for (ip, a) in announcing.iter_mut() {
+                    if a.start > now {
+                        continue; // yielded to a peer: the schedule restarts when the yield ends
+                    }
                     // Announcements missed during a stall collapse into one send.
                     let Some((sent, na)) = schedule.catch_up(a.sent, now.saturating_duration_since(a.start)) else {
                         continue;
@@ -1030,6 +1068,57 @@ async fn sleep_until(due: Option<Instant>) {
 
 /// Answer or count the frame, and record its conflict (never logged per frame: the daemon's
 /// conflict policy logs at most once per IP per 10 s).
+/// Whether `ip` is yielded to a peer at `now` ([`super::peers`]).
+fn yielding(yields: &BTreeMap<IpAddr, Instant>, ip: IpAddr, now: Instant) -> bool {
+    yields.get(&ip).is_some_and(|until| now < *until)
+}
+
+/// Applies the peer-claim rule ([`super::peers`]) to a frame's claim: a claim by a peer's
+/// MAC on an IP owned here for at least [`super::peers::PEER_SETTLE`] starts or extends a yield
+/// of [`super::peers::YIELD_FOR`] and restarts the IP's announcement schedule at its end (so it
+/// is announced again if still owned then). A peer's claim is consumed either way (no conflict
+/// sighting: within the settle time it is a handover frame); other claims are left for [`act`].
+#[allow(clippy::too_many_arguments)]
+fn peer_claim(
+    inspected: &mut Inspected,
+    inner: &Inner,
+    interface: &str,
+    owned_since: &BTreeMap<IpAddr, Instant>,
+    yields: &mut BTreeMap<IpAddr, Instant>,
+    announcing: &mut BTreeMap<IpAddr, Announcing>,
+    now: Instant,
+) {
+    let Some(claim) = inspected.claim.as_ref() else {
+        return;
+    };
+    if matches!(claim.kind, ClaimKind::ArpProbe | ClaimKind::DadProbe) {
+        return;
+    }
+    let peer = lock(&inner.peers).get(&claim.mac).cloned();
+    let Some(peer) = peer else { return };
+    let ip = claim.ip;
+    let owned_for = owned_since.get(&ip).map_or(Duration::ZERO, |since| {
+        now.saturating_duration_since(*since)
+    });
+    if super::peers::yields_to(Some(&peer), owned_for) {
+        let until = now + super::peers::YIELD_FOR;
+        if !yielding(yields, ip, now) {
+            tracing::warn!(
+                %interface, %ip, %peer, mac = %claim.mac,
+                "a peer speaker announces an IP this node owns: its view differs (it sees this node down or ineligible); not answering for it here for {:?}",
+                super::peers::YIELD_FOR
+            );
+        }
+        yields.insert(ip, until);
+        if let Some(a) = announcing.get_mut(&ip) {
+            a.start = until;
+            a.sent = 0;
+        }
+        Counters::inc(&inner.counters.peer_claim_yields);
+    }
+    inspected.claim = None;
+}
+
 fn act(
     inspected: Inspected,
     fd: Option<&AsyncFd<PacketSocket>>,

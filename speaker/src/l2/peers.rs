@@ -1,0 +1,161 @@
+//! Which MAC belongs to which peer speaker, and the owner's rule for a peer that announces
+//! one of its IPs. Pure: no `tokio`, no `kube`.
+//!
+//! **Why.** A SWIM failure detector decides *elsewhere*, and under CPU starvation views stop
+//! being transitive (lab attack A12): the others can declare a starved speaker down while its
+//! own ticks stayed inside the stall threshold, and its successor announces the IP before the
+//! starved speaker has processed the gossip that says so; and the starved speaker itself
+//! processes its peers' acknowledgements too late, declares a *healthy* peer down, finds itself
+//! in a majority with the third node, and claims the healthy peer's IPs. Either way, for a
+//! moment two nodes answer. The claimant's gratuitous ARP / unsolicited NA reaches the other
+//! owner's socket *before* any request sent after it, so reacting to it closes the window at
+//! the frame level, whatever the scheduler does.
+//!
+//! **The rule ([`PEER_SETTLE`], [`YIELD_FOR`]).** When a frame claims an IP this speaker has
+//! owned for at least [`PEER_SETTLE`], and its sender MAC belongs to another Node whose speaker
+//! was heard alive in this speaker's membership within the last 5 minutes (the claim gate's
+//! voter memory; a peer this speaker's own detector has just declared down still counts), the
+//! owner *yields* the IP on that interface: it answers no request and sends no announcement for
+//! it for [`YIELD_FOR`] (extended by every further claim), then announces it again from the
+//! start of the schedule if it still owns it. The claimant can only be announcing because its
+//! view differs (it declared this speaker down, or sees it ineligible); one answerer is the
+//! invariant, and yielding never adds an answerer. If both sides keep their views, they take
+//! turns: the one that resumes announces, and the other, settled by then, yields to it. Unlike an IP conflict with a foreign host (`super::conflict`), there is no
+//! defence and no `IPConflict` Event. A claim that comes within [`PEER_SETTLE`] of the gain is
+//! the previous owner's last frame of a handover and changes nothing. MetalLB has no such rule
+//! (its speakers never look at each other's announcements).
+//!
+//! **MAC → Node.** From the kernel's neighbour table ([`super::neighbours`]) joined with the
+//! Nodes' InternalIP/ExternalIP addresses ([`peer_macs`]). A MAC seen for two Nodes' addresses
+//! (a router answering for routed peers, proxy ARP) names no peer. A peer whose announce
+//! interface is not the one that carries its membership traffic is unknown here: its claims are
+//! treated as a foreign host's (confirmed, defended, warned about), as before.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::wire::MacAddr;
+
+/// An IP owned for less than this is not yielded: the claim is the previous owner's handover
+/// frame (a burst announcement it sent before it processed the loss; a healthy speaker
+/// withdraws within milliseconds of the membership change, usually before the new owner has
+/// even converged). Kept short on purpose: under CPU starvation a speaker regains an IP and is
+/// declared down again within a second, and the owner that must yield then is the starved one
+/// (lab attack A12: with 1 s, most of those claims came too early to count).
+pub const PEER_SETTLE: Duration = Duration::from_millis(250);
+
+/// How long one peer claim silences the owner for that IP on that interface. Long enough for
+/// the owner to process the membership gossip that made the claimant announce (a declared-down
+/// notice closes the claim gate, which ends the yield at once), short enough that a claimant
+/// that has since handed the IP back leaves it unanswered only briefly.
+pub const YIELD_FOR: Duration = Duration::from_secs(2);
+
+/// The MAC → Node map of peers: every neighbour entry whose IP is an address of a Node in
+/// `nodes` (name → InternalIP/ExternalIP addresses) that is in `alive` (the speakers heard
+/// recently) and is not `me`. A MAC that maps to two Nodes is left out (ambiguous).
+pub fn peer_macs(
+    neighbours: &[(IpAddr, MacAddr)],
+    nodes: &BTreeMap<String, BTreeSet<IpAddr>>,
+    alive: &BTreeSet<String>,
+    me: &str,
+) -> BTreeMap<MacAddr, String> {
+    let by_ip: BTreeMap<IpAddr, &str> = nodes
+        .iter()
+        .filter(|(name, _)| name.as_str() != me && alive.contains(name.as_str()))
+        .flat_map(|(name, ips)| ips.iter().map(move |ip| (*ip, name.as_str())))
+        .collect();
+    let mut out: BTreeMap<MacAddr, Option<String>> = BTreeMap::new();
+    for (ip, mac) in neighbours {
+        let Some(name) = by_ip.get(ip) else { continue };
+        match out.get(mac) {
+            None => {
+                out.insert(*mac, Some((*name).to_owned()));
+            }
+            Some(Some(known)) if known == name => {}
+            Some(_) => {
+                out.insert(*mac, None);
+            }
+        }
+    }
+    out.into_iter()
+        .filter_map(|(mac, name)| name.map(|n| (mac, n)))
+        .collect()
+}
+
+/// Whether a claim on an IP owned for `owned_for` by a MAC that belongs to a peer
+/// (`peer`: `Some(name)` from [`peer_macs`]) makes the owner yield it ([module docs](self)).
+pub fn yields_to(peer: Option<&str>, owned_for: Duration) -> bool {
+    peer.is_some() && owned_for >= PEER_SETTLE
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn mac(n: u8) -> MacAddr {
+        MacAddr(2, 0, 0, 0, 0, n)
+    }
+
+    fn nodes() -> BTreeMap<String, BTreeSet<IpAddr>> {
+        [
+            ("node-1", vec!["192.0.2.11", "2001:db8::11"]),
+            ("node-2", vec!["192.0.2.12"]),
+            ("node-3", vec!["192.0.2.13"]),
+        ]
+        .into_iter()
+        .map(|(n, ips)| {
+            (
+                n.to_owned(),
+                ips.iter().map(|i| i.parse().unwrap()).collect(),
+            )
+        })
+        .collect()
+    }
+
+    fn alive(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn maps_the_macs_of_live_peers_only() {
+        let neighbours = vec![
+            ("192.0.2.11".parse().unwrap(), mac(1)),
+            ("2001:db8::11".parse().unwrap(), mac(1)),
+            ("192.0.2.12".parse().unwrap(), mac(2)),
+            ("192.0.2.13".parse().unwrap(), mac(3)),
+            ("192.0.2.99".parse().unwrap(), mac(9)), // not a Node
+        ];
+        let map = peer_macs(
+            &neighbours,
+            &nodes(),
+            &alive(&["node-1", "node-2"]),
+            "node-2",
+        );
+        assert_eq!(map, BTreeMap::from([(mac(1), "node-1".to_owned())]));
+    }
+
+    #[test]
+    fn a_mac_shared_by_two_nodes_names_no_peer() {
+        // A router answering for two routed Nodes (proxy ARP): the MAC is nobody's.
+        let neighbours = vec![
+            ("192.0.2.12".parse().unwrap(), mac(7)),
+            ("192.0.2.13".parse().unwrap(), mac(7)),
+            ("192.0.2.11".parse().unwrap(), mac(1)),
+        ];
+        let all = alive(&["node-1", "node-2", "node-3"]);
+        let map = peer_macs(&neighbours, &nodes(), &all, "node-9");
+        assert_eq!(map, BTreeMap::from([(mac(1), "node-1".to_owned())]));
+    }
+
+    #[test]
+    fn only_a_settled_owner_yields_and_only_to_a_peer() {
+        assert!(yields_to(Some("node-2"), PEER_SETTLE));
+        assert!(!yields_to(
+            Some("node-2"),
+            PEER_SETTLE - Duration::from_millis(1)
+        ));
+        assert!(!yields_to(None, Duration::from_secs(3600)));
+    }
+}
