@@ -8,13 +8,14 @@
 //!   `send_errors_total`, `socket_errors_total`, `multicast_errors_total`;
 //! - conflicts (issue #10 item 5): `ip_conflict_frames_total{kind}`, `conflict_defenses_total`,
 //!   `ip_conflicts` (gauge); probing new IPs: `address_probes_sent_total`,
-//!   `probe_conflicts_total`, `held_ips` (gauge);
+//!   `probe_conflicts_total`, `held_ips` (gauge); `peer_claim_yields_total` (a peer
+//!   announced an owned IP, `l2::peers`);
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`,
 //!   `announcement_writes_total{outcome}` (L2Announcement reports);
 //! - `owned_ips` (gauge), `no_eligible_node_ips` (gauge), `forbidden_ips` (gauge),
 //!   `kernel_arp_conflicts` (gauge), `members` (gauge),
 //!   `membership_transitions_total{direction="up"|"down"}`,
-//!   `membership_datagrams_dropped_total{reason}`.
+//!   `membership_datagrams_dropped_total{reason}`, `membership_suspicions_postponed_total`.
 //!
 //! Every name is listed with its type, labels and meaning in `docs/metrics.md`; the test
 //! `tests/tests/monitoring.rs` fails when an exported name is missing there.
@@ -254,6 +255,12 @@ impl Collector for SpeakerMetrics {
             "Probe rounds in which another host kept answering for the IP (the IP is held, not announced)",
             l2.probe_conflicts,
         )?;
+        counter(
+            &mut encoder,
+            "peer_claim_yields",
+            "Claims by a peer speaker of an IP this node owned, each of which made this node stop answering it on that interface for 2 s",
+            l2.peer_claim_yields,
+        )?;
         gauge(
             &mut encoder,
             "held_ips",
@@ -326,6 +333,12 @@ impl Collector for SpeakerMetrics {
                 "Members that came up or went down",
                 "direction",
                 [("up", m.transitions_up), ("down", m.transitions_down)],
+            )?;
+            counter(
+                &mut encoder,
+                "membership_suspicions_postponed",
+                "Suspicions of other speakers that ran out while this speaker was not running (CPU starvation, a pause): postponed instead of declaring the member down",
+                m.suspicions_postponed,
             )?;
             labelled_counters(
                 &mut encoder,
