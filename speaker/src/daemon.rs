@@ -472,7 +472,12 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
             config.l2.probe.retry,
         );
         let statuses = responder.interfaces();
-        let owned = plan.owned.clone();
+        // `--interfaces` replaces the default set: report what is really used.
+        let owned: BTreeMap<IpAddr, Interfaces> = plan
+            .owned
+            .iter()
+            .map(|(ip, which)| (*ip, config.l2.resolve(which)))
+            .collect();
         for intent in planner.plan(&plan, |ip| interfaces_for(ip, &owned, &statuses)) {
             sink.send(intent);
         }

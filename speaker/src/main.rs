@@ -38,6 +38,12 @@ struct Cli {
     /// Ignore the node.kubernetes.io/exclude-from-external-load-balancers label (single-node clusters).
     #[arg(long, env = "FERROLB_IGNORE_EXCLUDE_LB")]
     ignore_exclude_lb: bool,
+    /// The default announce interfaces, comma-separated (e.g. `eth1` or `bond0,eth2`): IPs whose
+    /// L2Advertisements name no `interfaces` are announced on exactly these, as given. Empty:
+    /// chosen automatically (every interface that is up, can broadcast and is not virtual; one
+    /// per segment, preferring the one holding the Node's address).
+    #[arg(long, env = "FERROLB_INTERFACES", value_delimiter = ',', value_parser = interface_name)]
+    interfaces: Vec<String>,
     /// File holding the membership key (64 hex characters; mounted from the Secret).
     #[arg(
         long,
@@ -110,6 +116,23 @@ struct LegacyDurations {
     announce_refresh_s: Option<Duration>,
     #[arg(long, hide = true, env = "FERROLB_CONVERGE_TIMEOUT_MS", value_parser = duration::parse_legacy_ms)]
     converge_timeout_ms: Option<Duration>,
+}
+
+/// `--interfaces`: a Linux interface name (1 to 15 bytes, `IFNAMSIZ` − 1; no `/`, whitespace or
+/// `:`), the rule of `L2Advertisement.spec.interfaces`, and not `.` or `..` (Linux refuses them).
+fn interface_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 15
+        && s != "."
+        && s != ".."
+        && !s.chars().any(|c| c == '/' || c == ':' || c.is_whitespace());
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{s:?} is not an interface name (1 to 15 characters, no '/', ':' or whitespace)"
+        ))
+    }
 }
 
 /// `--address-probe-interval`: a duration from 1 ms to 10 s (0 would send no probe at all;
@@ -264,6 +287,8 @@ async fn main() -> anyhow::Result<()> {
                 interval: cli.address_probe_interval,
                 ..ProbeSettings::default()
             },
+            default_interfaces: (!cli.interfaces.is_empty())
+                .then(|| cli.interfaces.iter().cloned().collect()),
             ..L2Config::default()
         },
         metrics_address: cli.shared.admin_address(DEFAULT_ADMIN_ADDRESS),
@@ -285,6 +310,27 @@ mod tests {
 
     fn parse(args: &[&str]) -> Cli {
         Cli::try_parse_from(["ferrolb-speaker", "--node-name", "n"].iter().chain(args)).unwrap()
+    }
+
+    /// `--interfaces` / `FERROLB_INTERFACES`: a comma-separated list replacing the default
+    /// interface set; a bad name is refused with the name in the message.
+    #[test]
+    fn interfaces_flag_lists_names_and_refuses_bad_ones() {
+        assert!(parse(&[]).interfaces.is_empty());
+        assert_eq!(
+            parse(&["--interfaces", "eth1,bond0.100"]).interfaces,
+            ["eth1", "bond0.100"]
+        );
+        for bad in ["a-name-longer-than-15", "eth/0", "eth 0", "eth0:1", ".."] {
+            let e =
+                Cli::try_parse_from(["ferrolb-speaker", "--node-name", "n", "--interfaces", bad])
+                    .unwrap_err()
+                    .to_string();
+            assert!(
+                e.contains(bad) && e.contains("interface name"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     /// Reviewer finding F5: an interval of 0 (no probe would ever be sent) or above 10 s, and

@@ -1075,3 +1075,42 @@ fn a_live_peer_announcing_an_owned_ip_makes_the_owner_yield() {
     );
     assert!(!a.call(|r| r.conflicts()).is_empty());
 }
+
+/// `--interfaces` (`L2Config::default_interfaces`) replaces the default set: an IP whose
+/// L2Advertisements name no interface is answered and announced on the listed interface only,
+/// even where the automatic choice would also take another, and the carrier check follows the
+/// list (the Helm chart's `speaker.interfaces`).
+#[test]
+fn a_configured_default_interface_set_replaces_the_automatic_one() {
+    let (lan0, lan1) = (Lan::new("l0"), Lan::new("l1"));
+    let node_ns = Netns::new("node");
+    let (c0, c1) = (Netns::new("c0"), Netns::new("c1"));
+    lan0.plug(&node_ns, "eth0", &["192.0.2.10/24"]);
+    lan1.plug(&node_ns, "eth1", &["203.0.113.10/24"]);
+    lan0.plug(&c0, "eth0", &["192.0.2.20/24"]);
+    lan1.plug(&c1, "eth0", &["203.0.113.20/24"]);
+    let config = L2Config {
+        default_interfaces: Some(["eth1".to_owned()].into()),
+        ..fast_config()
+    };
+    let node = Node::start(&node_ns, config);
+    // Listed interfaces are used as given: NDP too, on the kernel's link-local address alone.
+    node.wait_running("eth1", true, true);
+    node.own(&[(VIP4, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(300));
+    let on_eth1 = replies(&arp_probe(&c1, "eth0", VIP4, Duration::from_millis(400))).len();
+    let on_eth0 = replies(&arp_probe(&c0, "eth0", VIP4, Duration::from_millis(400))).len();
+    assert_eq!((on_eth1, on_eth0), (1, 0), "answered on eth1 only");
+    assert!(
+        node.status()
+            .iter()
+            .all(|s| s.name != "eth0" || s.owned.is_empty()),
+        "{:?}",
+        node.status()
+    );
+    assert!(node.call(|r| r.carrier(&Interfaces::All)));
+    // eth0 keeps its carrier, but it is not in the set: the node has none for the default set.
+    node_ns.ip(&["link", "set", "eth1", "down"]);
+    node.call(|r| r.rescan());
+    assert!(!node.call(|r| r.carrier(&Interfaces::All)));
+}

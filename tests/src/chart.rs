@@ -17,7 +17,7 @@
 //!   controller Deployment and the speaker DaemonSet, `resources`, `tolerations`,
 //!   `imagePullPolicy` and the speaker's `FERROLB_TIMING_PROFILE` become values, and
 //!   `imagePullSecrets`, `priorityClassName` and the optional environment (`lbClass`,
-//!   `defaultClass`, `ignoreExcludeLb`, `extraEnv`) are added.
+//!   `defaultClass`, `ignoreExcludeLb`, `speaker.interfaces`, `extraEnv`) are added.
 //! - `values.yaml`: the defaults that exist in the base are read from it (namespace, image
 //!   repository and pull policy, resources, tolerations, timing profile).
 //! - `Chart.yaml`: `version` and `appVersion` are the workspace's crate version.
@@ -540,6 +540,12 @@ fn workload(
         extra.push(format!("{}{{{{- if .Values.ignoreExcludeLb }}}}", pad(n)));
         extra.extend(item("FERROLB_IGNORE_EXCLUDE_LB", "\"true\""));
         extra.push(format!("{}{{{{- end }}}}", pad(n)));
+        extra.push(format!(
+            "{}{{{{- with .Values.speaker.interfaces }}}}",
+            pad(n)
+        ));
+        extra.extend(item("FERROLB_INTERFACES", "{{ join \",\" . | quote }}"));
+        extra.push(format!("{}{{{{- end }}}}", pad(n)));
     }
     extra.push(format!("{}{{{{- with {values}.extraEnv }}}}", pad(n)));
     extra.push(format!("{}{{{{- toYaml . | nindent {n} }}}}", pad(n)));
@@ -655,11 +661,6 @@ defaultClass: true
 # (FERROLB_IGNORE_EXCLUDE_LB): for single-node clusters such as minikube, whose only node has it.
 ignoreExcludeLb: false
 
-# Interfaces: the speaker has no interface flag, so neither has the chart. Which interfaces announce
-# a pool's addresses is chosen per L2Advertisement, `spec.interfaces` (docs/configuration.md);
-# without it, every interface that is up, can broadcast and is neither loopback nor virtual
-# (docs/speaker.md).
-
 # The speakers' membership key (docs/install.md, \"The membership key\").
 memberlist:
   # Empty: the chart creates the Secret {secret} with a random key (64 hex digits) and reads it
@@ -680,6 +681,11 @@ speaker:
   # FERROLB_TIMING_PROFILE: fast or safe (nodes at their CPU limits; docs/speaker.md). Every speaker
   # of a cluster must use the same profile.
   timingProfile: {timing_profile}
+  # The default announce interfaces (FERROLB_INTERFACES), e.g. [eth1] or [bond0]: addresses whose
+  # L2Advertisements name no `spec.interfaces` are announced on exactly these, as given. Empty:
+  # every interface that is up, can broadcast and is not virtual, one per segment (docs/speaker.md).
+  # An L2Advertisement's own `spec.interfaces` still wins (docs/configuration.md).
+  interfaces: []
 {speaker_resources}{speaker_tolerations}  # The speakers carry the Services' traffic to their node: never preempted for ordinary Pods.
   priorityClassName: system-node-critical
   # More environment, e.g. [{{name: FERROLB_LOG_FORMAT, value: json}}] (`ferrolb-speaker --help`).

@@ -109,6 +109,7 @@ controller:
   extraEnv: [{name: FERROLB_LOG_FORMAT, value: json}]
 speaker:
   timingProfile: safe
+  interfaces: [eth1, bond0.100]
   resources: {requests: {cpu: 30m, memory: 40Mi}, limits: {memory: 200Mi}}
   tolerations: [{operator: Exists}]
   priorityClassName: ferrolb-speaker
@@ -152,6 +153,11 @@ async fn helm_chart() {
         ),
         ("speaker.timingProfile=bogus", "/speaker/timingProfile"),
         ("defaultClass=maybe", "/defaultClass"),
+        (
+            "speaker.interfaces={eth0,a-name-longer-than-15}",
+            "/speaker/interfaces/1",
+        ),
+        ("speaker.interfaces={eth0:1}", "/speaker/interfaces/0"),
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
         (
             "controller.resource.limits.memory=1Gi",
@@ -597,6 +603,7 @@ fn check_custom_values(objs: &[Value], base: &[Value]) {
         if component == "speaker" {
             assert_eq!(env("FERROLB_IGNORE_EXCLUDE_LB"), Some(json!("true")));
             assert_eq!(env("FERROLB_TIMING_PROFILE"), Some(json!("safe")));
+            assert_eq!(env("FERROLB_INTERFACES"), Some(json!("eth1,bond0.100")));
             assert_eq!(
                 pod["volumes"][0]["secret"]["secretName"], "my-key",
                 "the speaker mounts the existing Secret"

@@ -69,6 +69,12 @@ pub struct L2Config {
     pub retry_min: Duration,
     /// Longest retry delay (default 30 s).
     pub retry_max: Duration,
+    /// The default interface set (`--interfaces`): `None` chooses it automatically (DESIGN S8:
+    /// every interface that is up, can broadcast and is not excluded, one per segment);
+    /// `Some(names)` uses exactly these interfaces, as given, like an L2Advertisement's
+    /// `spec.interfaces`. Applies to IPs whose L2Advertisements name no interface
+    /// ([`Interfaces::All`]) and to the carrier check.
+    pub default_interfaces: Option<BTreeSet<String>>,
 }
 
 impl Default for L2Config {
@@ -79,6 +85,17 @@ impl Default for L2Config {
             rescan_interval: Duration::from_secs(5),
             retry_min: Duration::from_millis(500),
             retry_max: Duration::from_secs(30),
+            default_interfaces: None,
+        }
+    }
+}
+
+impl L2Config {
+    /// `which` with [`Interfaces::All`] replaced by [`L2Config::default_interfaces`] when set.
+    pub fn resolve(&self, which: &Interfaces) -> Interfaces {
+        match (which, &self.default_interfaces) {
+            (Interfaces::All, Some(names)) => Interfaces::Named(names.clone()),
+            (other, _) => other.clone(),
         }
     }
 }
@@ -259,6 +276,7 @@ impl Responder {
         let mut state = lock(&self.inner.state);
         let mut desired = BTreeMap::new();
         for (ip, interfaces) in owned {
+            let interfaces = self.inner.config.resolve(&interfaces);
             let epoch = match state.desired.remove(&ip) {
                 Some(d) if d.interfaces == interfaces => d.epoch,
                 _ => {
@@ -386,7 +404,8 @@ impl Responder {
     /// the announce interface going down makes the node ineligible).
     pub fn carrier(&self, which: &Interfaces) -> bool {
         let state = lock(&self.inner.state);
-        select_for_node(&state.scanned, which, &state.node_addresses)
+        let which = self.inner.config.resolve(which);
+        select_for_node(&state.scanned, &which, &state.node_addresses)
             .iter()
             .any(|s| s.info.carrier)
     }
@@ -496,9 +515,10 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
     // Every interface any owned IP may use, plus the default set (so sockets are ready early).
     let mut selections: BTreeMap<&Interfaces, Vec<Selected>> = BTreeMap::new();
     let node_addresses = &state.node_addresses;
+    let default_set = inner.config.resolve(&Interfaces::All);
     selections.insert(
-        &Interfaces::All,
-        select_for_node(&state.scanned, &Interfaces::All, node_addresses),
+        &default_set,
+        select_for_node(&state.scanned, &default_set, node_addresses),
     );
     for d in state.desired.values() {
         selections

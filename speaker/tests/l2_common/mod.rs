@@ -222,6 +222,7 @@ pub fn fast_config() -> L2Config {
         rescan_interval: Duration::from_millis(200),
         retry_min: Duration::from_millis(100),
         retry_max: Duration::from_millis(400),
+        default_interfaces: None,
     }
 }
 
