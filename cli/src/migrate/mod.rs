@@ -430,7 +430,7 @@ impl Converter {
         let name = pool.metadata.name.clone().unwrap_or_default();
         if let Some(first) = self.pool_names.get(&name) {
             let msg = format!(
-                "an IPAddressPool named {name:?} is already converted from {first}; ferrolb's pools are cluster-scoped (one name across namespaces); not converted"
+                "an IPAddressPool named {name:?} is already converted from {first}; ferrolb's pools are cluster-scoped and their names are object names, so two MetalLB pools in different namespaces, or whose names become the same object name, cannot both be kept; not converted (rename one)"
             );
             self.finding(Level::Omitted, source, subject, None, &msg);
             return false;
@@ -455,7 +455,7 @@ impl Converter {
         let name = adv.metadata.name.clone().unwrap_or_default();
         if let Some(first) = self.adv_names.get(&name) {
             let msg = format!(
-                "an L2Advertisement named {name:?} is already converted from {first}; ferrolb's advertisements are cluster-scoped (one name across namespaces); not converted"
+                "an L2Advertisement named {name:?} is already converted from {first}; ferrolb's advertisements are cluster-scoped and their names are object names, so two MetalLB advertisements in different namespaces, or whose names become the same object name, cannot both be kept; not converted (rename one)"
             );
             self.finding(Level::Omitted, source, subject, None, &msg);
             return;
@@ -617,8 +617,36 @@ mod tests {
         assert_eq!(
             lines(&c),
             [
-                "in.yaml: omitted: IPAddressPool.metallb.io n2/a: an IPAddressPool named \"a\" is already converted from in.yaml: IPAddressPool.metallb.io n1/a; ferrolb's pools are cluster-scoped (one name across namespaces); not converted"
+                "in.yaml: omitted: IPAddressPool.metallb.io n2/a: an IPAddressPool named \"a\" is already converted from in.yaml: IPAddressPool.metallb.io n1/a; ferrolb's pools are cluster-scoped and their names are object names, so two MetalLB pools in different namespaces, or whose names become the same object name, cannot both be kept; not converted (rename one)"
             ]
+        );
+    }
+
+    /// A legacy pool whose name becomes an object name already taken (`My_Pool` → `my-pool`)
+    /// keeps the first and says so, naming both sources (the message does not blame namespaces
+    /// only).
+    #[test]
+    fn a_renamed_legacy_pool_never_displaces_a_pool_of_that_name() {
+        let c = run(
+            "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: my-pool, namespace: metallb-system}\nspec: {addresses: [198.51.100.0/24]}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: config, namespace: metallb-system}\ndata:\n  config: |\n    address-pools:\n    - {name: My_Pool, protocol: layer2, addresses: [203.0.113.0/24]}\n",
+        );
+        assert_eq!(c.pools.len(), 1);
+        let pool = &c.pools[0].object;
+        assert_eq!(
+            serde_json::to_value(&pool.spec.addresses).unwrap(),
+            serde_json::json!(["198.51.100.0/24"]),
+            "the first my-pool stays"
+        );
+        let omitted: Vec<String> = lines(&c)
+            .into_iter()
+            .filter(|l| l.contains("omitted"))
+            .collect();
+        assert_eq!(omitted.len(), 1, "{:?}", lines(&c));
+        assert!(
+            omitted[0].contains("named \"my-pool\" is already converted from in.yaml: IPAddressPool.metallb.io metallb-system/my-pool")
+                && omitted[0].contains("become the same object name"),
+            "{}",
+            omitted[0]
         );
     }
 
