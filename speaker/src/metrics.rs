@@ -258,7 +258,7 @@ impl Collector for SpeakerMetrics {
         counter(
             &mut encoder,
             "peer_claim_yields",
-            "Claims by a peer speaker of an IP this node owned, each of which made this node stop answering it on that interface for 2 s",
+            "Claims by a peer speaker of an IP this node owned, each of which made this node stop answering it on that interface for 2.5 s",
             l2.peer_claim_yields,
         )?;
         gauge(

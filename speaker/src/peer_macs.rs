@@ -35,7 +35,12 @@ pub struct PeerMacRefresh {
     heard: BTreeMap<String, Instant>,
     applied: Option<(BTreeSet<String>, usize)>,
     failed_once: bool,
+    failures_in_a_row: u32,
 }
+
+/// After this many failed dumps in a row the last good one is dropped (no peer known: claims
+/// are conflicts again) rather than trusted indefinitely.
+const STALE_AFTER_FAILURES: u32 = 3;
 
 impl PeerMacRefresh {
     /// Collects a finished dump, starts a new one when due, records `alive` (the membership's
@@ -57,13 +62,23 @@ impl PeerMacRefresh {
             match futures::FutureExt::now_or_never(handle) {
                 Some(Ok(Ok(entries))) => {
                     self.neighbours = entries;
+                    self.failures_in_a_row = 0;
                     fresh_dump = true;
                 }
-                Some(Ok(Err(e))) if !self.failed_once => {
-                    self.failed_once = true;
-                    tracing::warn!(error = %e, "cannot read the neighbour table; announcements of live peers are treated as conflicts");
+                _ => {
+                    self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
+                    if !self.failed_once {
+                        self.failed_once = true;
+                        tracing::warn!(
+                            "cannot read the neighbour table; after three failures in a row, announcements of peer speakers are treated as a foreign host's (conflicts)"
+                        );
+                    }
+                    if self.failures_in_a_row >= STALE_AFTER_FAILURES && !self.neighbours.is_empty()
+                    {
+                        self.neighbours.clear();
+                        fresh_dump = true;
+                    }
                 }
-                _ => {}
             }
         }
         if self.pending.is_none()

@@ -23,16 +23,29 @@ use crate::wire::MacAddr;
 /// Longest dump read, in messages, before giving up (a table of this size is not a node's).
 const MAX_MESSAGES: usize = 1 << 16;
 
+/// A `recv` that waits longer than this ends the dump with an error (the kernel answers a dump
+/// at once; a hung socket must not stop the refreshes for good).
+const RECV_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Every neighbour entry of the calling thread's network namespace, both families, all
 /// interfaces, with a 6-byte link-layer address and a state that names a host that answered
 /// (`REACHABLE`, `STALE`, `DELAY`, `PROBE`, `PERMANENT`); `INCOMPLETE`, `FAILED` and `NOARP`
 /// entries are left out. Shape: `(IP, MAC)`, in the kernel's order, possibly several IPs per MAC.
 ///
+/// A message that does not parse is skipped (counted nowhere: the entries of the others are
+/// still good).
+///
 /// # Errors
-/// The netlink socket could not be opened, or the kernel answered with an error or a message
-/// that does not parse.
+/// The netlink socket could not be opened, the kernel answered with an error, or nothing came
+/// within 2 s.
 pub fn dump() -> io::Result<Vec<(IpAddr, MacAddr)>> {
     let mut socket = Socket::new(NETLINK_ROUTE)?;
+    nix::sys::socket::setsockopt(
+        &socket,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(i64::try_from(RECV_TIMEOUT.as_secs()).unwrap_or(2), 0),
+    )
+    .map_err(io::Error::from)?;
     socket.bind_auto()?;
     socket.connect(&SocketAddr::new(0, 0))?;
     let mut header = NetlinkHeader::default();
@@ -56,10 +69,20 @@ pub fn dump() -> io::Result<Vec<(IpAddr, MacAddr)>> {
         let mut offset = 0;
         while offset < size {
             let bytes = receive.get(offset..size).unwrap_or_default();
-            let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-            let length = usize::try_from(message.header.length).unwrap_or(0);
+            // The header's length field (first 4 bytes, host order) says where the next one
+            // starts, parsed or not; messages are 4-byte aligned (NLMSG_ALIGN).
+            let length = bytes
+                .get(..4)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map_or(0, |b| usize::try_from(u32::from_ne_bytes(b)).unwrap_or(0));
             messages += 1;
+            if length == 0 || messages > MAX_MESSAGES {
+                return Ok(out);
+            }
+            offset += length.next_multiple_of(4);
+            let Ok(message) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes) else {
+                continue;
+            };
             match message.payload {
                 NetlinkPayload::Done(_) => return Ok(out),
                 NetlinkPayload::Error(e) => {
@@ -70,10 +93,6 @@ pub fn dump() -> io::Result<Vec<(IpAddr, MacAddr)>> {
                 }
                 _ => {}
             }
-            if length == 0 || messages > MAX_MESSAGES {
-                return Ok(out);
-            }
-            offset += length;
         }
     }
 }

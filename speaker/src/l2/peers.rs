@@ -20,9 +20,12 @@
 //! start of the schedule if it still owns it. The claimant can only be announcing because its
 //! view differs (it declared this speaker down, or sees it ineligible); one answerer is the
 //! invariant, and yielding never adds an answerer. If both sides keep their views, they take
-//! turns: the one that resumes announces, and the other, settled by then, yields to it. Unlike an IP conflict with a foreign host (`super::conflict`), there is no
-//! defence and no `IPConflict` Event. A claim that comes within [`PEER_SETTLE`] of the gain is
-//! the previous owner's last frame of a handover and changes nothing. MetalLB has no such rule
+//! turns: the one that resumes announces, and the other, settled by then, yields to it. Unlike
+//! an IP conflict with a foreign host (`super::conflict`), there is no defence while the yield
+//! lasts; the `IPConflict` Event still comes if the IP is still owned a second later (another
+//! announcer on the peer's Node, e.g. a MetalLB speaker left running during a migration, sends
+//! with that Node's MAC too). A claim that comes within [`PEER_SETTLE`] of the gain is the
+//! previous owner's last frame of a handover and changes nothing. MetalLB has no such rule
 //! (its speakers never look at each other's announcements).
 //!
 //! **MAC → Node.** From the kernel's neighbour table ([`super::neighbours`]) joined with the
@@ -48,8 +51,11 @@ pub const PEER_SETTLE: Duration = Duration::from_millis(250);
 /// How long one peer claim silences the owner for that IP on that interface. Long enough for
 /// the owner to process the membership gossip that made the claimant announce (a declared-down
 /// notice closes the claim gate, which ends the yield at once), short enough that a claimant
-/// that has since handed the IP back leaves it unanswered only briefly.
-pub const YIELD_FOR: Duration = Duration::from_secs(2);
+/// that has since handed the IP back leaves it unanswered only briefly. 2.5 s matches no gap of
+/// the default announcement schedule (0, 0.5, 2, 5 s; unsolicited NAs at 0, 2, 5 s): a yield
+/// never ends at the moment the claimant's next announcement arrives, so two owners taking
+/// turns cannot cross announcements and both fall silent.
+pub const YIELD_FOR: Duration = Duration::from_millis(2500);
 
 /// The MAC → Node map of peers: every neighbour entry whose IP is an address of a Node in
 /// `nodes` (name → InternalIP/ExternalIP addresses) that is in `alive` (the speakers heard
@@ -60,10 +66,21 @@ pub fn peer_macs(
     alive: &BTreeSet<String>,
     me: &str,
 ) -> BTreeMap<MacAddr, String> {
-    let by_ip: BTreeMap<IpAddr, &str> = nodes
-        .iter()
-        .filter(|(name, _)| name.as_str() != me && alive.contains(name.as_str()))
-        .flat_map(|(name, ips)| ips.iter().map(move |ip| (*ip, name.as_str())))
+    // An address listed by two Nodes (a shared ExternalIP behind NAT) names neither.
+    let mut owners: BTreeMap<IpAddr, BTreeSet<&str>> = BTreeMap::new();
+    for (name, ips) in nodes {
+        for ip in ips {
+            owners.entry(*ip).or_default().insert(name.as_str());
+        }
+    }
+    let by_ip: BTreeMap<IpAddr, &str> = owners
+        .into_iter()
+        .filter_map(
+            |(ip, names)| match names.into_iter().collect::<Vec<_>>()[..] {
+                [one] if one != me && alive.contains(one) => Some((ip, one)),
+                _ => None,
+            },
+        )
         .collect();
     let mut out: BTreeMap<MacAddr, Option<String>> = BTreeMap::new();
     for (ip, mac) in neighbours {
@@ -147,6 +164,17 @@ mod tests {
         let all = alive(&["node-1", "node-2", "node-3"]);
         let map = peer_macs(&neighbours, &nodes(), &all, "node-9");
         assert_eq!(map, BTreeMap::from([(mac(1), "node-1".to_owned())]));
+    }
+
+    #[test]
+    fn an_address_of_two_nodes_names_neither() {
+        let mut n = nodes();
+        n.get_mut("node-3")
+            .unwrap()
+            .insert("192.0.2.12".parse().unwrap());
+        let neighbours = vec![("192.0.2.12".parse().unwrap(), mac(2))];
+        let all = alive(&["node-1", "node-2", "node-3"]);
+        assert!(peer_macs(&neighbours, &n, &all, "node-1").is_empty());
     }
 
     #[test]

@@ -829,7 +829,9 @@ async fn serve(
                         continue;
                     }
                     if announcing.get(ip).is_none_or(|a| a.epoch != o.epoch) {
-                        announcing.insert(*ip, Announcing { epoch: o.epoch, start: now, sent: 0 });
+                        // A re-announcement while yielded to a peer waits for the yield's end.
+                        let start = yields.get(ip).map_or(now, |until| now.max(*until));
+                        announcing.insert(*ip, Announcing { epoch: o.epoch, start, sent: 0 });
                     }
                 }
                 if !probes.keys().eq(probed_before.iter()) {
@@ -854,6 +856,7 @@ async fn serve(
                 let owned = rx.borrow().clone();
                 let frame = arp_buf.get(..n).unwrap_or_default();
                 let now = Instant::now();
+                yields.retain(|_, until| *until > now);
                 let answerable = |ip: Ipv4Addr| {
                     let ip = IpAddr::V4(ip);
                     owned.contains_key(&ip) && !probes.contains_key(&ip) && !yielding(&yields, ip, now)
@@ -889,6 +892,7 @@ async fn serve(
                 let owned = rx.borrow().clone();
                 let frame = ndp_buf.get(..n).unwrap_or_default();
                 let now = Instant::now();
+                yields.retain(|_, until| *until > now);
                 let answerable = |ip: Ipv6Addr| {
                     let ip = IpAddr::V6(ip);
                     owned.contains_key(&ip) && !probes.contains_key(&ip) && !yielding(&yields, ip, now)
@@ -985,7 +989,7 @@ async fn serve(
                     }
                 }
                 for (ip, a) in announcing.iter_mut() {
-                    if a.start > now {
+                    if a.start > now || yielding(&yields, *ip, now) {
                         continue; // yielded to a peer: the schedule restarts when the yield ends
                     }
                     // Announcements missed during a stall collapse into one send.
@@ -1096,8 +1100,11 @@ fn yielding(yields: &BTreeMap<IpAddr, Instant>, ip: IpAddr, now: Instant) -> boo
 /// Applies the peer-claim rule ([`super::peers`]) to a frame's claim: a claim by a peer's
 /// MAC on an IP owned here for at least [`super::peers::PEER_SETTLE`] starts or extends a yield
 /// of [`super::peers::YIELD_FOR`] and restarts the IP's announcement schedule at its end (so it
-/// is announced again if still owned then). A peer's claim is consumed either way (no conflict
-/// sighting: within the settle time it is a handover frame); other claims are left for [`act`].
+/// is announced again if still owned then), and is left for [`act`] like any claim: the
+/// conflict rule reports it if the IP is still owned [`super::conflict::CONFIRM`] later (another
+/// announcer on that Node, e.g. a MetalLB speaker left running, or views that stay apart); its
+/// defence is skipped while the yield lasts. A peer's claim within the settle time is a
+/// handover frame: consumed, no sighting.
 #[allow(clippy::too_many_arguments)]
 fn peer_claim(
     inspected: &mut Inspected,
@@ -1135,6 +1142,7 @@ fn peer_claim(
             a.sent = 0;
         }
         Counters::inc(&inner.counters.peer_claim_yields);
+        return;
     }
     inspected.claim = None;
 }

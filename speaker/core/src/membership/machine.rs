@@ -33,6 +33,10 @@ use super::timers::TimerQueue;
 
 type Swim = Foca<SpeakerId, PostcardCodec, StdRng, NoCustomBroadcast>;
 
+/// Most times one suspicion is postponed because it ran out while this speaker was not running
+/// ([`MembershipCore::handle_timers`]).
+pub const MAX_POSTPONEMENTS: u32 = 4;
+
 /// The two clocks the state machine needs, read once per call by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Clock {
@@ -102,6 +106,9 @@ pub struct MembershipCore {
     foca: Swim,
     runtime: AccumulatingRuntime<SpeakerId>,
     timers: TimerQueue<Timer<SpeakerId>>,
+    /// Suspicions postponed because they ran out while we were not running, per (member,
+    /// incarnation): how many times ([`MAX_POSTPONEMENTS`]).
+    postponed: std::collections::HashMap<(SpeakerId, foca::Incarnation), u32>,
     sealer: Sealer,
     opener: Opener,
     nonce_rng: StdRng,
@@ -179,6 +186,7 @@ impl MembershipCore {
             foca: Foca::new(identity, foca_config, foca_rng, PostcardCodec),
             runtime: AccumulatingRuntime::new(),
             timers: TimerQueue::default(),
+            postponed: std::collections::HashMap::new(),
             sealer: Sealer::new(keys.primary()),
             opener: Opener::new(keys),
             nonce_rng,
@@ -366,8 +374,10 @@ impl MembershipCore {
     /// runs more than half a suspicion timeout after it was due means this process was not
     /// running when the suspicion ran out (CPU starvation, a pause): the suspect had no fair
     /// chance to refute through us, and our own slowness is the likelier cause. It is scheduled
-    /// again one suspicion timeout later instead of declaring the member down; a speaker that
-    /// stays starved never declares others down (counted in
+    /// again one suspicion timeout later instead of declaring the member down, at most
+    /// [`MAX_POSTPONEMENTS`] times per suspicion: a starved survivor still declares a crashed
+    /// peer down within five suspicion timeouts (Lifeguard caps its multiplier the same way),
+    /// which matters where no healthy speaker is left to do it (two nodes) (counted in
     /// [`CountersSnapshot::suspicions_postponed`](super::counters::CountersSnapshot)). Without
     /// it, a starved speaker declared healthy peers down, and its gossip made every other
     /// speaker drop them too (lab attack A12: each healthy node declared down ~55 times a
@@ -377,9 +387,8 @@ impl MembershipCore {
     pub fn handle_timers(&mut self, now: Clock) {
         let late_after = self.config.suspect_timeout / 2;
         while let Some((due, timer)) = self.timers.pop_due_with_deadline(now.mono) {
-            if matches!(timer, Timer::ChangeSuspectToDown { .. })
-                && now.mono.saturating_duration_since(due) > late_after
-            {
+            let late = now.mono.saturating_duration_since(due) > late_after;
+            if self.postpone(&timer, late) {
                 self.counters.bump(Counter::SuspicionsPostponed);
                 tracing::debug!(late = ?now.mono.saturating_duration_since(due), "membership: suspicion ran out while this speaker was not running; postponed");
                 self.timers
@@ -406,6 +415,29 @@ impl MembershipCore {
                     self.announce_to(peer, now);
                 }
             }
+        }
+    }
+
+    /// Whether to postpone `timer` (see [`MembershipCore::handle_timers`]): a suspect→down timer
+    /// that runs `late`, postponed fewer than [`MAX_POSTPONEMENTS`] times so far. Forgets the
+    /// count of a suspicion handed to foca.
+    fn postpone(&mut self, timer: &Timer<SpeakerId>, late: bool) -> bool {
+        let Timer::ChangeSuspectToDown {
+            member_id,
+            incarnation,
+            ..
+        } = timer
+        else {
+            return false;
+        };
+        let key = (member_id.clone(), *incarnation);
+        let times = self.postponed.get(&key).copied().unwrap_or(0);
+        if late && times < MAX_POSTPONEMENTS {
+            self.postponed.insert(key, times + 1);
+            true
+        } else {
+            self.postponed.remove(&key);
+            false
         }
     }
 
@@ -835,5 +867,38 @@ mod tests {
             wall_ms: WALL0 + 5_000,
         });
         assert_eq!(a.counters().snapshot().suspicions_postponed, 2);
+    }
+
+    /// A speaker whose timers are always late still declares a suspect down after
+    /// [`MAX_POSTPONEMENTS`] postponements (a crashed peer of a starved survivor fails over).
+    #[test]
+    fn a_suspicion_is_postponed_at_most_four_times() {
+        let config = MembershipConfig::default();
+        let suspect = config.suspect_timeout;
+        let mut a = core(1, config, 9);
+        let t0 = Instant::now();
+        let victim = SpeakerId::with_generation("node-2", addr(2, 7947), 1).unwrap();
+        a.timers.schedule(
+            t0,
+            Duration::from_millis(1000),
+            Timer::ChangeSuspectToDown {
+                member_id: victim,
+                incarnation: 3,
+                token: 0,
+            },
+        );
+        let mut at = t0 + Duration::from_millis(1000);
+        for _ in 0..10 {
+            at += suspect + Duration::from_millis(150); // always 150 ms late
+            a.handle_timers(Clock {
+                mono: at,
+                wall_ms: WALL0,
+            });
+        }
+        assert_eq!(
+            a.counters().snapshot().suspicions_postponed,
+            u64::from(MAX_POSTPONEMENTS)
+        );
+        assert!(a.postponed.is_empty(), "the count goes with the suspicion");
     }
 }
