@@ -829,6 +829,17 @@ mod tests {
         assert_eq!(a.counters().snapshot().dropped_total(), 0);
     }
 
+    /// Schedules foca's suspect→down timer for node-2 (at `incarnation`), due 1 s after `t0`.
+    fn suspect_node_2(a: &mut MembershipCore, t0: Instant, incarnation: foca::Incarnation) {
+        let victim = SpeakerId::with_generation("node-2", addr(2, 7947), 1).unwrap();
+        let timer = Timer::ChangeSuspectToDown {
+            member_id: victim,
+            incarnation,
+            token: 0,
+        };
+        a.timers.schedule(t0, Duration::from_millis(1000), timer);
+    }
+
     /// A suspect→down timer that runs more than half a suspicion timeout late (this speaker
     /// was not running) is postponed by one suspicion timeout, every time it is late; one that
     /// runs on time is handed to foca.
@@ -838,14 +849,7 @@ mod tests {
         let suspect = config.suspect_timeout;
         let mut a = core(1, config, 7);
         let t0 = Instant::now();
-        let victim = SpeakerId::with_generation("node-2", addr(2, 7947), 1).unwrap();
-        let timer = Timer::ChangeSuspectToDown {
-            member_id: victim,
-            incarnation: 0,
-            token: 0,
-        };
-        a.timers
-            .schedule(t0, Duration::from_millis(1000), timer.clone());
+        suspect_node_2(&mut a, t0, 0);
         // Runs 150 ms late (half the fast profile's 200 ms suspicion is 100 ms): postponed.
         let late = clock(t0, 1150);
         a.handle_timers(late);
@@ -877,16 +881,7 @@ mod tests {
         let suspect = config.suspect_timeout;
         let mut a = core(1, config, 9);
         let t0 = Instant::now();
-        let victim = SpeakerId::with_generation("node-2", addr(2, 7947), 1).unwrap();
-        a.timers.schedule(
-            t0,
-            Duration::from_millis(1000),
-            Timer::ChangeSuspectToDown {
-                member_id: victim,
-                incarnation: 3,
-                token: 0,
-            },
-        );
+        suspect_node_2(&mut a, t0, 3);
         let mut at = t0 + Duration::from_millis(1000);
         for _ in 0..10 {
             at += suspect + Duration::from_millis(150); // always 150 ms late
