@@ -7,7 +7,13 @@
 //! The frame is built here by hand (test tooling; `pnet_packet` has no MLD builder):
 //! Ethernet to `33:33:00:00:00:01`, IPv6 from the bridge's link-local address to `ff02::1` with
 //! hop limit 1 and a Hop-by-Hop Router Alert option (RFC 2711, required by RFC 3810 §5), ICMPv6
-//! type 130 with a 1 s Maximum Response Code, no sources.
+//! type 130 with a 100 ms Maximum Response Code ([`MAX_RESPONSE`]), no sources.
+//!
+//! The Maximum Response Delay must stay well below the query interval: Linux answers a general
+//! query after a random delay below it and *restarts* that delay on every new query
+//! (`mld_gq_start_work` uses `mod_delayed_work`), so with a 1 s delay and queries every 500 ms a
+//! host's report was postponed again and again, and a port's memberships expired with the host
+//! still joined (seen once in CI: every group of one port gone at once).
 
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -17,10 +23,15 @@ use std::time::Duration;
 use ferrolb_speaker::wire::MacAddr;
 use ferrolb_speaker::wire::ndp::{ALL_NODES, icmpv6_checksum, multicast_mac};
 
+/// The Maximum Response Delay every query carries (RFC 3810 §5.1.3; below 32768 ms the code is
+/// the delay in milliseconds).
+pub const MAX_RESPONSE: Duration = Duration::from_millis(100);
+
 /// An MLDv2 general query from (`mac`, `source`) — `source` must be link-local (RFC 3810 §5).
 pub fn general_query(mac: MacAddr, source: Ipv6Addr) -> Vec<u8> {
     let mut icmp = vec![130u8, 0, 0, 0];
-    icmp.extend_from_slice(&1000u16.to_be_bytes()); // Maximum Response Code: 1000 ms
+    let code = u16::try_from(MAX_RESPONSE.as_millis()).unwrap_or(u16::MAX);
+    icmp.extend_from_slice(&code.to_be_bytes()); // Maximum Response Code
     icmp.extend_from_slice(&[0, 0]); // reserved
     icmp.extend_from_slice(&Ipv6Addr::UNSPECIFIED.octets()); // general query
     icmp.extend_from_slice(&[2, 1, 0, 0]); // S=0 QRV=2, QQIC=1 s, no sources
@@ -50,7 +61,15 @@ pub struct Querier {
 
 impl Querier {
     /// Starts querying from `interface` (it needs a MAC and a link-local address) in `netns`.
+    ///
+    /// # Panics
+    /// `every` is not at least twice [`MAX_RESPONSE`] (hosts would keep postponing their
+    /// reports; see the module docs).
     pub fn start(netns: &str, interface: &str, every: Duration) -> Querier {
+        assert!(
+            every >= 2 * MAX_RESPONSE,
+            "query interval {every:?} too short for a {MAX_RESPONSE:?} response delay"
+        );
         let stop = Arc::new(AtomicBool::new(false));
         let (netns, interface, flag) = (netns.to_owned(), interface.to_owned(), stop.clone());
         let thread = std::thread::spawn(move || {
@@ -112,6 +131,11 @@ mod tests {
         assert_eq!(&frame[54..62], &[58, 0, 5, 2, 0, 0, 1, 0], "Router Alert");
         let icmp = &frame[62..];
         assert_eq!(icmp[0], 130);
+        assert_eq!(
+            u16::from_be_bytes([icmp[4], icmp[5]]),
+            100,
+            "Maximum Response Code"
+        );
         // The checksum (which skips its own field) matches the stored one.
         let stored = u16::from_be_bytes([icmp[2], icmp[3]]);
         assert_eq!(icmpv6_checksum(src, ALL_NODES, icmp), stored);
