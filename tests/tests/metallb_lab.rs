@@ -149,3 +149,44 @@ async fn metallb_assigns_announces_from_one_node_and_fails_over_after_sigkill() 
         logs(&lab)
     );
 }
+
+/// Issue #11's CI smoke test of `ferrolb-bench-lab compare` itself: 3 nodes, 3 trials per
+/// implementation and signal, alternating, one fresh lab per trial — the same function the
+/// command runs. Asserts that every trial of both sides failed over (a gratuitous ARP from
+/// another node) and that the table has both rows with both columns filled; the times are
+/// printed, never asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_fails_both_implementations_over_and_prints_the_table() {
+    use ferrolb_tests::lab::compare::{self, TrialSetup};
+    let setup = TrialSetup {
+        nodes: 3,
+        signal: "KILL",
+        timeout: Duration::from_secs(20),
+        settle: Duration::from_secs(3),
+        ferrolb_speaker: None,
+        ferrolb_args: vec!["--timing-profile".into(), "fast".into()],
+    };
+    let mut lines = Vec::new();
+    let rows = compare::failover_rows(&setup, 3, |line| {
+        println!("{line}");
+        lines.push(line);
+    })
+    .await;
+    assert_eq!(lines.len(), 2 * 2 * 3, "{lines:#?}");
+    assert!(!lines.iter().any(|l| l.contains("FAILED")), "{lines:#?}");
+    let table = compare::table(&rows);
+    println!("{table}");
+    assert_eq!(rows.len(), 2, "{table}");
+    for row in &rows {
+        assert_eq!(
+            (row.ferrolb.micros.len(), row.metallb.micros.len()),
+            (3, 3),
+            "{table}"
+        );
+        assert!(table.contains(&row.what), "{table}");
+    }
+    assert!(
+        table.contains("(3 ok, 0 failed) | ") && table.ends_with("× |\n"),
+        "{table}"
+    );
+}

@@ -11,22 +11,20 @@
 //! cargo run -p ferrolb-tests --bin ferrolb-bench-controller -- --services 5000
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, ListParams};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
+use kube::api::Api;
 
 use ferrolb_tests::cluster::TestCluster;
 use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
+use ferrolb_tests::lab::bench::proc_status_kib;
+use ferrolb_tests::lab::compare_controller::{create_services, versions, when_all_have_status};
 use ferrolb_tests::namespace;
-use ferrolb_tests::objects::{create_pool, create_service, lb_service};
+use ferrolb_tests::objects::create_pool;
 
 #[derive(Parser)]
 #[command(about = "Benchmark the ferrolb controller on the test cluster")]
@@ -62,34 +60,7 @@ fn start(cluster: &TestCluster, cli: &Cli, identity: &str) -> anyhow::Result<Con
 
 /// `VmRSS` (now) or `VmHWM` (peak) of a process, KiB.
 fn proc_kib(pid: Option<u32>, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-}
-
-fn has_status(s: &Service) -> bool {
-    s.status
-        .as_ref()
-        .and_then(|st| st.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.as_ref())
-        .is_some_and(|i| !i.is_empty())
-}
-
-async fn versions(
-    client: &Client,
-    ns: &str,
-) -> anyhow::Result<BTreeMap<String, (Option<String>, bool)>> {
-    let list = Api::<Service>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?;
-    Ok(list
-        .items
-        .iter()
-        .map(|s| (s.name_any(), (s.resource_version(), has_status(s))))
-        .collect())
+    proc_status_kib(pid?, field)
 }
 
 #[tokio::main]
@@ -111,41 +82,9 @@ async fn main() -> anyhow::Result<()> {
     // Count Services with status as the watch sees them.
     let api = Api::<Service>::namespaced(client.clone(), &ns);
     let total = cli.services;
-    let watch_api = api.clone();
-    let done = tokio::spawn(async move {
-        let mut with_status = BTreeSet::new();
-        let mut stream =
-            std::pin::pin!(watcher(watch_api, watcher::Config::default()).applied_objects());
-        while let Ok(Some(s)) = stream.try_next().await {
-            if has_status(&s) {
-                with_status.insert(s.name_any());
-                if with_status.len() == total {
-                    return Instant::now();
-                }
-            }
-        }
-        Instant::now()
-    });
-
+    let done = when_all_have_status(api, total);
     let started = Instant::now();
-    futures::stream::iter(0..total)
-        .map(|i| {
-            let client = client.clone();
-            let ns = ns.clone();
-            async move {
-                let mut svc = lb_service(&ns, &format!("svc-{i:05}"), &[("TCP", 80)], "Cluster");
-                if let Some(spec) = svc.spec.as_mut() {
-                    spec.ip_families = Some(vec!["IPv6".into()]);
-                    spec.ip_family_policy = Some("SingleStack".into());
-                    // The default NodePort range holds 2,768 ports; the bench needs none.
-                    spec.allocate_load_balancer_node_ports = Some(false);
-                }
-                create_service(&client, &svc).await
-            }
-        })
-        .buffer_unordered(cli.concurrency)
-        .try_collect::<Vec<()>>()
-        .await?;
+    create_services(&client, &ns, total, cli.concurrency).await?;
     let created = started.elapsed();
     let all_done = tokio::time::timeout(Duration::from_secs(600), done)
         .await

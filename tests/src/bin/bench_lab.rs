@@ -58,7 +58,9 @@ use ferrolb_tests::lab::bench::{
     ArmedSignal, CpuSample, clock_ticks_per_second, cpu_sample, percentile, rx_packets,
     speaker_pid, start_speaker_with, unix_now_us,
 };
-use ferrolb_tests::lab::compare::{self, Column, Row, TrialSetup};
+use ferrolb_tests::lab::compare::{self, TrialSetup};
+use ferrolb_tests::lab::compare_controller::{self, ControllerSetup};
+use ferrolb_tests::lab::compare_steady::{self, SteadySetup};
 use ferrolb_tests::lab::starvation::{self, Starve};
 use ferrolb_tests::lab::{Implementation, Lab, Seen, in_netns, within_netns};
 use ferrolb_tests::objects::{apply_l2, create_pool, create_service, lb_service, set_ingress};
@@ -143,6 +145,37 @@ enum Command {
         /// Quiet time after the lab reached one owner, before the signal, in ms.
         #[arg(long, env = "FERROLB_BENCH_SETTLE_MS", default_value_t = 6_000)]
         settle_ms: u64,
+    },
+    /// ferrolb's vs. MetalLB's controller: N Services created at once → all have status,
+    /// resident memory, a restart's writes and API requests; one markdown table (issue #11).
+    CompareController {
+        /// Services per run (repeat for several runs, e.g. `--services 1000 --services 5000`).
+        #[arg(long, env = "FERROLB_BENCH_SERVICES", value_delimiter = ',', default_values_t = [1000])]
+        services: Vec<usize>,
+        /// Concurrent create calls.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// ferrolb's controller binary; default: target/release/ferrolb-controller if built,
+        /// else the debug build.
+        #[arg(long, env = "FERROLB_CONTROLLER_BIN")]
+        controller_bin: Option<PathBuf>,
+        /// A run whose Services do not all have status within this many seconds fails.
+        #[arg(long, default_value_t = 600)]
+        timeout_s: u64,
+    },
+    /// ferrolb vs. MetalLB at rest: API requests per minute by verb, speaker CPU, resident
+    /// memory, with 50 ClusterIP and 5 LoadBalancer Services (issue #11).
+    CompareSteady {
+        /// Node namespaces (each runs a speaker).
+        #[arg(long, env = "FERROLB_BENCH_NODES", default_value_t = 3)]
+        nodes: usize,
+        /// The measured window per implementation, seconds.
+        #[arg(long, env = "FERROLB_BENCH_STEADY_SECONDS", default_value_t = 600)]
+        seconds: u64,
+        /// ferrolb's controller binary; default: target/release/ferrolb-controller if built,
+        /// else the debug build.
+        #[arg(long, env = "FERROLB_CONTROLLER_BIN")]
+        controller_bin: Option<PathBuf>,
     },
     /// Speaker CPU time idle vs. while UDP floods cross the bridge, and while ARP requests for
     /// the owned IP and for an unowned one flood it.
@@ -325,6 +358,43 @@ async fn main() -> anyhow::Result<()> {
                 };
                 compare_failover(setup, trials).await
             }
+            Command::CompareController {
+                services,
+                concurrency,
+                controller_bin,
+                timeout_s,
+            } => {
+                let release = ferrolb_tests::cluster::target_dir()
+                    .join("release")
+                    .join("ferrolb-controller");
+                let setup = ControllerSetup {
+                    services: 0,
+                    concurrency,
+                    ferrolb_controller: controller_bin
+                        .or_else(|| release.is_file().then_some(release)),
+                    timeout: Duration::from_secs(timeout_s),
+                };
+                compare_controllers(setup, &services).await
+            }
+            Command::CompareSteady {
+                nodes,
+                seconds,
+                controller_bin,
+            } => {
+                let release = ferrolb_tests::cluster::target_dir()
+                    .join("release")
+                    .join("ferrolb-controller");
+                let setup = SteadySetup {
+                    nodes,
+                    window: Duration::from_secs(seconds),
+                    settle: Duration::from_secs(10),
+                    ferrolb_speaker: Some(speaker.bin.clone()),
+                    ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
+                    ferrolb_controller: controller_bin
+                        .or_else(|| release.is_file().then_some(release)),
+                };
+                compare_steady(setup).await
+            }
             Command::Starve {
                 percent,
                 hog,
@@ -359,8 +429,7 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// The `compare` subcommand: for SIGKILL then SIGTERM, `trials` trials per implementation,
-/// alternating (ferrolb first in odd trials, MetalLB first in even ones); prints each trial and
+/// The `compare` subcommand: [`compare::failover_rows`], printing each trial as it ends and
 /// then the table.
 async fn compare_failover(setup: TrialSetup, trials: usize) -> anyhow::Result<()> {
     let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
@@ -373,54 +442,105 @@ async fn compare_failover(setup: TrialSetup, trials: usize) -> anyhow::Result<()
         setup.settle.as_millis()
     );
     let started = Instant::now();
-    let mut rows = Vec::new();
-    for (signal, what) in [("KILL", "crash"), ("TERM", "graceful")] {
-        let setup = TrialSetup {
-            signal,
-            ..setup.clone()
-        };
-        let mut row = Row {
-            what: format!(
-                "{what} failover (SIG{signal}) → first gratuitous ARP, {} nodes",
-                setup.nodes
-            ),
-            ferrolb: Column::default(),
-            metallb: Column::default(),
-        };
-        for trial in 1..=trials {
-            let order = if trial % 2 == 1 {
-                [Implementation::Ferrolb, Implementation::MetalLb]
-            } else {
-                [Implementation::MetalLb, Implementation::Ferrolb]
-            };
-            for implementation in order {
-                let result = compare::trial(implementation, &setup).await;
-                match &result {
-                    Ok(t) => println!(
-                        "SIG{signal} trial {trial:>2} {:<8} {:>9.1} ms  {} → {}",
-                        implementation.name(),
-                        t.after.as_secs_f64() * 1000.0,
-                        t.victim,
-                        t.new_owner
-                    ),
-                    Err(e) => println!(
-                        "SIG{signal} trial {trial:>2} {:<8} FAILED: {}",
-                        implementation.name(),
-                        format!("{e:#}").lines().next().unwrap_or_default()
-                    ),
-                }
-                match implementation {
-                    Implementation::Ferrolb => row.ferrolb.push(&result),
-                    Implementation::MetalLb => row.metallb.push(&result),
-                }
-            }
-        }
-        rows.push(row);
-    }
+    let rows = compare::failover_rows(&setup, trials, |line| println!("{line}")).await;
     println!(
         "\n{}\n({} trials per cell, one fresh lab per trial, {:.0} s in all)",
         compare::table(&rows),
         trials,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The `compare-controller` subcommand: one run of each implementation per Service count
+/// (ferrolb first, then MetalLB), each in a fresh lab; prints the figures and the table.
+async fn compare_controllers(setup: ControllerSetup, counts: &[usize]) -> anyhow::Result<()> {
+    let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
+    println!(
+        "compare-controller: ferrolb ({}) vs. MetalLB {} ({}), Services {counts:?}",
+        setup
+            .ferrolb_controller
+            .as_ref()
+            .map_or_else(|| "debug build".into(), |b| b.display().to_string()),
+        metallb.version()?,
+        metallb.controller().display()
+    );
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    for &services in counts {
+        let setup = ControllerSetup {
+            services,
+            ..setup.clone()
+        };
+        let mut figures = Vec::new();
+        for implementation in [Implementation::Ferrolb, Implementation::MetalLb] {
+            let result = compare_controller::run(implementation, &setup).await;
+            match &result {
+                Ok(f) => println!(
+                    "{services} Services {:<8} created in {:.1} s, all status after {:.1} s, RSS {:?} KiB (peak {:?}); restart: settled after {:?}, {} Services written, requests {}, RSS {:?} KiB",
+                    implementation.name(),
+                    f.created.as_secs_f64(),
+                    f.all_status.as_secs_f64(),
+                    f.rss_kib,
+                    f.peak_kib,
+                    f.restart_settled,
+                    f.restart_changed,
+                    compare_controller::by_verb_line(&f.restart_requests),
+                    f.restart_rss_kib
+                ),
+                Err(e) => println!(
+                    "{services} Services {:<8} FAILED: {e:#}",
+                    implementation.name()
+                ),
+            }
+            figures.push(result.ok());
+        }
+        rows.extend(compare_controller::value_rows(
+            services,
+            figures[0].as_ref(),
+            figures[1].as_ref(),
+        ));
+    }
+    println!(
+        "\n{}\n(one run per implementation and Service count, {:.0} s in all)",
+        compare_controller::value_table(&rows),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The `compare-steady` subcommand: one window per implementation (ferrolb first), each in a
+/// fresh lab; prints the requests by verb and the table.
+async fn compare_steady(setup: SteadySetup) -> anyhow::Result<()> {
+    let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
+    println!(
+        "compare-steady: ferrolb vs. MetalLB {}, {} nodes, {} s window each",
+        metallb.version()?,
+        setup.nodes,
+        setup.window.as_secs()
+    );
+    let started = Instant::now();
+    let mut figures = Vec::new();
+    for implementation in [Implementation::Ferrolb, Implementation::MetalLb] {
+        let result = compare_steady::run(implementation, &setup).await;
+        match &result {
+            Ok(f) => println!(
+                "{:<8} {:.0} requests/min ({}), speaker CPU {:.0} ms/min, speaker RSS {:?} KiB, controller RSS {:?} KiB",
+                implementation.name(),
+                f.requests_per_min(),
+                compare_controller::by_verb_line(&f.requests),
+                f.speaker_cpu_ms_per_min,
+                f.speaker_rss_kib,
+                f.controller_rss_kib
+            ),
+            Err(e) => println!("{:<8} FAILED: {e:#}", implementation.name()),
+        }
+        figures.push(result.ok());
+    }
+    let rows = compare_steady::value_rows(figures[0].as_ref(), figures[1].as_ref());
+    println!(
+        "\n{}\n(one window per implementation, {:.0} s in all)",
+        compare_controller::value_table(&rows),
         started.elapsed().as_secs_f64()
     );
     Ok(())

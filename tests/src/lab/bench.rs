@@ -94,6 +94,17 @@ fn comm(pid: u32) -> Option<String> {
         .map(|s| s.trim_end().to_owned())
 }
 
+/// A `kB` field of `/proc/<pid>/status` (proc(5)), KiB: `VmRSS:` (resident now) or `VmHWM:`
+/// (peak resident). `None` if the process is gone or has no such field.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
 /// CPU time consumed by a process so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuSample {

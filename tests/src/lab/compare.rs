@@ -108,6 +108,63 @@ pub async fn trial(
     takeover::signal_and_time(&mut lab, 0, IP, &owner, setup.signal, setup.timeout).await
 }
 
+/// The failover rows: for SIGKILL then SIGTERM (`setup.signal` is ignored), `trials` trials per
+/// implementation, alternating (ferrolb first in odd trials, MetalLB first in even ones), each a
+/// fresh lab ([`trial`]). `report` gets one line per trial as it ends (`SIGKILL trial  1 ferrolb
+/// 372.0 ms  node-2 → node-1`, or `… FAILED: <first line of the error>`). A failed trial is counted
+/// in its cell, never an error of the whole run.
+pub async fn failover_rows(
+    setup: &TrialSetup,
+    trials: usize,
+    mut report: impl FnMut(String),
+) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (signal, what) in [("KILL", "crash"), ("TERM", "graceful")] {
+        let setup = TrialSetup {
+            signal,
+            ..setup.clone()
+        };
+        let mut row = Row {
+            what: format!(
+                "{what} failover (SIG{signal}) → first gratuitous ARP, {} nodes",
+                setup.nodes
+            ),
+            ferrolb: Column::default(),
+            metallb: Column::default(),
+        };
+        for n in 1..=trials {
+            let order = if n % 2 == 1 {
+                [Implementation::Ferrolb, Implementation::MetalLb]
+            } else {
+                [Implementation::MetalLb, Implementation::Ferrolb]
+            };
+            for implementation in order {
+                let result = trial(implementation, &setup).await;
+                report(match &result {
+                    Ok(t) => format!(
+                        "SIG{signal} trial {n:>2} {:<8} {:>9.1} ms  {} → {}",
+                        implementation.name(),
+                        t.after.as_secs_f64() * 1000.0,
+                        t.victim,
+                        t.new_owner
+                    ),
+                    Err(e) => format!(
+                        "SIG{signal} trial {n:>2} {:<8} FAILED: {}",
+                        implementation.name(),
+                        format!("{e:#}").lines().next().unwrap_or_default()
+                    ),
+                });
+                match implementation {
+                    Implementation::Ferrolb => row.ferrolb.push(&result),
+                    Implementation::MetalLb => row.metallb.push(&result),
+                }
+            }
+        }
+        rows.push(row);
+    }
+    rows
+}
+
 /// The figures of one row for one implementation: successful trials' times and failures.
 #[derive(Debug, Clone, Default)]
 pub struct Column {

@@ -43,6 +43,8 @@ use crate::cluster::{Supervised, TestCluster, workspace_bin};
 
 pub mod bench;
 pub mod compare;
+pub mod compare_controller;
+pub mod compare_steady;
 pub mod cpu_quota;
 pub mod datapath;
 pub mod demo;
@@ -389,6 +391,29 @@ impl Lab {
             old.stop(Duration::from_secs(5));
         }
         Ok(())
+    }
+
+    /// Stops MetalLB's controller (SIGTERM, SIGKILL after 5 s) if it runs; nothing otherwise.
+    pub fn stop_metallb_controller(&mut self) {
+        if let Some(old) = self.metallb.as_mut().and_then(|r| r.controller.take()) {
+            old.stop(Duration::from_secs(5));
+        }
+    }
+
+    /// The pid of MetalLB's controller process (`ip netns exec` runs it in place), if it runs.
+    ///
+    /// # Errors
+    /// Not a MetalLB lab, the controller is not running, or its process was not found.
+    pub fn metallb_controller_pid(&self) -> anyhow::Result<u32> {
+        let Some(run) = &self.metallb else {
+            bail!("no MetalLB in a {} lab", self.implementation.name());
+        };
+        let launched = run
+            .controller
+            .as_ref()
+            .and_then(Supervised::pid)
+            .ok_or_else(|| anyhow::anyhow!("MetalLB's controller is not running"))?;
+        bench::process_pid(launched, &run.controller_netns, "controller")
     }
 
     /// Creates address pool `name` with `addresses` and a layer-2 advertisement of it on every
