@@ -24,6 +24,13 @@
 //!   failover, signal → first gratuitous ARP from the new owner, one fresh lab per trial, trials
 //!   alternating between the implementations (`ferrolb_tests::lab::compare`); prints a markdown
 //!   table with both columns and the ratio of the medians. T defaults to 3.
+//! - `compare-controller [--services 1000,5000]`: each implementation's controller alone on a
+//!   fresh API server — N LoadBalancer Services at once → all have status, resident memory, a
+//!   restart until settled: Services written and API requests by verb and resource
+//!   (`ferrolb_tests::lab::compare_controller`).
+//! - `compare-steady [--nodes 3] [--seconds 600]`: each implementation at rest with 50 ClusterIP
+//!   and 5 LoadBalancer Services — API requests per minute by verb and resource, speaker CPU,
+//!   speaker and controller resident memory (`ferrolb_tests::lab::compare_steady`).
 //!
 //! Speakers run with the timing profile `--profile` (`fast`, the default, or `safe`). The
 //! speaker binary is `--speaker-bin` / `FERROLB_SPEAKER_BIN`, else the debug build
