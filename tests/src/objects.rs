@@ -91,6 +91,27 @@ pub async fn create_service(client: &Client, svc: &Service) -> anyhow::Result<()
     Ok(())
 }
 
+/// The first IPv4 ingress in `namespace/name`'s status, once a controller wrote one; `None` before
+/// (or when the Service is missing or its first ingress is not IPv4).
+pub async fn ingress_v4(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Option<std::net::Ipv4Addr> {
+    let svc = Api::<Service>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .ok()?;
+    svc.status?
+        .load_balancer?
+        .ingress?
+        .first()?
+        .ip
+        .as_deref()?
+        .parse()
+        .ok()
+}
+
 /// Writes `status.loadBalancer.ingress` as a controller would (field manager `ferrolb-tests`).
 ///
 /// # Errors

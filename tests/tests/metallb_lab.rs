@@ -9,28 +9,10 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use ferrolb_tests::lab::{Implementation, Lab, takeover};
-use ferrolb_tests::objects::{apply_endpoints, create_service, lb_service};
+use ferrolb_tests::objects::{apply_endpoints, create_service, ingress_v4, lb_service};
 use ferrolb_tests::poll;
-use k8s_openapi::api::core::v1::Service;
-use kube::Api;
 
 const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
-
-/// The IPv4 ingress MetalLB's controller wrote into `default/<name>`'s status, once it has.
-async fn assigned_ip(client: &kube::Client, name: &str) -> Option<Ipv4Addr> {
-    let svc = Api::<Service>::namespaced(client.clone(), "default")
-        .get(name)
-        .await
-        .ok()?;
-    svc.status?
-        .load_balancer?
-        .ingress?
-        .first()?
-        .ip
-        .as_deref()?
-        .parse()
-        .ok()
-}
 
 /// The last lines of every speaker's log, for failure messages.
 fn logs(lab: &Lab) -> String {
@@ -78,7 +60,7 @@ async fn metallb_assigns_announces_from_one_node_and_fails_over_after_sigkill() 
     let waited = poll::until(
         "MetalLB's controller to assign an IP",
         Duration::from_secs(60),
-        || async { assigned_ip(&client, "web").await.is_some() },
+        || async { ingress_v4(&client, "default", "web").await.is_some() },
     )
     .await;
     if let Err(e) = waited {
@@ -87,7 +69,7 @@ async fn metallb_assigns_announces_from_one_node_and_fails_over_after_sigkill() 
             std::fs::read_to_string(&controller_log).unwrap_or_default()
         );
     }
-    let ip = assigned_ip(&client, "web").await.unwrap();
+    let ip = ingress_v4(&client, "default", "web").await.unwrap();
     let pool: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 51, 100, i)).collect();
     assert!(pool.contains(&ip), "{ip} is not in 198.51.100.0/28");
     println!(

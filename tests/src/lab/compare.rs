@@ -71,14 +71,7 @@ pub async fn trial(
     )
     .await?;
     set_ingress(&client, "default", "bench", &[&IP.to_string()]).await?;
-    let args: Vec<&str> = match implementation {
-        Implementation::Ferrolb => setup.ferrolb_args.iter().map(String::as_str).collect(),
-        Implementation::MetalLb => Vec::new(),
-    };
-    let names: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
-    for name in &names {
-        lab.start_speaker(name, &args)?;
-    }
+    lab.start_every_speaker(&setup.ferrolb_args)?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let owner = loop {
         let answers = lab.arp_answers(0, IP).await?;

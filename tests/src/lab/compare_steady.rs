@@ -17,18 +17,15 @@
 //! - resident memory of the controller and of the largest speaker at the end.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use k8s_openapi::api::core::v1::Service;
-use kube::Api;
 
 use super::bench::{clock_ticks_per_second, cpu_sample, proc_status_kib};
 use super::compare_controller::{self, requests_by_verb};
 use super::{Implementation, Lab};
-use crate::objects::{apply_endpoints, create_service, lb_service};
+use crate::objects::{apply_endpoints, create_service, ingress_v4, lb_service};
 
 /// ClusterIP Services present during the window (they are noise both implementations see).
 pub const CLUSTER_IP_SERVICES: usize = 50;
@@ -80,19 +77,6 @@ impl SteadyFigures {
     }
 }
 
-/// The IPv4 address the Service's status holds, if any.
-async fn ingress(api: &Api<Service>, name: &str) -> Option<Ipv4Addr> {
-    let svc = api.get(name).await.ok()?;
-    svc.status?
-        .load_balancer?
-        .ingress?
-        .first()?
-        .ip
-        .as_deref()?
-        .parse()
-        .ok()
-}
-
 /// One window of `implementation` (see the module docs).
 ///
 /// # Errors
@@ -139,20 +123,12 @@ pub async fn run(
     }
     let controller =
         compare_controller::start(&mut lab, setup.ferrolb_controller.as_ref(), "steady", &[])?;
-    let args: Vec<&str> = match implementation {
-        Implementation::Ferrolb => setup.ferrolb_args.iter().map(String::as_str).collect(),
-        Implementation::MetalLb => Vec::new(),
-    };
-    let names: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
-    for name in &names {
-        lab.start_speaker(name, &args)?;
-    }
-    let api = Api::<Service>::namespaced(client.clone(), "default");
+    let names = lab.start_every_speaker(&setup.ferrolb_args)?;
     let deadline = Instant::now() + Duration::from_secs(120);
     'ready: loop {
         let mut all = true;
         for name in &lb_names {
-            let answered = match ingress(&api, name).await {
+            let answered = match ingress_v4(&client, "default", name).await {
                 Some(ip) => lab.arp_answers(0, ip).await?.len() == 1,
                 None => false,
             };

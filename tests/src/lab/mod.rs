@@ -517,6 +517,23 @@ impl Lab {
         self.speaker_bin = Some(bin);
     }
 
+    /// Starts every node's speaker, ferrolb's with `ferrolb_args` (MetalLB's with none: it is
+    /// configured through its environment); returns the node names in order.
+    ///
+    /// # Errors
+    /// As [`Lab::start_speaker`].
+    pub fn start_every_speaker(&mut self, ferrolb_args: &[String]) -> anyhow::Result<Vec<String>> {
+        let args: Vec<&str> = match self.implementation {
+            Implementation::Ferrolb => ferrolb_args.iter().map(String::as_str).collect(),
+            Implementation::MetalLb => Vec::new(),
+        };
+        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        for name in &names {
+            self.start_speaker(name, &args)?;
+        }
+        Ok(names)
+    }
+
     /// Sends `signal` (`"KILL"`, `"TERM"`) to node `name`'s speaker and forgets it.
     ///
     /// # Errors
