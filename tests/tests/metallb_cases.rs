@@ -1,0 +1,547 @@
+//! The speaker field cases (`../shared/cases.md`) against MetalLB (issue #11, item 4): the same
+//! lab, the same frames and the same expectations as ferrolb's own tests in `speaker_lab.rs`,
+//! with MetalLB's speakers configured through its own `metallb.io` CRDs. Service status is written
+//! by the test as a controller would (MetalLB's speaker announces any ingress inside one of its
+//! pools), and every Service gets a ready endpoint (MetalLB announces only those).
+//!
+//! Opt-in (`#[ignore]`): run with
+//! `cargo test -p ferrolb-tests --test metallb_cases -- --ignored --nocapture --test-threads 1`.
+//! Each test checks every expectation of its case, prints one `PASS`/`FAIL` line per
+//! expectation, and fails if any failed — a failure here is a finding about MetalLB, recorded
+//! in `docs/comparison.md`, never a reason to change the case. Where ferrolb's test asserts
+//! ferrolb's own names (Event reasons, metrics, the rendezvous-hash owner), the expectation here
+//! is the case's wording: "a Warning Event", "exactly one node", "the other node".
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use ferrolb_tests::lab::scenario::{capture_around, gratuitous_macs};
+use ferrolb_tests::lab::{Implementation, Lab, Seen};
+use ferrolb_tests::objects::{apply_endpoints, create_service, lb_service, set_ingress};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+
+const SETTLE: Duration = Duration::from_secs(20);
+const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// The expectations of one case and whether each held.
+struct Verdicts {
+    case: &'static str,
+    lines: Vec<(bool, String)>,
+}
+
+impl Verdicts {
+    fn new(case: &'static str) -> Verdicts {
+        Verdicts {
+            case,
+            lines: Vec::new(),
+        }
+    }
+
+    fn check(&mut self, ok: bool, what: &str, detail: impl std::fmt::Display) {
+        let line = if ok {
+            format!("{} PASS {what}", self.case)
+        } else {
+            format!("{} FAIL {what}: {detail}", self.case)
+        };
+        println!("{line}");
+        self.lines.push((ok, line));
+    }
+
+    fn finish(self) {
+        let failed: Vec<&str> = self
+            .lines
+            .iter()
+            .filter(|(ok, _)| !ok)
+            .map(|(_, l)| l.as_str())
+            .collect();
+        assert!(failed.is_empty(), "MetalLB:\n{}", failed.join("\n"));
+    }
+}
+
+/// A MetalLB lab of `nodes` nodes and one client, pool `pools`, Service `default/svc-a` (TCP 80,
+/// `etp`) holding `ip` in its status with one ready endpoint on node-1, speakers started with
+/// `args`.
+async fn lab_with_service(
+    nodes: usize,
+    pools: &[&str],
+    ip: &str,
+    etp: &str,
+    args: &[&str],
+) -> (Lab, kube::Client) {
+    let mut lab = Lab::start_implementation(Implementation::MetalLb, nodes, 1)
+        .await
+        .expect("MetalLB lab");
+    let client = lab.client().await.unwrap();
+    lab.advertise_pool("pool", pools).await.unwrap();
+    let mut svc = lb_service("default", "svc-a", &[("TCP", 80)], etp);
+    if ip.contains(':')
+        && let Some(spec) = svc.spec.as_mut()
+    {
+        spec.ip_families = Some(vec!["IPv6".into()]);
+        spec.ip_family_policy = Some("SingleStack".into());
+    }
+    create_service(&client, &svc).await.unwrap();
+    set_ingress(&client, "default", "svc-a", &[ip])
+        .await
+        .unwrap();
+    apply_endpoints(
+        &client,
+        "default",
+        "svc-a",
+        80,
+        &[("192.0.2.200", Some("node-1"), true, true, false)],
+    )
+    .await
+    .unwrap();
+    for i in 1..=nodes {
+        lab.start_speaker(&format!("node-{i}"), args).unwrap();
+    }
+    (lab, client)
+}
+
+/// The one node answering ARP for `ip` within [`SETTLE`], if exactly one does.
+async fn sole_owner(lab: &Lab, ip: Ipv4Addr) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let answers = lab.arp_answers(0, ip).await.unwrap();
+        if let [mac] = answers.iter().collect::<Vec<_>>()[..] {
+            return lab.node_by_mac(mac).map(|n| n.name.clone());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether exactly node `want` answers (or, `None`, nobody) within [`SETTLE`]; the last answers.
+async fn owner_is(lab: &Lab, ip: Ipv4Addr, want: Option<&str>) -> (bool, BTreeSet<String>) {
+    let answers = lab.wait_for_owner(0, ip, want, SETTLE).await.unwrap();
+    let ok = match want {
+        Some(node) => answers == BTreeSet::from([lab.node(node).mac.clone()]),
+        None => answers.is_empty(),
+    };
+    (ok, answers)
+}
+
+/// Warning Events on `default/<name>` within [`SETTLE`] (returns as soon as there is one):
+/// `(reason, note)`.
+async fn warnings(client: &kube::Client, name: &str) -> Vec<(String, String)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let found: Vec<(String, String)> = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect();
+        if !found.is_empty() || tokio::time::Instant::now() >= deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// C-10 (first part): two Services sharing one IP (TCP 53 and UDP 53), exactly one node answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c10_one_ip_one_announcer() {
+    let mut v = Verdicts::new("C-10");
+    let mut lab = Lab::start_implementation(Implementation::MetalLb, 3, 1)
+        .await
+        .unwrap();
+    let client = lab.client().await.unwrap();
+    lab.advertise_pool("pool", &["198.51.100.0/24"])
+        .await
+        .unwrap();
+    let ip = Ipv4Addr::new(198, 51, 100, 53);
+    for (name, proto) in [("svc-a", "TCP"), ("svc-b", "UDP")] {
+        let mut svc = lb_service("default", name, &[(proto, 53)], "Cluster");
+        svc.metadata.annotations = Some(
+            [
+                ("metallb.io/allow-shared-ip".to_owned(), "k1".to_owned()),
+                (
+                    "metallb.io/loadBalancerIPs".to_owned(),
+                    "198.51.100.53".to_owned(),
+                ),
+            ]
+            .into(),
+        );
+        create_service(&client, &svc).await.unwrap();
+        set_ingress(&client, "default", name, &["198.51.100.53"])
+            .await
+            .unwrap();
+        apply_endpoints(
+            &client,
+            "default",
+            name,
+            53,
+            &[("192.0.2.200", Some("node-1"), true, true, false)],
+        )
+        .await
+        .unwrap();
+    }
+    lab.start_every_speaker(&[]).unwrap();
+    let owner = sole_owner(&lab, ip).await;
+    v.check(owner.is_some(), "exactly one node answers", "not one MAC");
+    let mut steady = true;
+    let mut seen = BTreeSet::new();
+    for _ in 0..5 {
+        let answers = lab.arp_answers(0, ip).await.unwrap();
+        steady &= answers.len() == 1;
+        seen.extend(answers);
+    }
+    v.check(
+        steady && seen.len() == 1,
+        "every probe answered by one and the same MAC",
+        format!("{seen:?}"),
+    );
+    v.finish();
+}
+
+/// C-13: a VIP answered for multicast NS, unicast NS to the VIP at the owner's MAC (a router's
+/// reachability probe) and unicast NS from a global source, each with a solicited NA carrying
+/// the Target Link-Layer Address option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c13_unicast_neighbor_solicitation() {
+    let mut v = Verdicts::new("C-13");
+    let vip: Ipv6Addr = "2001:db8:0:8::100".parse().unwrap();
+    let (lab, _client) = lab_with_service(
+        1,
+        &["2001:db8:0:8::/64"],
+        "2001:db8:0:8::100",
+        "Cluster",
+        &[],
+    )
+    .await;
+    let client_ns = lab.clients[0].netns.clone();
+    lab.add_address(&client_ns, "2001:db8:0:8::1/64").unwrap();
+    let node_ns = lab.node("node-1").netns.clone();
+    lab.add_address(&node_ns, "2001:db8:0:8::10/64").unwrap();
+    let node_mac = lab.node("node-1").mac.clone();
+    let answered = |seen: &[Seen]| {
+        seen.iter().any(|s| {
+            matches!(s, Seen::NeighborAdvertisement { solicited: true, mac: Some(m), ip, .. }
+                if *ip == vip && *m == node_mac)
+        })
+    };
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let mut first = false;
+    while tokio::time::Instant::now() < deadline {
+        let seen = lab
+            .ndp_probe(0, vip, None, None, Duration::from_millis(300))
+            .await
+            .unwrap();
+        if answered(&seen) {
+            first = true;
+            break;
+        }
+    }
+    v.check(first, "the VIP is answered at all (multicast NS)", "no NA");
+    let global: Ipv6Addr = "2001:db8:0:8::1".parse().unwrap();
+    for (what, unicast, source) in [
+        ("multicast NS", None, None),
+        (
+            "unicast NS from the link-local source",
+            Some(node_mac.as_str()),
+            None,
+        ),
+        (
+            "unicast NS from a global source",
+            Some(node_mac.as_str()),
+            Some(global),
+        ),
+    ] {
+        let seen = lab
+            .ndp_probe(0, vip, unicast, source, Duration::from_millis(500))
+            .await
+            .unwrap();
+        v.check(
+            answered(&seen),
+            &format!("{what}: solicited NA with TLLA"),
+            format!("{seen:?}"),
+        );
+    }
+    v.finish();
+}
+
+/// C-14: the exclusion label (values `""` and `"true"` exclude, `"false"` does not) is never
+/// silent; removing it announces with a gratuitous ARP, adding it back withdraws; with
+/// `--ignore-exclude-lb` the labelled node announces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c14_exclusion_label_is_never_silent() {
+    let mut v = Verdicts::new("C-14");
+    let ip = Ipv4Addr::new(198, 51, 100, 14);
+    for (value, excludes) in [("", true), ("true", true), ("false", false)] {
+        let (lab, client) =
+            lab_with_service(1, &["198.51.100.0/24"], "198.51.100.14", "Cluster", &[]).await;
+        lab.label_node("node-1", EXCLUDE, Some(value))
+            .await
+            .unwrap();
+        if excludes {
+            let (ok, answers) = owner_is(&lab, ip, None).await;
+            v.check(
+                ok,
+                &format!("label {value:?}: nobody announces"),
+                format!("{answers:?}"),
+            );
+            let w = warnings(&client, "svc-a").await;
+            v.check(
+                !w.is_empty(),
+                &format!("label {value:?}: a Warning Event on the Service"),
+                "no Warning Event",
+            );
+            let seen = capture_around(&lab, Duration::from_millis(2500), async {
+                lab.label_node("node-1", EXCLUDE, None).await.unwrap();
+            })
+            .await
+            .unwrap();
+            let garp = gratuitous_macs(&seen, ip);
+            v.check(
+                garp == BTreeSet::from([lab.node("node-1").mac.clone()]),
+                &format!("label {value:?} removed: gratuitous ARP within 2.5 s"),
+                format!("{garp:?}"),
+            );
+            let (ok, answers) = owner_is(&lab, ip, Some("node-1")).await;
+            v.check(
+                ok,
+                &format!("label {value:?} removed: node-1 announces"),
+                format!("{answers:?}"),
+            );
+            lab.label_node("node-1", EXCLUDE, Some(value))
+                .await
+                .unwrap();
+            let (ok, answers) = owner_is(&lab, ip, None).await;
+            v.check(
+                ok,
+                &format!("label {value:?} back: withdrawn"),
+                format!("{answers:?}"),
+            );
+        } else {
+            let (ok, answers) = owner_is(&lab, ip, Some("node-1")).await;
+            v.check(
+                ok,
+                "label \"false\" does not exclude",
+                format!("{answers:?}"),
+            );
+        }
+    }
+    let (lab, _client) = lab_with_service(
+        1,
+        &["198.51.100.0/24"],
+        "198.51.100.14",
+        "Cluster",
+        &["--ignore-exclude-lb"],
+    )
+    .await;
+    lab.label_node("node-1", EXCLUDE, Some("")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (ok, answers) = owner_is(&lab, ip, Some("node-1")).await;
+    v.check(
+        ok,
+        "--ignore-exclude-lb: the labelled node announces",
+        format!("{answers:?}"),
+    );
+    v.finish();
+}
+
+/// C-15: (a) the owner's Node gets `NetworkUnavailable=True` → the other node announces, keeps it
+/// across the first one's speaker restart, and the IP moves back with a gratuitous ARP when the
+/// condition clears; (b) the owner's Node object deleted → the other node announces; (c) the
+/// owner's announce interface down → the other node takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c15_node_health_gates_eligibility() {
+    let mut v = Verdicts::new("C-15");
+    let ip = Ipv4Addr::new(198, 51, 100, 30);
+    let (mut lab, client) =
+        lab_with_service(2, &["198.51.100.0/24"], "198.51.100.30", "Cluster", &[]).await;
+    let a = sole_owner(&lab, ip).await.expect("one owner");
+    let b = if a == "node-1" { "node-2" } else { "node-1" }.to_owned();
+    let a_ip = lab.node(&a).ip;
+    ferrolb_tests::lab::set_node_status(&client, &a, a_ip, true)
+        .await
+        .unwrap();
+    let (ok, answers) = owner_is(&lab, ip, Some(&b)).await;
+    v.check(
+        ok,
+        "(a) NetworkUnavailable=True on the owner: the other node announces",
+        format!("{answers:?}"),
+    );
+    lab.signal_speaker(&a, "TERM").unwrap();
+    lab.start_speaker(&a, &[]).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let answers = lab.arp_answers(0, ip).await.unwrap();
+    v.check(
+        answers == BTreeSet::from([lab.node(&b).mac.clone()]),
+        "(a) the other node keeps it across the owner's speaker restart",
+        format!("{answers:?}"),
+    );
+    let seen = capture_around(&lab, Duration::from_millis(2500), async {
+        ferrolb_tests::lab::set_node_status(&client, &a, a_ip, false)
+            .await
+            .unwrap();
+    })
+    .await
+    .unwrap();
+    v.check(
+        gratuitous_macs(&seen, ip).contains(&lab.node(&a).mac),
+        "(a) the condition cleared: it moves back with a gratuitous ARP within 2.5 s",
+        format!("{:?}", gratuitous_macs(&seen, ip)),
+    );
+    let (ok, answers) = owner_is(&lab, ip, Some(&a)).await;
+    v.check(
+        ok,
+        "(a) then the first node alone answers",
+        format!("{answers:?}"),
+    );
+    Api::<Node>::all(client.clone())
+        .delete(&a, &Default::default())
+        .await
+        .unwrap();
+    let (ok, answers) = owner_is(&lab, ip, Some(&b)).await;
+    v.check(
+        ok,
+        "(b) owner's Node deleted: the other node announces",
+        format!("{answers:?}"),
+    );
+    ferrolb_tests::lab::create_node(&client, &a, a_ip)
+        .await
+        .unwrap();
+    let back = owner_is(&lab, ip, Some(&a)).await.0;
+    if !back {
+        v.check(
+            false,
+            "(c) skipped: the first node did not come back after (b)",
+            "",
+        );
+        v.finish();
+        return;
+    }
+    lab.set_link(&a, "eth0", false).unwrap();
+    let (ok, answers) = owner_is(&lab, ip, Some(&b)).await;
+    v.check(
+        ok,
+        "(c) owner's interface down: the other node takes over",
+        format!("{answers:?}"),
+    );
+    v.finish();
+}
+
+/// C-16: ETP Local follows the endpoints — (1) the endpoint moves to node-3: the announcement
+/// moves there with a gratuitous ARP; (2) no endpoints: nobody announces, with a Warning Event;
+/// (3) the same moves with ETP Cluster never move the announcement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c16_external_traffic_policy_local_follows_endpoints() {
+    let mut v = Verdicts::new("C-16");
+    let ip = Ipv4Addr::new(198, 51, 100, 40);
+    let (lab, client) =
+        lab_with_service(3, &["198.51.100.0/24"], "198.51.100.40", "Local", &[]).await;
+    apply_endpoints(
+        &client,
+        "default",
+        "svc-a",
+        80,
+        &[("192.0.2.200", Some("node-2"), true, true, false)],
+    )
+    .await
+    .unwrap();
+    // lab_with_service wrote the slice with node-1; the line above replaced it with node-2.
+    let (ok, answers) = owner_is(&lab, ip, Some("node-2")).await;
+    v.check(
+        ok,
+        "the endpoint's node (node-2) announces",
+        format!("{answers:?}"),
+    );
+    let seen = capture_around(&lab, Duration::from_millis(2500), async {
+        apply_endpoints(
+            &client,
+            "default",
+            "svc-a",
+            80,
+            &[
+                ("192.0.2.200", Some("node-2"), false, true, true),
+                ("192.0.2.201", Some("node-3"), true, true, false),
+            ],
+        )
+        .await
+        .unwrap();
+    })
+    .await
+    .unwrap();
+    let garp = gratuitous_macs(&seen, ip);
+    v.check(
+        garp == BTreeSet::from([lab.node("node-3").mac.clone()]),
+        "(1) endpoint moved to node-3: gratuitous ARP from node-3 within 2.5 s",
+        format!("{garp:?}"),
+    );
+    let (ok, answers) = owner_is(&lab, ip, Some("node-3")).await;
+    v.check(ok, "(1) node-3 alone answers", format!("{answers:?}"));
+    apply_endpoints(&client, "default", "svc-a", 80, &[])
+        .await
+        .unwrap();
+    let (ok, answers) = owner_is(&lab, ip, None).await;
+    v.check(
+        ok,
+        "(2) scaled to zero: nobody announces",
+        format!("{answers:?}"),
+    );
+    let w = warnings(&client, "svc-a").await;
+    v.check(
+        !w.is_empty(),
+        "(2) a Warning Event on the Service",
+        "no Warning Event",
+    );
+    drop(lab);
+
+    // ETP Cluster: the same endpoint moves never move the announcement.
+    let ip = Ipv4Addr::new(198, 51, 100, 41);
+    let (lab, client) =
+        lab_with_service(3, &["198.51.100.0/24"], "198.51.100.41", "Cluster", &[]).await;
+    let owner = sole_owner(&lab, ip).await;
+    v.check(
+        owner.is_some(),
+        "(Cluster) one node announces",
+        "not one MAC",
+    );
+    if let Some(owner) = owner {
+        for (i, node) in ["node-2", "node-3"].iter().enumerate() {
+            apply_endpoints(
+                &client,
+                "default",
+                "svc-a",
+                80,
+                &[(
+                    if i == 0 { "192.0.2.201" } else { "192.0.2.202" },
+                    Some(node),
+                    true,
+                    true,
+                    false,
+                )],
+            )
+            .await
+            .unwrap();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let answers = lab.arp_answers(0, ip).await.unwrap();
+            v.check(
+                answers == BTreeSet::from([lab.node(&owner).mac.clone()]),
+                &format!("(Cluster) endpoint on {node}: the announcement stays"),
+                format!("{answers:?}"),
+            );
+        }
+    }
+    v.finish();
+}
