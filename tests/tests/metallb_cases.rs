@@ -545,3 +545,71 @@ async fn metallb_c16_external_traffic_policy_local_follows_endpoints() {
     }
     v.finish();
 }
+
+/// C-11: three owner changes one second apart (the owner excluded by label, then let back), then
+/// the speakers restarted one by one: after each change settles, exactly one MAC answers, and the
+/// gratuitous ARPs of the change come from that MAC alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c11_losing_ownership_stops_answering_at_once() {
+    let mut v = Verdicts::new("C-11");
+    let ip = Ipv4Addr::new(198, 51, 100, 11);
+    let (mut lab, _client) =
+        lab_with_service(3, &["198.51.100.0/24"], "198.51.100.11", "Cluster", &[]).await;
+    let mut owner = sole_owner(&lab, ip).await.expect("one owner");
+    let mut excluded: Option<String> = None;
+    for round in 1..=3 {
+        let (node, value) = match excluded.take() {
+            None => (owner.clone(), Some("")),
+            Some(node) => (node, None),
+        };
+        let seen = capture_around(&lab, Duration::from_millis(2500), async {
+            lab.label_node(&node, EXCLUDE, value).await.unwrap();
+        })
+        .await
+        .unwrap();
+        if value.is_some() {
+            excluded = Some(node.clone());
+        }
+        match sole_owner(&lab, ip).await {
+            Some(now) => {
+                let garp = gratuitous_macs(&seen, ip);
+                v.check(
+                    garp.iter().all(|m| *m == lab.node(&now).mac),
+                    &format!("change {round}: gratuitous ARP only from the owner {now}"),
+                    format!("{garp:?}"),
+                );
+                v.check(
+                    excluded.as_deref() != Some(now.as_str()),
+                    &format!("change {round}: the excluded node does not answer"),
+                    &now,
+                );
+                owner = now;
+            }
+            None => v.check(
+                false,
+                &format!("change {round}: exactly one MAC answers"),
+                "not one",
+            ),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    if let Some(node) = excluded {
+        lab.label_node(&node, EXCLUDE, None).await.unwrap();
+    }
+    for node in ["node-1", "node-2", "node-3"] {
+        lab.signal_speaker(node, "TERM").unwrap();
+        lab.start_speaker(node, &[]).unwrap();
+        let settled = sole_owner(&lab, ip).await.is_some();
+        let mut ones = true;
+        for _ in 0..3 {
+            ones &= lab.arp_answers(0, ip).await.unwrap().len() == 1;
+        }
+        v.check(
+            settled && ones,
+            &format!("after restarting {node}'s speaker: exactly one MAC answers"),
+            "not one",
+        );
+    }
+    v.finish();
+}
