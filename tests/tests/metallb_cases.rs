@@ -129,9 +129,9 @@ async fn owner_is(lab: &Lab, ip: Ipv4Addr, want: Option<&str>) -> (bool, BTreeSe
     (ok, answers)
 }
 
-/// Every Event on `default/<name>` now: `(type, reason)` (MetalLB records core/v1 Events; the
-/// API server serves them as events.k8s.io/v1 with `regarding` = `involvedObject`).
-async fn events(client: &kube::Client, name: &str) -> Vec<(String, String)> {
+/// Every Event on `default/<name>` now: `(type, reason, note)` (MetalLB records core/v1 Events;
+/// the API server serves them as events.k8s.io/v1 with `regarding` = `involvedObject`).
+async fn events(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
     let api: Api<Event> = Api::namespaced(client.clone(), "default");
     api.list(&ListParams::default())
         .await
@@ -139,25 +139,24 @@ async fn events(client: &kube::Client, name: &str) -> Vec<(String, String)> {
         .items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
         .collect()
 }
 
-/// Warning Events on `default/<name>` within [`SETTLE`] (returns as soon as there is one):
-/// `(reason, note)`.
-async fn warnings(client: &kube::Client, name: &str) -> Vec<(String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+/// Warning Events on `default/<name>` within [`SETTLE`] (returns as soon as there is one).
+async fn warnings(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        let found: Vec<(String, String)> = api
-            .list(&ListParams::default())
+        let found: Vec<_> = events(client, name)
             .await
-            .unwrap()
-            .items
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .filter(|e| e.type_.as_deref() == Some("Warning"))
-            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .filter(|(t, _, _)| t == "Warning")
             .collect();
         if !found.is_empty() || tokio::time::Instant::now() >= deadline {
             return found;
