@@ -49,12 +49,17 @@ impl ControllerOptions {
     /// Runs `target/release/ferrolb-controller` when it was built, else the debug build.
     #[must_use]
     pub fn prefer_release(mut self) -> ControllerOptions {
-        let release = target_dir().join("release").join("ferrolb-controller");
-        if release.is_file() {
+        if let Some(release) = release_binary() {
             self.binary = Some(release);
         }
         self
     }
+}
+
+/// `target/release/ferrolb-controller`, if it was built.
+pub fn release_binary() -> Option<PathBuf> {
+    let release = target_dir().join("release").join("ferrolb-controller");
+    release.is_file().then_some(release)
 }
 
 impl ControllerProcess {

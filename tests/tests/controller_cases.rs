@@ -85,21 +85,9 @@ async fn wait_ips(client: &Client, ns: &str, name: &str, want: &[&str]) {
 
 /// `(type, reason, note)` of every Event regarding the Service.
 async fn events(client: &Client, ns: &str, name: &str) -> Vec<(String, String, String)> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
+    ferrolb_tests::lab::scenario::typed_events_for(client, ns, name)
         .await
         .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
 }
 
 async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str, contains: &str) -> String {

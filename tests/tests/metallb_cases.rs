@@ -17,13 +17,11 @@ use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use ferrolb_tests::lab::scenario::{capture_around, gratuitous_macs};
+use ferrolb_tests::lab::scenario::{capture_around, gratuitous_macs, typed_events_for};
 use ferrolb_tests::lab::{Implementation, Lab, Seen};
 use ferrolb_tests::objects::{apply_endpoints, create_service, lb_service, set_ingress};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::ListParams;
 
 const SETTLE: Duration = Duration::from_secs(20);
 const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
@@ -132,21 +130,7 @@ async fn owner_is(lab: &Lab, ip: Ipv4Addr, want: Option<&str>) -> (bool, BTreeSe
 /// Every Event on `default/<name>` now: `(type, reason, note)` (MetalLB records core/v1 Events;
 /// the API server serves them as events.k8s.io/v1 with `regarding` = `involvedObject`).
 async fn events(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
+    typed_events_for(client, "default", name).await.unwrap()
 }
 
 /// Warning Events on `default/<name>` within [`SETTLE`] (returns as soon as there is one).

@@ -371,14 +371,11 @@ async fn main() -> anyhow::Result<()> {
                 controller_bin,
                 timeout_s,
             } => {
-                let release = ferrolb_tests::cluster::target_dir()
-                    .join("release")
-                    .join("ferrolb-controller");
                 let setup = ControllerSetup {
                     services: 0,
                     concurrency,
                     ferrolb_controller: controller_bin
-                        .or_else(|| release.is_file().then_some(release)),
+                        .or_else(ferrolb_tests::controller::release_binary),
                     timeout: Duration::from_secs(timeout_s),
                 };
                 compare_controllers(setup, &services).await
@@ -388,9 +385,6 @@ async fn main() -> anyhow::Result<()> {
                 seconds,
                 controller_bin,
             } => {
-                let release = ferrolb_tests::cluster::target_dir()
-                    .join("release")
-                    .join("ferrolb-controller");
                 let setup = SteadySetup {
                     nodes,
                     window: Duration::from_secs(seconds),
@@ -398,7 +392,7 @@ async fn main() -> anyhow::Result<()> {
                     ferrolb_speaker: Some(speaker.bin.clone()),
                     ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
                     ferrolb_controller: controller_bin
-                        .or_else(|| release.is_file().then_some(release)),
+                        .or_else(ferrolb_tests::controller::release_binary),
                 };
                 compare_steady(setup).await
             }

@@ -176,6 +176,32 @@ pub async fn has_event(client: &kube::Client, name: &str, reason: &str, words: &
         })
 }
 
+/// Events in `namespace` about object `name` (events.k8s.io/v1, which also serves core/v1
+/// Events with `regarding` = `involvedObject`), as `(type, reason, note)`.
+///
+/// # Errors
+/// The API server refused the list.
+pub async fn typed_events_for(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let list = api.list(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect())
+}
+
 /// Events in `namespace` about object `name`, as `(reason, note)`.
 ///
 /// # Errors
@@ -185,13 +211,10 @@ pub async fn events_for(
     namespace: &str,
     name: &str,
 ) -> anyhow::Result<Vec<(String, String)>> {
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let list = api.list(&ListParams::default()).await?;
-    Ok(list
-        .items
+    Ok(typed_events_for(client, namespace, name)
+        .await?
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .map(|(_, reason, note)| (reason, note))
         .collect())
 }
 
