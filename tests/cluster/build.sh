@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-proxy and kubectl from the versions pinned in
+# Builds etcd, kube-apiserver, kube-proxy and kubectl (the test cluster and the process lab), and
+# kubelet, kube-controller-manager and kube-scheduler (the real-node lab, issue #14) from the versions pinned in
 # tests/cluster/go/go.mod into a cache outside the repository, keyed by the
 # hash of go.mod + go.sum. A second run with the same pins does nothing.
 #
@@ -15,6 +16,9 @@ tools=(
   "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver"
   "kube-proxy=k8s.io/kubernetes/cmd/kube-proxy"
   "kubectl=k8s.io/kubernetes/cmd/kubectl"
+  "kubelet=k8s.io/kubernetes/cmd/kubelet"
+  "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager"
+  "kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
 )
 missing=()
 for t in "${tools[@]}"; do [ -x "$bin/${t%%=*}" ] || missing+=("$t"); done
