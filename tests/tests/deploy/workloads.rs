@@ -11,6 +11,10 @@ use serde_json::Value;
 
 use super::objects::{container_env, env_value, strings};
 
+/// The image kustomization.yaml gives both workloads: tagged with the workspace version, like the
+/// one tests/image/build.sh builds.
+const IMAGE: &str = concat!("ferrolb:", env!("CARGO_PKG_VERSION"));
+
 /// The controller Deployment: replicas, hardening, ports, probes, resources, env, spreading.
 pub fn check_controller(deployment: &Value) {
     assert_eq!(deployment["spec"]["replicas"], 2);
@@ -22,7 +26,7 @@ pub fn check_controller(deployment: &Value) {
     let containers = pod["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 1);
     let c = &containers[0];
-    assert_eq!(c["image"], "ferrolb:latest");
+    assert_eq!(c["image"], IMAGE);
     assert_eq!(c["imagePullPolicy"], "IfNotPresent");
     assert_eq!(strings(&c["command"]), ["ferrolb-controller"]);
     let sc = &c["securityContext"];
@@ -72,7 +76,7 @@ pub fn check_speaker(daemonset: &Value) {
     assert_eq!(containers.len(), 1);
     assert!(pod["initContainers"].is_null(), "no init containers");
     let c = &containers[0];
-    assert_eq!(c["image"], "ferrolb:latest");
+    assert_eq!(c["image"], IMAGE);
     assert_eq!(strings(&c["command"]), ["ferrolb-speaker"]);
     let sc = &c["securityContext"];
     assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"]);
