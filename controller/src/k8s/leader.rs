@@ -1,10 +1,19 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease (R13), via `kube-lease-manager`. Only the
-//! leader writes; the standby keeps its watches warm and takes over within the lease duration.
-//! A failing Lease manager is rebuilt after a pause; meanwhile this replica is not leader.
+//! leader writes; the standby keeps its watches warm and takes over within the lease duration
+//! after a crash, and **at once after a release** (a leader stopping on SIGTERM releases the
+//! Lease): `kube-lease-manager` alone would let the standby sleep until the released Lease's old
+//! expiry (up to `--lease-duration`), so a replacement pod starting in the meantime took the Lease
+//! before the warm standby did (seen on real nodes, issue #14). The standby therefore also watches
+//! the Lease and, when it sees it released, rebuilds its manager, whose first step takes an
+//! unlocked Lease. A failing Lease manager is rebuilt after a pause; meanwhile this replica is not
+//! leader.
 
 use std::time::Duration;
 
-use kube::Client;
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 
@@ -32,6 +41,14 @@ pub fn start(
 ) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(false);
     let task = tokio::spawn(async move {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &cfg.namespace);
+        let mut lease_events = watcher(
+            leases,
+            watcher::Config::default().fields(&format!("metadata.name={}", cfg.name)),
+        )
+        .default_backoff()
+        .applied_objects()
+        .boxed();
         loop {
             let built = LeaseManagerBuilder::new(client.clone(), cfg.name.clone())
                 .with_namespace(cfg.namespace.clone())
@@ -52,6 +69,7 @@ pub fn start(
                 }
             };
             let (mut state, handle) = manager.watch().await;
+            let mut released = false;
             loop {
                 let leading = *state.borrow_and_update();
                 if *tx.borrow() != leading {
@@ -60,6 +78,14 @@ pub fn start(
                 }
                 tokio::select! {
                     changed = state.changed() => if changed.is_err() { break },
+                    Some(event) = lease_events.next(), if !leading => {
+                        if event.as_ref().is_ok_and(is_released) {
+                            tracing::info!(identity = %cfg.identity, "the Lease was released; taking it now");
+                            handle.abort();
+                            released = true;
+                            break;
+                        }
+                    }
                     _ = stop.changed() => {
                         let _ = tx.send(false);
                         drop(state);
@@ -73,6 +99,10 @@ pub fn start(
                 }
             }
             let _ = tx.send(false);
+            if released {
+                let _ = handle.await;
+                continue;
+            }
             match handle.await {
                 Ok(Err(e)) => tracing::error!(error = %e, "lease manager failed; retrying in 2s"),
                 _ => tracing::warn!("lease manager stopped; retrying in 2s"),
@@ -81,4 +111,38 @@ pub fn start(
         }
     });
     (rx, task)
+}
+
+/// A Lease without a holder: what `kube-lease-manager`'s release leaves (it clears
+/// `spec.holderIdentity`); an empty identity counts as none too.
+pub fn is_released(lease: &Lease) -> bool {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .is_none_or(str::is_empty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+
+    fn lease(holder: Option<&str>) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        }
+    }
+
+    #[test]
+    fn a_lease_without_a_holder_is_released() {
+        assert!(is_released(&lease(None)));
+        assert!(is_released(&lease(Some(""))));
+        assert!(is_released(&Lease::default()));
+        assert!(!is_released(&lease(Some("ferrolb-controller-0"))));
+    }
 }

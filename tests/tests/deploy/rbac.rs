@@ -79,6 +79,8 @@ pub fn check(k: &Kubectl) {
         ("get", "leases.coordination.k8s.io", &in_ns[..]),
         ("create", "leases.coordination.k8s.io", &in_ns[..]),
         ("update", "leases.coordination.k8s.io", &in_ns[..]),
+        // The standby watches the Lease to take it at once after a release.
+        ("watch", "leases.coordination.k8s.io", &in_ns[..]),
     ] {
         assert!(
             k.can_i(CONTROLLER_SA, verb, resource, extra),
@@ -160,7 +162,7 @@ pub fn check(k: &Kubectl) {
             controller.insert(rule(
                 "leases.coordination.k8s.io",
                 &[],
-                &["get", "create", "update", "patch"],
+                &["get", "list", "watch", "create", "update", "patch"],
             ));
         }
         assert_eq!(granted(SPEAKER_SA), speaker, "speaker rules in {ns}");
