@@ -23,8 +23,12 @@ pub struct ControllerOptions {
     pub identity: String,
     /// The binary; `None`: the workspace's debug build.
     pub binary: Option<PathBuf>,
+    /// `--lease-namespace`: the controller's own namespace, as the manifests set it from the
+    /// downward API (`default` unless a test says otherwise; deleting it is the uninstall signal,
+    /// issue #14).
+    pub lease_namespace: String,
     /// Arguments after the fixture's own (`--kubeconfig`, `--admin-address`,
-    /// `--lease-namespace=default`, `--identity`).
+    /// `--lease-namespace`, `--identity`).
     pub extra: Vec<String>,
 }
 
@@ -34,8 +38,16 @@ impl ControllerOptions {
         ControllerOptions {
             identity: identity.to_owned(),
             binary: None,
+            lease_namespace: "default".to_owned(),
             extra: Vec::new(),
         }
+    }
+
+    /// Runs it with `--lease-namespace=<namespace>`, its own namespace.
+    #[must_use]
+    pub fn lease_namespace(mut self, namespace: &str) -> ControllerOptions {
+        namespace.clone_into(&mut self.lease_namespace);
+        self
     }
 
     /// Adds arguments.
@@ -83,7 +95,7 @@ impl ControllerProcess {
         let mut args = vec![
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--admin-address=127.0.0.1:{port}"),
-            "--lease-namespace=default".to_owned(),
+            format!("--lease-namespace={}", opts.lease_namespace),
             format!("--identity={}", opts.identity),
         ];
         args.extend(opts.extra.iter().cloned());

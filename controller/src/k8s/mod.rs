@@ -1,8 +1,10 @@
 //! Kubernetes glue: watches feeding in-memory stores ([`stores`]), leader election
-//! ([`leader`]), writes of Service/pool status and Events ([`writer`]), and the control loop
-//! that drives the allocator from the stores ([`control`]).
+//! ([`leader`]), writes of Service/pool status and Events ([`writer`]), the control loop that
+//! drives the allocator from the stores ([`control`]), and the release of every status we wrote
+//! when ferrolb is uninstalled ([`uninstall`], issue #14).
 
 pub mod control;
 pub mod leader;
 pub mod stores;
+pub mod uninstall;
 pub mod writer;

@@ -1,0 +1,327 @@
+//! Uninstall (issue #14): when ferrolb is uninstalled, the Service statuses it wrote are released,
+//! so no `status.loadBalancer.ingress` of ours is left behind pointing at an address nobody
+//! announces any more.
+//!
+//! **The signal is the deletion of the controller's own namespace**, read once when the process
+//! is asked to stop (SIGTERM), never a guess from timing: `kubectl delete -k deploy/` and
+//! `helm uninstall` delete the namespace `ferrolb-system`, and a namespace gets its
+//! `deletionTimestamp` before its pods are deleted, so a replica stopped by an uninstall finds its
+//! namespace terminating. A rolling update or a node drain stops the pod while the namespace is
+//! alive: then nothing is released (a restart must never cost an address, DESIGN R1).
+//!
+//! Only the leader (the holder of the Lease, R13) releases; a standby does nothing. It releases
+//! exactly the statuses it wrote — Services whose `status.loadBalancer.ingress` our field manager
+//! owns ([`crate::service::we_own_ingress`]); `ingress` is an atomic list, so owning it means
+//! every entry in it is ours — with the same write as every other release (server-side apply of
+//! an empty `ingress`, field manager `ferrolb-controller`, [`apply_service_status`], R6) and a
+//! Normal `IPReleased` Event per Service (R14). A Service whose ingress another writer owns (of
+//! another class, or contested, R8) is not touched. Everything is bounded by [`RELEASE_DEADLINE`],
+//! below the pod's `terminationGracePeriodSeconds` (10 s in `deploy/controller.yaml`); what is
+//! left when it passes is logged.
+//!
+//! Reading the namespace may fail (403 once the uninstall removed the controller's RBAC, 404,
+//! a timeout): that is *not* an uninstall, and it is logged. See `docs/install.md`, "Uninstall",
+//! for what this means for `kubectl delete -k deploy/`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use tokio::time::{Instant, timeout_at};
+
+use ferrolb_runtime::events::Publisher;
+
+use crate::events::{EventSpec, IP_RELEASED};
+use crate::ipam::ServiceKey;
+use crate::k8s::writer::{apply_service_status, publish};
+use crate::service::{key_of, we_own_ingress};
+
+/// How long the leader may spend, from SIGTERM, reading its namespace and releasing statuses:
+/// below the controller pod's `terminationGracePeriodSeconds: 10` (`deploy/controller.yaml`), so
+/// that the Lease release and the exit still fit before the kubelet's SIGKILL (issue #14).
+pub const RELEASE_DEADLINE: Duration = Duration::from_secs(8);
+
+/// Longest wait for the read of the controller's namespace on SIGTERM (issue #14); the rest of
+/// [`RELEASE_DEADLINE`] is for the writes.
+pub const NAMESPACE_READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Services per list page while looking for statuses to release (memory stays bounded at
+/// 50,000 Services).
+const PAGE: u32 = 500;
+
+/// Listing rounds: a write the control loop had in flight at SIGTERM may land after the first
+/// listing; the next round finds it. Stops early once a round finds nothing of ours.
+const ROUNDS: usize = 3;
+
+/// What the read of the controller's own namespace says (issue #14).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The namespace has a `deletionTimestamp`: ferrolb is being uninstalled.
+    Uninstall,
+    /// The namespace is alive: a restart, a rolling update, a drain.
+    Alive,
+    /// The read failed (message): treated as not an uninstall.
+    Unknown(String),
+}
+
+/// The verdict from the result of reading the namespace: only a `deletionTimestamp` is an
+/// uninstall, a failed read is not (issue #14). Pure.
+pub fn verdict(read: Result<Namespace, String>) -> Verdict {
+    match read {
+        Ok(ns) if ns.metadata.deletion_timestamp.is_some() => Verdict::Uninstall,
+        Ok(_) => Verdict::Alive,
+        Err(e) => Verdict::Unknown(e),
+    }
+}
+
+/// Reads `namespace` (bounded by [`NAMESPACE_READ_TIMEOUT`]) and says whether it is being
+/// deleted, i.e. whether ferrolb is being uninstalled (issue #14).
+pub async fn namespace_verdict(client: &Client, namespace: &str) -> Verdict {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let read = match tokio::time::timeout(NAMESPACE_READ_TIMEOUT, api.get(namespace)).await {
+        Ok(Ok(ns)) => Ok(ns),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {NAMESPACE_READ_TIMEOUT:?}")),
+    };
+    verdict(read)
+}
+
+/// The addresses to release from a Service on uninstall (issue #14): its ingress IPs when our
+/// field manager owns `status.loadBalancer.ingress` (so every entry is ours, as for R6), else
+/// `None` (nothing of ours, or another writer's entries: never touched). Pure.
+pub fn owned_ingress(svc: &Service) -> Option<Vec<String>> {
+    if !we_own_ingress(svc) {
+        return None;
+    }
+    Some(
+        svc.status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|lb| lb.ingress.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|i| {
+                i.ip.clone()
+                    .or_else(|| i.hostname.clone())
+                    .unwrap_or_default()
+            })
+            .collect(),
+    )
+}
+
+/// The Normal `IPReleased` Event (R14) on a Service whose status is released because ferrolb is
+/// being uninstalled (issue #14). Pure.
+pub fn release_event(ips: &[String], namespace: &str) -> EventSpec {
+    EventSpec {
+        warning: false,
+        reason: IP_RELEASED,
+        message: format!(
+            "released {}: ferrolb is being uninstalled (its namespace {namespace} is being deleted)",
+            ips.join(", ")
+        ),
+    }
+}
+
+/// What [`release_all`] did (logged by the binary; issue #14 asks that what is left be said).
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Services whose status was released.
+    pub released: Vec<ServiceKey>,
+    /// Services whose release failed or did not finish before the deadline, with why.
+    pub left: Vec<(ServiceKey, String)>,
+    /// Why the search for statuses did not finish (a list failed or the deadline passed), if
+    /// it did not: more statuses of ours may remain than `left` names.
+    pub incomplete: Option<String>,
+}
+
+/// Releases every Service status ferrolb wrote (see the module docs, issue #14), until a
+/// complete listing finds none or `deadline` passes. `namespace` names the namespace being
+/// deleted (for the Events); `concurrency` bounds the writes in flight.
+pub async fn release_all(
+    client: &Client,
+    recorder: &Publisher,
+    namespace: &str,
+    concurrency: usize,
+    deadline: Instant,
+) -> Report {
+    let api: Api<Service> = Api::all(client.clone());
+    let mut report = Report::default();
+    // Latest failure per Service; a later success removes it.
+    let mut left: BTreeMap<ServiceKey, String> = BTreeMap::new();
+    for _ in 0..ROUNDS {
+        let mut found = 0usize;
+        let mut token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default().limit(PAGE);
+            if let Some(t) = &token {
+                lp = lp.continue_token(t);
+            }
+            let page = match timeout_at(deadline, api.list(&lp)).await {
+                Ok(Ok(page)) => page,
+                Ok(Err(e)) => {
+                    report.incomplete = Some(format!("listing Services failed: {e}"));
+                    report.left = left.into_iter().collect();
+                    return report;
+                }
+                Err(_) => {
+                    report.incomplete = Some("the deadline passed while listing Services".into());
+                    report.left = left.into_iter().collect();
+                    return report;
+                }
+            };
+            let owned: Vec<(Service, Vec<String>)> = page
+                .items
+                .into_iter()
+                .filter_map(|svc| owned_ingress(&svc).map(|ips| (svc, ips)))
+                .collect();
+            found += owned.len();
+            let results: Vec<(ServiceKey, Result<(), String>)> = futures::stream::iter(owned)
+                .map(|(svc, ips)| release_one(client, recorder, namespace, svc, ips, deadline))
+                .buffer_unordered(concurrency.max(1))
+                .collect()
+                .await;
+            for (key, result) in results {
+                match result {
+                    Ok(()) => {
+                        left.remove(&key);
+                        report.released.push(key);
+                    }
+                    Err(why) => {
+                        left.insert(key, why);
+                    }
+                }
+            }
+            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            if token.is_none() {
+                break;
+            }
+        }
+        if found == 0 {
+            // A complete listing found nothing of ours: nothing is left.
+            return report;
+        }
+        if Instant::now() >= deadline {
+            report.incomplete = Some("the deadline passed".into());
+            break;
+        }
+        // A failed write is tried again in the next round, if the Service is still ours then.
+    }
+    report.left = left.into_iter().collect();
+    report
+}
+
+/// Releases one Service: the status first, then the Event (whose failure is only logged).
+async fn release_one(
+    client: &Client,
+    recorder: &Publisher,
+    namespace: &str,
+    svc: Service,
+    ips: Vec<String>,
+    deadline: Instant,
+) -> (ServiceKey, Result<(), String>) {
+    let key = key_of(&svc);
+    let (ns, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
+    let none: &[IpAddr] = &[];
+    match timeout_at(deadline, apply_service_status(client, &ns, &name, none)).await {
+        Ok(Ok(_)) => {}
+        // Deleted meanwhile: nothing of ours is left on it.
+        Ok(Err(kube::Error::Api(e))) if e.code == 404 => return (key, Ok(())),
+        Ok(Err(e)) => return (key, Err(format!("status write failed: {e}"))),
+        Err(_) => return (key, Err("the deadline passed".into())),
+    }
+    let ev = release_event(&ips, namespace);
+    tracing::info!(service = %key, reason = ev.reason, message = %ev.message, "event");
+    if timeout_at(deadline, publish(recorder, &svc, &ev))
+        .await
+        .is_err()
+    {
+        tracing::warn!(service = %key, reason = ev.reason, "Event write timed out");
+    }
+    (key, Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, ServiceStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        FieldsV1, ManagedFieldsEntry, ObjectMeta, Time,
+    };
+    use serde_json::json;
+
+    fn svc(manager: &str, ips: &[&str]) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some("svc".into()),
+                managed_fields: Some(vec![ManagedFieldsEntry {
+                    manager: Some(manager.into()),
+                    operation: Some("Apply".into()),
+                    subresource: Some("status".into()),
+                    fields_v1: Some(FieldsV1(
+                        json!({"f:status": {"f:loadBalancer": {"f:ingress": {}}}}),
+                    )),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            status: Some(ServiceStatus {
+                load_balancer: Some(LoadBalancerStatus {
+                    ingress: Some(
+                        ips.iter()
+                            .map(|ip| LoadBalancerIngress {
+                                ip: Some((*ip).into()),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    ),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_a_deleted_namespace_is_an_uninstall() {
+        let mut ns = Namespace::default();
+        assert_eq!(verdict(Ok(ns.clone())), Verdict::Alive);
+        ns.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(verdict(Ok(ns)), Verdict::Uninstall);
+        assert_eq!(
+            verdict(Err("403 Forbidden".into())),
+            Verdict::Unknown("403 Forbidden".into()),
+            "a failed read is not an uninstall"
+        );
+    }
+
+    #[test]
+    fn only_our_entries_are_released() {
+        let ours = svc(
+            crate::service::FIELD_MANAGER,
+            &["198.51.100.1", "2001:db8::1"],
+        );
+        assert_eq!(
+            owned_ingress(&ours),
+            Some(vec!["198.51.100.1".into(), "2001:db8::1".into()])
+        );
+        assert_eq!(owned_ingress(&svc("other-lb", &["192.0.2.9"])), None);
+        assert_eq!(
+            owned_ingress(&svc(crate::service::FIELD_MANAGER, &[])),
+            None,
+            "nothing to release"
+        );
+        let ev = release_event(&["198.51.100.1".into()], "ferrolb-system");
+        assert!(!ev.warning);
+        assert_eq!(ev.reason, "IPReleased");
+        assert_eq!(
+            ev.message,
+            "released 198.51.100.1: ferrolb is being uninstalled (its namespace ferrolb-system is being deleted)"
+        );
+    }
+}

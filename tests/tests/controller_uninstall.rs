@@ -1,0 +1,309 @@
+//! Issue #14: uninstalling ferrolb leaves no Service status of ours behind — on the real API
+//! server, with the real `ferrolb-controller` binary as a process.
+//!
+//! The uninstall signal is the deletion of the controller's own namespace (the Lease namespace,
+//! which the manifests set to the pod's namespace): on SIGTERM the leader reads it, and only if it
+//! is being deleted releases every status it wrote. The test cluster has no namespace controller,
+//! so a deleted namespace stays `Terminating` with its `deletionTimestamp` set — exactly the state
+//! an uninstall puts it in before the kubelet stops the pods.
+//!
+//! Steps: two replicas, a pool, Services of our class (one class-less, one with
+//! `loadBalancerClass: ferrolb.io/l2`) and one of another class carrying a foreign ingress entry.
+//! (a) SIGTERM to the leader with its namespace alive (a rolling update, a drain): it exits 0 and
+//! no Service is written at all; the standby takes over. (b) A third replica starts, the namespace
+//! is deleted, SIGTERM to the standby: nothing is written; SIGTERM to the leader: by the time it
+//! exits (0, within the pod's `terminationGracePeriodSeconds` of 10 s) every status ferrolb wrote
+//! is empty, each of those Services has a Normal `IPReleased` Event saying ferrolb is being
+//! uninstalled, and the foreign Service is untouched (same resourceVersion, same entry).
+//!
+//! `kubectl delete -k deploy/` also deletes the controller's RBAC in the same command, before
+//! the pods are stopped, so the leader is refused (403) by the time it would read its namespace
+//! (docs/install.md, "Uninstall"). The uninstall order the docs recommend therefore deletes the
+//! pools first, while the controller still runs: the second test checks that this releases every
+//! status of ours (R7: an address that left every pool, no pool left) and no foreign one.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use ferrolb_crds::IPAddressPool;
+use ferrolb_tests::cluster::TestCluster;
+use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
+use ferrolb_tests::objects::{create_pool, create_service, lb_service, set_ingress};
+use ferrolb_tests::{namespace, poll};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::{Client, ResourceExt};
+
+/// One test at a time: each starts its own cluster and the machine is small.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `terminationGracePeriodSeconds` of the controller pod in `deploy/controller.yaml`.
+const GRACE: Duration = Duration::from_secs(10);
+
+fn start(cluster: &TestCluster, identity: &str, home: &str) -> ControllerProcess {
+    let opts = ControllerOptions::new(identity)
+        .lease_namespace(home)
+        .args(&["--lease-duration=3s", "--lease-grace=1s"]);
+    ControllerProcess::start(cluster.kubeconfig(), cluster.dir(), &opts).expect("start controller")
+}
+
+async fn holder(client: &Client, home: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), home)
+        .get_opt("ferrolb-controller")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+async fn wait_holder(client: &Client, home: &str, identity: &str) {
+    poll::until(
+        &format!("{identity} holds the Lease"),
+        Duration::from_secs(20),
+        || async { holder(client, home).await.as_deref() == Some(identity) },
+    )
+    .await
+    .unwrap();
+}
+
+fn ips_of(svc: &Service) -> Vec<String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .map(|i| i.iter().filter_map(|e| e.ip.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// `(ingress IPs, resourceVersion)` of each Service, in order.
+async fn snapshot(client: &Client, ns: &str, names: &[&str]) -> Vec<(Vec<String>, String)> {
+    let api = Api::<Service>::namespaced(client.clone(), ns);
+    let mut out = Vec::new();
+    for name in names {
+        let svc = api.get(name).await.unwrap();
+        out.push((ips_of(&svc), svc.resource_version().unwrap_or_default()));
+    }
+    out
+}
+
+/// SIGTERM, then the exit status and how long the process took; fails after [`GRACE`] (the
+/// kubelet's SIGKILL).
+async fn terminate(ctl: &ControllerProcess) -> (ExitStatus, Duration) {
+    let sent = Instant::now();
+    ctl.process().signal("TERM");
+    loop {
+        if let Some(status) = ctl.process().exit_status() {
+            return (status, sent.elapsed());
+        }
+        assert!(
+            sent.elapsed() < GRACE,
+            "still running {GRACE:?} after SIGTERM:\n{}",
+            ctl.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Notes of the `IPReleased` Events regarding a Service.
+async fn released_events(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some("IPReleased")
+        })
+        .map(|e| (e.type_.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test]
+async fn uninstall_releases_every_status_we_wrote_and_nothing_else() {
+    let _serial = SERIAL.lock().await;
+    let cluster = TestCluster::start().await.expect("test cluster");
+    let client = cluster.client().await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
+    // The controller's own namespace (ferrolb-system in a real install) and the users' one.
+    let home = namespace::fresh(&client, "ferrolb-home").await.unwrap();
+    let apps = namespace::fresh(&client, "apps").await.unwrap();
+    let names = ["web", "classed", "foreign"];
+    create_service(
+        &client,
+        &lb_service(&apps, "web", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    let mut classed = lb_service(&apps, "classed", &[("TCP", 80)], "Cluster");
+    classed.spec.as_mut().unwrap().load_balancer_class = Some("ferrolb.io/l2".into());
+    create_service(&client, &classed).await.unwrap();
+    let mut foreign = lb_service(&apps, "foreign", &[("TCP", 80)], "Cluster");
+    foreign.spec.as_mut().unwrap().load_balancer_class = Some("other.example/lb".into());
+    create_service(&client, &foreign).await.unwrap();
+    // Another implementation's entry (field manager ferrolb-tests), on a Service of its class.
+    set_ingress(&client, &apps, "foreign", &["203.0.113.77"])
+        .await
+        .unwrap();
+
+    let one = start(&cluster, "home-1", &home);
+    wait_holder(&client, &home, "home-1").await;
+    let two = start(&cluster, "home-2", &home);
+    poll::until(
+        "both Services have an address",
+        Duration::from_secs(20),
+        || async {
+            let s = snapshot(&client, &apps, &names).await;
+            s[0].0.len() == 1 && s[1].0.len() == 1
+        },
+    )
+    .await
+    .unwrap();
+    let before = snapshot(&client, &apps, &names).await;
+    assert_eq!(before[2].0, vec!["203.0.113.77"]);
+    assert_ne!(before[0].0, before[1].0);
+
+    // (a) The namespace is alive (a rolling update, a drain): the leader exits, nothing changes.
+    let (status, took) = terminate(&one).await;
+    assert!(status.success(), "{status}:\n{}", one.log_tail(40));
+    assert_eq!(
+        snapshot(&client, &apps, &names).await,
+        before,
+        "a restart releases nothing:\n{}",
+        one.log_tail(40)
+    );
+    eprintln!("(a) leader exited in {took:?}, statuses kept");
+    wait_holder(&client, &home, "home-2").await;
+    let three = start(&cluster, "home-3", &home);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        snapshot(&client, &apps, &names).await,
+        before,
+        "a takeover writes nothing"
+    );
+
+    // (b) Uninstall: the namespace is deleted and stays Terminating (no namespace controller).
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces
+        .delete(&home, &DeleteParams::default())
+        .await
+        .unwrap();
+    let ns = namespaces.get(&home).await.unwrap();
+    assert!(ns.metadata.deletion_timestamp.is_some(), "{ns:?}");
+    assert_eq!(holder(&client, &home).await.as_deref(), Some("home-2"));
+
+    // The standby does nothing.
+    let (status, _) = terminate(&three).await;
+    assert!(status.success(), "{status}:\n{}", three.log_tail(40));
+    assert_eq!(
+        snapshot(&client, &apps, &names).await,
+        before,
+        "a standby releases nothing:\n{}",
+        three.log_tail(40)
+    );
+
+    // The leader releases every status it wrote before it exits.
+    let (status, took) = terminate(&two).await;
+    eprintln!("(b) leader exited in {took:?}");
+    assert!(status.success(), "{status}:\n{}", two.log_tail(40));
+    let after = snapshot(&client, &apps, &names).await;
+    assert!(
+        after[0].0.is_empty() && after[1].0.is_empty(),
+        "statuses left behind: {after:?}\n{}",
+        two.log_tail(40)
+    );
+    assert_eq!(after[2], before[2], "the foreign Service is untouched");
+    let log = std::fs::read_to_string(two.process().log_path()).unwrap();
+    assert!(
+        log.contains("released every Service status ferrolb wrote"),
+        "{log}"
+    );
+    for (name, (ips, _)) in names.iter().zip(&before).take(2) {
+        let events = released_events(&client, &apps, name).await;
+        let want = format!(
+            "released {}: ferrolb is being uninstalled (its namespace {home} is being deleted)",
+            ips[0]
+        );
+        assert!(
+            events
+                .iter()
+                .any(|(t, note)| t == "Normal" && *note == want),
+            "{name}: {events:?}"
+        );
+    }
+    assert!(released_events(&client, &apps, "foreign").await.is_empty());
+    // Each replica said why it released or kept the statuses.
+    let log = std::fs::read_to_string(one.process().log_path()).unwrap();
+    assert!(log.contains("namespace alive"), "{log}");
+    let log = std::fs::read_to_string(three.process().log_path()).unwrap();
+    assert!(log.contains("not leading"), "{log}");
+}
+
+#[tokio::test]
+async fn deleting_the_pools_first_releases_every_status_we_wrote() {
+    let _serial = SERIAL.lock().await;
+    let cluster = TestCluster::start().await.expect("test cluster");
+    let client = cluster.client().await.unwrap();
+    create_pool(&client, "pool-a", &["198.51.100.0/30"])
+        .await
+        .unwrap();
+    create_pool(&client, "pool-b", &["203.0.113.0/30"])
+        .await
+        .unwrap();
+    let apps = namespace::fresh(&client, "apps").await.unwrap();
+    let names = ["a", "b", "c", "foreign"];
+    for name in &names[..3] {
+        create_service(&client, &lb_service(&apps, name, &[("TCP", 80)], "Cluster"))
+            .await
+            .unwrap();
+    }
+    let mut foreign = lb_service(&apps, "foreign", &[("TCP", 80)], "Cluster");
+    foreign.spec.as_mut().unwrap().load_balancer_class = Some("other.example/lb".into());
+    create_service(&client, &foreign).await.unwrap();
+    set_ingress(&client, &apps, "foreign", &["192.0.2.77"])
+        .await
+        .unwrap();
+    let ctl = start(&cluster, "pools-first", "default");
+    poll::until(
+        "every Service has an address",
+        Duration::from_secs(20),
+        || async {
+            snapshot(&client, &apps, &names[..3])
+                .await
+                .iter()
+                .all(|(ips, _)| ips.len() == 1)
+        },
+    )
+    .await
+    .unwrap();
+    let foreign_before = snapshot(&client, &apps, &["foreign"]).await;
+    // `kubectl delete -k deploy/examples/…` (or `kubectl delete ipaddresspools --all`).
+    let pools = Api::<IPAddressPool>::all(client.clone());
+    for pool in ["pool-a", "pool-b"] {
+        pools.delete(pool, &DeleteParams::default()).await.unwrap();
+    }
+    poll::until(
+        "every status of ours is released",
+        Duration::from_secs(20),
+        || async {
+            snapshot(&client, &apps, &names[..3])
+                .await
+                .iter()
+                .all(|(ips, _)| ips.is_empty())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}:\n{}", ctl.log_tail(40)));
+    assert_eq!(
+        snapshot(&client, &apps, &["foreign"]).await,
+        foreign_before,
+        "the foreign Service is untouched"
+    );
+}
