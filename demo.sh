@@ -2,6 +2,7 @@
 # The one-command demo (README, docs/demo.md). Run as root on Linux:
 #
 #   ./demo.sh [--verbose] [--proxy-mode nftables|iptables]
+#   ./demo.sh --real-nodes
 #
 # Installs the system tools it needs if they are missing (apt-get: iproute2, nftables, iptables,
 # conntrack),
@@ -12,6 +13,13 @@
 # a speaker, one controller, three backend pods and a client — a LoadBalancer Service, ARP, 300
 # HTTP requests and a speaker failover. Everything happens in namespaces the demo creates and
 # deletes again; nothing is added to this machine's own network.
+#
+# --real-nodes (issue #14): the same LAN, but each node runs containerd and kubelet (plus
+# kube-controller-manager and kube-scheduler next to the API server), ferrolb is installed with
+# `kubectl apply -k deploy/` from images built offline (tests/image/build.sh), and the story is
+# told with pods: a speaker pod deleted, the controller's leader pod deleted, the uninstall. The
+# first run also builds containerd, runc and the CNI plugins (tests/nodes/build.sh, needs gcc,
+# pkg-config and libseccomp-dev) and ferrolb in release mode for the image.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -24,6 +32,14 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v nft >/dev/null || need+=(nftables)
 command -v conntrack >/dev/null || need+=(conntrack)
 command -v iptables-restore >/dev/null || need+=(iptables)
+real_nodes=false
+for a in "$@"; do [ "$a" = --real-nodes ] && real_nodes=true; done
+[ "${FERROLB_DEMO_REAL_NODES:-}" = true ] && real_nodes=true
+if $real_nodes; then
+  command -v gcc >/dev/null || need+=(gcc libc6-dev)
+  command -v pkg-config >/dev/null || need+=(pkg-config)
+  [ -e /usr/include/seccomp.h ] || need+=(libseccomp-dev)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null; then
     echo "installing ${need[*]} ..." >&2
@@ -41,6 +57,11 @@ command -v cargo >/dev/null || { echo "Rust (cargo) is required to build ferrolb
 echo "building (first run: ~10 minutes for the Kubernetes binaries, cached afterwards) ..." >&2
 FERROLB_K8S_BIN="$(tests/cluster/build.sh | tail -n 1)"
 export FERROLB_K8S_BIN
+if $real_nodes; then
+  FERROLB_NODE_BIN="$(tests/nodes/build.sh | tail -n 1)"
+  FERROLB_IMAGES="$(tests/image/build.sh | tail -n 1)"
+  export FERROLB_NODE_BIN FERROLB_IMAGES
+fi
 cargo build --quiet --locked -p ferrolb-controller -p ferrolb-speaker --bins
 cargo build --quiet --locked -p ferrolb-tests --bin ferrolb-demo
 exec "${CARGO_TARGET_DIR:-target}/debug/ferrolb-demo" "$@"

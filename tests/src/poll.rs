@@ -28,6 +28,28 @@ where
     }
 }
 
+/// Like [`until`], for a check that yields a value: calls `check` every [`INTERVAL`] until it
+/// returns `Some`, and returns that value.
+///
+/// # Errors
+/// `timeout` passed first; the message names `what`.
+pub async fn until_some<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return Ok(value);
+        }
+        if start.elapsed() >= timeout {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(INTERVAL).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

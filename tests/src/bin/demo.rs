@@ -4,7 +4,12 @@
 //!
 //! ```text
 //! ferrolb-demo [--verbose] [--requests N] [--proxy-mode nftables|iptables]
+//! ferrolb-demo --real-nodes
 //! ```
+//! `--real-nodes` runs the real-node story instead (issue #14,
+//! `ferrolb_tests::lab::real_nodes::story`): three nodes with containerd and kubelet, ferrolb
+//! installed with `kubectl apply -k deploy/` from images built offline, a failover by deleting a
+//! speaker pod, a leader change by deleting a controller pod, and the uninstall.
 //! Exits 0 when every step reached its goal, 1 otherwise. Ctrl-C tears the lab down too.
 
 use std::process::ExitCode;
@@ -12,6 +17,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ferrolb_tests::lab::demo::{self, DemoOptions};
 use ferrolb_tests::lab::kube_proxy::ProxyMode;
+use ferrolb_tests::lab::real_nodes::story;
 
 #[derive(Parser)]
 #[command(
@@ -29,6 +35,11 @@ struct Cli {
     /// kind). IPVS needs kernel modules this lab cannot assume; see docs/datapath.md.
     #[arg(long, env = "FERROLB_DEMO_PROXY_MODE", default_value = "nftables", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<ProxyMode>()))]
     proxy_mode: ProxyMode,
+    /// Run the story on real nodes (kubelet + containerd in each node namespace, ferrolb's pods
+    /// from `kubectl apply -k deploy/`) instead of processes; `--verbose`, `--requests` and
+    /// `--proxy-mode` do not apply.
+    #[arg(long, env = "FERROLB_DEMO_REAL_NODES")]
+    real_nodes: bool,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -53,8 +64,16 @@ async fn main() -> ExitCode {
     let mut out = std::io::stdout();
     // Dropping the demo's future (Ctrl-C) drops the lab, which stops every process and deletes
     // every namespace.
+    let real_nodes = cli.real_nodes;
+    let run = async move {
+        if real_nodes {
+            story::run(3, &mut out).await.map(|_| ())
+        } else {
+            demo::run(&opts, &mut out).await.map(|_| ())
+        }
+    };
     let outcome = tokio::select! {
-        r = demo::run(&opts, &mut out) => r.map(|_| ()),
+        r = run => r,
         _ = tokio::signal::ctrl_c() => {
             // The demo's future, and with it the lab, is dropped by now; don't wait for
             // requests still in flight on blocking threads.

@@ -34,6 +34,10 @@ pub const SERVICE_CIDR_V4: &str = "192.0.2.128/26";
 /// The IPv6 ClusterIP range of the test cluster.
 pub const SERVICE_CIDR_V6: &str = "2001:db8:ffff::/112";
 
+/// The ClusterIP of the `default/kubernetes` Service (the first address of [`SERVICE_CIDR_V4`]),
+/// which in-cluster clients connect to; it is in the serving certificate of every lab's cluster.
+pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 129);
+
 /// How to start a cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {

@@ -113,6 +113,21 @@ impl Lab {
     /// No such node, the mode's command (`nft`, `iptables-restore`) is not installed, the binary
     /// could not be built, or it did not start.
     pub fn start_kube_proxy(&self, name: &str, mode: ProxyMode) -> anyhow::Result<KubeProxy> {
+        self.start_kube_proxy_for(name, mode, POD_CIDR, POD_CIDR_V6)
+    }
+
+    /// Like [`Lab::start_kube_proxy`], for pods addressed from `pod_cidr` (and `pod_cidr_v6` in a
+    /// dual-stack lab) — the real-node lab's CNI ranges ([`super::real_nodes`]).
+    ///
+    /// # Errors
+    /// As [`Lab::start_kube_proxy`].
+    pub fn start_kube_proxy_for(
+        &self,
+        name: &str,
+        mode: ProxyMode,
+        pod_cidr: &str,
+        pod_cidr_v6: &str,
+    ) -> anyhow::Result<KubeProxy> {
         let node = self
             .nodes
             .iter()
@@ -131,10 +146,10 @@ impl Lab {
         let log = self.dir().join(format!("kube-proxy-{name}.log"));
         let (cluster_cidr, nodeport_addresses) = match node.ip6 {
             Some(ip6) => (
-                format!("{POD_CIDR},{POD_CIDR_V6}"),
+                format!("{pod_cidr},{pod_cidr_v6}"),
                 format!("{}/32,{ip6}/128", node.ip),
             ),
-            None => (POD_CIDR.to_owned(), format!("{}/32", node.ip)),
+            None => (pod_cidr.to_owned(), format!("{}/32", node.ip)),
         };
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &node.netns])

@@ -54,6 +54,7 @@ pub mod kube_proxy;
 pub mod metallb;
 pub mod mld;
 pub mod pods;
+pub mod real_nodes;
 mod relay;
 pub mod scenario;
 pub mod starvation;
@@ -191,7 +192,7 @@ impl Lab {
     /// # Errors
     /// Not root, `ip` missing, or the cluster failed to start.
     pub async fn start(nodes: usize, clients: usize) -> anyhow::Result<Lab> {
-        Lab::start_with(Implementation::Ferrolb, nodes, clients, false).await
+        Lab::start_with(Implementation::Ferrolb, nodes, clients, false, true).await
     }
 
     /// Like [`Lab::start`], for either implementation. For MetalLB it also installs MetalLB's
@@ -207,7 +208,7 @@ impl Lab {
         nodes: usize,
         clients: usize,
     ) -> anyhow::Result<Lab> {
-        Lab::start_with(implementation, nodes, clients, false).await
+        Lab::start_with(implementation, nodes, clients, false, true).await
     }
 
     /// Like [`Lab::start`], with IPv6 as well: every `eth0` also gets an address on [`LAN_V6`]
@@ -216,14 +217,17 @@ impl Lab {
     /// # Errors
     /// As [`Lab::start`].
     pub async fn start_dual_stack(nodes: usize, clients: usize) -> anyhow::Result<Lab> {
-        Lab::start_with(Implementation::Ferrolb, nodes, clients, true).await
+        Lab::start_with(Implementation::Ferrolb, nodes, clients, true, true).await
     }
 
+    /// `node_objects`: create the Node objects (false when real kubelets register them,
+    /// [`real_nodes`]).
     async fn start_with(
         implementation: Implementation,
         nodes: usize,
         clients: usize,
         ipv6: bool,
+        node_objects: bool,
     ) -> anyhow::Result<Lab> {
         let bins = match implementation {
             Implementation::Ferrolb => None,
@@ -312,7 +316,15 @@ impl Lab {
             pending.netns.push(controller_netns.clone());
             metallb::create_isolated_netns(&controller_netns)?;
         }
-        let cluster = TestCluster::start().await?;
+        // The `kubernetes` Service's ClusterIP is a SAN too: pods of real nodes reach the API
+        // server there (in-cluster configuration).
+        let cluster = TestCluster::start_with(crate::cluster::ClusterOptions {
+            extra_server_ips: vec![IpAddr::V4(crate::cluster::KUBERNETES_SERVICE_IP)],
+            // Real nodes install ferrolb as users do (`kubectl apply -k deploy/`), CRDs included.
+            install_crds: node_objects,
+            ..crate::cluster::ClusterOptions::default()
+        })
+        .await?;
         let node_kubeconfig = cluster.kubeconfig_at(
             &format!("https://127.0.0.1:{NODE_API_PORT}"),
             "kubeconfig-node",
@@ -351,7 +363,7 @@ impl Lab {
             _lock: lock,
         };
         let client = lab.client().await?;
-        for node in &lab.nodes {
+        for node in lab.nodes.iter().filter(|_| node_objects) {
             let mut addresses = vec![IpAddr::V4(node.ip)];
             addresses.extend(node.ip6.map(IpAddr::V6));
             create_node_with_addresses(&client, &node.name, &addresses).await?;

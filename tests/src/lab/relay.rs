@@ -15,8 +15,24 @@ use super::within_netns;
 /// # Errors
 /// The namespace cannot be entered or the port bound.
 pub fn start(netns: &str, listen_port: u16, target_port: u16) -> anyhow::Result<JoinHandle<()>> {
+    start_at(
+        netns,
+        SocketAddr::from((Ipv4Addr::LOCALHOST, listen_port)),
+        target_port,
+    )
+}
+
+/// Like [`start`], listening on `listen` (an address of the namespace) instead of loopback.
+///
+/// # Errors
+/// As [`start`].
+pub fn start_at(
+    netns: &str,
+    listen: SocketAddr,
+    target_port: u16,
+) -> anyhow::Result<JoinHandle<()>> {
     let listener = within_netns(netns, move || {
-        let l = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, listen_port)))?;
+        let l = std::net::TcpListener::bind(listen)?;
         l.set_nonblocking(true)?;
         Ok(l)
     })?;

@@ -1,0 +1,539 @@
+//! The real-node story (issue #14), shared by `tests/tests/real_nodes.rs` and
+//! `./demo.sh --real-nodes`: install ferrolb the way docs/install.md says, serve a LoadBalancer
+//! Service from real pods, lose the owner's speaker pod and the controller's leader pod, and
+//! uninstall. Each step fails (with what was seen) when it does not reach its goal; what happened
+//! is returned in a [`Report`] for the caller to assert on, and narrated to `out`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ListParams};
+
+use super::{RealNodes, image_archives};
+use crate::cluster::repo_root;
+use crate::lab::{http_client, sh, within_netns};
+use crate::poll::{until, until_some};
+
+/// The install namespace of `deploy/`.
+pub const NS: &str = "ferrolb-system";
+/// The pool: on the LAN (clients reach `198.51.100.0/24` on-link), clear of the pods' range.
+pub const POOL: &str = "198.51.100.16/29";
+/// The backend image (`tests/image/build.sh`).
+pub const BACKEND_IMAGE: &str = "ferrolb-test-backend:0.1.0";
+/// The images every node must hold after the import (containerd's normalised names).
+pub const IMAGES: [&str; 3] = [
+    "docker.io/library/ferrolb:0.1.0",
+    "registry.k8s.io/pause:3.10",
+    "docker.io/library/ferrolb-test-backend:0.1.0",
+];
+/// `CAP_NET_RAW` alone, as `/proc/<pid>/status` prints `CapEff`.
+pub const NET_RAW_ONLY: &str = "0000000000002000";
+
+const SPEAKERS: &str = "app.kubernetes.io/component=speaker";
+const CONTROLLERS: &str = "app.kubernetes.io/component=controller";
+/// The membership key of the story (any 64 hex digits; docs/install.md uses `openssl rand`).
+const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+const POOL_YAML: &str = r#"apiVersion: ferrolb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: lab}
+spec:
+  addresses: ["198.51.100.16/29"]
+---
+apiVersion: ferrolb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: lab}
+spec:
+  ipAddressPools: [lab]
+"#;
+
+/// What the story observed.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Images found in each node's containerd after the import, per node.
+    pub images: Vec<Vec<String>>,
+    /// `CapEff` of the speaker process on each node.
+    pub speaker_caps: Vec<String>,
+    /// The controller replicas after the install.
+    pub controllers: BTreeSet<String>,
+    /// The Lease holder after the install.
+    pub first_leader: String,
+    /// The Lease holder after the first leader's pod was deleted.
+    pub second_leader: String,
+    /// The `managed-by` labels of the first Service's EndpointSlices.
+    pub slice_managers: BTreeSet<String>,
+    /// The first Service's external IP.
+    pub ip: Option<Ipv4Addr>,
+    /// The node answering ARP for it before the speaker pod deletion.
+    pub owner: String,
+    /// The backend pod that answered HTTP through the external IP.
+    pub answered_by: String,
+    /// The names of the backend pods.
+    pub backends: BTreeSet<String>,
+    /// The node that answered while the owner's speaker pod was being replaced.
+    pub interim_owner: String,
+    /// The owner once the replacement speaker was Ready.
+    pub final_owner: String,
+    /// Every answerer set seen in 10 probes after that convergence.
+    pub answers_after: Vec<BTreeSet<String>>,
+    /// The backend pod that answered HTTP after the failover.
+    pub answered_after: String,
+    /// The second Service's external IP (assigned by the second leader).
+    pub ip2: Option<Ipv4Addr>,
+    /// Services still holding an ingress entry after the uninstall.
+    pub statuses_left: Vec<String>,
+    /// ferrolb CRDs left after the uninstall.
+    pub crds_left: Vec<String>,
+    /// Answerer sets for the first IP after the uninstall.
+    pub answers_after_uninstall: Vec<BTreeSet<String>>,
+}
+
+fn workload(name: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: default}}
+spec:
+  replicas: 3
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - name: backend
+        image: {BACKEND_IMAGE}
+        imagePullPolicy: IfNotPresent
+        env:
+        - name: POD_NAME
+          valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}
+        ports: [{{containerPort: 8080}}]
+        readinessProbe:
+          httpGet: {{path: /hostname, port: 8080}}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec:
+  type: LoadBalancer
+  selector: {{app: {name}}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"#
+    )
+}
+
+async fn service_ip(svc: &Api<Service>, name: &str) -> Option<Ipv4Addr> {
+    let s = svc.get_opt(name).await.ok()??;
+    s.status?
+        .load_balancer?
+        .ingress?
+        .first()?
+        .ip
+        .as_deref()?
+        .parse()
+        .ok()
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn ready_pods(pods: &Api<Pod>, selector: &str) -> Vec<Pod> {
+    pods.list(&ListParams::default().labels(selector))
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|p| is_ready(p) && p.metadata.deletion_timestamp.is_none())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn names(pods: &[Pod]) -> BTreeSet<String> {
+    pods.iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
+}
+
+async fn lease_holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt("ferrolb-controller")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+/// GET /hostname on `ip:80` from client 0.
+async fn http_from_client(lab: &RealNodes, ip: Ipv4Addr) -> anyhow::Result<String> {
+    let netns = lab.lab.clients[0].netns.clone();
+    tokio::task::spawn_blocking(move || {
+        within_netns(&netns, move || {
+            http_client::get_hostname(SocketAddr::from((ip, 80)), Duration::from_secs(2))
+        })
+    })
+    .await?
+}
+
+/// Waits until exactly one MAC answers ARP for `ip` from client 0 and `accept`s it; returns the
+/// node that MAC belongs to.
+async fn one_answerer(
+    lab: &RealNodes,
+    ip: Ipv4Addr,
+    accept: impl Fn(&str) -> bool,
+    what: &str,
+) -> anyhow::Result<String> {
+    let mac = until_some(what, Duration::from_secs(60), || async {
+        let answers = lab.lab.arp_answers(0, ip).await.ok()?;
+        let mac = answers.first()?.clone();
+        (answers.len() == 1 && accept(&mac)).then_some(mac)
+    })
+    .await?;
+    node_of(lab, &mac)
+}
+
+fn node_of(lab: &RealNodes, mac: &str) -> anyhow::Result<String> {
+    Ok(lab
+        .lab
+        .node_by_mac(mac)
+        .with_context(|| format!("{mac} is no node's"))?
+        .name
+        .clone())
+}
+
+async fn answer_sets(
+    lab: &RealNodes,
+    ip: Ipv4Addr,
+    times: usize,
+) -> anyhow::Result<Vec<BTreeSet<String>>> {
+    let mut sets = Vec::new();
+    for _ in 0..times {
+        let macs = lab.lab.arp_answers(0, ip).await?;
+        sets.push(
+            macs.iter()
+                .map(|m| node_of(lab, m).unwrap_or_else(|_| m.clone()))
+                .collect(),
+        );
+    }
+    Ok(sets)
+}
+
+/// `CapEff` of the `ferrolb-speaker` process in node `k`'s namespace (a host-network pod's
+/// process lives there).
+fn speaker_cap_eff(lab: &RealNodes, k: usize) -> Option<String> {
+    let pids = sh("ip", &["netns", "pids", &lab.lab.nodes[k].netns]).ok()?;
+    pids.split_whitespace().find_map(|pid| {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        if comm.trim() != "ferrolb-speaker" {
+            return None;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .map(|v| v.trim().to_owned())
+    })
+}
+
+/// Starts a real-node lab of `nodes` nodes and one client, and runs the story on it.
+///
+/// # Errors
+/// The lab did not start, or a step did not reach its goal (the error says which, with what was
+/// seen and the relevant pod descriptions and logs).
+pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
+    let images = image_archives()?;
+    let started = Instant::now();
+    writeln!(
+        out,
+        "starting {nodes} real nodes (containerd + kubelet each), kube-controller-manager, kube-scheduler ..."
+    )?;
+    let lab = RealNodes::start(nodes, 1, &images).await?;
+    writeln!(
+        out,
+        "  Nodes Ready after {:.1} s; images imported into every node",
+        started.elapsed().as_secs_f64()
+    )?;
+    let result = story(&lab, nodes, out).await;
+    if let Err(e) = &result {
+        let described = lab
+            .kubectl(&["get", "pods", "-A", "-o", "wide"], None)
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        return Err(anyhow::anyhow!(
+            "{e:#}\n{described}\n{}\n{}",
+            lab.container_logs(NS, "ferrolb-speaker", 15),
+            lab.container_logs(NS, "ferrolb-controller", 15)
+        ));
+    }
+    result
+}
+
+async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let client = lab.lab.client().await?;
+    for node in &lab.nodes {
+        report.images.push(node.runtime().images()?);
+    }
+
+    // 1. Install exactly as docs/install.md says.
+    let deploy = repo_root().join("deploy");
+    let deploy = deploy.to_str().context("repository path")?;
+    writeln!(out, "1. kubectl apply -k deploy/ and the membership Secret")?;
+    lab.kubectl_ok(&["apply", "-k", deploy], None)?;
+    lab.kubectl_ok(
+        &[
+            "-n",
+            NS,
+            "create",
+            "secret",
+            "generic",
+            "ferrolb-memberlist",
+            &format!("--from-literal=key={KEY}"),
+        ],
+        None,
+    )?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let t = Instant::now();
+    until(
+        &format!("{nodes} speaker pods and 2 controller pods Ready"),
+        Duration::from_secs(180),
+        || async {
+            ready_pods(&pods, SPEAKERS).await.len() == nodes
+                && ready_pods(&pods, CONTROLLERS).await.len() == 2
+        },
+    )
+    .await?;
+    for k in 0..nodes {
+        report
+            .speaker_caps
+            .push(speaker_cap_eff(lab, k).unwrap_or_default());
+    }
+    report.controllers = names(&ready_pods(&pods, CONTROLLERS).await);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    report.first_leader = until_some("a Lease holder", Duration::from_secs(60), || async {
+        lease_holder(&leases)
+            .await
+            .filter(|h| report.controllers.contains(h))
+    })
+    .await?;
+    writeln!(
+        out,
+        "   {nodes} speaker pods (effective capabilities {:?}) and 2 controller pods Ready after {:.1} s; Lease held by {}",
+        report.speaker_caps,
+        t.elapsed().as_secs_f64(),
+        report.first_leader
+    )?;
+
+    // 2. A pool, a backend Deployment and a LoadBalancer Service.
+    writeln!(
+        out,
+        "2. pool {POOL}, Deployment web (3 × {BACKEND_IMAGE}), Service web type LoadBalancer"
+    )?;
+    lab.kubectl_ok(&["apply", "-f", "-"], Some(POOL_YAML))?;
+    lab.kubectl_ok(&["apply", "-f", "-"], Some(&workload("web")))?;
+    let svc: Api<Service> = Api::namespaced(client.clone(), "default");
+    let ip = until_some("an IP for web", Duration::from_secs(60), || {
+        service_ip(&svc, "web")
+    })
+    .await?;
+    report.ip = Some(ip);
+    let backends: Api<Pod> = Api::namespaced(client.clone(), "default");
+    until("3 web backends Ready", Duration::from_secs(120), || async {
+        ready_pods(&backends, "app=web").await.len() == 3
+    })
+    .await?;
+    report.backends = names(&ready_pods(&backends, "app=web").await);
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    report.slice_managers = slices
+        .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+        .await?
+        .items
+        .iter()
+        .filter_map(|s| {
+            s.metadata
+                .labels
+                .as_ref()?
+                .get("endpointslice.kubernetes.io/managed-by")
+                .cloned()
+        })
+        .collect();
+    report.owner = one_answerer(lab, ip, |_| true, "one ARP answerer").await?;
+    let owner_mac = lab.lab.node(&report.owner).mac.clone();
+    report.answered_by = until_some(
+        "HTTP through the external IP",
+        Duration::from_secs(30),
+        || async {
+            http_from_client(lab, ip)
+                .await
+                .ok()
+                .filter(|a| report.backends.contains(a))
+        },
+    )
+    .await?;
+    writeln!(
+        out,
+        "   web got {ip}; {} answers ARP for it alone; GET http://{ip}/hostname from the client → {}",
+        report.owner, report.answered_by
+    )?;
+
+    // 3. Delete the owner node's speaker pod.
+    let owner_speaker = ready_pods(&pods, SPEAKERS)
+        .await
+        .into_iter()
+        .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&report.owner))
+        .and_then(|p| p.metadata.name)
+        .context("no speaker pod on the owner")?;
+    writeln!(
+        out,
+        "3. kubectl delete pod {owner_speaker} (the speaker on {})",
+        report.owner
+    )?;
+    let t = Instant::now();
+    lab.kubectl_ok(
+        &["-n", NS, "delete", "pod", &owner_speaker, "--wait=false"],
+        None,
+    )?;
+    report.interim_owner = one_answerer(
+        lab,
+        ip,
+        |mac| mac != owner_mac,
+        "another node answering after the owner's speaker pod was deleted",
+    )
+    .await?;
+    let took_over = t.elapsed();
+    until(
+        "the DaemonSet's new speaker pod Ready on the old owner",
+        Duration::from_secs(120),
+        || async {
+            ready_pods(&pods, SPEAKERS).await.iter().any(|p| {
+                p.metadata.name.as_deref() != Some(owner_speaker.as_str())
+                    && p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                        == Some(report.owner.as_str())
+            })
+        },
+    )
+    .await?;
+    let recreated = t.elapsed();
+    report.final_owner = one_answerer(lab, ip, |_| true, "one answerer after the restart").await?;
+    report.answers_after = answer_sets(lab, ip, 10).await?;
+    report.answered_after = http_from_client(lab, ip).await?;
+    writeln!(
+        out,
+        "   {} answered for {ip} after {:.1} s; the DaemonSet's new pod was Ready after {:.1} s; now {} answers (10 probes: {:?}); HTTP → {}",
+        report.interim_owner,
+        took_over.as_secs_f64(),
+        recreated.as_secs_f64(),
+        report.final_owner,
+        report
+            .answers_after
+            .iter()
+            .map(BTreeSet::len)
+            .collect::<Vec<_>>(),
+        report.answered_after
+    )?;
+
+    // 4. Delete the controller's leader pod.
+    writeln!(
+        out,
+        "4. kubectl delete pod {} (the controller's Lease holder)",
+        report.first_leader
+    )?;
+    let t = Instant::now();
+    lab.kubectl_ok(
+        &[
+            "-n",
+            NS,
+            "delete",
+            "pod",
+            &report.first_leader,
+            "--wait=false",
+        ],
+        None,
+    )?;
+    report.second_leader = until_some(
+        "another replica holding the Lease",
+        Duration::from_secs(60),
+        || async {
+            lease_holder(&leases)
+                .await
+                .filter(|h| *h != report.first_leader)
+        },
+    )
+    .await?;
+    let took_lease = t.elapsed();
+    lab.kubectl_ok(&["apply", "-f", "-"], Some(&workload("web2")))?;
+    let ip2 = until_some("an IP for web2", Duration::from_secs(60), || {
+        service_ip(&svc, "web2")
+    })
+    .await?;
+    report.ip2 = Some(ip2);
+    writeln!(
+        out,
+        "   {} holds the Lease after {:.1} s and assigned {ip2} to the new Service web2",
+        report.second_leader,
+        took_lease.as_secs_f64()
+    )?;
+
+    // 5. Uninstall as docs/install.md says: the pools first, while the controller still runs
+    // (it releases every address it assigned), then `kubectl delete -k deploy/`. Deleting
+    // deploy/ alone revokes the controller's RBAC in the same command, before any pod stops, so
+    // nothing of ours could clear a status then (docs/install.md, "Uninstall").
+    writeln!(
+        out,
+        "5. uninstall: kubectl delete the pool, then kubectl delete -k deploy/"
+    )?;
+    lab.kubectl_ok(&["delete", "-f", "-"], Some(POOL_YAML))?;
+    until(
+        "every status of ours released",
+        Duration::from_secs(60),
+        || async {
+            service_ip(&svc, "web").await.is_none() && service_ip(&svc, "web2").await.is_none()
+        },
+    )
+    .await?;
+    lab.kubectl_ok(&["delete", "-k", deploy, "--wait=false"], None)?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    until(
+        "the ferrolb-system namespace gone",
+        Duration::from_secs(120),
+        || async { matches!(namespaces.get_opt(NS).await, Ok(None)) },
+    )
+    .await?;
+    for name in ["web", "web2"] {
+        if service_ip(&svc, name).await.is_some() {
+            report.statuses_left.push(name.to_owned());
+        }
+    }
+    report.crds_left = lab
+        .kubectl_ok(&["get", "crd", "-o", "name"], None)?
+        .lines()
+        .filter(|l| l.contains("ferrolb.io"))
+        .map(str::to_owned)
+        .collect();
+    report.answers_after_uninstall = answer_sets(lab, ip, 3).await?;
+    writeln!(
+        out,
+        "   namespace, CRDs and pods gone; Service statuses left: {:?}; ARP answers for {ip}: {:?}",
+        report.statuses_left,
+        report
+            .answers_after_uninstall
+            .iter()
+            .map(BTreeSet::len)
+            .collect::<Vec<_>>()
+    )?;
+    if !report.statuses_left.is_empty() {
+        bail!("statuses left after uninstall: {:?}", report.statuses_left);
+    }
+    Ok(report)
+}

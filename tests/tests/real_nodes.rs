@@ -1,0 +1,67 @@
+//! ferrolb installed on real nodes (issue #14): kubelet + containerd in every node namespace run
+//! the images built offline (`tests/image/build.sh`) from the manifests users apply
+//! (`kubectl apply -k deploy/`), with the security context those declare. The story
+//! (`ferrolb_tests::lab::real_nodes::story`, also `./demo.sh --real-nodes`): install → a Service
+//! gets an IP → exactly one node answers ARP → HTTP reaches the pods; the owner's speaker pod
+//! deleted → another node takes over, the DaemonSet recreates the pod, one answerer again; the
+//! controller's leader pod deleted → the other replica takes the Lease and a new Service gets an
+//! IP; the documented uninstall (pools, then `kubectl delete -k deploy/`) → everything gone, no
+//! Service status of ours left. Asserts on what was observed, never on timing.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeSet;
+
+use ferrolb_tests::lab::real_nodes::story::{self, IMAGES, NET_RAW_ONLY};
+
+const NODES: usize = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
+    let mut narration = std::io::stderr();
+    let r = story::run(NODES, &mut narration)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    // Every node's containerd holds the three images (imported, never pulled).
+    for (k, names) in r.images.iter().enumerate() {
+        for want in IMAGES {
+            assert!(
+                names.iter().any(|n| n == want),
+                "node-{}: {want} not in {names:?}",
+                k + 1
+            );
+        }
+    }
+    // The speaker runs with exactly CAP_NET_RAW effective: not privileged, nothing else.
+    assert_eq!(r.speaker_caps, vec![NET_RAW_ONLY.to_owned(); NODES]);
+    // Two controller replicas, one Lease holder among them.
+    assert_eq!(r.controllers.len(), 2);
+    assert!(r.controllers.contains(&r.first_leader));
+    // EndpointSlices come from kube-controller-manager, not from the lab.
+    assert_eq!(
+        r.slice_managers,
+        BTreeSet::from(["endpointslice-controller.k8s.io".to_owned()])
+    );
+    // HTTP through the external IP reached a backend pod.
+    assert!(r.backends.contains(&r.answered_by), "{r:?}");
+    // The owner's speaker pod deleted: another node answered alone; once the DaemonSet's new pod
+    // was Ready, one node answered, every time.
+    assert_ne!(r.interim_owner, r.owner);
+    assert_eq!(r.answers_after.len(), 10);
+    for set in &r.answers_after {
+        assert_eq!(set, &BTreeSet::from([r.final_owner.clone()]), "{r:?}");
+    }
+    assert!(r.answered_after.starts_with("web-"), "{r:?}");
+    // The leader pod deleted: the *other original replica* took the Lease (not the replacement
+    // pod the ReplicaSet starts), and it serves a new Service.
+    assert_ne!(r.second_leader, r.first_leader);
+    assert!(r.controllers.contains(&r.second_leader), "{r:?}");
+    assert!(r.ip2.is_some() && r.ip2 != r.ip);
+    // Uninstalled: nothing of ours left, nothing answers.
+    assert!(r.statuses_left.is_empty(), "{r:?}");
+    assert!(r.crds_left.is_empty(), "{r:?}");
+    assert!(
+        r.answers_after_uninstall.iter().all(BTreeSet::is_empty),
+        "{r:?}"
+    );
+}
