@@ -33,8 +33,7 @@ use ferrolb_tests::objects::{create_pool, create_service, lb_service, set_ingres
 use ferrolb_tests::{namespace, poll};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams};
 use kube::{Client, ResourceExt};
 
 /// One test at a time: each starts its own cluster and the machine is small.
@@ -108,19 +107,14 @@ async fn terminate(ctl: &ControllerProcess) -> (ExitStatus, Duration) {
     }
 }
 
-/// Notes of the `IPReleased` Events regarding a Service.
+/// `(type, note)` of the `IPReleased` Events regarding a Service.
 async fn released_events(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
+    ferrolb_tests::lab::scenario::typed_events_for(client, ns, name)
         .await
         .unwrap()
-        .items
         .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.reason.as_deref() == Some("IPReleased")
-        })
-        .map(|e| (e.type_.unwrap_or_default(), e.note.unwrap_or_default()))
+        .filter(|(_, reason, _)| reason == "IPReleased")
+        .map(|(type_, _, note)| (type_, note))
         .collect()
 }
 

@@ -1,6 +1,7 @@
 //! `ferrolb-test-backend`: the backend pod of the real-node lab, in the image
 //! `ferrolb-test-backend:<version>` that `tests/image/build.sh` builds. It is the network-namespace
-//! lab's in-process pod server (`tests/src/lab/pods.rs`) as a program of its own:
+//! lab's in-process pod server (`tests/src/lab/pods.rs`, whose request handling it shares) as a
+//! program of its own:
 //!
 //! - `GET /hostname` answers the pod's name: `$POD_NAME` (set it from the downward API,
 //!   `fieldRef: metadata.name`), else the host name (`uname`), which Kubernetes sets to the pod's
@@ -15,17 +16,15 @@
 //! its container's PID 1 it would otherwise ignore SIGTERM and wait for the kill after the grace
 //! period).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use anyhow::Context;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use ferrolb_tests::lab::pods::answer;
+use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// The port without `$PORT`.
 const DEFAULT_PORT: u16 = 8080;
-/// The longest request head it reads.
-const MAX_HEAD: usize = 8192;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
@@ -68,31 +67,4 @@ async fn main() -> anyhow::Result<()> {
             _ = int.recv() => return Ok(()),
         }
     }
-}
-
-/// Reads one HTTP/1.x request head and answers it: `GET /hostname` → 200 with `name`,
-/// `GET /source` → 200 with `"<name> <peer>"`, anything else → 404. Always `Connection: close`.
-async fn answer(mut conn: TcpStream, name: &str, peer: IpAddr) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
-        let n = conn.read(&mut buf).await?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(buf.get(..n).unwrap_or_default());
-    }
-    let text = String::from_utf8_lossy(&head);
-    let mut request_line = text.lines().next().unwrap_or_default().split_whitespace();
-    let (status, body) = match (request_line.next(), request_line.next()) {
-        (Some("GET"), Some("/hostname")) => ("200 OK", name.to_owned()),
-        (Some("GET"), Some("/source")) => ("200 OK", format!("{name} {peer}")),
-        _ => ("404 Not Found", "not found\n".to_owned()),
-    };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(response.as_bytes()).await?;
-    conn.shutdown().await
 }

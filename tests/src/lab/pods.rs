@@ -262,8 +262,12 @@ const MAX_HEAD: usize = 8192;
 
 /// Reads one HTTP/1.x request head and answers it: `GET /hostname` → 200 with `name`,
 /// `GET /source` → 200 with `"<name> <peer>"` (see [`parse_source`]), anything else → 404.
-/// Always `Connection: close`.
-async fn answer(mut conn: TcpStream, name: &str, peer: IpAddr) -> std::io::Result<()> {
+/// Always `Connection: close`. Also the request handling of the real-node lab's backend image
+/// (`ferrolb-test-backend`).
+///
+/// # Errors
+/// Reading the request or writing the answer failed.
+pub async fn answer(mut conn: TcpStream, name: &str, peer: IpAddr) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {

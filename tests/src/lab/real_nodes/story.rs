@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
 
 use super::{RealNodes, image_archives};
 use crate::cluster::repo_root;
 use crate::lab::{http_client, sh, within_netns};
+use crate::objects::ingress_v4;
 use crate::poll::{until, until_some};
 
 /// The install namespace of `deploy/`.
@@ -126,18 +127,6 @@ spec:
   ports: [{{port: 80, targetPort: 8080}}]
 "#
     )
-}
-
-async fn service_ip(svc: &Api<Service>, name: &str) -> Option<Ipv4Addr> {
-    let s = svc.get_opt(name).await.ok()??;
-    s.status?
-        .load_balancer?
-        .ingress?
-        .first()?
-        .ip
-        .as_deref()?
-        .parse()
-        .ok()
 }
 
 fn is_ready(pod: &Pod) -> bool {
@@ -342,9 +331,8 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
     )?;
     lab.kubectl_ok(&["apply", "-f", "-"], Some(POOL_YAML))?;
     lab.kubectl_ok(&["apply", "-f", "-"], Some(&workload("web")))?;
-    let svc: Api<Service> = Api::namespaced(client.clone(), "default");
     let ip = until_some("an IP for web", Duration::from_secs(60), || {
-        service_ip(&svc, "web")
+        ingress_v4(&client, "default", "web")
     })
     .await?;
     report.ip = Some(ip);
@@ -474,7 +462,7 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
     let took_lease = t.elapsed();
     lab.kubectl_ok(&["apply", "-f", "-"], Some(&workload("web2")))?;
     let ip2 = until_some("an IP for web2", Duration::from_secs(60), || {
-        service_ip(&svc, "web2")
+        ingress_v4(&client, "default", "web2")
     })
     .await?;
     report.ip2 = Some(ip2);
@@ -498,7 +486,8 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
         "every status of ours released",
         Duration::from_secs(60),
         || async {
-            service_ip(&svc, "web").await.is_none() && service_ip(&svc, "web2").await.is_none()
+            ingress_v4(&client, "default", "web").await.is_none()
+                && ingress_v4(&client, "default", "web2").await.is_none()
         },
     )
     .await?;
@@ -511,7 +500,7 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
     )
     .await?;
     for name in ["web", "web2"] {
-        if service_ip(&svc, name).await.is_some() {
+        if ingress_v4(&client, "default", name).await.is_some() {
             report.statuses_left.push(name.to_owned());
         }
     }
