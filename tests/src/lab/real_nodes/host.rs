@@ -19,19 +19,28 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-/// The cgroup v1 hierarchies on this machine (`/sys/fs/cgroup/<name>`), without the cgroup2
-/// `unified` mount.
+/// The cgroup v1 hierarchies on this machine: the mount points of type `cgroup` in
+/// `/proc/self/mountinfo` (so a cgroup v2 machine, whose `/sys/fs/cgroup` is one `cgroup2` mount,
+/// has none and the lab refuses to start instead of creating groups in systemd's slices).
 fn hierarchies() -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") else {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };
-    let mut dirs: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("cgroup.procs").exists() && !p.ends_with("unified"))
-        .collect();
+    let mut dirs: Vec<PathBuf> = info.lines().filter_map(cgroup_v1_mount).collect();
     dirs.sort();
+    dirs.dedup();
     dirs
+}
+
+/// The mount point of a `/proc/self/mountinfo` line whose filesystem type is `cgroup` (v1).
+fn cgroup_v1_mount(line: &str) -> Option<PathBuf> {
+    let (left, right) = line.split_once(" - ")?;
+    if right.split(' ').next()? != "cgroup" {
+        return None;
+    }
+    left.split(' ')
+        .nth(4)
+        .map(|p| PathBuf::from(unescape_mount_path(p)))
 }
 
 /// A node's root cgroup in every v1 hierarchy. Created by [`CgroupRoot::create`]; removed (with
@@ -158,11 +167,43 @@ impl CgroupRoot {
     }
 }
 
+impl Drop for CgroupRoot {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 /// Lazily unmounts every mount point at or under `dir` (deepest first), as listed in
 /// `/proc/self/mountinfo`. Returns how many were unmounted.
 pub fn unmount_under(dir: &Path) -> usize {
+    let mut done = 0;
+    // Stacked mounts on one path come off one per pass.
+    for _ in 0..5 {
+        let points = mounts_under(dir);
+        if points.is_empty() {
+            return done;
+        }
+        for p in &points {
+            let ok = std::process::Command::new("umount")
+                .args(["-l", p])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                done += 1;
+            }
+        }
+    }
+    let left = mounts_under(dir);
+    if !left.is_empty() {
+        tracing::warn!(?left, "mounts left under the lab directory");
+    }
+    done
+}
+
+/// Mount points at or under `dir`, deepest first, once each.
+fn mounts_under(dir: &Path) -> Vec<String> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return 0;
+        return Vec::new();
     };
     let mut points: Vec<String> = info
         .lines()
@@ -172,19 +213,29 @@ pub fn unmount_under(dir: &Path) -> usize {
         .collect();
     points.sort_by_key(|p| std::cmp::Reverse(p.len()));
     points.dedup();
-    let mut done = 0;
-    for p in &points {
-        let ok = std::process::Command::new("umount")
-            .args(["-l", p])
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            done += 1;
-        } else {
-            tracing::warn!(mount = %p, "not unmounted");
+    points
+}
+
+/// Removes the containerd shim sockets under `/run/containerd/s` (a fixed path in containerd 2.4
+/// for root) that nothing listens on any more — a SIGKILLed shim leaves its socket behind. A
+/// socket some other containerd's shim still serves is listed in `/proc/net/unix` and kept.
+pub fn remove_dead_shim_sockets() {
+    let Ok(entries) = std::fs::read_dir("/run/containerd/s") else {
+        return;
+    };
+    let listening: std::collections::HashSet<String> = std::fs::read_to_string("/proc/net/unix")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .map(|p| p.trim_start_matches('@').to_owned())
+        .collect();
+    for e in entries.flatten() {
+        let path = e.path();
+        if !listening.contains(path.to_string_lossy().as_ref()) {
+            let _ = std::fs::remove_file(&path);
         }
     }
-    done
 }
 
 /// `/proc/self/mountinfo` escapes space, tab, newline and backslash as `\ooo` octal.
@@ -260,6 +311,20 @@ impl Drop for SavedSysctls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_cgroup_v1_mounts_are_hierarchies() {
+        let v1 = "35 26 0:30 / /sys/fs/cgroup/pids rw,relatime shared:15 - cgroup cgroup rw,pids";
+        let v2 = "30 26 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw";
+        let tmpfs = "26 25 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755";
+        assert_eq!(
+            cgroup_v1_mount(v1),
+            Some(PathBuf::from("/sys/fs/cgroup/pids"))
+        );
+        assert_eq!(cgroup_v1_mount(v2), None);
+        assert_eq!(cgroup_v1_mount(tmpfs), None);
+        assert_eq!(cgroup_v1_mount("garbage"), None);
+    }
 
     #[test]
     fn mountinfo_escapes_are_decoded() {

@@ -396,6 +396,7 @@ impl Drop for RealNodes {
             let unmounted = host::unmount_under(&node.dir);
             tracing::debug!(node = %node.name, unmounted, "node torn down");
         }
+        host::remove_dead_shim_sockets();
         self.control.stop();
         self.proxies.clear();
         self.sysctls.restore();

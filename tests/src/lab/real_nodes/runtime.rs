@@ -10,7 +10,9 @@
 //!   every container containerd 2.4 asks for ("can't get final child's PID from pipe").
 //! - `netns_mounts_under_state_dir = true`: pod network namespaces are bind-mounted under the
 //!   node's state directory instead of the machine's `/var/run/netns`, so teardown finds them.
-//! - NRI is disabled (its socket is a fixed machine-wide path).
+//! - NRI is disabled (its socket is a fixed machine-wide path); runc keeps its state under the
+//!   node directory (`Root`), not in `/run/containerd/runc`. The shims' sockets are a fixed path
+//!   (`/run/containerd/s`); teardown removes the dead ones ([`super::host::remove_dead_shim_sockets`]).
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -71,6 +73,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
   SystemdCgroup = false
   BinaryName = "{runc}"
+  Root = "{d}/runc"
 "#,
         cni = cni_bin.display(),
         runc = runc.display(),
@@ -277,6 +280,10 @@ mod tests {
         assert_eq!(
             runtime["containerd"]["runtimes"]["runc"]["options"]["BinaryName"].as_str(),
             Some("/cache/runc")
+        );
+        assert_eq!(
+            runtime["containerd"]["runtimes"]["runc"]["options"]["Root"].as_str(),
+            Some("/lab/n1/runc")
         );
         assert_eq!(
             value["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"].as_str(),
