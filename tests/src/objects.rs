@@ -91,6 +91,16 @@ pub async fn create_service(client: &Client, svc: &Service) -> anyhow::Result<()
     Ok(())
 }
 
+/// Every `status.loadBalancer.ingress[].ip` of `svc`, in order (empty without a status).
+pub fn ingress_ips(svc: &Service) -> Vec<String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .map(|i| i.iter().filter_map(|e| e.ip.clone()).collect())
+        .unwrap_or_default()
+}
+
 /// The first IPv4 ingress in `namespace/name`'s status, once a controller wrote one; `None` before
 /// (or when the Service is missing or its first ingress is not IPv4).
 pub async fn ingress_v4(

@@ -15,7 +15,8 @@ use ferrolb_crds::addresses::FORBIDDEN_BLOCKS;
 use ferrolb_crds::{IPAddressPool, IPAddressPoolSpec};
 use ferrolb_tests::cluster::TestCluster;
 use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
-use ferrolb_tests::objects::{create_pool, create_service, lb_service, set_ingress};
+
+use ferrolb_tests::objects::{create_pool, create_service, ingress_ips, lb_service, set_ingress};
 use ferrolb_tests::{namespace, poll};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
@@ -56,17 +57,8 @@ async fn get_svc(client: &Client, ns: &str, name: &str) -> Service {
         .unwrap()
 }
 
-fn ips_of(svc: &Service) -> Vec<String> {
-    svc.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|l| l.ingress.as_ref())
-        .map(|i| i.iter().filter_map(|e| e.ip.clone()).collect())
-        .unwrap_or_default()
-}
-
 async fn ips(client: &Client, ns: &str, name: &str) -> Vec<String> {
-    ips_of(&get_svc(client, ns, name).await)
+    ingress_ips(&get_svc(client, ns, name).await)
 }
 
 async fn wait_ips(client: &Client, ns: &str, name: &str, want: &[&str]) {
@@ -208,7 +200,7 @@ async fn c01_variant(a_requests: bool, b_first: bool) {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let a_now = get_svc(&client, &ns_a, "svc-a").await;
         assert_eq!(
-            ips_of(&a_now),
+            ingress_ips(&a_now),
             vec!["198.51.100.10"],
             "{}",
             ctl.log_tail(40)
@@ -407,7 +399,7 @@ async fn snapshot(client: &Client, ns: &str, names: &[&str]) -> Vec<(Vec<String>
     let mut out = Vec::new();
     for n in names {
         let s = get_svc(client, ns, n).await;
-        out.push((ips_of(&s), s.resource_version()));
+        out.push((ingress_ips(&s), s.resource_version()));
     }
     out
 }
@@ -973,12 +965,16 @@ async fn ha_leader_killed_in_a_burst_of_creations() {
         let api = api.clone();
         async move {
             let list = api.list(&ListParams::default()).await.unwrap();
-            list.items.iter().filter(|s| ips_of(s).len() == 1).count() == total
+            list.items
+                .iter()
+                .filter(|s| ingress_ips(s).len() == 1)
+                .count()
+                == total
         }
     })
     .await;
     let list = api.list(&ListParams::default()).await.unwrap();
-    let distinct: BTreeSet<String> = list.items.iter().flat_map(ips_of).collect();
+    let distinct: BTreeSet<String> = list.items.iter().flat_map(ingress_ips).collect();
     assert_eq!(distinct.len(), total, "duplicated addresses");
     let survivor_log = if survivor == "ha-1" { &one } else { &two };
     let log = std::fs::read_to_string(survivor_log.process().log_path()).unwrap();
@@ -1048,7 +1044,7 @@ async fn classes_and_bad_annotations() {
     for name in ["classless", "other"] {
         let s = get_svc(&client, &ns, name).await;
         assert!(
-            ips_of(&s).is_empty() && !written_by_controller(&s),
+            ingress_ips(&s).is_empty() && !written_by_controller(&s),
             "{name} was touched: {}",
             ctl.log_tail(40)
         );
@@ -1128,7 +1124,7 @@ async fn r8_write_war_backs_off() {
             let mut stream = std::pin::pin!(stream);
             let mut last: Option<Vec<String>> = None;
             while let Some(Ok(svc)) = futures::StreamExt::next(&mut stream).await {
-                let now = ips_of(&svc);
+                let now = ingress_ips(&svc);
                 if last.as_ref().is_some_and(|l| *l != now) {
                     if now == [OURS] {
                         ours_n.fetch_add(1, Ordering::SeqCst);

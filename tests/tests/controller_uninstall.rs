@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 use ferrolb_crds::IPAddressPool;
 use ferrolb_tests::cluster::TestCluster;
 use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
-use ferrolb_tests::objects::{create_pool, create_service, lb_service, set_ingress};
+
+use ferrolb_tests::objects::{create_pool, create_service, ingress_ips, lb_service, set_ingress};
 use ferrolb_tests::{namespace, poll};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -69,22 +70,16 @@ async fn wait_holder(client: &Client, home: &str, identity: &str) {
     .unwrap();
 }
 
-fn ips_of(svc: &Service) -> Vec<String> {
-    svc.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|l| l.ingress.as_ref())
-        .map(|i| i.iter().filter_map(|e| e.ip.clone()).collect())
-        .unwrap_or_default()
-}
-
 /// `(ingress IPs, resourceVersion)` of each Service, in order.
 async fn snapshot(client: &Client, ns: &str, names: &[&str]) -> Vec<(Vec<String>, String)> {
     let api = Api::<Service>::namespaced(client.clone(), ns);
     let mut out = Vec::new();
     for name in names {
         let svc = api.get(name).await.unwrap();
-        out.push((ips_of(&svc), svc.resource_version().unwrap_or_default()));
+        out.push((
+            ingress_ips(&svc),
+            svc.resource_version().unwrap_or_default(),
+        ));
     }
     out
 }
