@@ -6,6 +6,10 @@
 //! to stderr, one line each, then a summary line. Exit status: 0 when nothing needs attention, 2
 //! when something was omitted or changed or a Service's addresses will change (the output is
 //! still complete for what could be converted), 1 on an error (nothing on stdout).
+//!
+//! `ferrolb uninstall [--release-only] [--keep-crds]` stops the controller, releases every
+//! Service status it wrote and deletes the install (`ferrolb_cli::uninstall`). Exit status: 0
+//! done, 2 a status could not be released (nothing deleted; run it again), 1 on an error.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -14,8 +18,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::{ArgAction, Args, Parser, Subcommand};
-use ferrolb_cli::cluster;
 use ferrolb_cli::migrate::{self, Document, services};
+use ferrolb_cli::{cluster, uninstall};
 use ferrolb_crds::service::{ClassFilter, DEFAULT_LB_CLASS};
 
 /// ferrolb's command-line tool.
@@ -33,6 +37,36 @@ enum Command {
     /// could not be converted and what ferrolb will do with each LoadBalancer Service. Exit
     /// status 0: nothing needs attention; 2: read stderr; 1: error.
     Migrate(MigrateArgs),
+    /// Uninstall ferrolb and leave no Service status of ours behind: scale the controller to 0,
+    /// wait until no replica leads, release every status it wrote (Normal IPReleased Events),
+    /// then delete the namespace, the cluster RBAC labelled app.kubernetes.io/part-of=ferrolb
+    /// and the ferrolb.io CRDs. Exit status 0: done; 2: a status was not released (nothing
+    /// deleted, run it again); 1: error.
+    Uninstall(UninstallArgs),
+}
+
+#[derive(Debug, Args)]
+struct UninstallArgs {
+    /// kubeconfig file; default: the in-cluster configuration, then `$KUBECONFIG` /
+    /// `~/.kube/config`.
+    #[arg(long, env = "FERROLB_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The namespace ferrolb is installed in.
+    #[arg(long, env = "FERROLB_NAMESPACE", default_value = "ferrolb-system")]
+    namespace: String,
+    /// The controller's Lease (its --lease-name) in --namespace.
+    #[arg(long, env = "FERROLB_LEASE_NAME", default_value = "ferrolb-controller")]
+    lease_name: String,
+    /// Stop the controller and release the statuses, delete nothing (then `helm uninstall` or
+    /// `kubectl delete -k deploy/`).
+    #[arg(long, env = "FERROLB_RELEASE_ONLY", action = ArgAction::SetTrue)]
+    release_only: bool,
+    /// Keep the ferrolb.io CRDs, and so every pool (as `helm uninstall` does).
+    #[arg(long, env = "FERROLB_KEEP_CRDS", action = ArgAction::SetTrue)]
+    keep_crds: bool,
+    /// Bound of each wait (the controller stopping, the releases, the deletions), e.g. `2m`.
+    #[arg(long, env = "FERROLB_UNINSTALL_TIMEOUT", default_value = "2m", value_parser = ferrolb_runtime::duration::parse)]
+    timeout: std::time::Duration,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +109,13 @@ fn main() -> ExitCode {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("ferrolb migrate: error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+        Command::Uninstall(args) => match run_uninstall(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("ferrolb uninstall: error: {e:#}");
                 ExitCode::from(1)
             }
         },
@@ -163,6 +204,32 @@ fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+fn run_uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
+    let opts = uninstall::Options {
+        namespace: args.namespace,
+        lease_name: args.lease_name,
+        release_only: args.release_only,
+        keep_crds: args.keep_crds,
+        timeout: args.timeout,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let outcome = runtime.block_on(async {
+        let client = ferrolb_runtime::client::client(args.kubeconfig.as_deref()).await?;
+        uninstall::run(&client, &opts, &mut |line| {
+            eprintln!("ferrolb uninstall: {line}");
+        })
+        .await
+    })?;
+    Ok(if outcome.released_all() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -174,14 +241,25 @@ mod tests {
         Cli::command().debug_assert();
         let cli =
             Cli::try_parse_from(["ferrolb", "migrate", "a.yaml", "-", "--from-cluster"]).unwrap();
-        let Command::Migrate(m) = cli.command;
+        let Command::Migrate(m) = cli.command else {
+            panic!("not migrate")
+        };
         assert_eq!(m.files, [PathBuf::from("a.yaml"), PathBuf::from("-")]);
         assert!(m.from_cluster && m.default_class);
         assert_eq!(m.metallb_namespace, "metallb-system");
         assert_eq!(m.metallb_config_map, "config");
+        let cli = Cli::try_parse_from(["ferrolb", "uninstall", "--release-only"]).unwrap();
+        let Command::Uninstall(u) = cli.command else {
+            panic!("not uninstall")
+        };
+        assert!(u.release_only && !u.keep_crds);
+        assert_eq!(
+            (u.namespace.as_str(), u.lease_name.as_str()),
+            ("ferrolb-system", "ferrolb-controller")
+        );
+        assert_eq!(u.timeout, std::time::Duration::from_secs(120));
         let cmd = Cli::command();
-        let migrate = cmd.find_subcommand("migrate").unwrap();
-        for arg in migrate.get_arguments() {
+        for arg in cmd.get_subcommands().flat_map(|c| c.get_arguments()) {
             if arg.is_positional() || ["help"].contains(&arg.get_id().as_str()) {
                 continue;
             }

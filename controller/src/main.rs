@@ -171,8 +171,14 @@ async fn release_if_uninstalling(
                 "shutting down: namespace being deleted, ferrolb is being uninstalled; releasing every Service status it wrote"
             );
             let started = tokio::time::Instant::now();
-            let report =
-                uninstall::release_all(client, recorder, namespace, concurrency, deadline).await;
+            let report = uninstall::release_all(
+                client,
+                recorder,
+                &uninstall::namespace_deleted(namespace),
+                concurrency,
+                deadline,
+            )
+            .await;
             let left: Vec<String> = report
                 .left
                 .iter()

@@ -20,8 +20,12 @@
 //! left when it passes is logged.
 //!
 //! Reading the namespace may fail (403 once the uninstall removed the controller's RBAC, 404,
-//! a timeout): that is *not* an uninstall, and it is logged. See `docs/install.md`, "Uninstall",
-//! for what this means for `kubectl delete -k deploy/`.
+//! a timeout): that is *not* an uninstall, and it is logged. This path is best effort: `kubectl
+//! delete -k deploy/` removes the RBAC before the pods stop, and a namespace deletion removes the
+//! ServiceAccount, whose token the API server then accepts only while its 10 s cache of
+//! successful authentications holds it. The documented uninstall is therefore `ferrolb uninstall`
+//! (the command-line tool, `cli/src/uninstall.rs`), which stops the controller and calls
+//! [`release_all`] with the user's credentials; see `docs/install.md`, "Uninstall".
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -113,16 +117,20 @@ pub fn owned_ingress(svc: &Service) -> Option<Vec<String>> {
     )
 }
 
+/// Why the statuses are released when the leader stops while its namespace is being deleted
+/// (issue #14): the end of the `IPReleased` message. Pure.
+pub fn namespace_deleted(namespace: &str) -> String {
+    format!("ferrolb is being uninstalled (its namespace {namespace} is being deleted)")
+}
+
 /// The Normal `IPReleased` Event (R14) on a Service whose status is released because ferrolb is
-/// being uninstalled (issue #14). Pure.
-pub fn release_event(ips: &[String], namespace: &str) -> EventSpec {
+/// being uninstalled (issue #14): "released `ips`: `why`", `why` from [`namespace_deleted`] or
+/// the `ferrolb uninstall` command's own. Pure.
+pub fn release_event(ips: &[String], why: &str) -> EventSpec {
     EventSpec {
         warning: false,
         reason: IP_RELEASED,
-        message: format!(
-            "released {}: ferrolb is being uninstalled (its namespace {namespace} is being deleted)",
-            ips.join(", ")
-        ),
+        message: format!("released {}: {why}", ips.join(", ")),
     }
 }
 
@@ -139,12 +147,14 @@ pub struct Report {
 }
 
 /// Releases every Service status ferrolb wrote (see the module docs, issue #14), until a
-/// complete listing finds none or `deadline` passes. `namespace` names the namespace being
-/// deleted (for the Events); `concurrency` bounds the writes in flight.
+/// complete listing finds none or `deadline` passes. `why` ends each Service's `IPReleased`
+/// Event ([`release_event`]); `concurrency` bounds the writes in flight. Used by the leader on
+/// SIGTERM during an uninstall and by `ferrolb uninstall` (the `ferrolb` command-line tool, with
+/// the user's credentials, once the controller is stopped).
 pub async fn release_all(
     client: &Client,
     recorder: &Publisher,
-    namespace: &str,
+    why: &str,
     concurrency: usize,
     deadline: Instant,
 ) -> Report {
@@ -180,7 +190,7 @@ pub async fn release_all(
                 .collect();
             found += owned.len();
             let results: Vec<(ServiceKey, Result<(), String>)> = futures::stream::iter(owned)
-                .map(|(svc, ips)| release_one(client, recorder, namespace, svc, ips, deadline))
+                .map(|(svc, ips)| release_one(client, recorder, why, svc, ips, deadline))
                 .buffer_unordered(concurrency.max(1))
                 .collect()
                 .await;
@@ -218,7 +228,7 @@ pub async fn release_all(
 async fn release_one(
     client: &Client,
     recorder: &Publisher,
-    namespace: &str,
+    why: &str,
     svc: Service,
     ips: Vec<String>,
     deadline: Instant,
@@ -233,7 +243,7 @@ async fn release_one(
         Ok(Err(e)) => return (key, Err(format!("status write failed: {e}"))),
         Err(_) => return (key, Err("the deadline passed".into())),
     }
-    let ev = release_event(&ips, namespace);
+    let ev = release_event(&ips, why);
     tracing::info!(service = %key, reason = ev.reason, message = %ev.message, "event");
     if timeout_at(deadline, publish(recorder, &svc, &ev))
         .await
@@ -316,7 +326,10 @@ mod tests {
             None,
             "nothing to release"
         );
-        let ev = release_event(&["198.51.100.1".into()], "ferrolb-system");
+        let ev = release_event(
+            &["198.51.100.1".into()],
+            &namespace_deleted("ferrolb-system"),
+        );
         assert!(!ev.warning);
         assert_eq!(ev.reason, "IPReleased");
         assert_eq!(
