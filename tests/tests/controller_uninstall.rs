@@ -18,23 +18,30 @@
 //!
 //! `kubectl delete -k deploy/` also deletes the controller's RBAC in the same command, before
 //! the pods are stopped, so the leader is refused (403) by the time it would read its namespace
-//! (docs/install.md, "Uninstall"). The uninstall order the docs recommend therefore deletes the
+//! (docs/install.md, "Uninstall"). The docs' manual alternative to `ferrolb uninstall` deletes the
 //! pools first, while the controller still runs: the second test checks that this releases every
 //! status of ours (R7: an address that left every pool, no pool left) and no foreign one.
+//!
+//! The one-command uninstall is `ferrolb uninstall` (the third test, with the real binary): it
+//! scales the controller Deployment to 0, refuses to release anything while a controller still
+//! holds the Lease, then releases every status of ours with the user's credentials and deletes
+//! the install. (Its whole run on real pods is in `tests/tests/real_nodes.rs`.)
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::process::ExitStatus;
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use ferrolb_crds::IPAddressPool;
-use ferrolb_tests::cluster::TestCluster;
+use ferrolb_tests::cluster::{TestCluster, workspace_bin};
 use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
 
 use ferrolb_tests::objects::{create_pool, create_service, ingress_ips, lb_service, set_ingress};
 use ferrolb_tests::{namespace, poll};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
-use kube::api::{Api, DeleteParams};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
 
 /// One test at a time: each starts its own cluster and the machine is small.
@@ -295,4 +302,180 @@ async fn deleting_the_pools_first_releases_every_status_we_wrote() {
         foreign_before,
         "the foreign Service is untouched"
     );
+}
+
+/// Runs `ferrolb uninstall <args>` against `cluster`: (exit status, stderr).
+fn ferrolb_uninstall(cluster: &TestCluster, args: &[&str]) -> (i32, String) {
+    let out = Command::new(workspace_bin("ferrolb").expect("ferrolb binary"))
+        .arg("uninstall")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(args)
+        .output()
+        .expect("running ferrolb uninstall");
+    (
+        out.status.code().expect("ferrolb exited"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn labelled_role(name: &str, part_of: bool) -> ClusterRole {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": name,
+            "labels": if part_of {
+                serde_json::json!({"app.kubernetes.io/part-of": "ferrolb"})
+            } else {
+                serde_json::json!({})
+            }
+        },
+        "rules": []
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
+    let _serial = SERIAL.lock().await;
+    let cluster = TestCluster::start().await.expect("test cluster");
+    let client = cluster.client().await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
+    let home = namespace::fresh(&client, "ferrolb-home").await.unwrap();
+    let apps = namespace::fresh(&client, "apps").await.unwrap();
+    let names = ["web", "foreign"];
+    create_service(
+        &client,
+        &lb_service(&apps, "web", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    let mut foreign = lb_service(&apps, "foreign", &[("TCP", 80)], "Cluster");
+    foreign.spec.as_mut().unwrap().load_balancer_class = Some("other.example/lb".into());
+    create_service(&client, &foreign).await.unwrap();
+    set_ingress(&client, &apps, "foreign", &["203.0.113.77"])
+        .await
+        .unwrap();
+    // The install's objects as the API holds them (the test cluster runs no Deployment
+    // controller: the Deployment is only scaled, the process below is the controller).
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ferrolb-controller", "labels": {
+            "app.kubernetes.io/name": "ferrolb", "app.kubernetes.io/component": "controller"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "c"}},
+            "template": {"metadata": {"labels": {"app": "c"}},
+                         "spec": {"containers": [{"name": "c", "image": "ferrolb:0.1.0"}]}}
+        }
+    }))
+    .unwrap();
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &home);
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let roles = Api::<ClusterRole>::all(client.clone());
+    for (name, part_of) in [("ferrolb-test-ours", true), ("someone-elses", false)] {
+        roles
+            .create(&PostParams::default(), &labelled_role(name, part_of))
+            .await
+            .unwrap();
+    }
+
+    let ctl = start(&cluster, "cli-1", &home);
+    wait_holder(&client, &home, "cli-1").await;
+    poll::until("web has an address", Duration::from_secs(20), || async {
+        snapshot(&client, &apps, &names).await[0].0.len() == 1
+    })
+    .await
+    .unwrap();
+    let before = snapshot(&client, &apps, &names).await;
+
+    // A controller still leads (here a process the Deployment's scale cannot stop): nothing is
+    // released, nothing deleted, exit status 1.
+    let (code, err) = ferrolb_uninstall(&cluster, &["--namespace", &home, "--timeout", "3s"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cli-1 still holds Lease"), "{err}");
+    assert!(
+        err.contains("scaled to 0 replicas: ferrolb-controller"),
+        "{err}"
+    );
+    let scaled = deployments.get("ferrolb-controller").await.unwrap();
+    assert_eq!(scaled.spec.replicas, Some(0));
+    assert_eq!(snapshot(&client, &apps, &names).await, before, "{err}");
+    assert!(roles.get_opt("ferrolb-test-ours").await.unwrap().is_some());
+    assert!(ctl.process().exit_status().is_none());
+
+    // The controller stops the way a scale-down stops it (namespace alive: keeps the statuses,
+    // releases the Lease); now the statuses are released, with an Event each.
+    let (status, _) = terminate(&ctl).await;
+    assert!(status.success(), "{status}:\n{}", ctl.log_tail(40));
+    assert_eq!(snapshot(&client, &apps, &names).await, before);
+    let (code, err) = ferrolb_uninstall(
+        &cluster,
+        &["--namespace", &home, "--release-only", "--timeout", "20s"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let after = snapshot(&client, &apps, &names).await;
+    assert!(after[0].0.is_empty(), "{after:?}\n{err}");
+    assert_eq!(after[1], before[1], "the foreign Service is untouched");
+    let want = format!(
+        "released {}: ferrolb is being uninstalled (ferrolb uninstall)",
+        before[0].0[0]
+    );
+    let events = released_events(&client, &apps, "web").await;
+    assert!(
+        events
+            .iter()
+            .any(|(t, note)| t == "Normal" && *note == want),
+        "{events:?}"
+    );
+    assert!(released_events(&client, &apps, "foreign").await.is_empty());
+    assert!(err.contains("--release-only: nothing deleted"), "{err}");
+    assert!(roles.get_opt("ferrolb-test-ours").await.unwrap().is_some());
+
+    // The whole uninstall: the namespace, the cluster RBAC labelled part-of=ferrolb and (not
+    // kept) the CRDs are deleted. This API server has no namespace controller, so the namespace
+    // stays Terminating and the command ends with exit status 1 naming it.
+    let (code, err) = ferrolb_uninstall(&cluster, &["--namespace", &home, "--timeout", "3s"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("still being deleted after 3s: namespace/{home}")),
+        "{err}"
+    );
+    assert!(
+        roles.get_opt("ferrolb-test-ours").await.unwrap().is_none(),
+        "{err}"
+    );
+    assert!(
+        roles.get_opt("someone-elses").await.unwrap().is_some(),
+        "{err}"
+    );
+    let ns = Api::<Namespace>::all(client.clone())
+        .get(&home)
+        .await
+        .unwrap();
+    assert!(ns.metadata.deletion_timestamp.is_some());
+    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(client.clone());
+    poll::until(
+        "the ferrolb.io CRDs gone",
+        Duration::from_secs(20),
+        || async {
+            !crds
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|c| c.name_any().ends_with(".ferrolb.io"))
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(snapshot(&client, &apps, &names).await[1], before[1]);
 }

@@ -5,8 +5,8 @@
 //! gets an IP → exactly one node answers ARP → HTTP reaches the pods; the owner's speaker pod
 //! deleted → another node takes over, the DaemonSet recreates the pod, one answerer again; the
 //! controller's leader pod deleted → the other replica takes the Lease and a new Service gets an
-//! IP; the documented uninstall (pools, then `kubectl delete -k deploy/`) → everything gone, no
-//! Service status of ours left. Asserts on what was observed, never on timing.
+//! IP; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
+//! ours left. Asserts on what was observed, never on timing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeSet;
@@ -53,8 +53,19 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
     // and it serves a new Service.
     assert!(r.controllers.contains(&r.second_leader), "{r:?}");
     assert!(r.ip2.is_some() && r.ip2 != r.ip);
-    // Uninstalled (the story waited for the pool's statuses to be released and the namespace to
-    // go): no CRD of ours left, nothing answers.
+    // Uninstalled with `ferrolb uninstall` (the story failed unless it exited 0): no Service
+    // status of ours left, each released with a Normal IPReleased Event, and nothing of the
+    // install left — namespace, cluster RBAC, CRDs — and nothing answers.
+    assert!(r.statuses_left.is_empty(), "{r:?}");
+    for (name, ip) in [("web", r.ip), ("web2", r.ip2)] {
+        let want = format!(
+            "{name}: Normal released {}: ferrolb is being uninstalled (ferrolb uninstall)",
+            ip.unwrap()
+        );
+        assert!(r.released_events.contains(&want), "{want} not in {r:?}");
+    }
+    assert!(!r.namespace_left, "{r:?}");
+    assert!(r.cluster_rbac_left.is_empty(), "{r:?}");
     assert!(r.crds_left.is_empty(), "{r:?}");
     assert!(
         r.answers_after_uninstall.iter().all(BTreeSet::is_empty),

@@ -1,7 +1,7 @@
 //! The real-node story (issue #14), shared by `tests/tests/real_nodes.rs` and
 //! `./demo.sh --real-nodes`: install ferrolb the way docs/install.md says, serve a LoadBalancer
 //! Service from real pods, lose the owner's speaker pod and the controller's leader pod, and
-//! uninstall. Each step fails (with what was seen) when it does not reach its goal; what happened
+//! uninstall with `ferrolb uninstall`. Each step fails (with what was seen) when it does not reach its goal; what happened
 //! is returned in a [`Report`] for the caller to assert on, and narrated to `out`.
 
 use std::collections::BTreeSet;
@@ -13,10 +13,13 @@ use anyhow::Context;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use super::{RealNodes, image_archives};
-use crate::cluster::repo_root;
+use crate::cluster::{repo_root, workspace_bin};
+use crate::lab::scenario::typed_events_for;
 use crate::lab::{http_client, sh, within_netns};
 use crate::objects::ingress_v4;
 use crate::poll::{until, until_some};
@@ -87,6 +90,14 @@ pub struct Report {
     pub answered_after: String,
     /// The second Service's external IP (assigned by the second leader).
     pub ip2: Option<Ipv4Addr>,
+    /// `namespace/name ip` of the story's Services still holding an address after the uninstall.
+    pub statuses_left: Vec<String>,
+    /// `service: type note` of the `IPReleased` Events on the story's Services.
+    pub released_events: Vec<String>,
+    /// Whether the `ferrolb-system` namespace still existed after the uninstall.
+    pub namespace_left: bool,
+    /// ClusterRoles and ClusterRoleBindings labelled `app.kubernetes.io/part-of=ferrolb` left.
+    pub cluster_rbac_left: Vec<String>,
     /// ferrolb CRDs left after the uninstall.
     pub crds_left: Vec<String>,
     /// Answerer sets for the first IP after the uninstall.
@@ -471,32 +482,58 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
         took_lease.as_secs_f64()
     )?;
 
-    // 5. Uninstall as docs/install.md says: the pools first, while the controller still runs
-    // (it releases every address it assigned), then `kubectl delete -k deploy/`. Deleting
-    // deploy/ alone revokes the controller's RBAC in the same command, before any pod stops, so
-    // nothing of ours could clear a status then (docs/install.md, "Uninstall").
-    writeln!(
-        out,
-        "5. uninstall: kubectl delete the pool, then kubectl delete -k deploy/"
-    )?;
-    lab.kubectl_ok(&["delete", "-f", "-"], Some(POOL_YAML))?;
-    until(
-        "every status of ours released",
-        Duration::from_secs(60),
-        || async {
-            ingress_v4(&client, "default", "web").await.is_none()
-                && ingress_v4(&client, "default", "web2").await.is_none()
-        },
-    )
-    .await?;
-    lab.kubectl_ok(&["delete", "-k", deploy, "--wait=false"], None)?;
+    // 5. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
+    // controller, releases every status it wrote with the admin's credentials, then deletes the
+    // namespace, the cluster RBAC and the CRDs. (`kubectl delete -k deploy/` alone revokes the
+    // controller's RBAC in the same command, before any pod stops: docs/install.md.)
+    writeln!(out, "5. uninstall: ferrolb uninstall")?;
+    let t = Instant::now();
+    let run = std::process::Command::new(workspace_bin("ferrolb")?)
+        .arg("uninstall")
+        .arg("--kubeconfig")
+        .arg(lab.lab.cluster().kubeconfig())
+        .output()
+        .context("running ferrolb uninstall")?;
+    let said = String::from_utf8_lossy(&run.stderr);
+    for line in said.lines() {
+        writeln!(out, "   {line}")?;
+    }
+    if !run.status.success() {
+        anyhow::bail!("ferrolb uninstall: {}", run.status);
+    }
+    writeln!(out, "   done after {:.1} s", t.elapsed().as_secs_f64())?;
+    for name in ["web", "web2"] {
+        if let Some(ip) = ingress_v4(&client, "default", name).await {
+            report.statuses_left.push(format!("default/{name} {ip}"));
+        }
+        report.released_events.extend(
+            typed_events_for(&client, "default", name)
+                .await?
+                .into_iter()
+                .filter(|(_, reason, _)| reason == "IPReleased")
+                .map(|(type_, _, note)| format!("{name}: {type_} {note}")),
+        );
+    }
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    until(
-        "the ferrolb-system namespace gone",
-        Duration::from_secs(120),
-        || async { matches!(namespaces.get_opt(NS).await, Ok(None)) },
-    )
-    .await?;
+    report.namespace_left = namespaces.get_opt(NS).await?.is_some();
+    let part_of = ListParams::default().labels("app.kubernetes.io/part-of=ferrolb");
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    report.cluster_rbac_left = roles
+        .list(&part_of)
+        .await?
+        .items
+        .iter()
+        .map(|r| format!("clusterrole/{}", r.name_any()))
+        .chain(
+            bindings
+                .list(&part_of)
+                .await?
+                .items
+                .iter()
+                .map(|b| format!("clusterrolebinding/{}", b.name_any())),
+        )
+        .collect();
     report.crds_left = lab
         .kubectl_ok(&["get", "crd", "-o", "name"], None)?
         .lines()
@@ -506,7 +543,10 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
     report.answers_after_uninstall = answer_sets(lab, ip, 3).await?;
     writeln!(
         out,
-        "   statuses released, namespace gone; ferrolb CRDs left: {:?}; ARP answers for {ip}: {:?}",
+        "   statuses left: {:?}; namespace left: {}; cluster RBAC left: {:?}; ferrolb CRDs left: {:?}; ARP answers for {ip}: {:?}",
+        report.statuses_left,
+        report.namespace_left,
+        report.cluster_rbac_left,
         report.crds_left,
         report
             .answers_after_uninstall
