@@ -8,28 +8,37 @@
 //! authenticated tokens has expired — not even authenticated (401). So the release has to happen
 //! *before* anything is deleted, by someone whose rights survive the uninstall. The steps:
 //!
+//! 0. **Refuse another install**: a controller Deployment (labels below) in any other namespace
+//!    would re-assign what is released and shares the CRDs: nothing is done (exit status 1).
 //! 1. **Stop the controller**: every Deployment in the namespace labelled
 //!    `app.kubernetes.io/name=ferrolb, app.kubernetes.io/component=controller` (the kustomize base
 //!    and the Helm chart both) is scaled to 0. Its replicas stop the way a rolling update stops
 //!    them — the namespace is alive, so they keep every status (R1) — and the leader releases its
 //!    Lease.
-//! 2. **Wait until nobody leads** (R13): the Lease has no holder, or its holder's
-//!    `renewTime + leaseDurationSeconds` has passed (a replica on a dead node), and either no
-//!    controller pod is left or the Lease stayed free for a whole lease duration. Until then a
-//!    leader could re-assign what step 3 releases, so nothing is released and nothing deleted
-//!    if this does not happen within `--timeout` (exit status 1; scale the Deployment back up to
-//!    undo). The comparison uses this machine's clock against the holder's `renewTime`.
+//! 2. **Wait until nobody leads, then hold the Lease** (R13): the Lease has no live holder (none,
+//!    or `renewTime + leaseDurationSeconds` past on this machine's clock) and has not changed for
+//!    a lease duration, unless no controller pod is left. Then this command writes itself
+//!    ([`HOLDER`]) into the Lease, conditional on the version it read, for longer than the rest of
+//!    the command takes: a replica that comes back (a GitOps tool scaling the Deployment up, a pod
+//!    on a partitioned node) finds the Lease held and cannot lead. If a controller still leads
+//!    after `--timeout`, or a controller Deployment exists without its Lease (a renamed Lease:
+//!    `--lease-name`), nothing is released and nothing deleted (exit status 1; scale the
+//!    Deployment back up to undo the stop).
 //! 3. **Release** every status ferrolb wrote: the controller's own release
 //!    ([`ferrolb_controller::k8s::uninstall::release_all`]: Services whose
 //!    `status.loadBalancer.ingress` the field manager `ferrolb-controller` owns, never another
-//!    writer's; a Normal `IPReleased` Event each). The speakers stop answering for those
-//!    addresses as their watches see the empty status. A Service left (a write refused, the
-//!    deadline) stops the command before step 4 (exit status 2), so it can simply be run again.
-//! 4. **Delete** (unless `--release-only`): the namespace (with the speakers, the controller,
-//!    the membership Secret, the Lease), every ClusterRole and ClusterRoleBinding labelled
-//!    `app.kubernetes.io/part-of=ferrolb`, and — unless `--keep-crds` — the CRDs of the
-//!    `ferrolb.io` group (every IPAddressPool, L2Advertisement and L2Announcement with them);
-//!    then wait until they are gone.
+//!    writer's, each write conditional on the `resourceVersion` it was listed at; a Normal
+//!    `IPReleased` Event each), until a complete listing finds none. The speakers stop answering
+//!    for those addresses as their watches see the empty status. A Service left (a write
+//!    refused, the deadline, statuses still appearing) stops the command before step 4 (exit
+//!    status 2, the Lease given back), so it can simply be run again.
+//! 4. **Delete** (unless `--release-only`, or the namespace lacks the label
+//!    `app.kubernetes.io/part-of=ferrolb` — a shared namespace is never deleted): the namespace
+//!    (with the speakers, the controller, the membership Secret, the Lease), the
+//!    ClusterRoleBindings labelled `app.kubernetes.io/part-of=ferrolb` that bind a ServiceAccount
+//!    of the namespace and the labelled ClusterRoles they refer to, and — unless `--keep-crds` —
+//!    the CRDs of the `ferrolb.io` group (every IPAddressPool, L2Advertisement and L2Announcement
+//!    with them); then wait until they are gone.
 //!
 //! With `--release-only` the install stays (controller at 0 replicas) for `helm uninstall` or
 //! `kubectl delete -k deploy/` to remove. Nothing here is MetalLB behaviour: MetalLB leaves its
@@ -39,12 +48,13 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::Reporter;
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -63,6 +73,13 @@ pub const PART_OF_SELECTOR: &str = "app.kubernetes.io/part-of=ferrolb";
 
 /// The API group of ferrolb's CRDs.
 pub const GROUP: &str = "ferrolb.io";
+
+/// The holder identity this command writes into the controller's Lease while it releases and
+/// deletes, so that no controller replica can lead meanwhile (R13).
+pub const HOLDER: &str = "ferrolb-uninstall";
+
+/// The label value marking an object as part of an install (`app.kubernetes.io/part-of`).
+const PART_OF: (&str, &str) = ("app.kubernetes.io/part-of", "ferrolb");
 
 /// The end of each `IPReleased` Event message this command writes (R14).
 pub const WHY: &str = "ferrolb is being uninstalled (ferrolb uninstall)";
@@ -125,23 +142,36 @@ pub fn live_holder(lease: &Lease, now: Timestamp) -> Option<String> {
     (!expired).then(|| holder.to_owned())
 }
 
-/// Whether a CRD named `name` is one of ferrolb's (`<plural>.ferrolb.io`). Pure.
-pub fn is_ours_crd(name: &str) -> bool {
-    name.strip_suffix(GROUP)
-        .is_some_and(|plural| plural.ends_with('.') && plural.len() > 1)
+/// Whether `binding` grants its role to a ServiceAccount of `namespace` (so it belongs to the
+/// install there, not to another one with the same labels). Pure.
+pub fn binds_namespace(binding: &ClusterRoleBinding, namespace: &str) -> bool {
+    binding
+        .subjects
+        .iter()
+        .flatten()
+        .any(|s| s.kind == "ServiceAccount" && s.namespace.as_deref() == Some(namespace))
 }
 
 /// Runs the steps of the module docs; `say` gets one line per step as it happens.
 ///
 /// # Errors
-/// An API call failed (other than "not found"), or the controller still led when `timeout`
-/// passed (nothing released, nothing deleted), or the deletions did not finish within `timeout`.
-/// Statuses left by the release are not an error: see [`Outcome::released_all`].
+/// An API call failed (other than "not found"); a controller Deployment of another install
+/// exists; a controller still led when `timeout` passed (nothing released, nothing deleted); or
+/// the deletions did not finish within `timeout`. Statuses left by the release are not an
+/// error: see [`Outcome::released_all`].
 pub async fn run(
     client: &Client,
     opts: &Options,
     say: &mut dyn FnMut(String),
 ) -> anyhow::Result<Outcome> {
+    let others = other_installs(client, &opts.namespace).await?;
+    if !others.is_empty() {
+        bail!(
+            "a ferrolb controller is installed outside namespace {} too: {}; it would re-assign what this command releases (and the CRDs are shared): nothing done — uninstall that one first, or name its namespace with --namespace",
+            opts.namespace,
+            others.join(", ")
+        );
+    }
     let mut outcome = Outcome {
         scaled: stop_controllers(client, &opts.namespace).await?,
         ..Outcome::default()
@@ -157,16 +187,22 @@ pub async fn run(
             outcome.scaled.join(", ")
         ));
     }
-    wait_until_nobody_leads(client, opts).await?;
+    let held = take_lease(client, opts, !outcome.scaled.is_empty()).await?;
     say(format!(
-        "no controller leads (Lease {}/{})",
-        opts.namespace, opts.lease_name
+        "no controller leads; Lease {}/{} {}",
+        opts.namespace,
+        opts.lease_name,
+        if held {
+            format!("held by {HOLDER} until the end")
+        } else {
+            "absent (no install here)".into()
+        }
     ));
 
     let publisher = Publisher::new(
         client.clone(),
         Reporter {
-            controller: "ferrolb-uninstall".into(),
+            controller: HOLDER.into(),
             instance: std::env::var("HOSTNAME").ok(),
         },
     );
@@ -183,6 +219,7 @@ pub async fn run(
             say(format!("the search for statuses did not finish: {why}"));
         }
         say("nothing deleted; run the command again".into());
+        give_back_lease(client, opts, held).await?;
         return Ok(outcome);
     }
     say(format!(
@@ -191,6 +228,18 @@ pub async fn run(
     ));
     if opts.release_only {
         say("--release-only: nothing deleted".into());
+        give_back_lease(client, opts, held).await?;
+        return Ok(outcome);
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if let Some(ns) = namespaces.get_opt(&opts.namespace).await?
+        && !is_part_of(&ns.metadata)
+    {
+        say(format!(
+            "namespace {} is not ferrolb's own (no {}={} label: installed into a shared namespace?): nothing deleted; remove the install with the tool that made it (helm uninstall)",
+            opts.namespace, PART_OF.0, PART_OF.1
+        ));
+        give_back_lease(client, opts, held).await?;
         return Ok(outcome);
     }
     outcome.deleted = delete_install(client, opts).await?;
@@ -198,6 +247,28 @@ pub async fn run(
     wait_until_gone(client, opts, &outcome.deleted).await?;
     say("gone".into());
     Ok(outcome)
+}
+
+/// Whether an object carries `app.kubernetes.io/part-of=ferrolb`. Pure.
+pub fn is_part_of(meta: &ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(PART_OF.0))
+        .is_some_and(|v| v == PART_OF.1)
+}
+
+/// `namespace/name` of every controller Deployment outside `namespace`.
+async fn other_installs(client: &Client, namespace: &str) -> anyhow::Result<Vec<String>> {
+    let all: Api<Deployment> = Api::all(client.clone());
+    Ok(all
+        .list(&ListParams::default().labels(CONTROLLER_SELECTOR))
+        .await
+        .context("listing controller Deployments")?
+        .items
+        .iter()
+        .filter(|d| d.namespace().as_deref() != Some(namespace))
+        .map(|d| format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any()))
+        .collect())
 }
 
 /// Scales every controller Deployment in `namespace` to 0; returns their names (none when the
@@ -220,16 +291,114 @@ async fn stop_controllers(client: &Client, namespace: &str) -> anyhow::Result<Ve
     Ok(names)
 }
 
-/// Waits until nobody leads, at most `opts.timeout`: the controller's Lease has no live holder
-/// ([`live_holder`]) and either no controller pod is left, or the Lease has stayed free for its
-/// whole `leaseDurationSeconds` (15 s if unset) — the time in which a replica still stopping (a
-/// standby that saw the leader release, a pod on a node that no longer answers) would have taken
-/// it.
-async fn wait_until_nobody_leads(client: &Client, opts: &Options) -> anyhow::Result<()> {
+/// Waits until nobody leads ([`nobody_leads`]), then writes [`HOLDER`] into the Lease (created if
+/// absent while the namespace exists) with a `resourceVersion` precondition and a duration
+/// covering the rest of the command, so that a replica coming back (a GitOps tool scaling the
+/// Deployment up again, a pod on a partitioned node) cannot lead while statuses are released and
+/// the install deleted. Returns whether the Lease is held (`false`: no namespace, no install).
+///
+/// # Errors
+/// A controller still led after `opts.timeout`; a controller Deployment exists
+/// (`expect_lease`) but its Lease does not (a renamed Lease: `--lease-name`); an API call failed.
+async fn take_lease(client: &Client, opts: &Options, expect_lease: bool) -> anyhow::Result<bool> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let deadline = Instant::now() + opts.timeout;
+    loop {
+        let lease = nobody_leads(client, opts, deadline).await?;
+        let hold = hold_spec(opts.timeout);
+        let result = match lease {
+            Some(mut lease) => {
+                lease.spec = Some(hold);
+                // `replace` sends the resourceVersion read: a write by anyone since is a 409.
+                leases
+                    .replace(&opts.lease_name, &PostParams::default(), &lease)
+                    .await
+            }
+            None if expect_lease => bail!(
+                "a controller Deployment exists in {} but no Lease {}: pass the controller's Lease name with --lease-name (its FERROLB_LEASE_NAME); nothing released, nothing deleted",
+                opts.namespace,
+                opts.lease_name
+            ),
+            None if namespaces.get_opt(&opts.namespace).await?.is_none() => return Ok(false),
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(opts.lease_name.clone()),
+                        namespace: Some(opts.namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(hold),
+                };
+                leases.create(&PostParams::default(), &lease).await
+            }
+        };
+        match result {
+            Ok(_) => return Ok(true),
+            // Someone wrote the Lease between the read and the write: look again.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("taking Lease {}/{}", opts.namespace, opts.lease_name)
+                });
+            }
+        }
+    }
+}
+
+/// The Lease spec [`HOLDER`] writes: held from now for twice `timeout` plus a minute (the
+/// release and the deletions are each bounded by `timeout`), whole seconds as the API takes
+/// them.
+fn hold_spec(timeout: Duration) -> LeaseSpec {
+    let secs = timeout.as_secs().saturating_mul(2).saturating_add(60);
+    let now = MicroTime(Timestamp::now());
+    LeaseSpec {
+        holder_identity: Some(HOLDER.into()),
+        lease_duration_seconds: Some(i32::try_from(secs).unwrap_or(i32::MAX)),
+        acquire_time: Some(now.clone()),
+        renew_time: Some(now),
+        ..LeaseSpec::default()
+    }
+}
+
+/// Clears [`HOLDER`] from the Lease when the command ends without deleting the install (so a
+/// controller scaled up again leads at once); a Lease someone else holds by then is left alone.
+async fn give_back_lease(client: &Client, opts: &Options, held: bool) -> anyhow::Result<()> {
+    if !held {
+        return Ok(());
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
+    let Some(mut lease) = leases.get_opt(&opts.lease_name).await? else {
+        return Ok(());
+    };
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    if spec.holder_identity.as_deref() != Some(HOLDER) {
+        return Ok(());
+    }
+    spec.holder_identity = None;
+    match leases
+        .replace(&opts.lease_name, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Waits until nobody leads, at most until `deadline`, and returns the Lease as last read
+/// (`None`: there is none). Nobody leads when the Lease has no live holder ([`live_holder`], this
+/// machine's clock against `renewTime`) *and* has not changed (its `resourceVersion`) for
+/// `leaseDurationSeconds` — so a holder that renews is live whatever the clocks say — unless no
+/// controller pod is left at all. A stopping standby that sees the leader release, or a pod on a
+/// node that no longer answers, would have taken the Lease within that window.
+async fn nobody_leads(
+    client: &Client,
+    opts: &Options,
+    deadline: Instant,
+) -> anyhow::Result<Option<Lease>> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &opts.namespace);
-    let deadline = Instant::now() + opts.timeout;
-    let mut free_since: Option<Instant> = None;
+    let mut last_change: Option<(String, Instant)> = None;
     loop {
         let lease = leases
             .get_opt(&opts.lease_name)
@@ -243,25 +412,36 @@ async fn wait_until_nobody_leads(client: &Client, opts: &Options) -> anyhow::Res
                 .and_then(|s| u64::try_from(s).ok())
                 .unwrap_or(15),
         );
-        let holder = lease.and_then(|l| live_holder(&l, Timestamp::now()));
-        let why = match holder {
+        let version = lease
+            .as_ref()
+            .and_then(|l| l.resource_version())
+            .unwrap_or_default();
+        let unchanged_for = match &last_change {
+            Some((v, at)) if *v == version => at.elapsed(),
+            _ => {
+                last_change = Some((version, Instant::now()));
+                Duration::ZERO
+            }
+        };
+        let why = match lease
+            .as_ref()
+            .and_then(|l| live_holder(l, Timestamp::now()))
+        {
             Some(holder) => {
-                free_since = None;
                 format!(
                     "{holder} still holds Lease {}/{}",
                     opts.namespace, opts.lease_name
                 )
             }
             None => {
-                let since = *free_since.get_or_insert_with(Instant::now);
                 let left = pods
                     .list(&ListParams::default().labels(CONTROLLER_SELECTOR))
                     .await
                     .with_context(|| format!("listing controller pods in {}", opts.namespace))?
                     .items
                     .len();
-                if left == 0 || since.elapsed() >= window {
-                    return Ok(());
+                if left == 0 || unchanged_for >= window {
+                    return Ok(lease);
                 }
                 format!("{left} controller pods are still stopping")
             }
@@ -276,8 +456,10 @@ async fn wait_until_nobody_leads(client: &Client, opts: &Options) -> anyhow::Res
     }
 }
 
-/// Deletes the namespace, the labelled ClusterRoles and ClusterRoleBindings and (unless
-/// `keep_crds`) ferrolb's CRDs; returns `kind/name` of each one deleted (not-found skipped).
+/// Deletes the namespace, the ClusterRoleBindings labelled part-of=ferrolb that bind a
+/// ServiceAccount of the namespace and the labelled ClusterRoles they refer to, and (unless
+/// `keep_crds`) the CRDs of the `ferrolb.io` group; returns `kind/name` of each one deleted
+/// (not-found skipped).
 async fn delete_install(client: &Client, opts: &Options) -> anyhow::Result<Vec<String>> {
     let mut deleted = Vec::new();
     let dp = DeleteParams::background();
@@ -289,14 +471,21 @@ async fn delete_install(client: &Client, opts: &Options) -> anyhow::Result<Vec<S
     }
     let part_of = ListParams::default().labels(PART_OF_SELECTOR);
     let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let mut roles_bound = Vec::new();
     for b in bindings.list(&part_of).await?.items {
+        if !binds_namespace(&b, &opts.namespace) {
+            continue;
+        }
+        roles_bound.push(b.role_ref.name.clone());
         if gone_if_404(bindings.delete(&b.name_any(), &dp).await)? {
             deleted.push(format!("clusterrolebinding/{}", b.name_any()));
         }
     }
     let roles: Api<ClusterRole> = Api::all(client.clone());
     for r in roles.list(&part_of).await?.items {
-        if gone_if_404(roles.delete(&r.name_any(), &dp).await)? {
+        if roles_bound.contains(&r.name_any())
+            && gone_if_404(roles.delete(&r.name_any(), &dp).await)?
+        {
             deleted.push(format!("clusterrole/{}", r.name_any()));
         }
     }
@@ -304,7 +493,7 @@ async fn delete_install(client: &Client, opts: &Options) -> anyhow::Result<Vec<S
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for c in crds.list(&ListParams::default()).await?.items {
             let name = c.name_any();
-            if is_ours_crd(&name) && gone_if_404(crds.delete(&name, &dp).await)? {
+            if c.spec.group == GROUP && gone_if_404(crds.delete(&name, &dp).await)? {
                 deleted.push(format!("customresourcedefinition/{name}"));
             }
         }
@@ -360,8 +549,6 @@ async fn wait_until_gone(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use k8s_openapi::api::coordination::v1::LeaseSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
     fn lease(holder: Option<&str>, renewed: Option<i64>, secs: Option<i32>) -> Lease {
         Lease {
@@ -407,12 +594,60 @@ mod tests {
     }
 
     #[test]
-    fn only_the_ferrolb_io_group_is_ours() {
-        assert!(is_ours_crd("ipaddresspools.ferrolb.io"));
-        assert!(is_ours_crd("l2announcements.ferrolb.io"));
-        assert!(!is_ours_crd("ipaddresspools.metallb.io"));
-        assert!(!is_ours_crd("ferrolb.io"));
-        assert!(!is_ours_crd(".ferrolb.io"));
-        assert!(!is_ours_crd("pools.notferrolb.io"));
+    fn only_bindings_to_the_install_namespace_are_the_install_s() {
+        let binding = |subjects: serde_json::Value| -> ClusterRoleBinding {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "b"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+                "subjects": subjects
+            }))
+            .unwrap()
+        };
+        let sa = |ns: &str| serde_json::json!({"kind": "ServiceAccount", "name": "ferrolb-controller", "namespace": ns});
+        assert!(binds_namespace(
+            &binding(serde_json::json!([sa("ferrolb-system")])),
+            "ferrolb-system"
+        ));
+        assert!(!binds_namespace(
+            &binding(serde_json::json!([sa("other")])),
+            "ferrolb-system"
+        ));
+        assert!(!binds_namespace(
+            &binding(
+                serde_json::json!([{"kind": "User", "name": "ferrolb-system", "apiGroup": "rbac.authorization.k8s.io"}])
+            ),
+            "ferrolb-system"
+        ));
+        assert!(!binds_namespace(
+            &binding(serde_json::json!(null)),
+            "ferrolb-system"
+        ));
+    }
+
+    #[test]
+    fn part_of_is_the_label_value_ferrolb() {
+        let meta = |labels: serde_json::Value| -> ObjectMeta {
+            serde_json::from_value(serde_json::json!({"name": "n", "labels": labels})).unwrap()
+        };
+        assert!(is_part_of(&meta(
+            serde_json::json!({"app.kubernetes.io/part-of": "ferrolb"})
+        )));
+        assert!(!is_part_of(&meta(
+            serde_json::json!({"app.kubernetes.io/part-of": "other"})
+        )));
+        assert!(!is_part_of(&meta(serde_json::json!({}))));
+        assert!(!is_part_of(&ObjectMeta::default()));
+    }
+
+    #[test]
+    fn the_hold_outlasts_the_release_and_the_deletions() {
+        let spec = hold_spec(Duration::from_secs(120));
+        assert_eq!(spec.holder_identity.as_deref(), Some(HOLDER));
+        assert_eq!(spec.lease_duration_seconds, Some(300));
+        let lease = Lease {
+            spec: Some(spec),
+            ..Lease::default()
+        };
+        assert_eq!(live_holder(&lease, Timestamp::now()), Some(HOLDER.into()));
     }
 }

@@ -40,7 +40,8 @@ use ferrolb_tests::{namespace, poll};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
 
@@ -336,6 +337,33 @@ fn labelled_role(name: &str, part_of: bool) -> ClusterRole {
     .unwrap()
 }
 
+fn binding(name: &str, role: &str, sa_namespace: &str) -> ClusterRoleBinding {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "ferrolb"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": "ferrolb-controller", "namespace": sa_namespace}]
+    }))
+    .unwrap()
+}
+
+fn controller_deployment() -> Deployment {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ferrolb-controller", "labels": {
+            "app.kubernetes.io/name": "ferrolb", "app.kubernetes.io/component": "controller"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "c"}},
+            "template": {"metadata": {"labels": {"app": "c"}},
+                         "spec": {"containers": [{"name": "c", "image": "ferrolb:0.1.0"}]}}
+        }
+    }))
+    .unwrap()
+}
+
 #[tokio::test]
 async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
     let _serial = SERIAL.lock().await;
@@ -361,30 +389,32 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
         .unwrap();
     // The install's objects as the API holds them (the test cluster runs no Deployment
     // controller: the Deployment is only scaled, the process below is the controller).
-    let deployment: Deployment = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "ferrolb-controller", "labels": {
-            "app.kubernetes.io/name": "ferrolb", "app.kubernetes.io/component": "controller"}},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "c"}},
-            "template": {"metadata": {"labels": {"app": "c"}},
-                         "spec": {"containers": [{"name": "c", "image": "ferrolb:0.1.0"}]}}
-        }
-    }))
-    .unwrap();
     let deployments = Api::<Deployment>::namespaced(client.clone(), &home);
     deployments
-        .create(&PostParams::default(), &deployment)
+        .create(&PostParams::default(), &controller_deployment())
         .await
         .unwrap();
     let roles = Api::<ClusterRole>::all(client.clone());
-    for (name, part_of) in [("ferrolb-test-ours", true), ("someone-elses", false)] {
+    for (name, part_of) in [
+        ("ferrolb-test-ours", true),
+        ("ferrolb-test-unbound", true),
+        ("someone-elses", false),
+    ] {
         roles
             .create(&PostParams::default(), &labelled_role(name, part_of))
             .await
             .unwrap();
+    }
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+    for b in [
+        binding("ferrolb-test-ours", "ferrolb-test-ours", &home),
+        binding(
+            "ferrolb-test-other-install",
+            "ferrolb-test-ours",
+            "elsewhere",
+        ),
+    ] {
+        bindings.create(&PostParams::default(), &b).await.unwrap();
     }
 
     let ctl = start(&cluster, "cli-1", &home);
@@ -395,6 +425,34 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
     .await
     .unwrap();
     let before = snapshot(&client, &apps, &names).await;
+
+    // Another install's controller Deployment (another namespace): nothing is done at all.
+    let elsewhere = Api::<Deployment>::namespaced(client.clone(), &apps);
+    elsewhere
+        .create(&PostParams::default(), &controller_deployment())
+        .await
+        .unwrap();
+    let (code, err) = ferrolb_uninstall(&cluster, &["--namespace", &home, "--timeout", "3s"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "installed outside namespace {home} too: {apps}/ferrolb-controller"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        deployments
+            .get("ferrolb-controller")
+            .await
+            .unwrap()
+            .spec
+            .replicas,
+        Some(2)
+    );
+    elsewhere
+        .delete("ferrolb-controller", &DeleteParams::default())
+        .await
+        .unwrap();
 
     // A controller still leads (here a process the Deployment's scale cannot stop): nothing is
     // released, nothing deleted, exit status 1.
@@ -412,7 +470,8 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
     assert!(ctl.process().exit_status().is_none());
 
     // The controller stops the way a scale-down stops it (namespace alive: keeps the statuses,
-    // releases the Lease); now the statuses are released, with an Event each.
+    // releases the Lease); now the statuses are released, with an Event each, and the Lease is
+    // given back.
     let (status, _) = terminate(&ctl).await;
     assert!(status.success(), "{status}:\n{}", ctl.log_tail(40));
     assert_eq!(snapshot(&client, &apps, &names).await, before);
@@ -436,12 +495,49 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
         "{events:?}"
     );
     assert!(released_events(&client, &apps, "foreign").await.is_empty());
+    assert!(
+        err.contains("held by ferrolb-uninstall until the end"),
+        "{err}"
+    );
     assert!(err.contains("--release-only: nothing deleted"), "{err}");
+    assert_eq!(
+        holder(&client, &home).await,
+        None,
+        "the Lease is given back"
+    );
     assert!(roles.get_opt("ferrolb-test-ours").await.unwrap().is_some());
 
-    // The whole uninstall: the namespace, the cluster RBAC labelled part-of=ferrolb and (not
-    // kept) the CRDs are deleted. This API server has no namespace controller, so the namespace
-    // stays Terminating and the command ends with exit status 1 naming it.
+    // The namespace is not labelled part-of=ferrolb (a shared namespace): nothing is deleted.
+    let (code, err) = ferrolb_uninstall(&cluster, &["--namespace", &home, "--timeout", "3s"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("is not ferrolb's own"), "{err}");
+    assert!(roles.get_opt("ferrolb-test-ours").await.unwrap().is_some());
+    let namespaces = Api::<Namespace>::all(client.clone());
+    assert!(
+        namespaces
+            .get(&home)
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+
+    // ferrolb's own namespace: the whole uninstall. The namespace, the labelled binding of its
+    // ServiceAccount and the role that binding names, and (not kept) the CRDs are deleted —
+    // not another install's binding, an unbound or unlabelled role. This API server has no
+    // namespace controller, so the namespace stays Terminating and the command ends with exit
+    // status 1 naming it.
+    let label =
+        serde_json::json!({"metadata": {"labels": {"app.kubernetes.io/part-of": "ferrolb"}}});
+    namespaces
+        .patch(
+            &home,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
+        .await
+        .unwrap();
     let (code, err) = ferrolb_uninstall(&cluster, &["--namespace", &home, "--timeout", "3s"]);
     assert_eq!(code, 1, "{err}");
     assert!(
@@ -449,19 +545,41 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
         "{err}"
     );
     assert!(
-        roles.get_opt("ferrolb-test-ours").await.unwrap().is_none(),
+        namespaces
+            .get(&home)
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    assert!(
+        bindings
+            .get_opt("ferrolb-test-ours")
+            .await
+            .unwrap()
+            .is_none(),
         "{err}"
     );
     assert!(
-        roles.get_opt("someone-elses").await.unwrap().is_some(),
+        roles.get_opt("ferrolb-test-ours").await.unwrap().is_none(),
         "{err}"
     );
-    let ns = Api::<Namespace>::all(client.clone())
-        .get(&home)
-        .await
-        .unwrap();
-    assert!(ns.metadata.deletion_timestamp.is_some());
-    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(client.clone());
+    for kept in ["ferrolb-test-unbound", "someone-elses"] {
+        assert!(
+            roles.get_opt(kept).await.unwrap().is_some(),
+            "{kept}: {err}"
+        );
+    }
+    assert!(
+        bindings
+            .get_opt("ferrolb-test-other-install")
+            .await
+            .unwrap()
+            .is_some(),
+        "{err}"
+    );
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
     poll::until(
         "the ferrolb.io CRDs gone",
         Duration::from_secs(20),
@@ -472,7 +590,7 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
                 .unwrap()
                 .items
                 .iter()
-                .any(|c| c.name_any().ends_with(".ferrolb.io"))
+                .any(|c| c.spec.group == "ferrolb.io")
         },
     )
     .await

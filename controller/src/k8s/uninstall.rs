@@ -13,7 +13,9 @@
 //! exactly the statuses it wrote — Services whose `status.loadBalancer.ingress` our field manager
 //! owns ([`crate::service::we_own_ingress`]); `ingress` is an atomic list, so owning it means
 //! every entry in it is ours — with the same write as every other release (server-side apply of
-//! an empty `ingress`, field manager `ferrolb-controller`, [`apply_service_status`], R6) and a
+//! an empty `ingress`, field manager `ferrolb-controller`, R6), made conditional on the
+//! `resourceVersion` it was listed at so that an entry another writer put there since is never
+//! cleared ([`release_service_status_at`]), and a
 //! Normal `IPReleased` Event per Service (R14). A Service whose ingress another writer owns (of
 //! another class, or contested, R8) is not touched. Everything is bounded by [`RELEASE_DEADLINE`],
 //! below the pod's `terminationGracePeriodSeconds` (10 s in `deploy/controller.yaml`); what is
@@ -28,7 +30,6 @@
 //! [`release_all`] with the user's credentials; see `docs/install.md`, "Uninstall".
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -41,7 +42,7 @@ use ferrolb_runtime::events::Publisher;
 
 use crate::events::{EventSpec, IP_RELEASED};
 use crate::ipam::ServiceKey;
-use crate::k8s::writer::{apply_service_status, publish};
+use crate::k8s::writer::{publish, release_service_status_at};
 use crate::service::{key_of, we_own_ingress};
 
 /// How long the leader may spend, from SIGTERM, reading its namespace and releasing statuses:
@@ -163,6 +164,9 @@ pub async fn release_all(
     // Latest failure per Service; a later success removes it.
     let mut left: BTreeMap<ServiceKey, String> = BTreeMap::new();
     for _ in 0..ROUNDS {
+        // What is left is what the latest round could not release: a Service that failed in an
+        // earlier round and is no longer ours (deleted, taken by another writer) is not.
+        left.clear();
         let mut found = 0usize;
         let mut token: Option<String> = None;
         loop {
@@ -220,6 +224,13 @@ pub async fn release_all(
         }
         // A failed write is tried again in the next round, if the Service is still ours then.
     }
+    if report.incomplete.is_none() {
+        // Every round found statuses of ours: something keeps writing them (a controller still
+        // leading?); no complete listing came back empty.
+        report.incomplete = Some(format!(
+            "{ROUNDS} listings in a row still found statuses of ours (is a controller still writing them?)"
+        ));
+    }
     report.left = left.into_iter().collect();
     report
 }
@@ -235,11 +246,20 @@ async fn release_one(
 ) -> (ServiceKey, Result<(), String>) {
     let key = key_of(&svc);
     let (ns, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
-    let none: &[IpAddr] = &[];
-    match timeout_at(deadline, apply_service_status(client, &ns, &name, none)).await {
+    let version = svc.resource_version().unwrap_or_default();
+    match timeout_at(
+        deadline,
+        release_service_status_at(client, &ns, &name, &version),
+    )
+    .await
+    {
         Ok(Ok(_)) => {}
         // Deleted meanwhile: nothing of ours is left on it.
         Ok(Err(kube::Error::Api(e))) if e.code == 404 => return (key, Ok(())),
+        // Changed since it was listed: the next round looks at it again.
+        Ok(Err(kube::Error::Api(e))) if e.code == 409 => {
+            return (key, Err("changed since it was listed".into()));
+        }
         Ok(Err(e)) => return (key, Err(format!("status write failed: {e}"))),
         Err(_) => return (key, Err("the deadline passed".into())),
     }

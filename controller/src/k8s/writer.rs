@@ -41,6 +41,35 @@ pub async fn apply_service_status(
     .await
 }
 
+/// Releases a Service's `status.loadBalancer.ingress` (an empty list, R6) only if the Service is
+/// still at `resource_version` — the one whose ingress was found to be ours — so an entry another
+/// writer put there since is never cleared (issue #14 uninstall). Same field manager and forced
+/// apply as [`apply_service_status`]; the `metadata.resourceVersion` in the applied object is the
+/// precondition (Kubernetes API reference, server-side apply).
+///
+/// # Errors
+/// The API call failed; 409 Conflict when the Service changed since `resource_version`.
+pub async fn release_service_status_at(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    resource_version: &str,
+) -> kube::Result<Service> {
+    let api: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let patch = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": { "name": name, "namespace": namespace, "resourceVersion": resource_version },
+        "status": { "loadBalancer": { "ingress": [] } },
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+}
+
 /// Applies a pool's status.
 ///
 /// # Errors
