@@ -377,6 +377,8 @@ async fn main() -> anyhow::Result<()> {
                     ferrolb_controller: controller_bin
                         .or_else(ferrolb_tests::controller::release_binary),
                     timeout: Duration::from_secs(timeout_s),
+                    ferrolb_speaker: Some(speaker.bin.clone()),
+                    ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
                 };
                 compare_controllers(setup, &services).await
             }
@@ -478,12 +480,14 @@ async fn compare_controllers(setup: ControllerSetup, counts: &[usize]) -> anyhow
             let result = compare_controller::run(implementation, &setup).await;
             match &result {
                 Ok(f) => println!(
-                    "{services} Services {:<8} created in {:.1} s, all status after {:.1} s, RSS {:?} KiB (peak {:?}); restart: settled after {:?}, {} Services written, requests {}, RSS {:?} KiB",
+                    "{services} Services {:<8} created in {:.1} s, all status after {:.1} s, RSS {:?} KiB (peak {:?}); speaker RSS {:?} KiB (peak {:?}); restart: settled after {:?}, {} Services written, requests {}, RSS {:?} KiB",
                     implementation.name(),
                     f.created.as_secs_f64(),
                     f.all_status.as_secs_f64(),
                     f.rss_kib,
                     f.peak_kib,
+                    f.speaker_rss_kib,
+                    f.speaker_peak_kib,
                     f.restart_settled,
                     f.restart_changed,
                     compare_controller::by_verb_line(&f.restart_requests),

@@ -1,14 +1,18 @@
 //! ferrolb's and MetalLB's controllers side by side (issue #11): the allocation and restart rows of
 //! `ferrolb-bench-controller compare`.
 //!
-//! One run per implementation, each in a fresh lab without nodes (only the API server and, for
-//! MetalLB, its controller's own namespace with the API relay):
+//! One run per implementation, each in a fresh lab of one node (the API server, the node's
+//! namespace for the speaker and, for MetalLB, its controller's own namespace with the API relay):
 //!
 //! 1. pool `2001:db8:1::/112` in the implementation's own CRDs, its controller started;
 //! 2. N LoadBalancer Services created at once ([`bulk_service`]: IPv6 single-stack, no
 //!    NodePorts — the test cluster's IPv4 Service range is a /26 and its NodePort range holds
 //!    2,768 ports), timed until a watch has seen every one with an ingress in its status;
 //! 3. the controller's resident memory then (`VmRSS`, `VmHWM` of `/proc/<pid>/status`);
+//!    then the lab's one node starts its speaker, which reads every one of those Services (and
+//!    announces what it owns), and its resident memory is read once it has settled
+//!    ([`settled_rss`]); the speaker is stopped before the restart, so its requests are not
+//!    counted there;
 //! 4. the controller restarted (SIGTERM, then a new process) with every Service assigned, and
 //!    watched until it settles — no API request other than on `leases` (leader election renews
 //!    its lease forever) for [`QUIET`], at most [`RESTART_LIMIT`]: the time that took from the
@@ -54,6 +58,10 @@ pub struct ControllerSetup {
     pub ferrolb_controller: Option<PathBuf>,
     /// No full status within this long after the first create: the run fails.
     pub timeout: Duration,
+    /// ferrolb's speaker binary (`None`: the workspace's debug build).
+    pub ferrolb_speaker: Option<PathBuf>,
+    /// Extra arguments for ferrolb's speaker (e.g. `--timing-profile fast`).
+    pub ferrolb_args: Vec<String>,
 }
 
 /// The figures of one implementation's run.
@@ -77,6 +85,50 @@ pub struct ControllerFigures {
     pub restart_requests: BTreeMap<String, u64>,
     /// The restarted controller's resident memory at the end of the window, KiB.
     pub restart_rss_kib: Option<u64>,
+    /// The speaker's resident memory once settled with every Service present, KiB (`VmRSS`).
+    pub speaker_rss_kib: Option<u64>,
+    /// The speaker's peak resident memory until then, KiB (`VmHWM`).
+    pub speaker_peak_kib: Option<u64>,
+}
+
+/// A speaker's memory has settled when `VmRSS` moved less than 1 % over this long.
+pub const SPEAKER_SETTLE: Duration = Duration::from_secs(5);
+
+/// The speaker's memory is read at most this long after its start, settled or not.
+pub const SPEAKER_LIMIT: Duration = Duration::from_secs(120);
+
+/// Whether resident memory `samples` (KiB, one per second, oldest first) have settled: the last
+/// `window` samples lie within 1 % of the newest one. Pure.
+pub fn rss_settled(samples: &[u64], window: usize) -> bool {
+    let Some(&last) = samples.last() else {
+        return false;
+    };
+    samples.len() >= window
+        && samples[samples.len() - window..]
+            .iter()
+            .all(|&s| s.abs_diff(last) * 100 <= last)
+}
+
+/// Polls process `pid`'s `VmRSS` every second until it has settled ([`rss_settled`] over
+/// [`SPEAKER_SETTLE`]) or [`SPEAKER_LIMIT`] passed; returns `(VmRSS, VmHWM)` in KiB then.
+pub async fn settled_rss(pid: u32) -> (Option<u64>, Option<u64>) {
+    let started = Instant::now();
+    let window = usize::try_from(SPEAKER_SETTLE.as_secs()).unwrap_or(5) + 1;
+    let mut samples = Vec::new();
+    while started.elapsed() < SPEAKER_LIMIT {
+        match proc_status_kib(pid, "VmRSS:") {
+            Some(kib) => samples.push(kib),
+            None => return (None, None),
+        }
+        if rss_settled(&samples, window) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    (
+        proc_status_kib(pid, "VmRSS:"),
+        proc_status_kib(pid, "VmHWM:"),
+    )
 }
 
 /// A LoadBalancer Service for bulk runs: TCP 80, `externalTrafficPolicy: Cluster`, IPv6
@@ -283,7 +335,10 @@ pub async fn run(
     implementation: Implementation,
     setup: &ControllerSetup,
 ) -> anyhow::Result<ControllerFigures> {
-    let mut lab = Lab::start_implementation(implementation, 0, 0).await?;
+    let mut lab = Lab::start_implementation(implementation, 1, 0).await?;
+    if let Some(bin) = &setup.ferrolb_speaker {
+        lab.set_speaker_bin(bin.clone());
+    }
     let client = lab.client().await?;
     lab.advertise_pool("bench", &[POOL]).await?;
     let ns = crate::namespace::fresh(&client, "bench").await?;
@@ -316,6 +371,13 @@ pub async fn run(
     let first_pid = pid(&lab, &first);
     let rss_kib = first_pid.and_then(|p| proc_status_kib(p, "VmRSS:"));
     let peak_kib = first_pid.and_then(|p| proc_status_kib(p, "VmHWM:"));
+
+    let speakers = lab.start_every_speaker(&setup.ferrolb_args)?;
+    let (speaker_rss_kib, speaker_peak_kib) = match lab.speaker_pid(&speakers[0]) {
+        Ok(pid) => settled_rss(pid).await,
+        Err(_) => (None, None),
+    };
+    lab.signal_speaker(&speakers[0], "TERM")?;
 
     let before = versions(&client, &ns).await?;
     let unassigned = before.values().filter(|(_, s)| !*s).count();
@@ -357,6 +419,8 @@ pub async fn run(
         restart_changed,
         restart_requests: delta(&requests_before, &requests_after),
         restart_rss_kib,
+        speaker_rss_kib,
+        speaker_peak_kib,
     })
 }
 
@@ -409,7 +473,7 @@ pub fn value_rows(
     metallb: Option<&ControllerFigures>,
 ) -> Vec<ValueRow> {
     type Get = fn(&ControllerFigures) -> Option<f64>;
-    let rows: [(String, Get); 7] = [
+    let rows: [(String, Get); 9] = [
         (
             format!("{services} Services created at once → all have status, s"),
             |f| Some(f.all_status.as_secs_f64()),
@@ -437,6 +501,14 @@ pub fn value_rows(
         (
             format!("restarted controller resident memory ({services} Services), MiB"),
             |f| f.restart_rss_kib.map(|k| k as f64 / 1024.0),
+        ),
+        (
+            format!("speaker resident memory with {services} Services, MiB"),
+            |f| f.speaker_rss_kib.map(|k| k as f64 / 1024.0),
+        ),
+        (
+            format!("speaker peak resident memory with {services} Services, MiB"),
+            |f| f.speaker_peak_kib.map(|k| k as f64 / 1024.0),
         ),
     ];
     rows.into_iter()
@@ -550,5 +622,45 @@ apiserver_request_duration_seconds_count{verb="GET",resource="services"} 99
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[2], "| a, s | 2 | 5.50 | 2.8× |");
         assert_eq!(lines[3], "| b | 0 | - | - |");
+    }
+
+    #[test]
+    fn memory_has_settled_when_the_last_samples_stay_within_one_percent() {
+        assert!(!rss_settled(&[], 3));
+        assert!(!rss_settled(&[1000, 1000], 3), "too few samples");
+        assert!(rss_settled(&[500, 1000, 1005, 1010], 3));
+        assert!(!rss_settled(&[1000, 1000, 1100], 3), "still growing");
+        assert!(!rss_settled(&[1000, 1020, 1000], 3), "2 % apart");
+        assert!(rss_settled(&[1000, 1010, 1000], 3));
+    }
+
+    #[test]
+    fn the_speaker_rows_are_in_mib() {
+        let f = ControllerFigures {
+            speaker_rss_kib: Some(2048),
+            speaker_peak_kib: Some(3072),
+            ..ControllerFigures::default()
+        };
+        let rows = value_rows(10, Some(&f), None);
+        let speaker: Vec<_> = rows
+            .iter()
+            .filter(|r| r.what.starts_with("speaker"))
+            .map(|r| (r.what.as_str(), r.ferrolb, r.metallb))
+            .collect();
+        assert_eq!(
+            speaker,
+            [
+                (
+                    "speaker resident memory with 10 Services, MiB",
+                    Some(2.0),
+                    None
+                ),
+                (
+                    "speaker peak resident memory with 10 Services, MiB",
+                    Some(3.0),
+                    None
+                ),
+            ]
+        );
     }
 }
