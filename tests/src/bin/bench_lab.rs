@@ -21,9 +21,10 @@
 //!
 //! - `compare [--nodes N] [--trials T]`: ferrolb and MetalLB (built from its Go module by
 //!   `tests/metallb/build.sh`) side by side, issue #11: crash (SIGKILL) and graceful (SIGTERM)
-//!   failover, signal → first gratuitous ARP from the new owner, one fresh lab per trial, trials
-//!   alternating between the implementations (`ferrolb_tests::lab::compare`); prints a markdown
-//!   table with both columns and the ratio of the medians. T defaults to 3.
+//!   failover, signal → first gratuitous ARP from the new owner and signal → first HTTP response
+//!   through it (backend pods and a real kube-proxy per node, as in the demo), one fresh lab per
+//!   trial, trials alternating between the implementations (`ferrolb_tests::lab::compare`);
+//!   prints a markdown table with both columns and the ratio of the medians. T defaults to 3.
 //! - `compare-controller [--services 1000,5000]`: each implementation's controller alone on a
 //!   fresh API server — N LoadBalancer Services at once → all have status, resident memory, a
 //!   restart until settled: Services written and API requests by verb and resource
@@ -137,8 +138,9 @@ enum Command {
         #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 60)]
         seconds: u64,
     },
-    /// ferrolb vs. MetalLB: crash and graceful failover, alternating trials, one markdown table
-    /// with the ratio (issue #11).
+    /// ferrolb vs. MetalLB: crash and graceful failover (first gratuitous ARP, first HTTP
+    /// response through the new owner), alternating trials, one markdown table with the ratio
+    /// (issue #11).
     Compare {
         /// Node namespaces (each runs a speaker).
         #[arg(long, env = "FERROLB_BENCH_NODES", default_value_t = 3)]
@@ -146,7 +148,8 @@ enum Command {
         /// Trials per implementation and signal.
         #[arg(long, env = "FERROLB_BENCH_TRIALS", default_value_t = 3)]
         trials: usize,
-        /// A trial without a gratuitous ARP from another node within this many ms fails.
+        /// A trial without a gratuitous ARP from another node (or an HTTP answer through it)
+        /// within this many ms fails (in that row).
         #[arg(long, env = "FERROLB_BENCH_TIMEOUT_MS", default_value_t = 30_000)]
         timeout_ms: u64,
         /// Quiet time after the lab reached one owner, before the signal, in ms.

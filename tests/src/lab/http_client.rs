@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
@@ -111,17 +111,52 @@ pub fn tally(addr: SocketAddr, n: usize, timeout: Duration) -> Tally {
     t
 }
 
-/// One request of [`until_moved`].
+/// One request of [`until_moved`] or [`until_answered_elsewhere`] ([`attempt`]).
 #[derive(Debug, Clone)]
 pub struct Attempt {
     /// When it was sent (wall clock, µs since the epoch).
     pub unix_us: u64,
     /// The MAC the client's neighbor table held for the address when it was sent.
     pub via_mac: Option<String>,
+    /// The MAC the client's neighbor table held for the address when it completed.
+    pub via_mac_after: Option<String>,
     /// When it completed (wall clock, µs since the epoch).
     pub done_unix_us: u64,
     /// The backend that answered, or the error.
     pub outcome: Result<String, String>,
+}
+
+impl Attempt {
+    /// The MAC an answered request's connection surely went to: the client's neighbor entry
+    /// named it when the request completed, and before it named the same MAC or none (then the
+    /// connection itself resolved the address, to that MAC). `None` for a failed request, or
+    /// when the entry changed from one MAC to another during the request (which MAC carried the
+    /// connection is then unknown).
+    pub fn answered_via(&self) -> Option<&str> {
+        let after = self.via_mac_after.as_deref()?;
+        let same = self
+            .via_mac
+            .as_deref()
+            .is_none_or(|before| before.eq_ignore_ascii_case(after));
+        (self.outcome.is_ok() && same).then_some(after)
+    }
+}
+
+/// One `GET /hostname` to `addr` over a fresh connection (`timeout` bounds the connect and each
+/// read/write), with the client's neighbor entry for the address read right before and right
+/// after.
+pub fn attempt(addr: SocketAddrV4, timeout: Duration) -> Attempt {
+    let via_mac = neighbor_mac(*addr.ip());
+    let sent_us = unix_us();
+    let outcome = get_hostname(SocketAddr::V4(addr), timeout).map_err(|e| format!("{e:#}"));
+    let done_unix_us = unix_us();
+    Attempt {
+        unix_us: sent_us,
+        via_mac,
+        via_mac_after: neighbor_mac(*addr.ip()),
+        done_unix_us,
+        outcome,
+    }
 }
 
 /// Sends requests to `addr` back to back (a pause of `gap` between them) until `confirm`
@@ -141,23 +176,46 @@ pub fn until_moved(
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut moved = 0;
     while start.elapsed() < max && moved < confirm {
-        let via_mac = neighbor_mac(*v4.ip());
-        let sent_us = unix_us();
-        let outcome = get_hostname(addr, timeout).map_err(|e| format!("{e:#}"));
-        let new_mac = via_mac
+        let a = attempt(v4, timeout);
+        let new_mac = a
+            .via_mac
             .as_deref()
             .is_some_and(|m| !m.eq_ignore_ascii_case(old_mac));
-        moved = if outcome.is_ok() && new_mac {
+        moved = if a.outcome.is_ok() && new_mac {
             moved + 1
         } else {
             0
         };
-        attempts.push(Attempt {
-            unix_us: sent_us,
-            done_unix_us: unix_us(),
-            via_mac,
-            outcome,
-        });
+        attempts.push(a);
+        std::thread::sleep(gap);
+    }
+    attempts
+}
+
+/// Sends [`attempt`]s to `addr` one after another (a pause of `gap` after each) until one is
+/// answered through a MAC other than `old_mac` ([`Attempt::answered_via`]), or `max` has passed
+/// since the call; returns them all, in order (the last is the one answered elsewhere, if any).
+/// `started` is called once, in this thread, right before the first request.
+pub fn until_answered_elsewhere(
+    addr: SocketAddrV4,
+    old_mac: &str,
+    gap: Duration,
+    timeout: Duration,
+    max: Duration,
+    started: impl FnOnce(),
+) -> Vec<Attempt> {
+    let start = Instant::now();
+    let mut attempts: Vec<Attempt> = Vec::new();
+    started();
+    while start.elapsed() < max {
+        let a = attempt(addr, timeout);
+        let elsewhere = a
+            .answered_via()
+            .is_some_and(|m| !m.eq_ignore_ascii_case(old_mac));
+        attempts.push(a);
+        if elsewhere {
+            break;
+        }
         std::thread::sleep(gap);
     }
     attempts
@@ -198,5 +256,42 @@ mod tests {
             None
         );
         assert_eq!(parse_arp_table("", Ipv4Addr::new(198, 51, 100, 202)), None);
+    }
+
+    fn answered(before: Option<&str>, after: Option<&str>, ok: bool) -> Attempt {
+        Attempt {
+            unix_us: 1,
+            via_mac: before.map(str::to_owned),
+            via_mac_after: after.map(str::to_owned),
+            done_unix_us: 2,
+            outcome: if ok {
+                Ok("web-1".into())
+            } else {
+                Err("connecting: timed out".into())
+            },
+        }
+    }
+
+    #[test]
+    fn an_answer_counts_for_the_mac_it_surely_went_through() {
+        let (a, b) = ("aa:00:00:00:00:01", "aa:00:00:00:00:02");
+        assert_eq!(answered(Some(a), Some(a), true).answered_via(), Some(a));
+        assert_eq!(
+            answered(Some("AA:00:00:00:00:01"), Some(a), true).answered_via(),
+            Some(a),
+            "MACs compare case-insensitively"
+        );
+        assert_eq!(
+            answered(None, Some(b), true).answered_via(),
+            Some(b),
+            "the request resolved the address itself"
+        );
+        assert_eq!(
+            answered(Some(a), Some(b), true).answered_via(),
+            None,
+            "the entry moved during the request"
+        );
+        assert_eq!(answered(Some(a), None, true).answered_via(), None);
+        assert_eq!(answered(Some(b), Some(b), false).answered_via(), None);
     }
 }

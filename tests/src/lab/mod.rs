@@ -45,6 +45,7 @@ pub mod bench;
 pub mod compare;
 pub mod compare_controller;
 pub mod compare_steady;
+pub mod compare_trial;
 pub mod cpu_quota;
 pub mod datapath;
 pub mod demo;
@@ -59,6 +60,7 @@ mod relay;
 pub mod scenario;
 pub mod starvation;
 pub mod takeover;
+pub mod takeover_http;
 pub mod topology;
 
 /// Where node processes reach the API server, inside their own namespace (see the module docs).

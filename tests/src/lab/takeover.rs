@@ -43,11 +43,31 @@ pub async fn signal_and_time(
         .context("no such client")?
         .netns
         .clone();
-    let capture = capture_takeover(netns, ip, victim_mac.clone(), timeout).await?;
+    let capture = capture_takeover(netns, ip, victim_mac, timeout).await?;
     let signalled_us = unix_us();
     lab.signal_speaker(victim, signal)?;
     let seen = capture.await??;
-    let Some(first) = seen.iter().find(|s| is_takeover(s, ip, &victim_mac)) else {
+    from_capture(lab, &seen, ip, victim, signal, timeout, signalled_us)
+}
+
+/// The [`Takeover`] a capture shows: the first gratuitous ARP for `ip` in `seen` from a MAC
+/// other than node `victim`'s, timed from `signalled_us` (µs since the epoch, taken right before
+/// `signal` was sent). Shared by [`signal_and_time`] and [`super::takeover_http`].
+///
+/// # Errors
+/// No such gratuitous ARP in `seen` (the message names `timeout` and carries every node's log
+/// tail), or it came from a MAC that is no lab node's.
+pub(crate) fn from_capture(
+    lab: &Lab,
+    seen: &[Seen],
+    ip: Ipv4Addr,
+    victim: &str,
+    signal: &str,
+    timeout: Duration,
+    signalled_us: u64,
+) -> anyhow::Result<Takeover> {
+    let victim_mac = &lab.node(victim).mac;
+    let Some(first) = seen.iter().find(|s| is_takeover(s, ip, victim_mac)) else {
         let logs: Vec<String> = lab
             .nodes
             .iter()
