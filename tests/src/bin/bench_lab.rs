@@ -67,7 +67,7 @@ use ferrolb_tests::lab::bench::{
     speaker_pid, start_speaker_with, unix_now_us,
 };
 use ferrolb_tests::lab::compare::{self, TrialSetup};
-use ferrolb_tests::lab::compare_controller::{self, ControllerSetup};
+use ferrolb_tests::lab::compare_controller::{self, ControllerSetup, ValueRow};
 use ferrolb_tests::lab::compare_steady::{self, SteadySetup};
 use ferrolb_tests::lab::starvation::{self, Starve};
 use ferrolb_tests::lab::{Implementation, Lab, Seen, in_netns, within_netns};
@@ -186,6 +186,13 @@ enum Command {
         /// else the debug build.
         #[arg(long, env = "FERROLB_CONTROLLER_BIN")]
         controller_bin: Option<PathBuf>,
+    },
+    /// ferrolb's vs. MetalLB's speaker CPU time: idle, and under the floods of `cpu` (one node,
+    /// each implementation in a fresh lab, ferrolb first); one markdown table (issue #11).
+    CompareCpu {
+        /// Length of each phase, seconds.
+        #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 10)]
+        seconds: u64,
     },
     /// Speaker CPU time idle vs. while UDP floods cross the bridge, and while ARP requests for
     /// the owned IP and for an unowned one flood it.
@@ -352,6 +359,9 @@ async fn main() -> anyhow::Result<()> {
                 .await
             }
             Command::Cpu { seconds } => cpu(speaker, Duration::from_secs(seconds)).await,
+            Command::CompareCpu { seconds } => {
+                compare_cpu(speaker, Duration::from_secs(seconds)).await
+            }
             Command::Compare {
                 nodes,
                 trials,
@@ -865,53 +875,7 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
     // Let start-up and the announcements (last one 5 s after gaining) pass.
     tokio::time::sleep(Duration::from_secs(6)).await;
 
-    // B listens on the flood port and never reads (so it sends no ICMP port unreachable).
-    let sink = within_netns(&b_ns, move || {
-        Ok(UdpSocket::bind(SocketAddr::from((b_ip, FLOOD_PORT)))?)
-    })?;
-    in_netns(
-        &a_ns,
-        "ip",
-        &[
-            "neigh",
-            "replace",
-            &UNKNOWN_UNICAST_IP.to_string(),
-            "lladdr",
-            ABSENT_MAC,
-            "nud",
-            "permanent",
-            "dev",
-            "eth0",
-        ],
-    )?;
-
-    // Issue #10: ARP requests aimed at the owned IP — each is parsed, checked for a conflicting
-    // claim and answered — and at an IP nobody owns (parsed, checked, dropped).
-    let unknown = SocketAddr::from((UNKNOWN_UNICAST_IP, FLOOD_PORT));
-    let plan: Vec<(&'static str, Option<Flood>)> = vec![
-        ("idle", None),
-        (
-            "flood A→B (learned unicast)",
-            Some(Flood::Udp(
-                a_ns.clone(),
-                a_ip,
-                SocketAddr::from((b_ip, FLOOD_PORT)),
-            )),
-        ),
-        (
-            "flood A→absent MAC (unknown unicast, flooded)",
-            Some(Flood::Udp(a_ns.clone(), a_ip, unknown)),
-        ),
-        (
-            "ARP requests A→owned IP (each answered)",
-            Some(Flood::ArpRequests(a_ns.clone(), ip)),
-        ),
-        (
-            "ARP requests A→unowned IP (dropped)",
-            Some(Flood::ArpRequests(a_ns.clone(), UNOWNED_IP)),
-        ),
-        ("idle again", None),
-    ];
+    let (sink, plan) = flood_plan(&bench.lab, ip)?;
     let mut phases = Vec::new();
     for (name, flood) in plan {
         phases.push(measure(pid, tck, &node_ns, name, seconds, flood).await?);
@@ -983,6 +947,136 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
     drop(bench);
     Ok(())
 }
+
+/// The `compare-cpu` subcommand: for ferrolb, then MetalLB, a fresh one-node lab
+/// (`lab::compare_cpu`), the phases of [`flood_plan`], and one table of speaker CPU time per
+/// second of each phase with the ratio MetalLB ÷ ferrolb.
+async fn compare_cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
+    let ip = Ipv4Addr::new(198, 51, 100, 78);
+    let tck = clock_ticks_per_second()?;
+    let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
+    println!(
+        "compare-cpu: ferrolb ({}, profile {}) vs. MetalLB {}, 1 speaker node owning {ip}, {} s per phase",
+        speaker.bin.display(),
+        speaker.profile,
+        metallb.version()?,
+        seconds.as_secs()
+    );
+    let args = vec!["--timing-profile".to_owned(), speaker.profile.clone()];
+    let mut runs: Vec<Vec<Phase>> = Vec::new();
+    for implementation in [Implementation::Ferrolb, Implementation::MetalLb] {
+        println!("\n{}:", implementation.name());
+        let lab = ferrolb_tests::lab::compare_cpu::start(
+            implementation,
+            ip,
+            Some(speaker.bin.clone()),
+            &args,
+        )
+        .await?;
+        let pid = lab.speaker_pid("node-1")?;
+        let node_ns = lab.node("node-1").netns.clone();
+        // Let start-up and the announcements pass.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let (sink, plan) = flood_plan(&lab, ip)?;
+        let mut phases = Vec::new();
+        for (name, flood) in plan {
+            phases.push(measure(pid, tck, &node_ns, name, seconds, flood).await?);
+        }
+        drop(sink);
+        drop(lab);
+        runs.push(phases);
+    }
+    let per_s = |p: &Phase| p.cpu_ms / p.wall.as_secs_f64().max(1e-9);
+    // Floods of at least 10,000 frames: CPU per 100,000 frames the node's eth0 received (the two
+    // floods do not reach the same rate).
+    let per_100k =
+        |p: &Phase| (p.rx_packets >= 10_000).then(|| p.cpu_ms / (p.rx_packets as f64 / 100_000.0));
+    let mut rows = Vec::new();
+    for (f, m) in runs[0].iter().zip(&runs[1]) {
+        rows.push(ValueRow {
+            what: format!(
+                "speaker CPU, {} (eth0 received {} / {} frames): ms per s",
+                f.name, f.rx_packets, m.rx_packets
+            ),
+            ferrolb: Some(per_s(f)),
+            metallb: Some(per_s(m)),
+        });
+        if let (Some(fr), Some(mr)) = (per_100k(f), per_100k(m)) {
+            rows.push(ValueRow {
+                what: format!("speaker CPU, {}: ms per 100,000 frames received", f.name),
+                ferrolb: Some(fr),
+                metallb: Some(mr),
+            });
+        }
+    }
+    println!(
+        "\n{}\n(utime + stime of the speaker process, {:.0} ms per tick; one run)",
+        compare_controller::value_table(&rows),
+        1000.0 / tck as f64
+    );
+    Ok(())
+}
+
+/// The phases of `cpu` and `compare-cpu` (idle, UDP floods from client A, ARP request floods,
+/// idle again) against the speaker of `lab`'s node owning `ip`; client B's socket that sinks the
+/// learned-unicast flood (keep it until the phases are done).
+fn flood_plan(lab: &Lab, ip: Ipv4Addr) -> anyhow::Result<(UdpSocket, Vec<PlannedPhase>)> {
+    let a_ns = lab.clients[0].netns.clone();
+    let b_ns = lab.clients[1].netns.clone();
+    let a_ip = lab.clients[0].ip;
+    let b_ip = lab.clients[1].ip;
+    // B listens on the flood port and never reads (so it sends no ICMP port unreachable).
+    let sink = within_netns(&b_ns, move || {
+        Ok(UdpSocket::bind(SocketAddr::from((b_ip, FLOOD_PORT)))?)
+    })?;
+    in_netns(
+        &a_ns,
+        "ip",
+        &[
+            "neigh",
+            "replace",
+            &UNKNOWN_UNICAST_IP.to_string(),
+            "lladdr",
+            ABSENT_MAC,
+            "nud",
+            "permanent",
+            "dev",
+            "eth0",
+        ],
+    )?;
+
+    // Issue #10: ARP requests aimed at the owned IP — each is parsed, checked for a conflicting
+    // claim and answered — and at an IP nobody owns (parsed, checked, dropped).
+    let unknown = SocketAddr::from((UNKNOWN_UNICAST_IP, FLOOD_PORT));
+    let plan: Vec<PlannedPhase> = vec![
+        ("idle", None),
+        (
+            "flood A→B (learned unicast)",
+            Some(Flood::Udp(
+                a_ns.clone(),
+                a_ip,
+                SocketAddr::from((b_ip, FLOOD_PORT)),
+            )),
+        ),
+        (
+            "flood A→absent MAC (unknown unicast, flooded)",
+            Some(Flood::Udp(a_ns.clone(), a_ip, unknown)),
+        ),
+        (
+            "ARP requests A→owned IP (each answered)",
+            Some(Flood::ArpRequests(a_ns.clone(), ip)),
+        ),
+        (
+            "ARP requests A→unowned IP (dropped)",
+            Some(Flood::ArpRequests(a_ns.clone(), UNOWNED_IP)),
+        ),
+        ("idle again", None),
+    ];
+    Ok((sink, plan))
+}
+
+/// A phase of [`flood_plan`]: its name and what floods the LAN meanwhile (`None`: idle).
+type PlannedPhase = (&'static str, Option<Flood>);
 
 /// What a phase floods the LAN with, from a client namespace.
 enum Flood {

@@ -44,6 +44,7 @@ use crate::cluster::{Supervised, TestCluster, workspace_bin};
 pub mod bench;
 pub mod compare;
 pub mod compare_controller;
+pub mod compare_cpu;
 pub mod compare_steady;
 pub mod compare_trial;
 pub mod cpu_quota;
