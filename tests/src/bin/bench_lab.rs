@@ -68,6 +68,7 @@ use ferrolb_tests::lab::bench::{
 };
 use ferrolb_tests::lab::compare::{self, TrialSetup};
 use ferrolb_tests::lab::compare_controller::{self, ControllerSetup, ValueRow};
+use ferrolb_tests::lab::compare_report;
 use ferrolb_tests::lab::compare_steady::{self, SteadySetup};
 use ferrolb_tests::lab::starvation::{self, Starve};
 use ferrolb_tests::lab::{Implementation, Lab, Seen, in_netns, within_netns};
@@ -138,16 +139,22 @@ enum Command {
         #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 60)]
         seconds: u64,
     },
-    /// ferrolb vs. MetalLB: crash and graceful failover (first gratuitous ARP, first HTTP
-    /// response through the new owner), alternating trials, one markdown table with the ratio
-    /// (issue #11).
+    /// ferrolb vs. MetalLB, everything in one command and one markdown table with the ratio
+    /// (issue #11): crash and graceful failover (first gratuitous ARP, first HTTP response
+    /// through the new owner; alternating trials, at each node count), the controller rows of
+    /// compare-controller, the at-rest rows of compare-steady and the CPU rows of compare-cpu.
+    /// The defaults fit in about 30 minutes on 2 cores; `--only failover` and the separate
+    /// subcommands run one part with more trials or longer windows.
     Compare {
-        /// Node namespaces (each runs a speaker).
-        #[arg(long, env = "FERROLB_BENCH_NODES", default_value_t = 3)]
-        nodes: usize,
-        /// Trials per implementation and signal.
-        #[arg(long, env = "FERROLB_BENCH_TRIALS", default_value_t = 3)]
+        /// Node counts of the failover rows (comma-separated; one fresh lab per trial).
+        #[arg(long, env = "FERROLB_BENCH_NODES", value_delimiter = ',', default_values_t = [3, 10])]
+        nodes: Vec<usize>,
+        /// Trials per implementation and signal with up to 5 nodes.
+        #[arg(long, env = "FERROLB_BENCH_TRIALS", default_value_t = 8)]
         trials: usize,
+        /// Trials per implementation and signal with more than 5 nodes.
+        #[arg(long, env = "FERROLB_BENCH_TRIALS_LARGE", default_value_t = 3)]
+        trials_large: usize,
         /// A trial without a gratuitous ARP from another node (or an HTTP answer through it)
         /// within this many ms fails (in that row).
         #[arg(long, env = "FERROLB_BENCH_TIMEOUT_MS", default_value_t = 30_000)]
@@ -155,6 +162,26 @@ enum Command {
         /// Quiet time after the lab reached one owner, before the signal, in ms.
         #[arg(long, env = "FERROLB_BENCH_SETTLE_MS", default_value_t = 6_000)]
         settle_ms: u64,
+        /// Services of the controller rows (comma-separated: one run each).
+        #[arg(long, env = "FERROLB_BENCH_SERVICES", value_delimiter = ',', default_values_t = [1000])]
+        services: Vec<usize>,
+        /// The at-rest window per implementation, seconds.
+        #[arg(long, env = "FERROLB_BENCH_STEADY_SECONDS", default_value_t = 60)]
+        steady_seconds: u64,
+        /// Length of each CPU phase, seconds.
+        #[arg(long, env = "FERROLB_BENCH_CPU_SECONDS", default_value_t = 5)]
+        cpu_seconds: u64,
+        /// Sections to run, comma-separated: failover, controller, steady, cpu.
+        #[arg(long, value_delimiter = ',', default_values_t = ["failover".to_owned(), "controller".to_owned(), "steady".to_owned(), "cpu".to_owned()])]
+        only: Vec<String>,
+        /// Also write the report (table, per-trial figures, versions, machine, load) into this
+        /// file between its compare markers (e.g. docs/comparison.md).
+        #[arg(long)]
+        write: Option<PathBuf>,
+        /// ferrolb's controller binary; default: target/release/ferrolb-controller if built,
+        /// else the debug build.
+        #[arg(long, env = "FERROLB_CONTROLLER_BIN")]
+        controller_bin: Option<PathBuf>,
     },
     /// ferrolb's vs. MetalLB's controller: N Services created at once → all have status,
     /// resident memory, a restart's writes and API requests; one markdown table (issue #11).
@@ -359,24 +386,36 @@ async fn main() -> anyhow::Result<()> {
                 .await
             }
             Command::Cpu { seconds } => cpu(speaker, Duration::from_secs(seconds)).await,
-            Command::CompareCpu { seconds } => {
-                compare_cpu(speaker, Duration::from_secs(seconds)).await
-            }
+            Command::CompareCpu { seconds } => compare_cpu(speaker, Duration::from_secs(seconds))
+                .await
+                .map(drop),
             Command::Compare {
                 nodes,
                 trials,
+                trials_large,
                 timeout_ms,
                 settle_ms,
+                services,
+                steady_seconds,
+                cpu_seconds,
+                only,
+                write,
+                controller_bin,
             } => {
-                let setup = TrialSetup {
+                let plan = ComparePlan {
                     nodes,
-                    signal: "KILL",
+                    trials,
+                    trials_large,
                     timeout: Duration::from_millis(timeout_ms),
                     settle: Duration::from_millis(settle_ms),
-                    ferrolb_speaker: Some(speaker.bin.clone()),
-                    ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
+                    services,
+                    steady: Duration::from_secs(steady_seconds),
+                    cpu: Duration::from_secs(cpu_seconds),
+                    only,
+                    write,
+                    controller: controller_bin.or_else(ferrolb_tests::controller::release_binary),
                 };
-                compare_failover(setup, trials).await
+                compare_all(speaker, plan).await
             }
             Command::CompareController {
                 services,
@@ -393,7 +432,7 @@ async fn main() -> anyhow::Result<()> {
                     ferrolb_speaker: Some(speaker.bin.clone()),
                     ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
                 };
-                compare_controllers(setup, &services).await
+                compare_controllers(setup, &services).await.map(drop)
             }
             Command::CompareSteady {
                 nodes,
@@ -409,7 +448,7 @@ async fn main() -> anyhow::Result<()> {
                     ferrolb_controller: controller_bin
                         .or_else(ferrolb_tests::controller::release_binary),
                 };
-                compare_steady(setup).await
+                compare_steady(setup).await.map(drop)
             }
             Command::Starve {
                 percent,
@@ -447,7 +486,7 @@ async fn main() -> anyhow::Result<()> {
 
 /// The `compare` subcommand: [`compare::failover_rows`], printing each trial as it ends and
 /// then the table.
-async fn compare_failover(setup: TrialSetup, trials: usize) -> anyhow::Result<()> {
+async fn compare_failover(setup: TrialSetup, trials: usize) -> anyhow::Result<Vec<compare::Row>> {
     let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
     println!(
         "compare: ferrolb vs. MetalLB {} ({}), {} nodes, {trials} trials each per signal, alternating, timeout {} ms, settle {} ms",
@@ -465,12 +504,174 @@ async fn compare_failover(setup: TrialSetup, trials: usize) -> anyhow::Result<()
         trials,
         started.elapsed().as_secs_f64()
     );
+    Ok(rows)
+}
+
+/// What `compare` runs (its flags).
+struct ComparePlan {
+    nodes: Vec<usize>,
+    trials: usize,
+    trials_large: usize,
+    timeout: Duration,
+    settle: Duration,
+    services: Vec<usize>,
+    steady: Duration,
+    cpu: Duration,
+    only: Vec<String>,
+    write: Option<PathBuf>,
+    controller: Option<PathBuf>,
+}
+
+/// The `compare` subcommand: every selected section in turn, then the one table
+/// (`lab::compare_report`), the per-trial figures and — with `--write` — the report spliced into
+/// the file. A section that fails is reported and leaves its rows out; the others still run.
+async fn compare_all(speaker: SpeakerCmd, plan: ComparePlan) -> anyhow::Result<()> {
+    let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
+    let started = Instant::now();
+    let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let wants = |s: &str| plan.only.iter().any(|o| o == s);
+    let mut failover = Vec::new();
+    let mut values = Vec::new();
+    let mut failed = Vec::new();
+    if wants("failover") {
+        for &nodes in &plan.nodes {
+            let setup = TrialSetup {
+                nodes,
+                signal: "KILL",
+                timeout: plan.timeout,
+                settle: plan.settle,
+                ferrolb_speaker: Some(speaker.bin.clone()),
+                ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
+            };
+            let trials = if nodes > 5 {
+                plan.trials_large
+            } else {
+                plan.trials
+            };
+            match compare_failover(setup, trials).await {
+                Ok(rows) => failover.extend(rows),
+                Err(e) => failed.push(format!("failover, {nodes} nodes: {e:#}")),
+            }
+        }
+    }
+    if wants("controller") {
+        let setup = ControllerSetup {
+            services: 0,
+            concurrency: 64,
+            ferrolb_controller: plan.controller.clone(),
+            timeout: Duration::from_secs(1500),
+            ferrolb_speaker: Some(speaker.bin.clone()),
+            ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
+        };
+        match compare_controllers(setup, &plan.services).await {
+            Ok(rows) => values.extend(rows),
+            Err(e) => failed.push(format!("controller: {e:#}")),
+        }
+    }
+    if wants("steady") {
+        let setup = SteadySetup {
+            nodes: 3,
+            window: plan.steady,
+            settle: Duration::from_secs(10),
+            ferrolb_speaker: Some(speaker.bin.clone()),
+            ferrolb_args: vec!["--timing-profile".into(), speaker.profile.clone()],
+            ferrolb_controller: plan.controller.clone(),
+        };
+        match compare_steady(setup).await {
+            Ok(rows) => values.extend(rows),
+            Err(e) => failed.push(format!("steady: {e:#}")),
+        }
+    }
+    if wants("cpu") {
+        match compare_cpu(speaker.clone(), plan.cpu).await {
+            Ok(rows) => values.extend(rows),
+            Err(e) => failed.push(format!("cpu: {e:#}")),
+        }
+    }
+    let table = compare_report::table(&failover, &values);
+    let trials = compare_report::per_trial(&failover);
+    let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("\n{table}\n{trials}");
+    for f in &failed {
+        println!("FAILED section {f}");
+    }
+    let elapsed = started.elapsed();
+    println!("({:.0} s in all)", elapsed.as_secs_f64());
+    if let Some(path) = &plan.write {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+            .unwrap_or_else(|| "?".into());
+        let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let commit = std::process::Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        let report = format!(
+            "### One run of `ferrolb-bench-lab compare` ({date})\n\n\
+             - command: `{command}`\n\
+             - ferrolb {version} (commit {commit}): speaker `{speaker_bin}` (profile `{profile}`), controller `{controller}`\n\
+             - MetalLB {metallb}\n\
+             - machine: {cores} × {cpu}, Linux {kernel}; load average before {load_before}, after {load_after}\n\
+             - {elapsed:.0} s in all{failed}\n\n\
+             {table}\n\
+             Per-trial figures of the failover rows (ms, in the order they ran):\n\n{trials}",
+            date = jiff_date(),
+            command = std::env::args().collect::<Vec<_>>().join(" "),
+            version = env!("CARGO_PKG_VERSION"),
+            speaker_bin = speaker.bin.display(),
+            profile = speaker.profile,
+            controller = plan
+                .controller
+                .as_ref()
+                .map_or_else(|| "debug build".into(), |b| b.display().to_string()),
+            metallb = metallb.version()?,
+            kernel = kernel.trim(),
+            load_before = load_before
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
+            load_after = load_after
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
+            elapsed = elapsed.as_secs_f64(),
+            failed = if failed.is_empty() {
+                String::new()
+            } else {
+                format!("; sections that failed: {}", failed.join("; "))
+            },
+        );
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        let out = compare_report::splice(&doc, &report).map_err(anyhow::Error::msg)?;
+        std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))?;
+        println!("report written to {}", path.display());
+    }
     Ok(())
+}
+
+/// Today's date (UTC), `YYYY-MM-DD`.
+fn jiff_date() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%d")
+        .to_string()
 }
 
 /// The `compare-controller` subcommand: one run of each implementation per Service count
 /// (ferrolb first, then MetalLB), each in a fresh lab; prints the figures and the table.
-async fn compare_controllers(setup: ControllerSetup, counts: &[usize]) -> anyhow::Result<()> {
+async fn compare_controllers(
+    setup: ControllerSetup,
+    counts: &[usize],
+) -> anyhow::Result<Vec<ValueRow>> {
     let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
     println!(
         "compare-controller: ferrolb ({}) vs. MetalLB {} ({}), Services {counts:?}",
@@ -524,12 +725,12 @@ async fn compare_controllers(setup: ControllerSetup, counts: &[usize]) -> anyhow
         compare_controller::value_table(&rows),
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(rows)
 }
 
 /// The `compare-steady` subcommand: one window per implementation (ferrolb first), each in a
 /// fresh lab; prints the requests by verb and the table.
-async fn compare_steady(setup: SteadySetup) -> anyhow::Result<()> {
+async fn compare_steady(setup: SteadySetup) -> anyhow::Result<Vec<ValueRow>> {
     let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
     println!(
         "compare-steady: ferrolb vs. MetalLB {}, {} nodes, {} s window each",
@@ -561,7 +762,7 @@ async fn compare_steady(setup: SteadySetup) -> anyhow::Result<()> {
         compare_controller::value_table(&rows),
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(rows)
 }
 
 /// One failover trial's outcome.
@@ -951,7 +1152,7 @@ async fn cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
 /// The `compare-cpu` subcommand: for ferrolb, then MetalLB, a fresh one-node lab
 /// (`lab::compare_cpu`), the phases of [`flood_plan`], and one table of speaker CPU time per
 /// second of each phase with the ratio MetalLB ÷ ferrolb.
-async fn compare_cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<()> {
+async fn compare_cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<Vec<ValueRow>> {
     let ip = Ipv4Addr::new(198, 51, 100, 78);
     let tck = clock_ticks_per_second()?;
     let metallb = ferrolb_tests::lab::metallb::Binaries::locate()?;
@@ -1014,7 +1215,7 @@ async fn compare_cpu(speaker: SpeakerCmd, seconds: Duration) -> anyhow::Result<(
         compare_controller::value_table(&rows),
         1000.0 / tck as f64
     );
-    Ok(())
+    Ok(rows)
 }
 
 /// The phases of `cpu` and `compare-cpu` (idle, UDP floods from client A, ARP request floods,

@@ -45,6 +45,7 @@ pub mod bench;
 pub mod compare;
 pub mod compare_controller;
 pub mod compare_cpu;
+pub mod compare_report;
 pub mod compare_steady;
 pub mod compare_trial;
 pub mod cpu_quota;
