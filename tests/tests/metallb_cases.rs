@@ -18,7 +18,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use ferrolb_tests::lab::scenario::{capture_around, gratuitous_macs, typed_events_for};
-use ferrolb_tests::lab::{Implementation, Lab, Seen};
+use ferrolb_tests::lab::{Implementation, Lab, Seen, metallb};
 use ferrolb_tests::objects::{apply_endpoints, create_service, lb_service, set_ingress};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -202,6 +202,115 @@ async fn metallb_c10_one_ip_one_announcer() {
         steady && seen.len() == 1,
         "every probe answered by one and the same MAC",
         format!("{seen:?}"),
+    );
+    v.finish();
+}
+
+/// C-10 (second part): the two Services on the shared IP restricted to disjoint nodes — two
+/// overlapping pools, each Service naming its own (`metallb.io/address-pool`), each pool
+/// advertised from another node (`nodeSelectors`), as ferrolb's own test does — nobody
+/// announces, and a Warning Event on a Service says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c10_disjoint_nodes_nobody_announces_and_says_why() {
+    let mut v = Verdicts::new("C-10");
+    let mut lab = Lab::start_implementation(Implementation::MetalLb, 3, 1)
+        .await
+        .unwrap();
+    let client = lab.client().await.unwrap();
+    metallb::create_pool(&client, "pool", &["198.51.100.0/24"])
+        .await
+        .unwrap();
+    metallb::create_pool(&client, "pool-b", &["198.51.100.0/26"])
+        .await
+        .unwrap();
+    metallb::advertise_pool_on(&client, "pool-on-node-1", "pool", "node-1")
+        .await
+        .unwrap();
+    metallb::advertise_pool_on(&client, "pool-b-on-node-2", "pool-b", "node-2")
+        .await
+        .unwrap();
+    let ip = Ipv4Addr::new(198, 51, 100, 53);
+    for (name, proto, pool) in [("svc-a", "TCP", "pool"), ("svc-b", "UDP", "pool-b")] {
+        let mut svc = lb_service("default", name, &[(proto, 53)], "Cluster");
+        svc.metadata.annotations = Some(
+            [
+                ("metallb.io/allow-shared-ip".to_owned(), "k1".to_owned()),
+                (
+                    "metallb.io/loadBalancerIPs".to_owned(),
+                    "198.51.100.53".to_owned(),
+                ),
+                ("metallb.io/address-pool".to_owned(), pool.to_owned()),
+            ]
+            .into(),
+        );
+        create_service(&client, &svc).await.unwrap();
+        set_ingress(&client, "default", name, &["198.51.100.53"])
+            .await
+            .unwrap();
+        // An endpoint on every node, so that no node is ineligible for lack of one.
+        apply_endpoints(
+            &client,
+            "default",
+            name,
+            53,
+            &[
+                ("192.0.2.201", Some("node-1"), true, true, false),
+                ("192.0.2.202", Some("node-2"), true, true, false),
+                ("192.0.2.203", Some("node-3"), true, true, false),
+            ],
+        )
+        .await
+        .unwrap();
+    }
+    lab.start_every_speaker(&[]).unwrap();
+    tokio::time::sleep(SETTLE).await;
+    let mut seen = BTreeSet::new();
+    for _ in 0..5 {
+        seen.extend(lab.arp_answers(0, ip).await.unwrap());
+    }
+    let who: Vec<String> = seen
+        .iter()
+        .map(|mac| {
+            lab.node_by_mac(mac)
+                .map_or_else(|| mac.clone(), |n| n.name.clone())
+        })
+        .collect();
+    v.check(
+        seen.is_empty(),
+        "nobody announces",
+        format!("answered by {who:?}"),
+    );
+    let mut warnings = Vec::new();
+    for name in ["svc-a", "svc-b"] {
+        warnings.extend(
+            typed_events_for(&client, "default", name)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|(t, _, _)| t == "Warning"),
+        );
+    }
+    println!("C-10 Warning Events: {warnings:?}");
+    v.check(
+        !warnings.is_empty(),
+        "a Warning Event says why",
+        "no Warning Event on either Service",
+    );
+    // Control (the harness is not blind): pool-b deleted and the pool advertised from every
+    // node, one node answers. (MetalLB refuses the whole configuration while two pools overlap —
+    // its speaker logs "CIDR … overlaps with already defined CIDR" and announces nothing — and a
+    // shared IP lives in one pool, whose L2Advertisements select nodes for every Service in it:
+    // the case's restriction cannot be expressed in metallb.io objects.)
+    metallb::delete_pool(&client, "pool-b").await.unwrap();
+    metallb::advertise_pool(&client, "pool", &["198.51.100.0/24"])
+        .await
+        .unwrap();
+    let control = sole_owner(&lab, ip).await;
+    v.check(
+        control.is_some(),
+        "control: with pool-b gone and the pool advertised on every node, one node answers",
+        "still no single answer",
     );
     v.finish();
 }

@@ -312,6 +312,79 @@ pub async fn advertise_pool(client: &Client, name: &str, addresses: &[&str]) -> 
     Ok(())
 }
 
+/// Creates (server-side apply) `IPAddressPool` `name` with `addresses`, without an
+/// advertisement, in [`NAMESPACE`].
+///
+/// # Errors
+/// The API server refused it.
+pub async fn create_pool(client: &Client, name: &str, addresses: &[&str]) -> anyhow::Result<()> {
+    let pool = serde_json::json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": { "name": name, "namespace": NAMESPACE },
+        "spec": { "addresses": addresses },
+    });
+    Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &resource("IPAddressPool", "ipaddresspools"),
+    )
+    .patch(
+        name,
+        &PatchParams::apply("ferrolb-tests").force(),
+        &Patch::Apply(&pool),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes `IPAddressPool` `name` from [`NAMESPACE`].
+///
+/// # Errors
+/// The API server refused it (also when it does not exist).
+pub async fn delete_pool(client: &Client, name: &str) -> anyhow::Result<()> {
+    Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &resource("IPAddressPool", "ipaddresspools"),
+    )
+    .delete(name, &Default::default())
+    .await?;
+    Ok(())
+}
+
+/// Creates (server-side apply) `L2Advertisement` `name` announcing pool `pool` from the node
+/// whose `kubernetes.io/hostname` label is `node` only (`nodeSelectors`), in [`NAMESPACE`].
+///
+/// # Errors
+/// The API server refused it.
+pub async fn advertise_pool_on(
+    client: &Client,
+    name: &str,
+    pool: &str,
+    node: &str,
+) -> anyhow::Result<()> {
+    let adv = serde_json::json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
+        "metadata": { "name": name, "namespace": NAMESPACE },
+        "spec": {
+            "ipAddressPools": [pool],
+            "nodeSelectors": [{ "matchLabels": { "kubernetes.io/hostname": node } }],
+        },
+    });
+    Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &resource("L2Advertisement", "l2advertisements"),
+    )
+    .patch(
+        name,
+        &PatchParams::apply("ferrolb-tests").force(),
+        &Patch::Apply(&adv),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Creates namespace `netns` with only `lo` up (no link to the LAN), for the controller.
 ///
 /// # Errors
