@@ -315,6 +315,119 @@ async fn metallb_c10_disjoint_nodes_nobody_announces_and_says_why() {
     v.finish();
 }
 
+/// C-12: responders per interface are independent — node-1 with `eth0` on the LAN, `eth1` IPv6
+/// only, `eth2` without an address, a pod veth and `eth3` IPv4 (a second client): the VIP is
+/// answered on `eth0` and `eth3` by default, never on `eth1`; with `interfaces: [eth0]` the client
+/// on `eth3` gets no reply and `eth0` still does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c12_responders_per_interface() {
+    let mut v = Verdicts::new("C-12");
+    let ip = Ipv4Addr::new(192, 0, 2, 200);
+    let mut lab = Lab::start_implementation(Implementation::MetalLb, 1, 1)
+        .await
+        .unwrap();
+    let c_eth1 = lab
+        .add_client_link(
+            "node-1",
+            "eth1",
+            Some("2001:db8:0:7::10/64"),
+            Some("2001:db8:0:7::20/64"),
+        )
+        .unwrap();
+    let _c_eth2 = lab.add_client_link("node-1", "eth2", None, None).unwrap();
+    let _pod = lab
+        .add_client_link("node-1", "veth0pod", None, Some("198.51.100.250/32"))
+        .unwrap();
+    let c_eth3 = lab
+        .add_client_link(
+            "node-1",
+            "eth3",
+            Some("203.0.113.10/24"),
+            Some("203.0.113.20/24"),
+        )
+        .unwrap();
+    let client = lab.client().await.unwrap();
+    lab.advertise_pool("pool", &["192.0.2.200/32"])
+        .await
+        .unwrap();
+    create_service(
+        &client,
+        &lb_service("default", "svc-a", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    set_ingress(&client, "default", "svc-a", &["192.0.2.200"])
+        .await
+        .unwrap();
+    apply_endpoints(
+        &client,
+        "default",
+        "svc-a",
+        80,
+        &[("192.0.2.201", Some("node-1"), true, true, false)],
+    )
+    .await
+    .unwrap();
+    lab.start_every_speaker(&[]).unwrap();
+    let node1 = lab.node("node-1").mac.clone();
+    let owner = sole_owner(&lab, ip).await;
+    v.check(
+        owner.as_deref() == Some("node-1"),
+        "eth0 answers (the eth2/lo/veth setup does not prevent it)",
+        format!("{owner:?}"),
+    );
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let eth3 = loop {
+        let a = lab.arp_answers(c_eth3, ip).await.unwrap();
+        if !a.is_empty() || tokio::time::Instant::now() >= deadline {
+            break a;
+        }
+    };
+    v.check(
+        eth3.len() == 1 && !eth3.contains(&node1),
+        "eth3 answers by default, with eth3's own MAC",
+        format!("{eth3:?}"),
+    );
+    let eth1_seen = lab
+        .arp_probe(c_eth1, ip, Duration::from_millis(800))
+        .await
+        .unwrap();
+    v.check(
+        !eth1_seen
+            .iter()
+            .any(|s| matches!(s, Seen::ArpReply { .. } | Seen::GratuitousArp { .. })),
+        "no ARP ever leaves eth1 (IPv6 only)",
+        format!("{eth1_seen:?}"),
+    );
+    metallb::apply_l2(
+        &client,
+        "pool",
+        serde_json::json!({ "ipAddressPools": ["pool"], "interfaces": ["eth0"] }),
+    )
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let eth3_after = loop {
+        let a = lab.arp_answers(c_eth3, ip).await.unwrap();
+        if a.is_empty() || tokio::time::Instant::now() >= deadline {
+            break a;
+        }
+    };
+    v.check(
+        eth3_after.is_empty(),
+        "with interfaces: [eth0] the client on eth3 gets no reply",
+        format!("{eth3_after:?}"),
+    );
+    let eth0_after = lab.arp_answers(0, ip).await.unwrap();
+    v.check(
+        eth0_after == BTreeSet::from([node1]),
+        "with interfaces: [eth0] eth0 still answers",
+        format!("{eth0_after:?}"),
+    );
+    v.finish();
+}
+
 /// C-13: a VIP answered for multicast NS, unicast NS to the VIP at the owner's MAC (a router's
 /// reachability probe) and unicast NS from a global source, each with a solicited NA carrying
 /// the Target Link-Layer Address option.

@@ -352,24 +352,16 @@ pub async fn delete_pool(client: &Client, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Creates (server-side apply) `L2Advertisement` `name` announcing pool `pool` from the node
-/// whose `kubernetes.io/hostname` label is `node` only (`nodeSelectors`), in [`NAMESPACE`].
+/// Creates or replaces (server-side apply) `L2Advertisement` `name` with `spec` (metallb.io
+/// v1beta1 fields: `ipAddressPools`, `nodeSelectors`, `interfaces`, …), in [`NAMESPACE`].
 ///
 /// # Errors
 /// The API server refused it.
-pub async fn advertise_pool_on(
-    client: &Client,
-    name: &str,
-    pool: &str,
-    node: &str,
-) -> anyhow::Result<()> {
+pub async fn apply_l2(client: &Client, name: &str, spec: serde_json::Value) -> anyhow::Result<()> {
     let adv = serde_json::json!({
         "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
         "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": {
-            "ipAddressPools": [pool],
-            "nodeSelectors": [{ "matchLabels": { "kubernetes.io/hostname": node } }],
-        },
+        "spec": spec,
     });
     Api::<DynamicObject>::namespaced_with(
         client.clone(),
@@ -383,6 +375,28 @@ pub async fn advertise_pool_on(
     )
     .await?;
     Ok(())
+}
+
+/// Creates (server-side apply) `L2Advertisement` `name` announcing pool `pool` from the node
+/// whose `kubernetes.io/hostname` label is `node` only (`nodeSelectors`), in [`NAMESPACE`].
+///
+/// # Errors
+/// The API server refused it.
+pub async fn advertise_pool_on(
+    client: &Client,
+    name: &str,
+    pool: &str,
+    node: &str,
+) -> anyhow::Result<()> {
+    apply_l2(
+        client,
+        name,
+        serde_json::json!({
+            "ipAddressPools": [pool],
+            "nodeSelectors": [{ "matchLabels": { "kubernetes.io/hostname": node } }],
+        }),
+    )
+    .await
 }
 
 /// Creates namespace `netns` with only `lo` up (no link to the LAN), for the controller.
