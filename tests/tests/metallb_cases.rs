@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use ferrolb_tests::lab::scenario::{capture_around, gratuitous_macs, typed_events_for};
+use ferrolb_tests::lab::scenario::{c12_links, capture_around, gratuitous_macs, typed_events_for};
 use ferrolb_tests::lab::{Implementation, Lab, Seen, metallb};
 use ferrolb_tests::objects::{apply_endpoints, create_service, lb_service, set_ingress};
 use k8s_openapi::api::core::v1::Node;
@@ -327,26 +327,8 @@ async fn metallb_c12_responders_per_interface() {
     let mut lab = Lab::start_implementation(Implementation::MetalLb, 1, 1)
         .await
         .unwrap();
-    let c_eth1 = lab
-        .add_client_link(
-            "node-1",
-            "eth1",
-            Some("2001:db8:0:7::10/64"),
-            Some("2001:db8:0:7::20/64"),
-        )
-        .unwrap();
-    let _c_eth2 = lab.add_client_link("node-1", "eth2", None, None).unwrap();
-    let _pod = lab
-        .add_client_link("node-1", "veth0pod", None, Some("198.51.100.250/32"))
-        .unwrap();
-    let c_eth3 = lab
-        .add_client_link(
-            "node-1",
-            "eth3",
-            Some("203.0.113.10/24"),
-            Some("203.0.113.20/24"),
-        )
-        .unwrap();
+    // node-1: eth0 on the LAN (client 0), eth1 IPv6 only, eth2 no address, a pod veth, eth3 IPv4.
+    let (c_eth1, c_eth3) = c12_links(&mut lab, "node-1").unwrap();
     let client = lab.client().await.unwrap();
     lab.advertise_pool("pool", &["192.0.2.200/32"])
         .await

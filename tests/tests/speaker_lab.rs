@@ -10,7 +10,7 @@ use std::time::Duration;
 use ferrolb_crds::L2AdvertisementSpec;
 use ferrolb_crds::v1beta1::LabelSelector;
 use ferrolb_tests::lab::scenario::{
-    capture_around, events_for, expected_owner, gratuitous_macs, node_names as names,
+    c12_links, capture_around, events_for, expected_owner, gratuitous_macs, node_names as names,
 };
 use ferrolb_tests::lab::{Lab, Seen};
 use ferrolb_tests::objects::{
@@ -671,26 +671,7 @@ async fn c12_responders_per_interface_are_independent() {
     let ip = Ipv4Addr::new(192, 0, 2, 200);
     let mut lab = Lab::start(1, 1).await.expect("lab");
     // node-1: eth0 on the LAN (client 0), eth1 IPv6 only, eth2 no address, a pod veth, eth3 IPv4.
-    let c_eth1 = lab
-        .add_client_link(
-            "node-1",
-            "eth1",
-            Some("2001:db8:0:7::10/64"),
-            Some("2001:db8:0:7::20/64"),
-        )
-        .unwrap();
-    let _c_eth2 = lab.add_client_link("node-1", "eth2", None, None).unwrap();
-    let _pod = lab
-        .add_client_link("node-1", "veth0pod", None, Some("198.51.100.250/32"))
-        .unwrap();
-    let c_eth3 = lab
-        .add_client_link(
-            "node-1",
-            "eth3",
-            Some("203.0.113.10/24"),
-            Some("203.0.113.20/24"),
-        )
-        .unwrap();
+    let (c_eth1, c_eth3) = c12_links(&mut lab, "node-1").unwrap();
     let client = lab.client().await.unwrap();
     create_pool(&client, "pool", &["192.0.2.200/32"])
         .await

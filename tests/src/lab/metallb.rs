@@ -290,24 +290,35 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
 /// # Errors
 /// The API server refused an object.
 pub async fn advertise_pool(client: &Client, name: &str, addresses: &[&str]) -> anyhow::Result<()> {
-    let pp = PatchParams::apply("ferrolb-tests").force();
-    let pools = resource("IPAddressPool", "ipaddresspools");
-    let pool = serde_json::json!({
-        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+    create_pool(client, name, addresses).await?;
+    apply_l2(
+        client,
+        name,
+        serde_json::json!({ "ipAddressPools": [name] }),
+    )
+    .await
+}
+
+/// Server-side applies the `metallb.io/v1beta1` object `kind` (`plural`) `name` with `spec` in
+/// [`NAMESPACE`].
+async fn apply(
+    client: &Client,
+    kind: &str,
+    plural: &str,
+    name: &str,
+    spec: serde_json::Value,
+) -> anyhow::Result<()> {
+    let object = serde_json::json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": kind,
         "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": { "addresses": addresses },
+        "spec": spec,
     });
-    Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &pools)
-        .patch(name, &pp, &Patch::Apply(&pool))
-        .await?;
-    let l2 = resource("L2Advertisement", "l2advertisements");
-    let adv = serde_json::json!({
-        "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
-        "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": { "ipAddressPools": [name] },
-    });
-    Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &l2)
-        .patch(name, &pp, &Patch::Apply(&adv))
+    Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &resource(kind, plural))
+        .patch(
+            name,
+            &PatchParams::apply("ferrolb-tests").force(),
+            &Patch::Apply(&object),
+        )
         .await?;
     Ok(())
 }
@@ -318,23 +329,14 @@ pub async fn advertise_pool(client: &Client, name: &str, addresses: &[&str]) -> 
 /// # Errors
 /// The API server refused it.
 pub async fn create_pool(client: &Client, name: &str, addresses: &[&str]) -> anyhow::Result<()> {
-    let pool = serde_json::json!({
-        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
-        "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": { "addresses": addresses },
-    });
-    Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        NAMESPACE,
-        &resource("IPAddressPool", "ipaddresspools"),
-    )
-    .patch(
+    apply(
+        client,
+        "IPAddressPool",
+        "ipaddresspools",
         name,
-        &PatchParams::apply("ferrolb-tests").force(),
-        &Patch::Apply(&pool),
+        serde_json::json!({ "addresses": addresses }),
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Deletes `IPAddressPool` `name` from [`NAMESPACE`].
@@ -358,23 +360,7 @@ pub async fn delete_pool(client: &Client, name: &str) -> anyhow::Result<()> {
 /// # Errors
 /// The API server refused it.
 pub async fn apply_l2(client: &Client, name: &str, spec: serde_json::Value) -> anyhow::Result<()> {
-    let adv = serde_json::json!({
-        "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
-        "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": spec,
-    });
-    Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        NAMESPACE,
-        &resource("L2Advertisement", "l2advertisements"),
-    )
-    .patch(
-        name,
-        &PatchParams::apply("ferrolb-tests").force(),
-        &Patch::Apply(&adv),
-    )
-    .await?;
-    Ok(())
+    apply(client, "L2Advertisement", "l2advertisements", name, spec).await
 }
 
 /// Creates (server-side apply) `L2Advertisement` `name` announcing pool `pool` from the node

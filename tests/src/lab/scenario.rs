@@ -218,6 +218,31 @@ pub async fn events_for(
         .collect())
 }
 
+/// The interfaces of case C-12 (`shared/cases.md`) on `node`, each a link to a new client: `eth1`
+/// with only `2001:db8:0:7::10/64`, `eth2` without an address, a pod veth `veth0pod` (the client
+/// end `198.51.100.250/32`) and `eth3` with `203.0.113.10/24` (a second client on IPv4). Returns
+/// the client indexes on `eth1` and `eth3`.
+///
+/// # Errors
+/// `ip` failed.
+pub fn c12_links(lab: &mut Lab, node: &str) -> anyhow::Result<(usize, usize)> {
+    let eth1 = lab.add_client_link(
+        node,
+        "eth1",
+        Some("2001:db8:0:7::10/64"),
+        Some("2001:db8:0:7::20/64"),
+    )?;
+    lab.add_client_link(node, "eth2", None, None)?;
+    lab.add_client_link(node, "veth0pod", None, Some("198.51.100.250/32"))?;
+    let eth3 = lab.add_client_link(
+        node,
+        "eth3",
+        Some("203.0.113.10/24"),
+        Some("203.0.113.20/24"),
+    )?;
+    Ok((eth1, eth3))
+}
+
 #[cfg(test)]
 mod tests {
     use super::metric_value;
