@@ -18,3 +18,4 @@ pub mod metallb;
 pub mod namespace;
 pub mod objects;
 pub mod poll;
+pub mod verdicts;

@@ -20,46 +20,12 @@ use std::time::Duration;
 use ferrolb_tests::lab::scenario::{c12_links, capture_around, gratuitous_macs, typed_events_for};
 use ferrolb_tests::lab::{Implementation, Lab, Seen, metallb};
 use ferrolb_tests::objects::{apply_endpoints, create_service, lb_service, set_ingress};
+use ferrolb_tests::verdicts::Verdicts;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
 const SETTLE: Duration = Duration::from_secs(20);
 const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
-
-/// The expectations of one case and whether each held.
-struct Verdicts {
-    case: &'static str,
-    lines: Vec<(bool, String)>,
-}
-
-impl Verdicts {
-    fn new(case: &'static str) -> Verdicts {
-        Verdicts {
-            case,
-            lines: Vec::new(),
-        }
-    }
-
-    fn check(&mut self, ok: bool, what: &str, detail: impl std::fmt::Display) {
-        let line = if ok {
-            format!("{} PASS {what}", self.case)
-        } else {
-            format!("{} FAIL {what}: {detail}", self.case)
-        };
-        println!("{line}");
-        self.lines.push((ok, line));
-    }
-
-    fn finish(self) {
-        let failed: Vec<&str> = self
-            .lines
-            .iter()
-            .filter(|(ok, _)| !ok)
-            .map(|(_, l)| l.as_str())
-            .collect();
-        assert!(failed.is_empty(), "MetalLB:\n{}", failed.join("\n"));
-    }
-}
 
 /// A MetalLB lab of `nodes` nodes and one client, pool `pools`, Service `default/svc-a` (TCP 80,
 /// `etp`) holding `ip` in its status with one ready endpoint on node-1, speakers started with

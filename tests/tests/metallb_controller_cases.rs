@@ -1,0 +1,298 @@
+//! Controller field cases of `shared/cases.md` against MetalLB v0.15.2's controller (issue #11),
+//! opt-in (`cargo test -p ferrolb-tests --test metallb_controller_cases -- --ignored
+//! --nocapture --test-threads 1`): the same expectations as ferrolb's own
+//! `tests/tests/controller_cases.rs`, with MetalLB's objects (`metallb.io` pools, the
+//! `metallb.io/loadBalancerIPs` annotation) and in the case's own words where ferrolb's test names
+//! ferrolb's Event messages. Each expectation is printed as PASS or FAIL ([`Verdicts`]); results
+//! go into docs/comparison.md. Never change a case to make MetalLB pass.
+//!
+//! The lab has no nodes (the controller needs none): the API server, MetalLB's CRDs and its
+//! controller (webhooks and certificate rotation off, no leader election, as its single-replica
+//! Deployment runs).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use ferrolb_tests::lab::scenario::typed_events_for;
+use ferrolb_tests::lab::{Implementation, Lab, metallb};
+use ferrolb_tests::namespace;
+use ferrolb_tests::objects::{create_service, ingress_ips, lb_service, set_ingress};
+use ferrolb_tests::verdicts::Verdicts;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+/// How long an expected change may take.
+const SETTLE: Duration = Duration::from_secs(20);
+
+async fn lab() -> (Lab, Client) {
+    let mut lab = Lab::start_implementation(Implementation::MetalLb, 0, 0)
+        .await
+        .unwrap();
+    lab.start_metallb_controller().unwrap();
+    let client = lab.client().await.unwrap();
+    (lab, client)
+}
+
+async fn svc(client: &Client, ns: &str, name: &str) -> Service {
+    Api::<Service>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+async fn ips(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    ingress_ips(&svc(client, ns, name).await)
+}
+
+/// Waits up to [`SETTLE`] until `cond` holds for the Service's ingress IPs; returns the last IPs
+/// seen.
+async fn wait_ips(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    cond: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let now = ips(client, ns, name).await;
+        if cond(&now) || tokio::time::Instant::now() >= deadline {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits up to [`SETTLE`] for a Warning Event on the Service; returns `(reason, note)` of the
+/// Warnings seen.
+async fn wait_warning(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let found: Vec<(String, String)> = typed_events_for(client, ns, name)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|(t, _, _)| t == "Warning")
+            .map(|(_, reason, note)| (reason, note))
+            .collect();
+        if !found.is_empty() || tokio::time::Instant::now() >= deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn annotated(mut s: Service, pairs: &[(&str, &str)]) -> Service {
+    s.metadata.annotations = Some(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    s
+}
+
+/// One C-01 variant: `svc-b` (older, pending: the pool is full) and `svc-a` holding
+/// `198.51.100.10` (optionally requested with `metallb.io/loadBalancerIPs`), the watch delivering
+/// `svc-b` first or not (namespace names order the initial list); the controller restarted
+/// twice, each restart judged on its own writes to `svc-a` (the second against the state the
+/// first left).
+async fn c01_variant(v: &mut Verdicts, a_requests: bool, b_first: bool) {
+    let (mut lab, client) = lab().await;
+    lab.stop_metallb_controller();
+    metallb::create_pool(&client, "pool", &["198.51.100.10/32"])
+        .await
+        .unwrap();
+    let (ns_a, ns_b) = if b_first {
+        (
+            namespace::fresh(&client, "zzz").await.unwrap(),
+            namespace::fresh(&client, "aaa").await.unwrap(),
+        )
+    } else {
+        (
+            namespace::fresh(&client, "aaa").await.unwrap(),
+            namespace::fresh(&client, "zzz").await.unwrap(),
+        )
+    };
+    create_service(
+        &client,
+        &lb_service(&ns_b, "svc-b", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut a = lb_service(&ns_a, "svc-a", &[("TCP", 80)], "Cluster");
+    if a_requests {
+        a = annotated(a, &[("metallb.io/loadBalancerIPs", "198.51.100.10")]);
+    }
+    create_service(&client, &a).await.unwrap();
+    set_ingress(&client, &ns_a, "svc-a", &["198.51.100.10"])
+        .await
+        .unwrap();
+    let mut before = svc(&client, &ns_a, "svc-a").await;
+    let variant = format!(
+        "(svc-a {}, svc-b delivered {})",
+        if a_requests {
+            "requested the IP"
+        } else {
+            "did not request it"
+        },
+        if b_first { "first" } else { "second" }
+    );
+    for round in 1..=2 {
+        lab.start_metallb_controller().unwrap();
+        let warnings = wait_warning(&client, &ns_b, "svc-b").await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let a_now = svc(&client, &ns_a, "svc-a").await;
+        v.check(
+            ingress_ips(&a_now) == ["198.51.100.10"],
+            &format!("restart {round} {variant}: svc-a keeps 198.51.100.10"),
+            format!(
+                "svc-a has {:?}, svc-b has {:?}",
+                ingress_ips(&a_now),
+                ips(&client, &ns_b, "svc-b").await
+            ),
+        );
+        v.check(
+            a_now.resource_version() == before.resource_version(),
+            &format!("restart {round} {variant}: no write to svc-a at all"),
+            format!(
+                "resourceVersion moved; annotations now {:?}, managers {:?}",
+                a_now.annotations(),
+                a_now
+                    .metadata
+                    .managed_fields
+                    .iter()
+                    .flatten()
+                    .map(|m| (m.manager.clone(), m.subresource.clone()))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        v.check(
+            ips(&client, &ns_b, "svc-b").await.is_empty(),
+            &format!("restart {round} {variant}: svc-b stays pending"),
+            format!("svc-b has {:?}", ips(&client, &ns_b, "svc-b").await),
+        );
+        v.check(
+            warnings.iter().any(|(r, _)| r == "AllocationFailed"),
+            &format!("restart {round} {variant}: svc-b has an AllocationFailed Event"),
+            format!("{warnings:?}"),
+        );
+        lab.stop_metallb_controller();
+        // The next restart is judged on its own writes.
+        before = a_now;
+    }
+}
+
+/// C-01: restart must not steal IPs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c01_restart_must_not_steal_ips() {
+    let mut v = Verdicts::new("C-01");
+    c01_variant(&mut v, false, true).await;
+    c01_variant(&mut v, false, false).await;
+    c01_variant(&mut v, true, true).await;
+    v.finish();
+}
+
+/// C-04: a type change frees the IP for waiting Services — (1) `svc-a` to ClusterIP: its status
+/// is cleared and the waiting `svc-c` gets the IP at once; (2) back to LoadBalancer: no stale IP,
+/// pending; (3) `svc-b` deleted: `svc-d`, which requested `svc-b`'s address, gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c04_type_change_frees_the_ip_for_waiting_services() {
+    let mut v = Verdicts::new("C-04");
+    let (_lab, client) = lab().await;
+    metallb::create_pool(&client, "pool", &["198.51.100.10/31"])
+        .await
+        .unwrap();
+    let ns = namespace::fresh(&client, "c04").await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    let a_ip = wait_ips(&client, &ns, "svc-a", |i| i.len() == 1).await;
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    let b_ip = wait_ips(&client, &ns, "svc-b", |i| i.len() == 1).await;
+    assert!(
+        a_ip.len() == 1 && b_ip.len() == 1 && a_ip != b_ip,
+        "setup: svc-a {a_ip:?}, svc-b {b_ip:?}"
+    );
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-c", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    create_service(
+        &client,
+        &annotated(
+            lb_service(&ns, "svc-d", &[("TCP", 80)], "Cluster"),
+            &[("metallb.io/loadBalancerIPs", b_ip[0].as_str())],
+        ),
+    )
+    .await
+    .unwrap();
+    let d_warn = wait_warning(&client, &ns, "svc-d").await;
+    v.check(
+        ips(&client, &ns, "svc-c").await.is_empty() && ips(&client, &ns, "svc-d").await.is_empty(),
+        "setup: svc-c and svc-d pending",
+        format!("svc-d warnings {d_warn:?}"),
+    );
+
+    let api = Api::<Service>::namespaced(client.clone(), &ns);
+    api.patch(
+        "svc-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+    )
+    .await
+    .unwrap();
+    let a_now = wait_ips(&client, &ns, "svc-a", <[String]>::is_empty).await;
+    v.check(
+        a_now.is_empty(),
+        "(1) svc-a's ingress status is cleared",
+        format!("{a_now:?}"),
+    );
+    let c_now = wait_ips(&client, &ns, "svc-c", |i| i == a_ip.as_slice()).await;
+    v.check(
+        c_now == a_ip,
+        "(1) the waiting svc-c gets the freed IP at once",
+        format!("svc-c has {c_now:?} after {SETTLE:?}"),
+    );
+
+    api.patch(
+        "svc-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"type": "LoadBalancer"}})),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let a_back = ips(&client, &ns, "svc-a").await;
+    v.check(
+        a_back.is_empty(),
+        "(2) back to LoadBalancer, svc-a gets no stale IP: pending",
+        format!("{a_back:?}"),
+    );
+
+    api.delete("svc-b", &DeleteParams::default()).await.unwrap();
+    let d_now = wait_ips(&client, &ns, "svc-d", |i| i == b_ip.as_slice()).await;
+    v.check(
+        d_now == b_ip,
+        "(3) svc-b deleted: svc-d gets the address it requested",
+        format!(
+            "svc-d has {d_now:?}, svc-a {:?}",
+            ips(&client, &ns, "svc-a").await
+        ),
+    );
+    v.finish();
+}
