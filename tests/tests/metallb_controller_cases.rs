@@ -296,3 +296,148 @@ async fn metallb_c04_type_change_frees_the_ip_for_waiting_services() {
     );
     v.finish();
 }
+
+/// C-06: priority without selectors — `pool-a` (priority 1) is used before `pool-b` (priority
+/// 2); a pool with `serviceAllocation: {}` serves Services as one without it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c06_priority_without_selectors() {
+    let mut v = Verdicts::new("C-06");
+    let (_lab, client) = lab().await;
+    metallb::apply_pool(
+        &client,
+        "pool-b",
+        json!({"addresses": ["203.0.113.0/28"], "serviceAllocation": {"priority": 2}}),
+    )
+    .await
+    .unwrap();
+    metallb::apply_pool(
+        &client,
+        "pool-a",
+        json!({"addresses": ["198.51.100.0/28"], "serviceAllocation": {"priority": 1}}),
+    )
+    .await
+    .unwrap();
+    let ns = namespace::fresh(&client, "c06").await.unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-1", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    let got = wait_ips(&client, &ns, "svc-1", |i| !i.is_empty()).await;
+    v.check(
+        got.len() == 1 && got[0].starts_with("198.51.100."),
+        "a new IPv4 Service gets an address from pool-a (priority 1)",
+        format!("{got:?}"),
+    );
+    Api::<Service>::namespaced(client.clone(), &ns)
+        .delete("svc-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    metallb::delete_pool(&client, "pool-a").await.unwrap();
+    metallb::delete_pool(&client, "pool-b").await.unwrap();
+    metallb::apply_pool(
+        &client,
+        "pool-z",
+        json!({"addresses": ["203.0.113.16/28"], "serviceAllocation": {}}),
+    )
+    .await
+    .unwrap();
+    create_service(
+        &client,
+        &lb_service(&ns, "svc-2", &[("TCP", 80)], "Cluster"),
+    )
+    .await
+    .unwrap();
+    let got = wait_ips(&client, &ns, "svc-2", |i| !i.is_empty()).await;
+    let warnings = if got.is_empty() {
+        wait_warning(&client, &ns, "svc-2").await
+    } else {
+        Vec::new()
+    };
+    v.check(
+        got.len() == 1 && got[0].starts_with("203.0.113."),
+        "the only pool, with serviceAllocation: {}, serves a Service as one without it",
+        format!("svc-2 has {got:?}; warnings {warnings:?}"),
+    );
+    v.finish();
+}
+
+/// C-07: a foreign status (another implementation's entries) is replaced by one fresh pool
+/// address, an Event names what was discarded, and nothing is written again for 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c07_foreign_status_is_replaced_not_looped_on() {
+    let mut v = Verdicts::new("C-07");
+    let (mut lab, client) = lab().await;
+    lab.stop_metallb_controller();
+    metallb::create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
+    let ns = namespace::fresh(&client, "c07").await.unwrap();
+    let api = Api::<Service>::namespaced(client.clone(), &ns);
+    let variants: Vec<(&str, serde_json::Value, &str)> = vec![
+        (
+            "two-node-ips",
+            json!([{"ip": "192.0.2.4"}, {"ip": "192.0.2.5"}]),
+            "192.0.2.4",
+        ),
+        (
+            "three",
+            json!([{"ip": "192.0.2.4"}, {"ip": "192.0.2.5"}, {"ip": "192.0.2.6"}]),
+            "192.0.2.4",
+        ),
+        (
+            "hostname",
+            json!([{"hostname": "lb.example.com"}]),
+            "lb.example.com",
+        ),
+        ("v6-on-v4", json!([{"ip": "2001:db8::5"}]), "2001:db8::5"),
+    ];
+    for (name, ingress, _) in &variants {
+        let mut s = lb_service(&ns, name, &[("TCP", 80)], "Cluster");
+        let spec = s.spec.as_mut().unwrap();
+        spec.ip_families = Some(vec!["IPv4".into()]);
+        spec.ip_family_policy = Some("SingleStack".into());
+        create_service(&client, &s).await.unwrap();
+        let patch = json!({"apiVersion": "v1", "kind": "Service", "status": {"loadBalancer": {"ingress": ingress}}});
+        api.patch_status(
+            name,
+            &PatchParams::apply("other-implementation").force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .unwrap();
+    }
+    lab.start_metallb_controller().unwrap();
+    let mut versions = Vec::new();
+    for (name, _, discarded) in &variants {
+        let got = wait_ips(&client, &ns, name, |i| {
+            i.len() == 1 && i[0].starts_with("198.51.100.")
+        })
+        .await;
+        v.check(
+            got.len() == 1 && got[0].starts_with("198.51.100."),
+            &format!("{name}: one fresh pool address replaces the foreign entries"),
+            format!("{got:?}"),
+        );
+        let events = typed_events_for(&client, &ns, name).await.unwrap();
+        v.check(
+            events.iter().any(|(_, _, note)| note.contains(discarded)),
+            &format!("{name}: an Event names what was discarded ({discarded})"),
+            format!("{events:?}"),
+        );
+        versions.push(svc(&client, &ns, name).await.resource_version());
+    }
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    for ((name, _, _), rv) in variants.iter().zip(&versions) {
+        let now = svc(&client, &ns, name).await;
+        v.check(
+            now.resource_version() == *rv,
+            &format!("{name}: no further writes for 30 s"),
+            format!("written again: ingress now {:?}", ingress_ips(&now)),
+        );
+    }
+    v.finish();
+}

@@ -329,14 +329,20 @@ async fn apply(
 /// # Errors
 /// The API server refused it.
 pub async fn create_pool(client: &Client, name: &str, addresses: &[&str]) -> anyhow::Result<()> {
-    apply(
-        client,
-        "IPAddressPool",
-        "ipaddresspools",
-        name,
-        serde_json::json!({ "addresses": addresses }),
-    )
-    .await
+    apply_pool(client, name, serde_json::json!({ "addresses": addresses })).await
+}
+
+/// Creates or replaces (server-side apply) `IPAddressPool` `name` with `spec` (metallb.io v1beta1
+/// fields: `addresses`, `serviceAllocation`, `avoidBuggyIPs`, …), in [`NAMESPACE`].
+///
+/// # Errors
+/// The API server refused it.
+pub async fn apply_pool(
+    client: &Client,
+    name: &str,
+    spec: serde_json::Value,
+) -> anyhow::Result<()> {
+    apply(client, "IPAddressPool", "ipaddresspools", name, spec).await
 }
 
 /// Deletes `IPAddressPool` `name` from [`NAMESPACE`].
