@@ -83,6 +83,25 @@ async fn wait_warning(client: &Client, ns: &str, name: &str) -> Vec<(String, Str
     }
 }
 
+/// Waits up to [`SETTLE`] for an Event on the Service for which `pred(type, reason, note)`
+/// holds; returns whether one came and every Event seen.
+async fn wait_event_matching(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    pred: impl Fn(&str, &str, &str) -> bool,
+) -> (bool, Vec<(String, String, String)>) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let events = typed_events_for(client, ns, name).await.unwrap();
+        let found = events.iter().any(|(t, r, n)| pred(t, r, n));
+        if found || tokio::time::Instant::now() >= deadline {
+            return (found, events);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 fn annotated(mut s: Service, pairs: &[(&str, &str)]) -> Service {
     s.metadata.annotations = Some(
         pairs
@@ -439,5 +458,98 @@ async fn metallb_c07_foreign_status_is_replaced_not_looped_on() {
             format!("written again: ingress now {:?}", ingress_ips(&now)),
         );
     }
+    v.finish();
+}
+
+fn with_families(mut s: Service, families: &[&str], policy: &str) -> Service {
+    let spec = s.spec.as_mut().unwrap();
+    spec.ip_families = Some(families.iter().map(|f| (*f).to_owned()).collect());
+    spec.ip_family_policy = Some(policy.into());
+    s
+}
+
+/// C-05: dual-stack with a single-family pool — PreferDualStack gets one IPv4 address and an
+/// Event that IPv6 was not available; RequireDualStack stays pending with a clear reason; once
+/// the pool gains an IPv6 range the first gains IPv6 without changing its IPv4 address; a
+/// SingleStack IPv4 Service on the mixed pool gets exactly one IPv4 address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
+async fn metallb_c05_dual_stack_with_a_single_family_pool() {
+    let mut v = Verdicts::new("C-05");
+    let (_lab, client) = lab().await;
+    metallb::create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
+    let ns = namespace::fresh(&client, "c05").await.unwrap();
+    let a = with_families(
+        lb_service(&ns, "svc-a", &[("TCP", 80)], "Cluster"),
+        &["IPv4", "IPv6"],
+        "PreferDualStack",
+    );
+    create_service(&client, &a).await.unwrap();
+    let a_ips = wait_ips(&client, &ns, "svc-a", |i| !i.is_empty()).await;
+    v.check(
+        a_ips.len() == 1 && a_ips[0].starts_with("198.51.100."),
+        "PreferDualStack gets one IPv4 address",
+        format!("{a_ips:?}"),
+    );
+    // MetalLB's own reason for the second family counts, whatever its wording.
+    let (said, a_events) = wait_event_matching(&client, &ns, "svc-a", |_, r, n| {
+        n.contains("IPv6") || r == "AdditionalAssignFailed"
+    })
+    .await;
+    v.check(
+        said,
+        "an Event says IPv6 was not available",
+        format!("{a_events:?}"),
+    );
+    let b = with_families(
+        lb_service(&ns, "svc-b", &[("TCP", 80)], "Cluster"),
+        &["IPv4", "IPv6"],
+        "RequireDualStack",
+    );
+    create_service(&client, &b).await.unwrap();
+    let (clear, b_events) = wait_event_matching(&client, &ns, "svc-b", |t, _, n| {
+        t == "Warning" && (n.contains("IPv6") || n.contains("family"))
+    })
+    .await;
+    let b_ips = ips(&client, &ns, "svc-b").await;
+    v.check(
+        b_ips.is_empty(),
+        "RequireDualStack stays pending",
+        format!("{b_ips:?}"),
+    );
+    v.check(
+        clear,
+        "with a clear reason (a Warning Event naming the missing family)",
+        format!("{b_events:?}"),
+    );
+    metallb::create_pool(&client, "pool", &["198.51.100.0/28", "2001:db8:0:1::/120"])
+        .await
+        .unwrap();
+    let a_after = wait_ips(&client, &ns, "svc-a", |i| i.len() == 2).await;
+    v.check(
+        a_after.len() == 2 && a_after.contains(&a_ips[0]),
+        "the pool gains IPv6: svc-a gains an IPv6 address, its IPv4 address unchanged",
+        format!("before {a_ips:?}, after {a_after:?}"),
+    );
+    let b_after = wait_ips(&client, &ns, "svc-b", |i| i.len() == 2).await;
+    v.check(
+        b_after.len() == 2,
+        "the pool gains IPv6: svc-b is served",
+        format!("{b_after:?}"),
+    );
+    let c = with_families(
+        lb_service(&ns, "svc-c", &[("TCP", 80)], "Cluster"),
+        &["IPv4"],
+        "SingleStack",
+    );
+    create_service(&client, &c).await.unwrap();
+    let c_ips = wait_ips(&client, &ns, "svc-c", |i| !i.is_empty()).await;
+    v.check(
+        c_ips.len() == 1 && c_ips[0].starts_with("198.51.100."),
+        "SingleStack IPv4 on the mixed pool: exactly one IPv4 address",
+        format!("{c_ips:?}"),
+    );
     v.finish();
 }
