@@ -55,12 +55,7 @@ pub async fn kill_owner(
     };
     let old_owner = old_owner.to_owned();
     let old_mac = lab.node(&old_owner).mac.clone();
-    let netns = lab
-        .clients
-        .get(client)
-        .context("no such client")?
-        .netns
-        .clone();
+    let netns = lab.client_netns(client)?;
 
     // The capture is open before the kill: it records the new owner's gratuitous ARP.
     let capture =

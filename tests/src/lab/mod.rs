@@ -1104,6 +1104,19 @@ impl Lab {
 }
 
 impl Lab {
+    /// The network namespace of client `k` (its index in [`Lab::clients`]).
+    ///
+    /// # Errors
+    /// There is no client `k`.
+    pub fn client_netns(&self, k: usize) -> anyhow::Result<String> {
+        Ok(self
+            .clients
+            .get(k)
+            .with_context(|| format!("no client {k}"))?
+            .netns
+            .clone())
+    }
+
     /// Adds a point-to-point link from node `node` (interface `node_if`, optional address with
     /// prefix) to a new client namespace (its `eth0`, optional address). Returns the client's
     /// index for [`Lab::arp_probe`] and friends. IPv6 addresses are added without DAD.

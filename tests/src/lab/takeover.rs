@@ -37,12 +37,7 @@ pub async fn signal_and_time(
     timeout: Duration,
 ) -> anyhow::Result<Takeover> {
     let victim_mac = lab.node(victim).mac.clone();
-    let netns = lab
-        .clients
-        .get(client)
-        .context("no such client")?
-        .netns
-        .clone();
+    let netns = lab.client_netns(client)?;
     let capture = capture_takeover(netns, ip, victim_mac, timeout).await?;
     let signalled_us = unix_us();
     lab.signal_speaker(victim, signal)?;

@@ -16,7 +16,7 @@
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 use super::http_client::{self, Attempt, unix_us};
 use super::takeover::{self, Takeover};
@@ -70,12 +70,7 @@ pub async fn signal_and_time(
 ) -> anyhow::Result<Figures> {
     let ip = *addr.ip();
     let victim_mac = lab.node(victim).mac.clone();
-    let netns = lab
-        .clients
-        .get(client)
-        .context("no such client")?
-        .netns
-        .clone();
+    let netns = lab.client_netns(client)?;
     let capture =
         takeover::capture_takeover(netns.clone(), ip, victim_mac.clone(), timeout).await?;
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
