@@ -9,7 +9,8 @@
 //!   [`NAMESPACE`] and its `default` ServiceAccount (no controller-manager creates it here).
 //! - **Controller** ([`start_controller`]): webhooks and certificate rotation off, metrics on
 //!   [`CONTROLLER_PORT`] inside a namespace of its own that only has loopback and the API relay —
-//!   never a listener in the root namespace.
+//!   never a listener in the root namespace. [`webhook::start_controller_with_webhook`] runs it
+//!   with its validating webhook instead (field case C-08).
 //! - **Speakers** ([`start_speaker`]): one per node namespace, configured through the environment
 //!   MetalLB's DaemonSet sets (`METALLB_NODE_NAME`, `METALLB_POD_NAME`, `METALLB_HOST`,
 //!   `METALLB_ML_BIND_ADDR`, `METALLB_ML_LABELS`, `METALLB_ML_SECRET_KEY_PATH`, …). MetalLB finds
@@ -30,6 +31,10 @@ use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams,
 
 use super::{Lab, LabNode, in_netns, sh};
 use crate::cluster::{Supervised, kubectl};
+
+// The file sits next to this one (`tests/src/lab/metallb_webhook.rs`).
+#[path = "metallb_webhook.rs"]
+pub mod webhook;
 
 /// MetalLB's namespace in the lab (where its configuration, Pods and ServiceAccount live).
 pub const NAMESPACE: &str = "metallb-system";
@@ -162,7 +167,9 @@ pub async fn install(kubeconfig: &Path, client: &Client, bins: &Binaries) -> any
 
 /// Starts MetalLB's controller in namespace `netns` (which has the API relay on loopback),
 /// logging to `<lab dir>/metallb-controller.log`: webhooks and certificate rotation off, as
-/// nothing in the lab could call a webhook.
+/// nothing in the lab calls a webhook — unless [`webhook::start_controller_with_webhook`] has
+/// written the lab's webhook certificate: then with its webhook on (rotation still off; see
+/// [`webhook`]).
 ///
 /// # Errors
 /// The process could not be started.
@@ -174,9 +181,16 @@ pub fn start_controller(lab: &Lab, bins: &Binaries, netns: &str) -> anyhow::Resu
         .arg("--kubeconfig")
         .arg(lab.node_kubeconfig())
         .args(["--namespace", NAMESPACE])
-        .args(["--port", &CONTROLLER_PORT.to_string()])
-        .args(["--webhook-mode", "disabled", "--disable-cert-rotation"])
-        .args(["--log-level", "info"]);
+        .args(["--port", &CONTROLLER_PORT.to_string()]);
+    match webhook::serving_dirs(lab) {
+        None => cmd.args(["--webhook-mode", "disabled", "--disable-cert-rotation"]),
+        Some(dirs) => cmd
+            .args(["--webhook-mode", "enabled", "--disable-cert-rotation"])
+            .arg("--cert-dir")
+            .arg(&dirs.cert_dir)
+            .env("TMPDIR", &dirs.tmp_dir),
+    };
+    cmd.args(["--log-level", "info"]);
     Supervised::spawn_command("metallb controller", &mut cmd, &log, false)
 }
 
@@ -321,6 +335,16 @@ async fn apply(
         )
         .await?;
     Ok(())
+}
+
+/// The `IPAddressPool`s of [`NAMESPACE`] (`metallb.io/v1beta1`), e.g. for a plain or dry-run
+/// create whose refusal is to be read.
+pub fn pools(client: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &resource("IPAddressPool", "ipaddresspools"),
+    )
 }
 
 /// Creates (server-side apply) `IPAddressPool` `name` with `addresses`, without an
