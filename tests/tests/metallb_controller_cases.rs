@@ -648,7 +648,8 @@ async fn metallb_c02_sharing_groups_survive_restarts_and_recreation() {
 /// C-03: a pool deleted while in use — `svc-b` and `svc-c` (in `pool-b`) move to free addresses
 /// of `pool-a`, never onto `svc-a`'s, with a Warning Event each; `svc-b` deleted and created
 /// again gets no address of the deleted pool; `pool-b` re-created as `203.0.113.128/25` moves
-/// nothing. (The speaker half of the case, which stops announcing, is not run here.)
+/// nothing. (The speaker half of the case, which stops announcing, is
+/// `metallb_c03_speaker_stops_announcing_a_deleted_pool` in `metallb_cases.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
 async fn metallb_c03_pool_deleted_while_in_use() {
