@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one-command demo (README, docs/demo.md). Run as root on Linux:
 #
-#   ./demo.sh [--verbose] [--proxy-mode nftables|iptables]
+#   ./demo.sh [--verbose] [--proxy-mode nftables|iptables] [--implementation ferrolb|metallb]
 #   ./demo.sh --real-nodes
 #
 # Installs the system tools it needs if they are missing (apt-get: iproute2, nftables, iptables,
@@ -13,6 +13,10 @@
 # a speaker, one controller, three backend pods and a client — a LoadBalancer Service, ARP, 300
 # HTTP requests and a speaker failover. Everything happens in namespaces the demo creates and
 # deletes again; nothing is added to this machine's own network.
+#
+# --implementation metallb (issue #11): the same story with MetalLB v0.15.2's controller and
+# speakers instead of ferrolb's, built once from its Go module (tests/metallb/build.sh, ~2 minutes),
+# to compare the two side by side (docs/comparison.md has the measured figures).
 #
 # --real-nodes (issue #14): the same LAN, but each node runs containerd and kubelet (plus
 # kube-controller-manager and kube-scheduler next to the API server), ferrolb is installed with
@@ -33,7 +37,14 @@ command -v nft >/dev/null || need+=(nftables)
 command -v conntrack >/dev/null || need+=(conntrack)
 command -v iptables-restore >/dev/null || need+=(iptables)
 real_nodes=false
-for a in "$@"; do [ "$a" = --real-nodes ] && real_nodes=true; done
+implementation=${FERROLB_DEMO_IMPLEMENTATION:-ferrolb}
+prev=
+for a in "$@"; do
+  [ "$a" = --real-nodes ] && real_nodes=true
+  [ "$prev" = --implementation ] && implementation=$a
+  case "$a" in --implementation=*) implementation=${a#--implementation=} ;; esac
+  prev=$a
+done
 [ "${FERROLB_DEMO_REAL_NODES:-}" = true ] && real_nodes=true
 if $real_nodes; then
   command -v gcc >/dev/null || need+=(gcc libc6-dev)
@@ -57,6 +68,11 @@ command -v cargo >/dev/null || { echo "Rust (cargo) is required to build ferrolb
 echo "building (first run: ~10 minutes for the Kubernetes binaries, cached afterwards) ..." >&2
 FERROLB_K8S_BIN="$(tests/cluster/build.sh | tail -n 1)"
 export FERROLB_K8S_BIN
+if [ "$(echo "$implementation" | tr '[:upper:]' '[:lower:]')" = metallb ]; then
+  echo "building MetalLB's speaker and controller (first run: ~2 minutes, cached afterwards) ..." >&2
+  FERROLB_METALLB_BIN="$(tests/metallb/build.sh | tail -n 1)"
+  export FERROLB_METALLB_BIN
+fi
 if $real_nodes; then
   FERROLB_NODE_BIN="$(tests/nodes/build.sh | tail -n 1)"
   FERROLB_IMAGES="$(tests/image/build.sh | tail -n 1)"

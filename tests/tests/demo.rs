@@ -7,28 +7,38 @@
 
 use std::net::Ipv4Addr;
 
+use ferrolb_tests::lab::Implementation;
 use ferrolb_tests::lab::demo::{self, DemoOptions};
 use ferrolb_tests::lab::kube_proxy::ProxyMode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_runs_to_a_successful_end() {
-    demo_in(ProxyMode::Nftables).await;
+    demo_in(ProxyMode::Nftables, Implementation::Ferrolb).await;
+}
+
+/// `./demo.sh --implementation metallb` (issue #11): the same story, the same assertions, with
+/// MetalLB v0.15.2's controller and speakers (its own owner choice predicted). So the comparison's
+/// MetalLB lab is exercised end to end, through kube-proxy, on every CI run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_runs_with_metallb() {
+    demo_in(ProxyMode::Nftables, Implementation::MetalLb).await;
 }
 
 /// `./demo.sh --proxy-mode iptables` (issue #13): the same story with kube-proxy's iptables mode,
 /// the default of minikube and kind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_runs_with_kube_proxy_in_iptables_mode() {
-    demo_in(ProxyMode::Iptables).await;
+    demo_in(ProxyMode::Iptables, Implementation::Ferrolb).await;
 }
 
-async fn demo_in(proxy_mode: ProxyMode) {
+async fn demo_in(proxy_mode: ProxyMode, implementation: Implementation) {
     let mut out: Vec<u8> = Vec::new();
     let result = demo::run(
         &DemoOptions {
             verbose: true,
             requests: 300,
             proxy_mode,
+            implementation,
         },
         &mut out,
     )
@@ -60,7 +70,8 @@ async fn demo_in(proxy_mode: ProxyMode) {
         report.kubectl_get_svc
     );
 
-    // Step 4: exactly one MAC answered ARP, the owner's, and the owner is the election's choice.
+    // Step 4: exactly one MAC answered ARP, the owner's, and the owner is the implementation's
+    // choice (ferrolb: the rendezvous hash; MetalLB: its sha256 order).
     assert_eq!(
         report.arp.responders.len(),
         1,

@@ -3,9 +3,11 @@
 //! `conntrack`.
 //!
 //! ```text
-//! ferrolb-demo [--verbose] [--requests N] [--proxy-mode nftables|iptables]
+//! ferrolb-demo [--verbose] [--requests N] [--proxy-mode nftables|iptables] [--implementation ferrolb|metallb]
 //! ferrolb-demo --real-nodes
 //! ```
+//! `--implementation metallb` tells the same story with MetalLB's controller and speakers (built
+//! from its Go module by `tests/metallb/build.sh`, issue #11) on the same lab, to compare.
 //! `--real-nodes` runs the real-node story instead (issue #14,
 //! `ferrolb_tests::lab::real_nodes::story`): three nodes with containerd and kubelet, ferrolb
 //! installed with `kubectl apply -k deploy/` from images built offline, a failover by deleting a
@@ -15,6 +17,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use ferrolb_tests::lab::Implementation;
 use ferrolb_tests::lab::demo::{self, DemoOptions};
 use ferrolb_tests::lab::kube_proxy::ProxyMode;
 use ferrolb_tests::lab::real_nodes::story;
@@ -35,9 +38,13 @@ struct Cli {
     /// kind). IPVS needs kernel modules this lab cannot assume; see docs/datapath.md.
     #[arg(long, env = "FERROLB_DEMO_PROXY_MODE", default_value = "nftables", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<ProxyMode>()))]
     proxy_mode: ProxyMode,
+    /// Whose controller and speakers run: `ferrolb`, or `metallb` (v0.15.2 from its Go module,
+    /// built by tests/metallb/build.sh on first use) to see the same story with MetalLB.
+    #[arg(long, env = "FERROLB_DEMO_IMPLEMENTATION", default_value = "ferrolb", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<Implementation>()))]
+    implementation: Implementation,
     /// Run the story on real nodes (kubelet + containerd in each node namespace, ferrolb's pods
     /// from `kubectl apply -k deploy/`) instead of processes; `--verbose`, `--requests` and
-    /// `--proxy-mode` do not apply.
+    /// `--proxy-mode` and `--implementation` do not apply.
     #[arg(long, env = "FERROLB_DEMO_REAL_NODES")]
     real_nodes: bool,
 }
@@ -56,10 +63,15 @@ async fn main() -> ExitCode {
         eprintln!("ferrolb-demo creates network namespaces: run it as root (sudo ./demo.sh)");
         return ExitCode::FAILURE;
     }
+    if cli.real_nodes && cli.implementation != Implementation::Ferrolb {
+        eprintln!("ferrolb-demo: --real-nodes installs ferrolb's manifests; it runs ferrolb only");
+        return ExitCode::FAILURE;
+    }
     let opts = DemoOptions {
         verbose: cli.verbose,
         requests: usize::try_from(cli.requests).unwrap_or(300),
         proxy_mode: cli.proxy_mode,
+        implementation: cli.implementation,
     };
     let mut out = std::io::stdout();
     // Dropping the demo's future (Ctrl-C) drops the lab, which stops every process and deletes

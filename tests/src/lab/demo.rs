@@ -5,6 +5,11 @@
 //! ARP shows which node answers for its IP, 300 HTTP requests spread over the pods through
 //! kube-proxy's DNAT, and the owning speaker is killed to show the failover.
 //!
+//! The same story runs with MetalLB instead ([`DemoOptions::implementation`], issue #11:
+//! `./demo.sh --implementation metallb`): its controller and speakers on the same nodes, the pool
+//! in its own `metallb.io` CRDs, and its own owner choice predicted and checked
+//! ([`super::owner_choice`]).
+//!
 //! [`run`] prints what a person would look at, step by step, to the given writer and returns a
 //! [`DemoReport`] for tests to assert on. Every step that does not reach its goal returns an error
 //! (after printing the relevant log tails); everything is torn down on return, also after an error.
@@ -22,8 +27,9 @@ use kube::Api;
 
 use super::http_client;
 use super::kube_proxy::{KubeProxy, ProxyMode};
+use super::owner_choice;
 use super::pods::{POD_CIDR, POD_PORT, Pods};
-use super::{Lab, Seen, within_netns};
+use super::{Implementation, Lab, Seen, metallb, within_netns};
 use crate::controller::{ControllerOptions, ControllerProcess};
 use crate::objects::{EndpointSpec, apply_endpoints};
 
@@ -48,6 +54,8 @@ pub struct DemoOptions {
     pub requests: usize,
     /// kube-proxy's mode on every node (issue #13: `./demo.sh --proxy-mode iptables`).
     pub proxy_mode: ProxyMode,
+    /// Whose controller and speakers run (issue #11: `./demo.sh --implementation metallb`).
+    pub implementation: Implementation,
 }
 
 impl Default for DemoOptions {
@@ -56,6 +64,7 @@ impl Default for DemoOptions {
             verbose: false,
             requests: 300,
             proxy_mode: ProxyMode::Nftables,
+            implementation: Implementation::Ferrolb,
         }
     }
 }
@@ -69,7 +78,8 @@ pub struct ArpOutcome {
     pub owner: String,
     /// That node's MAC.
     pub owner_mac: String,
-    /// The owner the rendezvous hash predicts for the IP over all nodes (DESIGN S2).
+    /// The owner the implementation's rule predicts for the IP over all nodes
+    /// ([`owner_choice::expected_owner`]: for ferrolb the rendezvous hash of DESIGN S2).
     pub expected_owner: String,
 }
 
@@ -111,9 +121,36 @@ struct Observed {
 /// Everything the demo runs. Field order is drop order: processes and pods go before the lab.
 struct Running {
     proxies: Vec<KubeProxy>,
-    controller: ControllerProcess,
+    /// ferrolb's controller; `None` for MetalLB, whose controller the lab runs.
+    controller: Option<ControllerProcess>,
     pods: Pods,
     lab: Lab,
+}
+
+impl Running {
+    /// Why the controller is gone, with its log's tail, if it exited.
+    fn controller_exited(&self) -> Option<String> {
+        match &self.controller {
+            Some(c) => c
+                .process()
+                .exit_status()
+                .map(|status| format!("ferrolb-controller exited ({status}):\n{}", c.log_tail(30))),
+            None => self.lab.metallb_controller_exit().map(|status| {
+                format!(
+                    "MetalLB's controller exited ({status}):\n{}",
+                    self.lab.metallb_controller_log(30)
+                )
+            }),
+        }
+    }
+
+    /// The tail of the controller's log.
+    fn controller_log(&self, lines: usize) -> String {
+        match &self.controller {
+            Some(c) => c.log_tail(lines),
+            None => self.lab.metallb_controller_log(lines),
+        }
+    }
 }
 
 /// Runs the demo, printing each step to `out`. See the module docs.
@@ -126,7 +163,7 @@ pub async fn run(opts: &DemoOptions, out: &mut (dyn Write + Send)) -> anyhow::Re
         out,
         "[1/7] Starting the test cluster (etcd + kube-apiserver) and a lab of {NODES} node namespaces"
     )?;
-    let mut running = start(opts.proxy_mode, out).await?;
+    let mut running = start(opts.proxy_mode, opts.implementation, out).await?;
     if opts.verbose {
         writeln!(
             out,
@@ -183,8 +220,12 @@ pub async fn run(opts: &DemoOptions, out: &mut (dyn Write + Send)) -> anyhow::Re
 }
 
 /// Step 1: the lab, pods, controller, kube-proxies and speakers.
-async fn start(mode: ProxyMode, out: &mut (dyn Write + Send)) -> anyhow::Result<Running> {
-    let mut lab = Lab::start(NODES, 1).await?;
+async fn start(
+    mode: ProxyMode,
+    implementation: Implementation,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<Running> {
+    let mut lab = Lab::start_implementation(implementation, NODES, 1).await?;
     let node_names: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
     let pod_specs: Vec<(String, String)> = node_names
         .iter()
@@ -196,7 +237,13 @@ async fn start(mode: ProxyMode, out: &mut (dyn Write + Send)) -> anyhow::Result<
         .map(|(p, n)| (p.as_str(), n.as_str()))
         .collect();
     let pods = lab.add_pods(&pod_refs)?;
-    let controller = start_controller(&lab)?;
+    let controller = match implementation {
+        Implementation::Ferrolb => Some(start_controller(&lab)?),
+        Implementation::MetalLb => {
+            lab.start_metallb_controller()?;
+            None
+        }
+    };
     let mut proxies = Vec::new();
     for name in &node_names {
         proxies.push(lab.start_kube_proxy(name, mode)?);
@@ -208,14 +255,27 @@ async fn start(mode: ProxyMode, out: &mut (dyn Write + Send)) -> anyhow::Result<
         lab.cluster().port(),
         lab.cluster().kubeconfig().display()
     )?;
-    writeln!(
-        out,
-        "  controller       ferrolb-controller (one replica, holds the Lease)"
-    )?;
+    let speaker = match implementation {
+        Implementation::Ferrolb => {
+            writeln!(
+                out,
+                "  controller       ferrolb-controller (one replica, holds the Lease)"
+            )?;
+            "ferrolb-speaker".to_owned()
+        }
+        Implementation::MetalLb => {
+            let version = metallb::Binaries::locate()?.version()?;
+            writeln!(
+                out,
+                "  controller       MetalLB {version} controller (one replica, webhooks off)"
+            )?;
+            format!("MetalLB {version} speaker (memberlist)")
+        }
+    };
     for node in &lab.nodes {
         writeln!(
             out,
-            "  {:<16} {:<14} MAC {}  runs kube-proxy ({mode}) + ferrolb-speaker",
+            "  {:<16} {:<14} MAC {}  runs kube-proxy ({mode}) + {speaker}",
             node.name, node.ip, node.mac
         )?;
     }
@@ -258,10 +318,8 @@ async fn steps(
         out,
         "\n[2/7] Creating an IPAddressPool and an L2Advertisement"
     )?;
-    let pool_yaml = format!(
-        "apiVersion: ferrolb.io/v1beta1\nkind: IPAddressPool\nmetadata:\n  name: demo\nspec:\n  addresses:\n  - {POOL_RANGE}\n---\n\
-         apiVersion: ferrolb.io/v1beta1\nkind: L2Advertisement\nmetadata:\n  name: demo\nspec: {{}}\n"
-    );
+    let implementation = r.lab.implementation();
+    let pool_yaml = pool_yaml(implementation);
     print_indented(out, &pool_yaml, "    ")?;
     writeln!(out, "  $ kubectl apply -f -")?;
     print_indented(
@@ -327,12 +385,12 @@ async fn steps(
     if !kubectl_get_svc.contains(&external_ip.to_string()) {
         bail!("kubectl get svc does not show the external IP {external_ip}");
     }
-    writeln!(out, "  $ kubectl get ipaddresspools")?;
-    print_indented(
-        out,
-        &kubectl(&kubeconfig, &["get", "ipaddresspools"], None)?,
-        "    ",
-    )?;
+    let get_pools: &[&str] = match implementation {
+        Implementation::Ferrolb => &["get", "ipaddresspools"],
+        Implementation::MetalLb => &["get", "ipaddresspools.metallb.io", "-n", metallb::NAMESPACE],
+    };
+    writeln!(out, "  $ kubectl {}", get_pools.join(" "))?;
+    print_indented(out, &kubectl(&kubeconfig, get_pools, None)?, "    ")?;
     for proxy in &r.proxies {
         proxy
             .wait_for_rules(IpAddr::V4(external_ip), SETTLE)
@@ -457,11 +515,8 @@ async fn wait_for_external_ip(r: &Running, client: &kube::Client) -> anyhow::Res
     let api: Api<Service> = Api::namespaced(client.clone(), SERVICE.0);
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        if let Some(status) = r.controller.process().exit_status() {
-            bail!(
-                "ferrolb-controller exited ({status}):\n{}",
-                r.controller.log_tail(30)
-            );
+        if let Some(why) = r.controller_exited() {
+            bail!("{why}");
         }
         let svc = api.get(SERVICE.1).await?;
         let ip = svc
@@ -490,10 +545,11 @@ async fn step_arp(
     ip: Ipv4Addr,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<ArpOutcome> {
+    let implementation = r.lab.implementation();
     let names: Vec<&str> = r.lab.nodes.iter().map(|n| n.name.as_str()).collect();
-    let expected_owner = ferrolb_speaker::election::owner(IpAddr::V4(ip), names.iter().copied())
-        .context("no nodes")?
-        .to_owned();
+    let expected_owner =
+        owner_choice::expected_owner(implementation, IpAddr::V4(ip), names.iter().copied())
+            .context("no nodes")?;
     r.lab
         .wait_for_owner(0, ip, Some(&expected_owner), SETTLE)
         .await?;
@@ -519,10 +575,14 @@ async fn step_arp(
     };
     writeln!(
         out,
-        "  {owner} answers for {ip} (the rendezvous hash over node-1..node-{NODES} picks {expected_owner}); the other nodes stay silent"
+        "  {owner} answers for {ip} ({} over node-1..node-{NODES} picks {expected_owner}); the other nodes stay silent",
+        owner_choice::rule_name(implementation)
     )?;
     if *owner != expected_owner {
-        bail!("{owner} answered, but the election picks {expected_owner}");
+        bail!(
+            "{owner} answered, but {} picks {expected_owner}",
+            owner_choice::rule_name(implementation)
+        );
     }
     Ok(ArpOutcome {
         owner: owner.clone(),
@@ -575,6 +635,22 @@ async fn failover(
     .await
 }
 
+/// Step 2's objects in the implementation's own CRDs: pool `demo` with [`POOL_RANGE`] and an
+/// L2Advertisement of every pool on every node (MetalLB's in its namespace).
+fn pool_yaml(implementation: Implementation) -> String {
+    let (group, namespace) = match implementation {
+        Implementation::Ferrolb => ("ferrolb.io", String::new()),
+        Implementation::MetalLb => (
+            "metallb.io",
+            format!("\n  namespace: {}", metallb::NAMESPACE),
+        ),
+    };
+    format!(
+        "apiVersion: {group}/v1beta1\nkind: IPAddressPool\nmetadata:\n  name: demo{namespace}\nspec:\n  addresses:\n  - {POOL_RANGE}\n---\n\
+         apiVersion: {group}/v1beta1\nkind: L2Advertisement\nmetadata:\n  name: demo{namespace}\nspec: {{}}\n"
+    )
+}
+
 /// Runs the real `kubectl` against `kubeconfig`, with `stdin` piped in if given; returns stdout.
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
     let output = crate::cluster::kubectl(kubeconfig, args, stdin)?;
@@ -599,8 +675,9 @@ fn print_indented(out: &mut (dyn Write + Send), text: &str, indent: &str) -> std
 fn print_logs(r: &Running, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
     writeln!(
         out,
-        "\n--- ferrolb-controller log (last 20 lines) ---\n{}",
-        r.controller.log_tail(20)
+        "\n--- {} controller log (last 20 lines) ---\n{}",
+        r.lab.implementation().name(),
+        r.controller_log(20)
     )?;
     for proxy in &r.proxies {
         writeln!(

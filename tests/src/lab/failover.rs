@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use super::http_client::{self, Attempt};
-use super::{Lab, Seen, takeover, within_netns};
+use super::{Implementation, Lab, Seen, owner_choice, takeover, within_netns};
 
 /// What the failover showed.
 #[derive(Debug, Clone)]
@@ -20,7 +20,8 @@ pub struct FailoverOutcome {
     pub old_owner: String,
     /// The node that announced next (gratuitous ARP sender).
     pub new_owner: String,
-    /// The owner the rendezvous hash predicts over the remaining eligible nodes.
+    /// The owner the lab implementation's rule predicts over the remaining eligible nodes
+    /// ([`owner_choice::expected_owner`]).
     pub expected_new_owner: String,
     /// SIGKILL → first gratuitous ARP from the new owner.
     pub gratuitous_arp_after: Duration,
@@ -37,11 +38,15 @@ pub struct FailoverOutcome {
 /// Kills node `old_owner`'s speaker (SIGKILL) while client `client` captures and sends requests
 /// to `addr` (an IPv4 external IP and port), printing what it sees to `out`. `eligible` are the
 /// nodes eligible for the IP before the kill (the old owner among them): the new owner must be
-/// the rendezvous-hash choice among the others.
+/// the choice of the lab's implementation among the others (ferrolb: the rendezvous hash).
+///
+/// How long it waits depends on the implementation: ferrolb 10 s for the gratuitous ARP and 15 s
+/// for the HTTP answer; MetalLB, whose memberlist takes 5–8 s to declare a node dead
+/// (docs/comparison.md), 20 s and 25 s.
 ///
 /// # Errors
-/// `addr` is IPv6, no gratuitous ARP from another node within 10 s, no HTTP answer through the
-/// new owner within 15 s, the wrong node took over, or more than one node answers ARP afterwards.
+/// `addr` is IPv6, no gratuitous ARP from another node or no HTTP answer through the new owner in
+/// time, the wrong node took over, or more than one node answers ARP afterwards.
 pub async fn kill_owner(
     lab: &mut Lab,
     client: usize,
@@ -56,11 +61,14 @@ pub async fn kill_owner(
     let old_owner = old_owner.to_owned();
     let old_mac = lab.node(&old_owner).mac.clone();
     let netns = lab.client_netns(client)?;
+    let (garp_within, http_within) = match lab.implementation() {
+        Implementation::Ferrolb => (Duration::from_secs(10), Duration::from_secs(15)),
+        Implementation::MetalLb => (Duration::from_secs(20), Duration::from_secs(25)),
+    };
 
     // The capture is open before the kill: it records the new owner's gratuitous ARP.
     let capture =
-        takeover::capture_takeover(netns.clone(), ip, old_mac.clone(), Duration::from_secs(10))
-            .await?;
+        takeover::capture_takeover(netns.clone(), ip, old_mac.clone(), garp_within).await?;
     let http_old = old_mac.clone();
     let http_ns = netns.clone();
     let http = tokio::task::spawn_blocking(move || {
@@ -71,7 +79,7 @@ pub async fn kill_owner(
                 5,
                 Duration::from_millis(10),
                 Duration::from_millis(500),
-                Duration::from_secs(15),
+                http_within,
             ))
         })
     });
@@ -87,7 +95,7 @@ pub async fn kill_owner(
         unix_us, mac, form, ..
     }) = garp
     else {
-        bail!("no gratuitous ARP for {ip} from another node within 10 s of the kill");
+        bail!("no gratuitous ARP for {ip} from another node within {garp_within:?} of the kill");
     };
     let new_owner = lab
         .node_by_mac(mac)
@@ -110,7 +118,7 @@ pub async fn kill_owner(
     });
     let Some(first_new) = first_new else {
         bail!(
-            "no HTTP request succeeded through {new_owner} within 15 s ({} sent after the kill, {failed_after_kill} failed)",
+            "no HTTP request succeeded through {new_owner} within {http_within:?} ({} sent after the kill, {failed_after_kill} failed)",
             after.len()
         );
     };
@@ -132,9 +140,8 @@ pub async fn kill_owner(
         .filter(|n| *n != old_owner)
         .collect();
     let expected_new_owner =
-        ferrolb_speaker::election::owner(IpAddr::V4(ip), remaining.iter().copied())
-            .context("no nodes left")?
-            .to_owned();
+        owner_choice::expected_owner(lab.implementation(), IpAddr::V4(ip), remaining)
+            .context("no nodes left")?;
     let arp_after: Vec<String> = lab.arp_answers(0, ip).await?.into_iter().collect();
     let names: Vec<String> = arp_after
         .iter()
@@ -150,7 +157,8 @@ pub async fn kill_owner(
     )?;
     if new_owner != expected_new_owner {
         bail!(
-            "{new_owner} took over, but the election over the remaining nodes picks {expected_new_owner}"
+            "{new_owner} took over, but {} over the remaining nodes picks {expected_new_owner}",
+            owner_choice::rule_name(lab.implementation())
         );
     }
     if arp_after != [lab.node(&new_owner).mac.clone()] {

@@ -56,6 +56,7 @@ pub mod http_client;
 pub mod kube_proxy;
 pub mod metallb;
 pub mod mld;
+pub mod owner_choice;
 pub mod pods;
 pub mod real_nodes;
 mod relay;
@@ -116,6 +117,21 @@ pub enum Implementation {
     /// MetalLB's speaker and controller in layer-2 mode, with its `metallb.io` CRDs
     /// ([`metallb`]).
     MetalLb,
+}
+
+impl std::str::FromStr for Implementation {
+    type Err = String;
+
+    /// `ferrolb` or `metallb` (any case), as command-line flags spell them.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "ferrolb" => Ok(Implementation::Ferrolb),
+            "metallb" => Ok(Implementation::MetalLb),
+            other => Err(format!(
+                "unknown implementation {other:?}: expected ferrolb or metallb"
+            )),
+        }
+    }
 }
 
 impl Implementation {
@@ -181,6 +197,13 @@ pub struct Lab {
     // Field order matters for Drop: processes stop (nodes) before the cluster.
     cluster: TestCluster,
     _lock: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// The last `lines` lines of the file at `path` (empty when it cannot be read).
+fn file_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn mac_of(netns: &str, ifname: &str) -> anyhow::Result<String> {
@@ -414,6 +437,17 @@ impl Lab {
         if let Some(old) = self.metallb.as_mut().and_then(|r| r.controller.take()) {
             old.stop(Duration::from_secs(5));
         }
+    }
+
+    /// `Some(status)` once MetalLB's controller has exited by itself; `None` while it runs, or
+    /// when none was started (also in a ferrolb lab).
+    pub fn metallb_controller_exit(&self) -> Option<std::process::ExitStatus> {
+        self.metallb.as_ref()?.controller.as_ref()?.exit_status()
+    }
+
+    /// The last `lines` lines of MetalLB's controller log (empty when there is none).
+    pub fn metallb_controller_log(&self, lines: usize) -> String {
+        file_tail(&self.dir.path().join("metallb-controller.log"), lines)
     }
 
     /// The pid of MetalLB's controller process (`ip netns exec` runs it in place), if it runs.
@@ -660,10 +694,7 @@ impl Lab {
 
     /// The last lines of node `name`'s speaker log.
     pub fn speaker_log(&self, name: &str, lines: usize) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join(format!("speaker-{name}.log")))
-            .unwrap_or_default();
-        let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        file_tail(&self.dir.path().join(format!("speaker-{name}.log")), lines)
     }
 
     /// Runs a command in node `name`'s namespace.
