@@ -1,5 +1,6 @@
-//! The expectations of one field case run against another implementation (issue #11,
-//! `tests/tests/metallb_cases.rs`, `metallb_controller_cases.rs`): every expectation is checked
+//! The expectations of one field case run against either implementation (issue #11,
+//! `tests/tests/metallb_cases.rs`, `metallb_controller_cases.rs`, [`crate::lab::case_c03`]):
+//! every expectation is checked
 //! and printed (`C-01 PASS …` / `C-01 FAIL …: detail`), and the test fails at the end if any
 //! failed — so one run shows everything the implementation did, not just the first miss.
 
@@ -39,6 +40,11 @@ impl Verdicts {
             .filter(|(ok, _)| !ok)
             .map(|(_, l)| l.as_str())
             .collect();
-        assert!(failed.is_empty(), "MetalLB:\n{}", failed.join("\n"));
+        assert!(
+            failed.is_empty(),
+            "{} failed:\n{}",
+            self.case,
+            failed.join("\n")
+        );
     }
 }

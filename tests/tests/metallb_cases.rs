@@ -18,12 +18,10 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use ferrolb_tests::lab::scenario::{c12_links, capture_around, gratuitous_macs, typed_events_for};
-use ferrolb_tests::lab::{Implementation, Lab, Seen, metallb};
-use ferrolb_tests::objects::{
-    apply_endpoints, create_service, ingress_ips, lb_service, set_ingress,
-};
+use ferrolb_tests::lab::{Implementation, Lab, Seen, case_c03, metallb};
+use ferrolb_tests::objects::{apply_endpoints, create_service, lb_service, set_ingress};
 use ferrolb_tests::verdicts::Verdicts;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
 const SETTLE: Duration = Duration::from_secs(20);
@@ -831,118 +829,15 @@ async fn metallb_c11_losing_ownership_stops_answering_at_once() {
     v.finish();
 }
 
-/// C-03 (speaker half): a pool deleted while in use — `pool-a` `198.51.100.0/24` and `pool-b`
-/// `203.0.113.0/24`, each advertised from every node (an `L2Advertisement` of the same name);
-/// `svc-a` holds `198.51.100.1`, `svc-b` `203.0.113.1`, `svc-c` `203.0.113.2` (status written by
-/// the test, one ready endpoint each). Control: before the deletion exactly one node answers ARP
-/// for each address. Then `pool-b` is deleted (only the pool, as the case says; its
-/// `L2Advertisement` stays): nobody answers for `203.0.113.1/.2` any more, although the Services'
-/// status still holds them (no controller runs here to move them: that is the field case), while
-/// `198.51.100.1` is still answered by one node (the speakers still run and the probe still sees
-/// answers). ferrolb covers this half in its speaker's view (`speaker/core/src/view.rs`: an IP in
-/// no `IPAddressPool` is not announced). MetalLB's speaker refuses a configuration under which an
+/// C-03 (speaker half): a pool deleted while in use, the same steps and checks as ferrolb's run in
+/// `tests/tests/speaker_lab.rs` (`ferrolb_tests::lab::case_c03`). MetalLB's speaker refuses a configuration under which an
 /// IP it serves is in no pool (`SetConfig` in `speaker/main.go`: "service has no configuration
 /// under new config", "new configuration rejected") and keeps the old one while it retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "opt-in: field cases against MetalLB (issue #11); run with --ignored"]
 async fn metallb_c03_speaker_stops_announcing_a_deleted_pool() {
-    let mut v = Verdicts::new("C-03");
-    let mut lab = Lab::start_implementation(Implementation::MetalLb, 3, 1)
+    case_c03::speaker_half(Implementation::MetalLb, &[])
         .await
-        .unwrap();
-    let client = lab.client().await.unwrap();
-    lab.advertise_pool("pool-a", &["198.51.100.0/24"])
-        .await
-        .unwrap();
-    lab.advertise_pool("pool-b", &["203.0.113.0/24"])
-        .await
-        .unwrap();
-    let held = [
-        ("svc-a", Ipv4Addr::new(198, 51, 100, 1), "192.0.2.201"),
-        ("svc-b", Ipv4Addr::new(203, 0, 113, 1), "192.0.2.202"),
-        ("svc-c", Ipv4Addr::new(203, 0, 113, 2), "192.0.2.203"),
-    ];
-    for (name, ip, endpoint) in held {
-        create_service(
-            &client,
-            &lb_service("default", name, &[("TCP", 80)], "Cluster"),
-        )
-        .await
-        .unwrap();
-        set_ingress(&client, "default", name, &[&ip.to_string()])
-            .await
-            .unwrap();
-        apply_endpoints(
-            &client,
-            "default",
-            name,
-            80,
-            &[(endpoint, Some("node-1"), true, true, false)],
-        )
-        .await
-        .unwrap();
-    }
-    lab.start_every_speaker(&[]).unwrap();
-    let node_names = |answers: &BTreeSet<String>| -> Vec<String> {
-        answers
-            .iter()
-            .map(|mac| {
-                lab.node_by_mac(mac)
-                    .map_or_else(|| mac.clone(), |n| n.name.clone())
-            })
-            .collect()
-    };
-    for (name, ip, _) in held {
-        let owner = sole_owner(&lab, ip).await;
-        v.check(
-            owner.is_some(),
-            &format!(
-                "control: before pool-b is deleted, exactly one node answers for {ip} ({name})"
-            ),
-            "not one MAC",
-        );
-    }
-    metallb::delete_pool(&client, "pool-b").await.unwrap();
-    let deleted = tokio::time::Instant::now();
-    for (name, ip, _) in &held[1..] {
-        let (ok, answers) = owner_is(&lab, *ip, None).await;
-        println!(
-            "C-03 {ip}: {} (checked {:.1} s after pool-b was deleted)",
-            if ok {
-                "nobody answers"
-            } else {
-                "still answered"
-            },
-            deleted.elapsed().as_secs_f64()
-        );
-        let mut later = BTreeSet::new();
-        for _ in 0..5 {
-            later.extend(lab.arp_answers(0, *ip).await.unwrap());
-        }
-        v.check(
-            ok && later.is_empty(),
-            &format!("pool-b deleted: nobody answers ARP for {ip} ({name}) any more"),
-            format!(
-                "answered by {:?}, then by {:?} over five more probes",
-                node_names(&answers),
-                node_names(&later)
-            ),
-        );
-    }
-    let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    for (name, ip, _) in &held[1..] {
-        let status = ingress_ips(&services.get(name).await.unwrap());
-        assert_eq!(
-            status,
-            [ip.to_string()],
-            "setup: {name}'s status still holds its address (no controller runs)"
-        );
-    }
-    let (ip_a, answers_a) = (held[0].1, lab.arp_answers(0, held[0].1).await.unwrap());
-    v.check(
-        answers_a.len() == 1,
-        &format!("control: {ip_a} (pool-a, svc-a) is still answered by exactly one node"),
-        format!("answered by {:?}", node_names(&answers_a)),
-    );
-    v.finish();
+        .unwrap()
+        .finish();
 }

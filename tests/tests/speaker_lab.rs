@@ -12,7 +12,7 @@ use ferrolb_crds::v1beta1::LabelSelector;
 use ferrolb_tests::lab::scenario::{
     c12_links, capture_around, events_for, expected_owner, gratuitous_macs, node_names as names,
 };
-use ferrolb_tests::lab::{Lab, Seen};
+use ferrolb_tests::lab::{Implementation, Lab, Seen, case_c03};
 use ferrolb_tests::objects::{
     announced_service, apply_l2, create_pool, create_service, lb_service, set_ingress,
 };
@@ -227,6 +227,19 @@ async fn lab_with_service(
 }
 
 const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// C-03's speaker half: `pool-b` deleted while `svc-b` and `svc-c`'s status still holds its
+/// addresses — nobody answers ARP for them any more, `pool-a`'s address still is
+/// (`ferrolb_tests::lab::case_c03`; the same function runs against MetalLB in
+/// `tests/tests/metallb_cases.rs`). The speaker's rule: an IP in no `IPAddressPool` is never
+/// announced (`speaker/core/src/view.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c03_speaker_stops_announcing_a_deleted_pool() {
+    case_c03::speaker_half(Implementation::Ferrolb, &[])
+        .await
+        .unwrap()
+        .finish();
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c11_losing_ownership_stops_answering_at_once() {

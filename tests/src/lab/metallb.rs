@@ -32,8 +32,6 @@ use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams,
 use super::{Lab, LabNode, in_netns, sh};
 use crate::cluster::{Supervised, kubectl};
 
-// The file sits next to this one (`tests/src/lab/metallb_webhook.rs`).
-#[path = "metallb_webhook.rs"]
 pub mod webhook;
 
 /// MetalLB's namespace in the lab (where its configuration, Pods and ServiceAccount live).

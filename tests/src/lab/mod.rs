@@ -42,6 +42,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use crate::cluster::{Supervised, TestCluster, workspace_bin};
 
 pub mod bench;
+pub mod case_c03;
 pub mod compare;
 pub mod compare_controller;
 pub mod compare_cpu;
@@ -485,6 +486,23 @@ impl Lab {
                 .await
             }
             Implementation::MetalLb => metallb::advertise_pool(&client, name, addresses).await,
+        }
+    }
+
+    /// Deletes address pool `name` (not its advertisement) in the lab implementation's own CRDs.
+    ///
+    /// # Errors
+    /// The API server refused the deletion (or the pool does not exist).
+    pub async fn delete_pool(&self, name: &str) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        match self.implementation {
+            Implementation::Ferrolb => {
+                Api::<ferrolb_crds::IPAddressPool>::all(client)
+                    .delete(name, &Default::default())
+                    .await?;
+                Ok(())
+            }
+            Implementation::MetalLb => metallb::delete_pool(&client, name).await,
         }
     }
 

@@ -1,0 +1,152 @@
+//! Field case C-03's speaker half ("Pool deleted while in use … the speaker stops announcing
+//! `203.0.113.1/.2`", `shared/cases.md`; metallb#1591, #1755, #2076), written once for either
+//! [`Implementation`]: ferrolb runs it in CI (`tests/tests/speaker_lab.rs`), MetalLB opt-in
+//! (`tests/tests/metallb_cases.rs`), and docs/comparison.md reports both.
+//!
+//! Three nodes, `pool-a` `198.51.100.0/24` and `pool-b` `203.0.113.0/24`, each advertised from
+//! every node in the implementation's own CRDs; `svc-a` holds `198.51.100.1`, `svc-b`
+//! `203.0.113.1`, `svc-c` `203.0.113.2` (status written by the test, one ready endpoint each, no
+//! controller running: the statuses stay as a controller that has not reacted yet leaves them).
+//! Control: before the deletion exactly one node answers ARP for each address. Then `pool-b` is
+//! deleted (only the pool; its advertisement stays): nobody may answer for `203.0.113.1/.2` any
+//! more, although the Services' status still holds them, while `198.51.100.1` is still answered
+//! by exactly one node (the speakers still run and the probe still sees answers).
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+
+use super::{Implementation, Lab};
+use crate::objects::{apply_endpoints, create_service, ingress_ips, lb_service, set_ingress};
+use crate::verdicts::Verdicts;
+
+/// How long the speakers may take to converge, and to stop answering after the deletion.
+const SETTLE: Duration = Duration::from_secs(20);
+
+/// The Services of the case: name, the address its status holds, its one ready endpoint.
+const HELD: [(&str, Ipv4Addr, &str); 3] = [
+    ("svc-a", Ipv4Addr::new(198, 51, 100, 1), "192.0.2.201"),
+    ("svc-b", Ipv4Addr::new(203, 0, 113, 1), "192.0.2.202"),
+    ("svc-c", Ipv4Addr::new(203, 0, 113, 2), "192.0.2.203"),
+];
+
+/// Runs the case against `implementation`'s speakers (ferrolb's with `ferrolb_args`) and returns
+/// its verdicts (the caller decides to [`Verdicts::finish`]).
+///
+/// # Errors
+/// The lab could not be set up, or the harness itself failed (a probe, an API call, or a
+/// Service's status changed although no controller runs).
+pub async fn speaker_half(
+    implementation: Implementation,
+    ferrolb_args: &[String],
+) -> anyhow::Result<Verdicts> {
+    let mut v = Verdicts::new("C-03");
+    let mut lab = Lab::start_implementation(implementation, 3, 1).await?;
+    let client = lab.client().await?;
+    lab.advertise_pool("pool-a", &["198.51.100.0/24"]).await?;
+    lab.advertise_pool("pool-b", &["203.0.113.0/24"]).await?;
+    for (name, ip, endpoint) in HELD {
+        create_service(
+            &client,
+            &lb_service("default", name, &[("TCP", 80)], "Cluster"),
+        )
+        .await?;
+        set_ingress(&client, "default", name, &[&ip.to_string()]).await?;
+        apply_endpoints(
+            &client,
+            "default",
+            name,
+            80,
+            &[(endpoint, Some("node-1"), true, true, false)],
+        )
+        .await?;
+    }
+    lab.start_every_speaker(ferrolb_args)?;
+    for (name, ip, _) in HELD {
+        let one = one_answer(&lab, ip).await?;
+        v.check(
+            one.is_some(),
+            &format!(
+                "control: before pool-b is deleted, exactly one node answers for {ip} ({name})"
+            ),
+            format!("not exactly one MAC within {SETTLE:?}"),
+        );
+    }
+    lab.delete_pool("pool-b").await?;
+    let deleted = tokio::time::Instant::now();
+    for (name, ip, _) in &HELD[1..] {
+        let answers = lab.wait_for_owner(0, *ip, None, SETTLE).await?;
+        println!(
+            "C-03 {} {ip}: {} ({:.1} s after pool-b was deleted)",
+            implementation.name(),
+            if answers.is_empty() {
+                "nobody answers"
+            } else {
+                "still answered"
+            },
+            deleted.elapsed().as_secs_f64()
+        );
+        let mut later = BTreeSet::new();
+        for _ in 0..5 {
+            later.extend(lab.arp_answers(0, *ip).await?);
+        }
+        v.check(
+            answers.is_empty() && later.is_empty(),
+            &format!("pool-b deleted: nobody answers ARP for {ip} ({name}) any more"),
+            format!(
+                "answered by {:?}, then by {:?} over five more probes",
+                node_names(&lab, &answers),
+                node_names(&lab, &later)
+            ),
+        );
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    for (name, ip, _) in &HELD[1..] {
+        let status = ingress_ips(&services.get(name).await?);
+        ensure!(
+            status == [ip.to_string()],
+            "setup: {name}'s status should still hold {ip} (no controller runs), got {status:?}"
+        );
+    }
+    let (ip_a, answers_a) = (HELD[0].1, lab.arp_answers(0, HELD[0].1).await?);
+    v.check(
+        answers_a.len() == 1,
+        &format!("control: {ip_a} (pool-a, svc-a) is still answered by exactly one node"),
+        format!("answered by {:?}", node_names(&lab, &answers_a)),
+    );
+    Ok(v)
+}
+
+/// The one node answering ARP for `ip` within [`SETTLE`], if exactly one does.
+async fn one_answer(lab: &Lab, ip: Ipv4Addr) -> anyhow::Result<Option<String>> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let answers = lab.arp_answers(0, ip).await?;
+        if let [mac] = answers.iter().collect::<Vec<_>>()[..] {
+            return Ok(Some(
+                lab.node_by_mac(mac)
+                    .with_context(|| format!("{mac} answers for {ip}, no node's MAC"))?
+                    .name
+                    .clone(),
+            ));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(crate::poll::INTERVAL).await;
+    }
+}
+
+/// The node names behind `macs` (a MAC that is no node's as itself).
+fn node_names(lab: &Lab, macs: &BTreeSet<String>) -> Vec<String> {
+    macs.iter()
+        .map(|mac| {
+            lab.node_by_mac(mac)
+                .map_or_else(|| mac.clone(), |n| n.name.clone())
+        })
+        .collect()
+}
