@@ -46,6 +46,11 @@ for a in "$@"; do
   prev=$a
 done
 [ "${FERROLB_DEMO_REAL_NODES:-}" = true ] && real_nodes=true
+implementation=$(echo "$implementation" | tr '[:upper:]' '[:lower:]')
+if $real_nodes && [ "$implementation" != ferrolb ]; then
+  echo "--real-nodes installs ferrolb's manifests; it runs ferrolb only" >&2
+  exit 2
+fi
 if $real_nodes; then
   command -v gcc >/dev/null || need+=(gcc libc6-dev)
   command -v pkg-config >/dev/null || need+=(pkg-config)
@@ -68,7 +73,7 @@ command -v cargo >/dev/null || { echo "Rust (cargo) is required to build ferrolb
 echo "building (first run: ~10 minutes for the Kubernetes binaries, cached afterwards) ..." >&2
 FERROLB_K8S_BIN="$(tests/cluster/build.sh | tail -n 1)"
 export FERROLB_K8S_BIN
-if [ "$(echo "$implementation" | tr '[:upper:]' '[:lower:]')" = metallb ]; then
+if [ "$implementation" = metallb ]; then
   echo "building MetalLB's speaker and controller (first run: ~2 minutes, cached afterwards) ..." >&2
   FERROLB_METALLB_BIN="$(tests/metallb/build.sh | tail -n 1)"
   export FERROLB_METALLB_BIN

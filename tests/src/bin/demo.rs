@@ -44,7 +44,7 @@ struct Cli {
     implementation: Implementation,
     /// Run the story on real nodes (kubelet + containerd in each node namespace, ferrolb's pods
     /// from `kubectl apply -k deploy/`) instead of processes; `--verbose`, `--requests` and
-    /// `--proxy-mode` and `--implementation` do not apply.
+    /// `--proxy-mode` do not apply; `--implementation metallb` is refused.
     #[arg(long, env = "FERROLB_DEMO_REAL_NODES")]
     real_nodes: bool,
 }

@@ -7,20 +7,25 @@
 //! every node in the implementation's own CRDs; `svc-a` holds `198.51.100.1`, `svc-b`
 //! `203.0.113.1`, `svc-c` `203.0.113.2` (status written by the test, one ready endpoint each, no
 //! controller running: the statuses stay as a controller that has not reacted yet leaves them).
-//! Control: before the deletion exactly one node answers ARP for each address. Then `pool-b` is
-//! deleted (only the pool; its advertisement stays): nobody may answer for `203.0.113.1/.2` any
-//! more, although the Services' status still holds them, while `198.51.100.1` is still answered
-//! by exactly one node (the speakers still run and the probe still sees answers).
+//! Controls (a failed one is an error of the harness, not a verdict): before the deletion exactly
+//! one node answers ARP for each address; and one more `pool-a` address per node, picked so that
+//! the implementation's own rule ([`super::owner_choice`]) makes that node its owner, is answered
+//! by exactly one node, all three nodes among them — before and after the deletion, so "nobody
+//! answers" cannot come from a speaker that died or went deaf. Then `pool-b` is deleted (only
+//! the pool; its advertisement stays): nobody may answer for `203.0.113.1/.2` any more, although
+//! the Services' status still holds them, while `198.51.100.1` is still answered by exactly one
+//! node. No controller runs: this is the speaker with a status a controller has not moved yet
+//! (the controller down, or slower than the speakers).
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use anyhow::{Context, ensure};
+use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 
-use super::{Implementation, Lab};
+use super::{Implementation, Lab, owner_choice};
 use crate::objects::{apply_endpoints, create_service, ingress_ips, lb_service, set_ingress};
 use crate::verdicts::Verdicts;
 
@@ -65,17 +70,34 @@ pub async fn speaker_half(
         )
         .await?;
     }
+    let names: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
+    let live = liveness_ips(implementation, &names)?;
+    for (i, ip) in live.iter().enumerate() {
+        let name = format!("svc-live-{}", i + 1);
+        create_service(
+            &client,
+            &lb_service("default", &name, &[("TCP", 80)], "Cluster"),
+        )
+        .await?;
+        set_ingress(&client, "default", &name, &[&ip.to_string()]).await?;
+        apply_endpoints(
+            &client,
+            "default",
+            &name,
+            80,
+            &[("192.0.2.210", Some("node-1"), true, true, false)],
+        )
+        .await?;
+    }
     lab.start_every_speaker(ferrolb_args)?;
     for (name, ip, _) in HELD {
-        let one = one_answer(&lab, ip).await?;
-        v.check(
-            one.is_some(),
-            &format!(
-                "control: before pool-b is deleted, exactly one node answers for {ip} ({name})"
-            ),
-            format!("not exactly one MAC within {SETTLE:?}"),
-        );
+        if one_answer(&lab, ip).await?.is_none() {
+            bail!(
+                "control: before pool-b is deleted, not exactly one node answers for {ip} ({name}) within {SETTLE:?}"
+            );
+        }
     }
+    every_node_answers(&lab, &live, "before pool-b is deleted").await?;
     lab.delete_pool("pool-b").await?;
     let deleted = tokio::time::Instant::now();
     for (name, ip, _) in &HELD[1..] {
@@ -112,13 +134,59 @@ pub async fn speaker_half(
             "setup: {name}'s status should still hold {ip} (no controller runs), got {status:?}"
         );
     }
+    every_node_answers(&lab, &live, "after pool-b was deleted").await?;
+    for name in &names {
+        ensure!(
+            lab.speaker_exit(name).is_none(),
+            "control: {name}'s speaker exited during the case"
+        );
+    }
     let (ip_a, answers_a) = (HELD[0].1, lab.arp_answers(0, HELD[0].1).await?);
     v.check(
         answers_a.len() == 1,
-        &format!("control: {ip_a} (pool-a, svc-a) is still answered by exactly one node"),
+        &format!("{ip_a} (pool-a, svc-a) is still answered by exactly one node"),
         format!("answered by {:?}", node_names(&lab, &answers_a)),
     );
     Ok(v)
+}
+
+/// One `pool-a` address per node (from `198.51.100.2` up) whose owner under `implementation`'s
+/// rule, over all `nodes`, is that node; in the order of `nodes`.
+fn liveness_ips(implementation: Implementation, nodes: &[String]) -> anyhow::Result<Vec<Ipv4Addr>> {
+    nodes
+        .iter()
+        .map(|node| {
+            (2..=250u8)
+                .map(|last| Ipv4Addr::new(198, 51, 100, last))
+                .find(|ip| {
+                    owner_choice::expected_owner(
+                        implementation,
+                        (*ip).into(),
+                        nodes.iter().map(String::as_str),
+                    )
+                    .as_deref()
+                        == Some(node.as_str())
+                })
+                .with_context(|| format!("no pool-a address of {node}'s own"))
+        })
+        .collect()
+}
+
+/// Control: every address of `live` is answered by exactly one node (within [`SETTLE`]), and
+/// together they are answered by every node of the lab.
+async fn every_node_answers(lab: &Lab, live: &[Ipv4Addr], when: &str) -> anyhow::Result<()> {
+    let mut answering = BTreeSet::new();
+    for ip in live {
+        let owner = one_answer(lab, *ip)
+            .await?
+            .with_context(|| format!("control {when}: not exactly one node answers for {ip}"))?;
+        answering.insert(owner);
+    }
+    ensure!(
+        answering.len() == lab.nodes.len(),
+        "control {when}: the liveness addresses {live:?} are answered by {answering:?} only, not by every node"
+    );
+    Ok(())
 }
 
 /// The one node answering ARP for `ip` within [`SETTLE`], if exactly one does.

@@ -41,8 +41,10 @@ pub struct FailoverOutcome {
 /// the choice of the lab's implementation among the others (ferrolb: the rendezvous hash).
 ///
 /// How long it waits depends on the implementation: ferrolb 10 s for the gratuitous ARP and 15 s
-/// for the HTTP answer; MetalLB, whose memberlist takes 5–8 s to declare a node dead
-/// (docs/comparison.md), 20 s and 25 s.
+/// for the HTTP answer; MetalLB 60 s and 65 s: its memberlist takes 5–8 s to declare a node dead
+/// on an idle machine (docs/comparison.md), and `DefaultLANConfig`'s awareness multiplier (up to
+/// 8×) stretches its probe interval on a starved one. These are safety limits, not
+/// measurements: the printed times are.
 ///
 /// # Errors
 /// `addr` is IPv6, no gratuitous ARP from another node or no HTTP answer through the new owner in
@@ -63,7 +65,7 @@ pub async fn kill_owner(
     let netns = lab.client_netns(client)?;
     let (garp_within, http_within) = match lab.implementation() {
         Implementation::Ferrolb => (Duration::from_secs(10), Duration::from_secs(15)),
-        Implementation::MetalLb => (Duration::from_secs(20), Duration::from_secs(25)),
+        Implementation::MetalLb => (Duration::from_secs(60), Duration::from_secs(65)),
     };
 
     // The capture is open before the kill: it records the new owner's gratuitous ARP.

@@ -4,8 +4,14 @@
 //! - **ferrolb**: the rendezvous hash of DESIGN S2 (`ferrolb_speaker::election::owner`).
 //! - **MetalLB** (v0.15.2, `speaker/layer2_controller.go`, `ShouldAnnounce`): the usable nodes
 //!   sorted by `sha256(node + "#" + ip)`, compared as bytes; the first one announces. `ip` is the
-//!   first address the Service announces, in Go's `net.IP.String()` form (the same text as Rust's
-//!   `Display` for the IPv4 and IPv6 addresses a lab uses).
+//!   first address the Service announces, in Go's `net.IP.String()` form: RFC 5952 text for
+//!   IPv6 as Rust's `Display` writes it, and dotted for IPv4 — also for an IPv4-mapped IPv6
+//!   address, hence [`IpAddr::to_canonical`] first.
+//!
+//! For MetalLB the caller passes the nodes MetalLB considers usable for the Service: speakers in
+//! its memberlist on nodes its `L2Advertisement` selects, minus nodes with `NetworkUnavailable`
+//! or the `node.kubernetes.io/exclude-from-external-load-balancers` label, and for
+//! `externalTrafficPolicy: Local` only nodes with a serving endpoint (terminating ones included).
 
 use std::net::IpAddr;
 
@@ -36,7 +42,7 @@ pub fn rule_name(implementation: Implementation) -> &'static str {
 
 /// MetalLB's choice: the node whose `sha256("<node>#<ip>")` is smallest as bytes.
 fn metallb_owner<'a>(ip: IpAddr, nodes: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let ip = ip.to_string();
+    let ip = ip.to_canonical().to_string();
     nodes
         .into_iter()
         .map(|node| {
@@ -76,6 +82,21 @@ mod tests {
             Some("node-2")
         );
         assert_eq!(expected_owner(m, ip("198.51.100.41"), []), None);
+    }
+
+    /// `printf 'node-N#2001:db8::7' | sha256sum`: node-3 (10d3…) < node-1 (3012…) < node-2
+    /// (7254…); an IPv4-mapped address hashes as its dotted IPv4 text, as Go prints it.
+    #[test]
+    fn metallb_hashes_ipv6_and_mapped_addresses_as_go_prints_them() {
+        let m = Implementation::MetalLb;
+        assert_eq!(
+            expected_owner(m, ip("2001:db8::7"), NODES).as_deref(),
+            Some("node-3")
+        );
+        assert_eq!(
+            expected_owner(m, ip("::ffff:198.51.100.41"), NODES),
+            expected_owner(m, ip("198.51.100.41"), NODES)
+        );
     }
 
     #[test]

@@ -111,7 +111,10 @@ pub(super) fn serving_dirs(lab: &Lab) -> Option<ServingDirs> {
     dirs.cert_dir.join("tls.crt").is_file().then_some(dirs)
 }
 
-/// The webhook's forwarder (see the module docs); dropping it stops forwarding.
+/// The webhook's forwarder (see the module docs); dropping it stops accepting connections
+/// (connections already forwarded end with the lab). The `ValidatingWebhookConfiguration` stays
+/// registered (`failurePolicy: Fail`), so after the drop every `metallb.io` write in that lab is
+/// refused: keep the `Webhook` for the rest of the test.
 pub struct Webhook {
     relay: JoinHandle<()>,
     port: u16,
@@ -238,14 +241,16 @@ async fn register(client: &kube::Client, ca: &str, port: u16) -> anyhow::Result<
     Ok(())
 }
 
-/// Waits until a dry-run `IPAddressPool` creation is answered by the webhook (allowed or
-/// denied), not refused because the API server could not call it.
+/// Waits until the webhook is in the API server's admission chain and answering: a dry-run
+/// creation of a self-overlapping `IPAddressPool` (which MetalLB's CRD schema accepts and its
+/// webhook refuses) is denied by "admission webhook". A success would only mean that the API
+/// server has not loaded the configuration yet, so it is retried like a failed call.
 async fn wait_answering(client: &kube::Client) -> anyhow::Result<()> {
     let pools: Api<DynamicObject> = super::pools(client);
     let probe: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
         "metadata": { "name": "webhook-probe", "namespace": NAMESPACE },
-        "spec": { "addresses": ["192.0.2.255/32"] },
+        "spec": { "addresses": ["203.0.113.240/28", "203.0.113.248/29"] },
     }))?;
     let dry_run = PostParams {
         dry_run: true,
@@ -254,11 +259,14 @@ async fn wait_answering(client: &kube::Client) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let last = match pools.create(&dry_run, &probe).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(e)) if !e.message.contains("failed calling webhook") => {
+            Ok(_) => "the self-overlapping probe pool was accepted (webhook not consulted yet)"
+                .to_owned(),
+            Err(kube::Error::Api(e))
+                if e.message.contains("admission webhook") && e.message.contains("denied") =>
+            {
                 return Ok(());
             }
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
         if tokio::time::Instant::now() >= deadline {
             anyhow::bail!("MetalLB's webhook did not answer within 60 s: {last}");
