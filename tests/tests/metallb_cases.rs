@@ -70,17 +70,7 @@ async fn lab_with_service(
 
 /// The one node answering ARP for `ip` within [`SETTLE`], if exactly one does.
 async fn sole_owner(lab: &Lab, ip: Ipv4Addr) -> Option<String> {
-    let deadline = tokio::time::Instant::now() + SETTLE;
-    loop {
-        let answers = lab.arp_answers(0, ip).await.unwrap();
-        if let [mac] = answers.iter().collect::<Vec<_>>()[..] {
-            return lab.node_by_mac(mac).map(|n| n.name.clone());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    lab.wait_for_sole_answerer(0, ip, SETTLE).await.unwrap()
 }
 
 /// Whether exactly node `want` answers (or, `None`, nobody) within [`SETTLE`]; the last answers.

@@ -91,7 +91,7 @@ pub async fn speaker_half(
     }
     lab.start_every_speaker(ferrolb_args)?;
     for (name, ip, _) in HELD {
-        if one_answer(&lab, ip).await?.is_none() {
+        if lab.wait_for_sole_answerer(0, ip, SETTLE).await?.is_none() {
             bail!(
                 "control: before pool-b is deleted, not exactly one node answers for {ip} ({name}) within {SETTLE:?}"
             );
@@ -177,7 +177,8 @@ fn liveness_ips(implementation: Implementation, nodes: &[String]) -> anyhow::Res
 async fn every_node_answers(lab: &Lab, live: &[Ipv4Addr], when: &str) -> anyhow::Result<()> {
     let mut answering = BTreeSet::new();
     for ip in live {
-        let owner = one_answer(lab, *ip)
+        let owner = lab
+            .wait_for_sole_answerer(0, *ip, SETTLE)
             .await?
             .with_context(|| format!("control {when}: not exactly one node answers for {ip}"))?;
         answering.insert(owner);
@@ -187,26 +188,6 @@ async fn every_node_answers(lab: &Lab, live: &[Ipv4Addr], when: &str) -> anyhow:
         "control {when}: the liveness addresses {live:?} are answered by {answering:?} only, not by every node"
     );
     Ok(())
-}
-
-/// The one node answering ARP for `ip` within [`SETTLE`], if exactly one does.
-async fn one_answer(lab: &Lab, ip: Ipv4Addr) -> anyhow::Result<Option<String>> {
-    let deadline = tokio::time::Instant::now() + SETTLE;
-    loop {
-        let answers = lab.arp_answers(0, ip).await?;
-        if let [mac] = answers.iter().collect::<Vec<_>>()[..] {
-            return Ok(Some(
-                lab.node_by_mac(mac)
-                    .with_context(|| format!("{mac} answers for {ip}, no node's MAC"))?
-                    .name
-                    .clone(),
-            ));
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok(None);
-        }
-        tokio::time::sleep(crate::poll::INTERVAL).await;
-    }
 }
 
 /// The node names behind `macs` (a MAC that is no node's as itself).

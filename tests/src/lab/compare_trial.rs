@@ -107,25 +107,15 @@ fn service() -> Service {
     svc
 }
 
-/// Polls (at most [`READY`]) until exactly one node answers ARP for [`IP`]; returns its name.
+/// Waits (at most [`READY`]) until exactly one node answers ARP for [`IP`]; returns its name.
 async fn one_owner(lab: &Lab, implementation: Implementation) -> anyhow::Result<String> {
-    let deadline = Instant::now() + READY;
-    loop {
-        let answers = lab.arp_answers(0, IP).await?;
-        if let [mac] = answers.iter().collect::<Vec<_>>()[..] {
-            return Ok(lab
-                .node_by_mac(mac)
-                .with_context(|| format!("{mac} answers for {IP}, no node's MAC"))?
-                .name
-                .clone());
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "{}: not exactly one ARP answer for {IP} within {READY:?}: {answers:?}",
-                implementation.name()
-            );
-        }
-        tokio::time::sleep(crate::poll::INTERVAL).await;
+    match lab.wait_for_sole_answerer(0, IP, READY).await? {
+        Some(owner) => Ok(owner),
+        None => bail!(
+            "{}: not exactly one ARP answer for {IP} within {READY:?}: {:?}",
+            implementation.name(),
+            lab.arp_answers(0, IP).await?
+        ),
     }
 }
 

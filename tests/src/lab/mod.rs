@@ -1050,8 +1050,37 @@ impl Lab {
         })
     }
 
+    /// Polls (every [`crate::poll::INTERVAL`], at most `timeout`) until exactly one MAC answers
+    /// ARP for `ip` from client `client`; returns the node it belongs to, or `None` when the
+    /// answers never came down to one within `timeout`.
+    ///
+    /// # Errors
+    /// Probing failed, or the one MAC answering is no lab node's.
+    pub async fn wait_for_sole_answerer(
+        &self,
+        client: usize,
+        ip: Ipv4Addr,
+        timeout: Duration,
+    ) -> anyhow::Result<Option<String>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let answers = self.arp_answers(client, ip).await?;
+            if let [mac] = answers.iter().collect::<Vec<_>>()[..] {
+                let node = self
+                    .node_by_mac(mac)
+                    .with_context(|| format!("{mac} answers for {ip}, no node's MAC"))?;
+                return Ok(Some(node.name.clone()));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(crate::poll::INTERVAL).await;
+        }
+    }
+
     /// Polls until exactly one MAC answers ARP for `ip` and it is node `want`'s (or, with `want`
-    /// `None`, until nobody answers), for at most `timeout`. Returns the last answer set.
+    /// `None`, until nobody answers), for at most `timeout`. Returns the last answer set, also on
+    /// timeout: callers check it.
     ///
     /// # Errors
     /// Probing failed.
