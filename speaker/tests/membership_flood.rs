@@ -41,8 +41,8 @@ fn flood(from: SocketAddr, to: SocketAddr, duration: Duration, material: Vec<Vec
 }
 
 /// F5: a keyless flood must not cause a false failover, and must be dropped before any
-/// decryption when it comes from a non-peer address, or by the decrypt budget when it comes
-/// from a peer's IP (another port: a spoofed member address). Members sit on 127.0.0.1–3 with
+/// decryption when it comes from a non-peer address, or by its tag — without spending any
+/// budget — when it comes from a peer's IP (another port). Members sit on 127.0.0.1–3 with
 /// default timings; the flood goes to node-0 at [`RATE`] for 5 s per phase. Nothing asserts
 /// speed; the figures are printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,14 +77,12 @@ async fn f5_keyless_flood_causes_no_false_failover() {
     ];
     for (phase, (label, from)) in phases.into_iter().enumerate() {
         let before = members[0].counters();
-        let started = std::time::Instant::now();
         let material = keyless_material(512, 11);
         let sent = tokio::task::spawn_blocking(move || flood(from, target, PHASE, material))
             .await
             .unwrap();
         // Let the socket drain and any suspicion started during the flood run its course.
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let elapsed = started.elapsed();
         let after = members[0].counters();
         let d =
             |f: fn(&ferrolb_speaker::membership::CountersSnapshot) -> u64| f(&after) - f(&before);
@@ -114,13 +112,11 @@ async fn f5_keyless_flood_causes_no_false_failover() {
             assert_eq!(limited, 0);
             assert!(unknown >= sent / 3, "unknown source {unknown} of {sent}");
         } else {
-            // Admitted by IP, then capped by the "other" decrypt budget: at most one bucket plus
-            // its rate for the time elapsed were authenticated.
-            let rate = f64::from(config.max_other_opens_per_second);
-            let cap = rate + rate * elapsed.as_secs_f64();
-            assert!((auth as f64) <= cap, "{auth} opens > {cap}");
+            // Admitted by IP, then refused by its tag: no budget is spent by a datagram nobody
+            // authenticated (DESIGN S15; the lab's A16 spoofs the members' exact addresses).
+            assert_eq!(limited, 0, "a keyless flood spent a sender budget");
             assert_eq!(unknown, 0);
-            assert!(limited >= sent / 3, "rate limited {limited} of {sent}");
+            assert!(auth >= sent / 3, "refused by its tag: {auth} of {sent}");
         }
         for (m, rx) in members.iter().zip(events.iter_mut()) {
             let seen = drain(rx);

@@ -5,7 +5,7 @@
 //! crate (`ferrolb_l2::membership`), re-exported here under its old paths:
 //! - [`key`]: the key file format and weak-key checks;
 //! - [`envelope`]: the sealed datagram format (seal / open);
-//! - [`budget`]: source admission and the decrypt budget, checked before any decryption;
+//! - [`budget`]: source admission (before any cryptography) and the per-sender budget (after authentication);
 //! - [`replay`]: timestamp window and nonce cache against replays;
 //! - [`identity`]: [`SpeakerId`] (node name, address, generation) as a foca identity;
 //! - [`config`]: [`MembershipConfig`] timings and their foca mapping;

@@ -1,21 +1,23 @@
-//! Cheap admission of incoming datagrams before any authentication work (F5: the membership
-//! port is hostile ground). Pure: time comes in as an [`Instant`] argument, never read.
+//! Cheap admission of incoming datagrams, and the per-sender budget of authenticated ones (F5:
+//! the membership port is hostile ground). Pure: time comes in as an [`Instant`] argument, never
+//! read.
 //!
-//! Two checks run on every datagram that passed the framing check, in this order:
-//!
-//! 1. **Source admission** ([`SourceFilter`]): the sender's IP must be the IP of a configured
-//!    peer (the Node InternalIPs given to `set_peers`) or of a current member. Compared by IP
-//!    only (the port is not trusted either way), IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`, as
-//!    a socket bound to `[::]` reports IPv4 senders) equal to their IPv4 form. While no peer is
-//!    configured every source is admitted, so a member whose peer list has not arrived yet can
-//!    still be joined.
-//! 2. **Decrypt budget** ([`OpenBudget`]): token buckets limiting AEAD opens per second. Every
-//!    current member's own address (IP *and* port) has its own bucket, an equal share of
-//!    `member_rate`; everything else that was admitted shares one bucket of `other_rate`. A
-//!    flood from any other address, even a peer's IP from another port, therefore only ever
-//!    spends the "other" budget, and a flood spoofing one member's exact address only spends
-//!    that member's share.
-
+//! 1. **Source admission** ([`SourceFilter`]), before any cryptography: the sender's IP must be
+//!    the IP of a configured peer (the Node InternalIPs given to `set_peers`) or of a current
+//!    member. Compared by IP only (the port is not trusted either way), IPv4-mapped IPv6
+//!    addresses (`::ffff:a.b.c.d`, as a socket bound to `[::]` reports IPv4 senders) equal to
+//!    their IPv4 form. While no peer is configured every source is admitted, so a member whose
+//!    peer list has not arrived yet can still be joined. It keeps no state a datagram can change:
+//!    a spoofed source passes it and costs one tag check, nothing more.
+//! 2. **Sender budget** ([`OpenBudget`]), *after* authentication and the replay check: token
+//!    buckets limiting how many fresh, authentic datagrams per second each sender may hand to
+//!    SWIM. Every current member's advertised address (IP *and* port, as the sealed header
+//!    names it) has its own bucket, an equal share of `member_rate`; every other authenticated
+//!    sender (a joining peer) shares one bucket of `other_rate`. Before this order (a budget
+//!    spent before the tag was checked), a flood spoofing a member's exact address spent that
+//!    member's bucket and its real datagrams were dropped with the forged ones: one host without
+//!    the key made every speaker see a minority (DESIGN S15, issue #32 G4). Now only a key holder
+//!    can spend a budget, and only its own.
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
@@ -59,7 +61,7 @@ impl SourceFilter {
         self.member_ips = members.into_iter().map(|m| canonical_ip(m.ip())).collect();
     }
 
-    /// Whether a datagram from `from` may go on to the decrypt budget: always when the filter is
+    /// Whether a datagram from `from` may go on to authentication: always when the filter is
     /// disabled or no peer is configured, otherwise when its IP is a peer's or a member's.
     pub fn admits(&self, from: SocketAddr) -> bool {
         if !self.enabled || self.peer_ips.is_empty() {
@@ -110,7 +112,7 @@ impl TokenBucket {
 /// even when a member's share of the rate is small.
 const MIN_BURST: f64 = 16.0;
 
-/// The decrypt budget (check 2 above).
+/// The sender budget (check 2 above).
 ///
 /// `member_rate` (opens per second) is shared equally among the current members, each through
 /// the bucket of its own advertised address; `other_rate` is for every other source together.
@@ -154,7 +156,8 @@ impl OpenBudget {
         self.members.contains_key(&canonical_addr(from))
     }
 
-    /// Takes one open from the bucket `from` belongs to; `false` means over budget (drop it).
+    /// Takes one token from the bucket of `from` (an *authenticated* sender's advertised
+    /// address, never an unverified UDP source); `false` means over budget (drop it).
     pub fn try_open(&mut self, from: SocketAddr, now: Instant) -> bool {
         let n = self.members.len();
         let share = self.member_rate / n.max(1) as f64;

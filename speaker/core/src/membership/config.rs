@@ -93,17 +93,17 @@ pub struct MembershipConfig {
     /// speakers send from addresses that are not their Node's InternalIP (see
     /// `docs/membership.md`, *Hostile traffic on the membership port*).
     pub admit_only_peers: bool,
-    /// Decrypt budget, in AEAD opens per second, for datagrams from the advertised addresses of
-    /// current members, shared equally among them (each member's address has its own token
-    /// bucket, holding at most one second of its share, at least 16). Default 2000: normal
+    /// Sender budget, in authenticated datagrams per second, for current members, shared
+    /// equally among them (each member's advertised address has its own token bucket, holding at
+    /// most one second of its share, at least 16). Charged only after the tag and the replay
+    /// check passed, so only that member (a key holder) can spend it. Default 2000: normal
     /// traffic is ~40–100 datagrams per second per node in total, so a member never comes near
-    /// its share, while a flood spoofing one member's address spends only that member's share.
-    /// Over budget → `dropped_rate_limited`.
+    /// its share. Over budget → `dropped_rate_limited`.
     pub max_opens_per_second: u32,
-    /// Decrypt budget, in AEAD opens per second, for every other admitted source together (peer
-    /// IPs not yet members, a peer's IP from another port, any source while no peer is
-    /// configured). Default 500: joining peers send about one announce per second each, plus
-    /// one reply per announce we send. Over budget → `dropped_rate_limited`.
+    /// Sender budget, in authenticated datagrams per second, for every authenticated sender that
+    /// is not a current member (joining peers) together. Default 500: joining peers send about
+    /// one announce per second each, plus one reply per announce we send. Over budget →
+    /// `dropped_rate_limited`.
     pub max_other_opens_per_second: u32,
 }
 
@@ -193,7 +193,7 @@ impl MembershipConfig {
     /// Checks the combination of settings.
     ///
     /// # Errors
-    /// A [`ConfigError`] for zero durations, counts or decrypt budgets, `probe_rtt >= probe_period`, or a packet
+    /// A [`ConfigError`] for zero durations, counts or sender budgets, `probe_rtt >= probe_period`, or a packet
     /// size outside 512..=65 000 bytes (foca needs room for a header and a few updates; UDP
     /// cannot carry more).
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -48,7 +48,7 @@ pub struct CountersSnapshot {
     /// Dropped before decryption: the source IP is neither a configured peer's nor a current
     /// member's (config `admit_only_peers`).
     pub dropped_unknown_source: u64,
-    /// Dropped before decryption: over the decrypt budget of its source class (config
+    /// Dropped after authentication: over the budget of its authenticated sender (config
     /// `max_opens_per_second`, `max_other_opens_per_second`).
     pub dropped_rate_limited: u64,
     /// Dropped: authentication failed under every key (forged, corrupted, or another key).

@@ -77,9 +77,12 @@ pub enum DropReason {
     /// any decryption; config `admit_only_peers`).
     #[error("unknown source")]
     UnknownSource,
-    /// Over the decrypt budget of its source (config `max_opens_per_second`,
-    /// `max_other_opens_per_second`); checked before any decryption.
-    #[error("over the decrypt budget")]
+    /// Authentic and fresh, but over the budget of its authenticated sender (config
+    /// `max_opens_per_second`, `max_other_opens_per_second`). Checked only *after*
+    /// authentication and the replay check, so a datagram nobody authenticated never spends a
+    /// member's budget (DESIGN S15: a spoofed flood of a member's own `IP:port` must not crowd
+    /// out that member's real datagrams).
+    #[error("over the sender's budget")]
     RateLimited,
     /// No key authenticates it.
     #[error("authentication failed")]
@@ -270,9 +273,11 @@ impl MembershipCore {
     /// Processes one datagram received from `from` (the source address the socket reported).
     /// Never panics, whatever the bytes or the source.
     ///
-    /// Checks, cheapest first (see `docs/membership.md`): size and framing, source admission,
-    /// decrypt budget, and only then authentication, replay, destination and foca. A datagram
-    /// dropped before authentication costs no AEAD work and no foca processing.
+    /// Checks, cheapest first (see `docs/membership.md`): size and framing and source admission
+    /// (no cryptography), then authentication (the Poly1305 tag is verified before anything is
+    /// decrypted), replay, the authenticated sender's budget, destination and foca. Nothing a
+    /// datagram without a valid tag carries changes any state: not a budget, not the replay
+    /// cache, not foca's.
     ///
     /// # Errors
     /// The [`DropReason`] when the datagram was dropped (it is counted as well).
@@ -283,7 +288,7 @@ impl MembershipCore {
         now: Clock,
     ) -> Result<(), DropReason> {
         self.counters.bump(Counter::DatagramsIn);
-        if let Err(reason) = self.admit(datagram, from, now) {
+        if let Err(reason) = self.admit(datagram, from) {
             self.count_drop(reason);
             return Err(reason);
         }
@@ -295,9 +300,10 @@ impl MembershipCore {
         result
     }
 
-    /// The checks that run before any decryption; they change no protocol state, so a datagram
-    /// they drop needs no [`MembershipCore::process`] either.
-    fn admit(&mut self, datagram: &[u8], from: SocketAddr, now: Clock) -> Result<(), DropReason> {
+    /// The checks that run before any cryptography; they change no state at all (a forger can
+    /// spoof any source, so nothing here may be spendable), and a datagram they drop needs no
+    /// [`MembershipCore::process`] either.
+    fn admit(&self, datagram: &[u8], from: SocketAddr) -> Result<(), DropReason> {
         if self.left {
             return Err(DropReason::Left);
         }
@@ -308,9 +314,6 @@ impl MembershipCore {
         }
         if !self.sources.admits(from) {
             return Err(DropReason::UnknownSource);
-        }
-        if !self.budget.try_open(from, now.mono) {
-            return Err(DropReason::RateLimited);
         }
         Ok(())
     }
@@ -344,6 +347,11 @@ impl MembershipCore {
             .map_err(|_| DropReason::Rejected)?;
         if header.src.name.is_empty() || header.src.name.len() > MAX_NODE_NAME_LEN {
             return Err(DropReason::Rejected);
+        }
+        // The budget of the sender the tag proves (a key holder): bounds foca's work for a
+        // member that floods, and can be spent by nobody else.
+        if !self.budget.try_open(header.src.addr, now.mono) {
+            return Err(DropReason::RateLimited);
         }
         // foca itself ignores, silently, payloads for another identity; checking here counts
         // them (e.g. a datagram captured on its way to one member and replayed to another).
@@ -580,7 +588,7 @@ impl MembershipCore {
                 }
             }
         }
-        // Source admission and the per-member decrypt budgets follow the members' addresses.
+        // Source admission and the per-member sender budgets follow the members' addresses.
         let member_addrs = if self.left {
             BTreeSet::new()
         } else {
@@ -748,8 +756,14 @@ mod tests {
         assert!(a.budget.is_member(mapped(addr(2, 7947))));
     }
 
+    /// G4 / S15: datagrams nobody authenticated spend nothing. Forged floods from a member's IP
+    /// on another port *and from the member's own `IP:port`* (what one host without the key did
+    /// in the lab, issue #32: every speaker lost its peers' datagrams to the budget and withdrew),
+    /// and a replay flood of one of the member's genuine datagrams, all at 20 datagrams/ms while
+    /// the member's own traffic flows: none of its datagrams is dropped, none of the flood is
+    /// rate-limited (each is refused by its tag or as a replay), and it stays alive.
     #[test]
-    fn decrypt_budget_drops_a_flood_but_not_the_members() {
+    fn forged_and_replayed_floods_spend_no_members_budget() {
         let t0 = Instant::now();
         let config = MembershipConfig {
             max_opens_per_second: 2000,
@@ -763,26 +777,31 @@ mod tests {
         exchange(&mut a, &mut b, clock(t0, 0));
         assert_eq!(a.alive().len(), 2);
         let before = a.counters().snapshot();
-        // 2 s of flood at 20 datagrams/ms from b's IP but another port (passes the source check),
-        // while b's own traffic keeps flowing; every timer runs on time.
-        let spoof = addr(2, 40_000);
+        let other_port = addr(2, 40_000);
+        let spoofed = b.identity().addr;
+        let mut captured: Option<Vec<u8>> = None;
         let mut member_drops = 0;
         for ms in 1..=2000u64 {
             let now = clock(t0, ms);
-            for _ in 0..20 {
-                let verdict = a.handle_datagram(&keyless(300, 9), spoof, now);
-                assert!(matches!(
-                    verdict,
-                    Err(DropReason::AuthFailed | DropReason::RateLimited)
-                ));
+            for i in 0..20 {
+                let (datagram, from, expected) = match (i % 3, captured.as_ref()) {
+                    (0, _) => (keyless(300, 9), other_port, DropReason::AuthFailed),
+                    (1, _) | (_, None) => (keyless(300, 7), spoofed, DropReason::AuthFailed),
+                    (_, Some(c)) => (c.clone(), spoofed, DropReason::Replayed),
+                };
+                assert_eq!(a.handle_datagram(&datagram, from, now), Err(expected));
             }
             a.handle_timers(now);
             b.handle_timers(now);
             for out in b.take_outgoing() {
-                if let Err(reason) = a.handle_datagram(&out.datagram, b.identity().addr, now) {
+                if out.to != a.identity().addr {
+                    continue;
+                }
+                if let Err(reason) = a.handle_datagram(&out.datagram, spoofed, now) {
                     assert_ne!(reason, DropReason::RateLimited);
                     member_drops += 1;
                 }
+                captured.get_or_insert(out.datagram);
             }
             for out in a.take_outgoing() {
                 let _ = b.handle_datagram(&out.datagram, a.identity().addr, now);
@@ -796,11 +815,13 @@ mod tests {
                 .all(|e| matches!(e, MembershipEvent::Up(_)))
         );
         let after = a.counters().snapshot();
-        let opened = after.dropped_auth - before.dropped_auth;
-        let limited = after.dropped_rate_limited - before.dropped_rate_limited;
-        assert_eq!(opened + limited, 40_000);
-        // 100 per second for 2 s plus a full bucket of 100 at the start.
-        assert!((250..=301).contains(&opened), "{opened} opened");
+        assert_eq!(after.dropped_rate_limited, before.dropped_rate_limited);
+        assert!(after.dropped_replayed > before.dropped_replayed);
+        assert_eq!(
+            (after.dropped_auth - before.dropped_auth)
+                + (after.dropped_replayed - before.dropped_replayed),
+            40_000
+        );
     }
 
     #[test]
