@@ -162,6 +162,9 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     };
     let responder = Responder::start(config.l2.clone(), l2_counters)
         .context("starting the ARP/NDP responder")?;
+    // Announcements carry a proof keyed like the membership; only proven claims make an owner
+    // yield (DESIGN S15).
+    responder.set_claim_keys(crate::wire::claim_proof::ClaimKeys::from_ring(&keys));
     let recorder = ferrolb_runtime::events::Publisher::new(
         client.clone(),
         Reporter {

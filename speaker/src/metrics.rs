@@ -9,7 +9,7 @@
 //! - conflicts (issue #10 item 5): `ip_conflict_frames_total{kind}`, `conflict_defenses_total`,
 //!   `ip_conflicts` (gauge); probing new IPs: `address_probes_sent_total`,
 //!   `probe_conflicts_total`, `held_ips` (gauge); `peer_claim_yields_total` (a peer
-//!   announced an owned IP, `l2::peers`);
+//!   announced an owned IP with a valid claim proof, `l2::peers`), `unproven_claims_total`;
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`,
 //!   `announcement_writes_total{outcome}` (L2Announcement reports);
 //! - `owned_ips` (gauge), `no_eligible_node_ips` (gauge), `forbidden_ips` (gauge),
@@ -258,8 +258,14 @@ impl Collector for SpeakerMetrics {
         counter(
             &mut encoder,
             "peer_claim_yields",
-            "Claims by a peer speaker of an IP this node owned, each of which made this node stop answering it on that interface for 2.5 s",
+            "Claims by a peer speaker of an IP this node owned, with a valid claim proof, each of which made this node stop answering it on that interface for 2.5 s",
             l2.peer_claim_yields,
+        )?;
+        counter(
+            &mut encoder,
+            "unproven_claims",
+            "Frames claiming an owned IP from a peer's MAC, or with a claim proof, whose proof is missing, forged or stale: never a yield, handled as a foreign conflict",
+            l2.unproven_claims,
         )?;
         gauge(
             &mut encoder,

@@ -992,12 +992,24 @@ fn an_interface_named_for_ndp_also_in_the_default_set_for_arp_answers_both() {
     );
 }
 
-/// The peer-claim rule (`l2::peers`): B, a peer speaker, announces an IP that A has owned for
-/// longer than the settle time (B's view says A is down). A must stop answering it at once —
-/// one answerer, B — and announce it again once the yield is over if it still owns it. A foreign MAC (not a peer) is still a conflict: A keeps
-/// answering and reports it.
+/// Claim keys from a one-key ring whose bytes are `seed` mixed into a non-repeating pattern.
+fn claim_keys(seed: u8) -> ferrolb_speaker::wire::claim_proof::ClaimKeys {
+    let hex: String = (0..32u8)
+        .map(|i| format!("{:02x}", i.wrapping_mul(37) ^ seed))
+        .collect();
+    let ring = ferrolb_speaker::membership::KeyRing::parse(hex.as_bytes()).unwrap();
+    ferrolb_speaker::wire::claim_proof::ClaimKeys::from_ring(&ring)
+}
+
+/// The peer-claim rule (`l2::peers`, DESIGN S15): B, a peer speaker with the cluster's key,
+/// announces an IP that A has owned for longer than the settle time (B's view says A is down).
+/// Its gratuitous ARP and unsolicited NA carry claim proofs, so A stops answering at once — one
+/// answerer, B — and announces again once the yield is over if it still owns the IP. Then the
+/// attack of issue #32 (G4): the same announcements from B's MAC (a peer's, in A's map) without
+/// a proof A can verify, as a host on the LAN without the key sends them. A keeps answering
+/// both families, counts the claims as unproven and reports the conflict.
 #[test]
-fn a_live_peer_announcing_an_owned_ip_makes_the_owner_yield() {
+fn only_a_proven_peer_claim_makes_the_owner_yield() {
     use ferrolb_speaker::l2::peers::{PEER_SETTLE, YIELD_FOR};
     let lan = Lan::new("lan");
     let a_ns = Netns::new("a");
@@ -1014,6 +1026,8 @@ fn a_live_peer_announcing_an_owned_ip_makes_the_owner_yield() {
     let b = Node::start(&b_ns, fast_config());
     a.wait_running("eth0", true, true);
     b.wait_running("eth0", true, true);
+    a.call(|r| r.set_claim_keys(claim_keys(0x5c)));
+    b.call(|r| r.set_claim_keys(claim_keys(0x5c)));
     let (a_mac, b_mac) = (mac_of(&a_ns, "eth0"), mac_of(&b_ns, "eth0"));
     let peer: MacAddr = b_mac.parse().unwrap();
     a.call(move |r| r.set_peer_macs([(peer, "node-b".to_owned())].into()));
@@ -1045,6 +1059,7 @@ fn a_live_peer_announcing_an_owned_ip_makes_the_owner_yield() {
         snap.peer_claim_yields >= 2,
         "both families yielded: {snap:?}"
     );
+    assert_eq!(snap.unproven_claims, 0, "{snap:?}");
     // Still handed to the conflict rule (which reports it if the IP stays owned for a second:
     // another announcer on B's Node would use B's MAC too), never defended while yielding.
     let sightings = a.call(|r| r.conflicts());
@@ -1076,17 +1091,36 @@ fn a_live_peer_announcing_an_owned_ip_makes_the_owner_yield() {
             .collect::<Vec<_>>(),
         std::slice::from_ref(&a_mac)
     );
+    std::thread::sleep(PEER_SETTLE);
 
-    // A host that is not a peer claims it: a conflict, A keeps answering.
-    a.call(|r| r.set_peer_macs(Default::default()));
-    std::thread::sleep(Duration::from_millis(200));
-    b.own(&[(VIP4, Interfaces::All)]);
-    std::thread::sleep(Duration::from_millis(200));
-    let r = arp_all(&client_ns, "eth0", VIP4, Duration::from_millis(300));
+    // The forger: B's MAC, a key A does not have (the same frames as a keyless host that copies
+    // a peer's MAC, with a proof that cannot verify). A keeps answering both families.
+    let yields_before = a.counters.snapshot().peer_claim_yields;
+    b.call(|r| r.set_claim_keys(claim_keys(0xa3)));
+    b.own(&both);
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..4 {
+        let r = arp_all(&client_ns, "eth0", VIP4, Duration::from_millis(250));
+        assert!(
+            replies(&r).iter().any(|s| s.mac() == a_mac),
+            "A keeps answering {VIP4} when a claim with A peer's MAC carries no valid proof: {r:?}"
+        );
+    }
+    let r = client_ns.run(|| {
+        let c = Client::open("eth0").unwrap();
+        c.drain();
+        c.send_neighbor_solicitation(VIP6.parse().unwrap(), None, None)
+            .unwrap();
+        c.listen(Duration::from_millis(400), |_| false).unwrap()
+    });
     assert!(
-        replies(&r).iter().any(|s| s.mac() == a_mac),
-        "A keeps answering a foreign claim: {r:?}"
+        r.iter()
+            .any(|s| matches!(s, Seen::NeighborAdvertisement { .. }) && s.mac() == a_mac),
+        "A keeps answering {VIP6}: {r:?}"
     );
+    let snap = a.counters.snapshot();
+    assert_eq!(snap.peer_claim_yields, yields_before, "no yield: {snap:?}");
+    assert!(snap.unproven_claims >= 2, "both families counted: {snap:?}");
     assert!(!a.call(|r| r.conflicts()).is_empty());
 }
 

@@ -301,6 +301,7 @@ mod tests {
             ip: ip(),
             mac,
             kind: ClaimKind::ArpSender,
+            proof: None,
         }
     }
 
@@ -414,6 +415,7 @@ mod tests {
                 ip: IpAddr::V4(i.into()),
                 mac: FOREIGN,
                 kind: ClaimKind::ArpProbe,
+                proof: None,
             };
             seen.record(&c, "eth0", t0);
         }

@@ -72,6 +72,10 @@ pub struct Counters {
     /// Owned IPs yielded on an interface because a peer speaker announced them
     /// ([`super::peers`]); each claim that starts or extends a yield counts once.
     pub peer_claim_yields: AtomicU64,
+    /// Frames claiming an owned IP, from a peer speaker's MAC or carrying a claim proof, whose
+    /// proof is missing, does not verify or is stale ([`crate::wire::claim_proof`]): never a
+    /// yield, handled as any host's conflict (DESIGN S15).
+    pub unproven_claims: AtomicU64,
     /// Frames in which another MAC claimed an owned IP, by [`super::decide::ClaimKind::label`].
     conflict_frames: Mutex<BTreeMap<&'static str, u64>>,
     /// Frames dropped or ignored, by reason label.
@@ -107,6 +111,8 @@ pub struct CounterSnapshot {
     pub probe_conflicts: u64,
     /// See [`Counters::peer_claim_yields`].
     pub peer_claim_yields: u64,
+    /// See [`Counters::unproven_claims`].
+    pub unproven_claims: u64,
     /// Conflicting frames by claim kind label.
     pub conflict_frames: BTreeMap<&'static str, u64>,
     /// Dropped or ignored frames by reason label.
@@ -157,6 +163,7 @@ impl Counters {
             address_probes_sent: get(&self.address_probes_sent),
             probe_conflicts: get(&self.probe_conflicts),
             peer_claim_yields: get(&self.peer_claim_yields),
+            unproven_claims: get(&self.unproven_claims),
             conflict_frames: self
                 .conflict_frames
                 .lock()

@@ -11,6 +11,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::wire::arp::{ArpMessage, ArpOp, build_arp_reply, parse_arp};
+use crate::wire::claim_proof::{self, Proof};
 use crate::wire::ndp::{NdpMessage, build_advertisement_for, parse_ndp, solicited_node_multicast};
 use crate::wire::{BROADCAST_MAC, MacAddr};
 
@@ -81,6 +82,9 @@ pub struct Claim {
     pub mac: MacAddr,
     /// Which kind of frame.
     pub kind: ClaimKind,
+    /// The claim proof the frame carries, unverified ([`crate::wire::claim_proof`]: after the
+    /// ARP payload, or an NDP option of an NA). Only a proof that verifies makes an owner yield.
+    pub proof: Option<Proof>,
 }
 
 /// The outcome for one frame, and the conflict it shows, if any.
@@ -93,7 +97,7 @@ pub struct Inspected {
 }
 
 /// The claim in an ARP message from another MAC (see [`ClaimKind`]).
-fn arp_claim(msg: &ArpMessage, owned: &impl Fn(Ipv4Addr) -> bool) -> Option<Claim> {
+fn arp_claim(msg: &ArpMessage, frame: &[u8], owned: &impl Fn(Ipv4Addr) -> bool) -> Option<Claim> {
     let (ip, kind) = if !msg.sender_ip.is_unspecified() && owned(msg.sender_ip) {
         (msg.sender_ip, ClaimKind::ArpSender)
     } else if msg.is_probe() && msg.eth_dst == BROADCAST_MAC && owned(msg.target_ip) {
@@ -105,6 +109,7 @@ fn arp_claim(msg: &ArpMessage, owned: &impl Fn(Ipv4Addr) -> bool) -> Option<Clai
         ip: IpAddr::V4(ip),
         mac: msg.sender_mac,
         kind,
+        proof: claim_proof::from_arp(frame),
     })
 }
 
@@ -128,7 +133,7 @@ pub fn inspect_arp(frame: &[u8], our_mac: MacAddr, owned: impl Fn(Ipv4Addr) -> b
             claim: None,
         };
     }
-    let claim = arp_claim(&msg, &owned);
+    let claim = arp_claim(&msg, frame, &owned);
     let ignore = |otherwise| {
         Decision::Ignore(match claim {
             Some(_) => IgnoreReason::Conflict,
@@ -180,6 +185,7 @@ pub fn inspect_ndp(
                 ip: IpAddr::V6(na.target),
                 mac,
                 kind: ClaimKind::NeighborAdvertisement,
+                proof: claim_proof::from_na(frame),
             };
             return ignore(IgnoreReason::Conflict, Some(claim));
         }
@@ -205,6 +211,7 @@ pub fn inspect_ndp(
         ip: IpAddr::V6(ip),
         mac: sender,
         kind,
+        proof: None,
     });
     if !owned(ns.target) {
         let reason = match claim {
@@ -532,7 +539,8 @@ mod tests {
                 Some(Claim {
                     ip: IpAddr::V6(VIP6),
                     mac,
-                    kind: ClaimKind::NeighborAdvertisement
+                    kind: ClaimKind::NeighborAdvertisement,
+                    proof: None,
                 })
             );
         }

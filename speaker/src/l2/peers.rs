@@ -12,10 +12,10 @@
 //! the frame level, whatever the scheduler does.
 //!
 //! **The rule ([`PEER_SETTLE`], [`YIELD_FOR`]).** When a frame claims an IP this speaker has
-//! owned for at least [`PEER_SETTLE`], and its sender MAC belongs to another Node whose speaker
-//! was heard alive in this speaker's membership within the last 5 minutes (the claim gate's
-//! voter memory; a peer this speaker's own detector has just declared down still counts), the
-//! owner *yields* the IP on that interface: it answers no request and sends no announcement for
+//! owned for at least [`PEER_SETTLE`], and carries a claim proof that verifies under one of the
+//! membership keys and is fresh ([`crate::wire::claim_proof`]: only a speaker of this cluster
+//! can make one, and every speaker signs its gratuitous ARPs and unsolicited NAs), the owner
+//! *yields* the IP on that interface: it answers no request and sends no announcement for
 //! it for [`YIELD_FOR`] (extended by every further claim), then announces it again from the
 //! start of the schedule if it still owns it. The claimant can only be announcing because its
 //! view differs (it declared this speaker down, or sees it ineligible); one answerer is the
@@ -28,11 +28,23 @@
 //! previous owner's last frame of a handover and changes nothing. MetalLB has no such rule
 //! (its speakers never look at each other's announcements).
 //!
-//! **MAC → Node.** From the kernel's neighbour table ([`super::neighbours`]) joined with the
+//! **Only proven claims (DESIGN S15, issue #32 G4).** Until December 2026 the evidence was the
+//! sender MAC: a frame whose MAC belonged to a peer Node made the owner yield. Any host on the
+//! LAN can write any MAC into a frame, and in the lab one forged ARP per second with a peer's MAC
+//! kept an owned IP unanswered for as long as the attacker liked. A claim without a valid proof
+//! (none, forged, altered, a replay older than [`crate::wire::claim_proof::MAX_CLOCK_SKEW`])
+//! now never yields: it is counted (`unproven_claims`) and handled as any host's conflict (one
+//! RFC 5227 defence per 10 s while it persists, the `IPConflict` Event). During a roll-out from
+//! a version that did not sign, claims of old speakers are unproven: the handover then waits
+//! for the membership (the claim gate) instead of the frame, as it did before the yield existed.
+//!
+//! **MAC → Node.** Still used for one thing: an unproven claim from a peer's MAC within
+//! [`PEER_SETTLE`] of a gain is the previous owner's handover frame and records no conflict.
+//! From the kernel's neighbour table ([`super::neighbours`]) joined with the
 //! Nodes' InternalIP/ExternalIP addresses ([`peer_macs`]). A MAC seen for two Nodes' addresses
 //! (a router answering for routed peers, proxy ARP) names no peer. A peer whose announce
-//! interface is not the one that carries its membership traffic is unknown here: its claims are
-//! treated as a foreign host's (confirmed, defended, warned about), as before.
+//! interface is not the one that carries its membership traffic is unknown here, which no longer
+//! matters for the yield: a proof names no interface.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -100,10 +112,12 @@ pub fn peer_macs(
         .collect()
 }
 
-/// Whether a claim on an IP owned for `owned_for` by a MAC that belongs to a peer
-/// (`peer`: `Some(name)` from [`peer_macs`]) makes the owner yield it ([module docs](self)).
-pub fn yields_to(peer: Option<&str>, owned_for: Duration) -> bool {
-    peer.is_some() && owned_for >= PEER_SETTLE
+/// Whether a claim on an IP owned for `owned_for` makes the owner yield it ([module
+/// docs](self)): only a claim whose proof verified (`proven`, [`crate::wire::claim_proof`]), and
+/// only once the IP has been owned for [`PEER_SETTLE`]. Who the sender MAC belongs to plays no
+/// part: a MAC is no evidence, anyone can put any MAC in a frame.
+pub fn yields_to(proven: bool, owned_for: Duration) -> bool {
+    proven && owned_for >= PEER_SETTLE
 }
 
 #[cfg(test)]
@@ -178,12 +192,9 @@ mod tests {
     }
 
     #[test]
-    fn only_a_settled_owner_yields_and_only_to_a_peer() {
-        assert!(yields_to(Some("node-2"), PEER_SETTLE));
-        assert!(!yields_to(
-            Some("node-2"),
-            PEER_SETTLE - Duration::from_millis(1)
-        ));
-        assert!(!yields_to(None, Duration::from_secs(3600)));
+    fn only_a_settled_owner_yields_and_only_to_a_proven_claim() {
+        assert!(yields_to(true, PEER_SETTLE));
+        assert!(!yields_to(true, PEER_SETTLE - Duration::from_millis(1)));
+        assert!(!yields_to(false, Duration::from_secs(3600)));
     }
 }

@@ -43,8 +43,9 @@ use tokio::time::Instant;
 use crate::eligibility::Interfaces;
 use crate::wire::MacAddr;
 use crate::wire::arp::{GratuitousForm, build_arp_request, build_gratuitous_arp};
+use crate::wire::claim_proof::{self, ClaimKeys};
 use crate::wire::ndp::{
-    OFFSET_ICMPV6_TYPE, TYPE_NEIGHBOR_SOLICITATION, build_dad_probe,
+    OFFSET_ICMPV6_TYPE, TYPE_NEIGHBOR_SOLICITATION, append_option, build_dad_probe,
     build_unsolicited_advertisement, solicited_node_multicast,
 };
 
@@ -187,9 +188,13 @@ struct Inner {
     /// after the IP stopped being owned) and an interface change, so the IP is probed again
     /// before it is announced anywhere; cleared by a round that finds the IP free.
     memory: Mutex<BTreeMap<IpAddr, (MacAddr, std::time::Instant)>>,
-    /// MACs of peer speakers ([`Responder::set_peer_macs`]): a claim from one of them on
-    /// an IP owned here makes this node yield it ([`super::peers`]).
+    /// MACs of peer speakers ([`Responder::set_peer_macs`]): an unproven claim from one of
+    /// them within [`super::peers::PEER_SETTLE`] of a gain is a handover frame, not a conflict.
     peers: Mutex<BTreeMap<MacAddr, String>>,
+    /// The claim keys ([`Responder::set_claim_keys`]): they sign this node's announcements and
+    /// verify the proofs of other speakers' claims; without them nothing is signed and no claim
+    /// makes this node yield.
+    claim_keys: Mutex<Option<ClaimKeys>>,
 }
 
 /// How long an IP found in use is remembered after this node stopped owning it.
@@ -232,6 +237,7 @@ impl Responder {
             lease: Mutex::new(None),
             conflicts: Mutex::new(Sightings::default()),
             peers: Mutex::new(BTreeMap::new()),
+            claim_keys: Mutex::new(None),
             held: Mutex::new(BTreeMap::new()),
             memory: Mutex::new(BTreeMap::new()),
         });
@@ -341,11 +347,20 @@ impl Responder {
     }
 
     /// The MACs of peer speakers and their Node names ([`super::peers::peer_macs`]);
-    /// replaces the previous map. A frame from one of them that claims an IP owned here for at
-    /// least [`super::peers::PEER_SETTLE`] makes this node yield the IP on that interface for
-    /// [`super::peers::YIELD_FOR`].
+    /// replaces the previous map. A frame from one of them without a valid claim proof that
+    /// claims an IP owned here for less than [`super::peers::PEER_SETTLE`] is a handover frame
+    /// (no conflict); it never makes this node yield.
     pub fn set_peer_macs(&self, peers: BTreeMap<MacAddr, String>) {
         *lock(&self.inner.peers) = peers;
+    }
+
+    /// The claim keys, derived from the membership key ring (DESIGN S15): from now on this
+    /// node's gratuitous ARPs and unsolicited NAs carry a claim proof, and a claim of an IP owned
+    /// here for at least [`super::peers::PEER_SETTLE`] makes this node yield it on that interface
+    /// for [`super::peers::YIELD_FOR`] only when its proof verifies under these keys and is fresh
+    /// ([`crate::wire::claim_proof`]).
+    pub fn set_claim_keys(&self, keys: ClaimKeys) {
+        *lock(&self.inner.claim_keys) = Some(keys);
     }
 
     /// Serve the owned set only until `until` (monotonic); `None` lifts the lease. The daemon
@@ -920,11 +935,11 @@ async fn serve(
                 match ip {
                     IpAddr::V4(v4) => {
                         for form in [GratuitousForm::Request, GratuitousForm::Reply] {
-                            send(arp.as_ref(), &build_gratuitous_arp(mac, v4, form), counters, &counters.gratuitous_arp_sent);
+                            send(arp.as_ref(), &announcement_arp(inner, mac, v4, form), counters, &counters.gratuitous_arp_sent);
                         }
                     }
                     IpAddr::V6(v6) => {
-                        let frame = build_unsolicited_advertisement(mac, link_local, v6);
+                        let frame = announcement_na(inner, mac, link_local, v6);
                         send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
                     }
                 }
@@ -1004,12 +1019,12 @@ async fn serve(
                     match ip {
                         IpAddr::V4(v4) => {
                             for form in [GratuitousForm::Request, GratuitousForm::Reply] {
-                                send(arp.as_ref(), &build_gratuitous_arp(mac, *v4, form), counters, &counters.gratuitous_arp_sent);
+                                send(arp.as_ref(), &announcement_arp(inner, mac, *v4, form), counters, &counters.gratuitous_arp_sent);
                             }
                         }
                         IpAddr::V6(v6) => {
                             if na {
-                                let frame = build_unsolicited_advertisement(mac, link_local, *v6);
+                                let frame = announcement_na(inner, mac, link_local, *v6);
                                 send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
                             }
                         }
@@ -1097,14 +1112,46 @@ fn yielding(yields: &BTreeMap<IpAddr, Instant>, ip: IpAddr, now: Instant) -> boo
     yields.get(&ip).is_some_and(|until| now < *until)
 }
 
-/// Applies the peer-claim rule ([`super::peers`]) to a frame's claim: a claim by a peer's
-/// MAC on an IP owned here for at least [`super::peers::PEER_SETTLE`] starts or extends a yield
-/// of [`super::peers::YIELD_FOR`] and restarts the IP's announcement schedule at its end (so it
-/// is announced again if still owned then), and is left for [`act`] like any claim: the
-/// conflict rule reports it if the IP is still owned [`super::conflict::CONFIRM`] later (another
-/// announcer on that Node, e.g. a MetalLB speaker left running, or views that stay apart); its
-/// defence is skipped while the yield lasts. A peer's claim within the settle time is a
-/// handover frame: consumed, no sighting.
+/// Wall-clock milliseconds since the Unix epoch, read immediately before a proof is made or
+/// checked (0 if the clock is before 1970, which verifies nothing).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The gratuitous ARP announcing `ip` at `mac` in `form`, with a claim proof when the claim keys
+/// are set ([`Responder::set_claim_keys`]).
+fn announcement_arp(inner: &Inner, mac: MacAddr, ip: Ipv4Addr, form: GratuitousForm) -> Vec<u8> {
+    let mut frame = build_gratuitous_arp(mac, ip, form);
+    if let Some(keys) = lock(&inner.claim_keys).as_ref() {
+        claim_proof::append_to_arp(&mut frame, &keys.sign(mac, IpAddr::V4(ip), wall_ms()));
+    }
+    frame
+}
+
+/// The unsolicited NA announcing `ip` at `mac`, with a claim proof option when the claim keys
+/// are set.
+fn announcement_na(inner: &Inner, mac: MacAddr, link_local: Ipv6Addr, ip: Ipv6Addr) -> Vec<u8> {
+    let mut frame = build_unsolicited_advertisement(mac, link_local, ip);
+    if let Some(keys) = lock(&inner.claim_keys).as_ref() {
+        let proof = keys.sign(mac, IpAddr::V6(ip), wall_ms());
+        append_option(&mut frame, &claim_proof::ndp_option(&proof));
+    }
+    frame
+}
+
+/// Applies the peer-claim rule ([`super::peers`]) to a frame's claim. A claim whose proof
+/// verifies under the claim keys and is fresh ([`crate::wire::claim_proof`]) comes from a speaker
+/// of this cluster: on an IP owned here for at least [`super::peers::PEER_SETTLE`] it starts or
+/// extends a yield of [`super::peers::YIELD_FOR`] and restarts the IP's announcement schedule at
+/// its end (so it is announced again if still owned then), and is left for [`act`] like any
+/// claim: the conflict rule reports it if the IP is still owned [`super::conflict::CONFIRM`]
+/// later; its defence is skipped while the yield lasts. A proven claim within the settle time,
+/// or an unproven one from a peer's MAC within it, is a handover frame: consumed, no sighting.
+/// Any other claim without a valid proof — a forged frame with a peer's MAC, a replay older
+/// than [`claim_proof::MAX_CLOCK_SKEW`], a speaker with another key — never yields (DESIGN
+/// S15): it is counted and left for [`act`], which handles it as any host's conflict.
 #[allow(clippy::too_many_arguments)]
 fn peer_claim(
     inspected: &mut Inspected,
@@ -1121,18 +1168,31 @@ fn peer_claim(
     if matches!(claim.kind, ClaimKind::ArpProbe | ClaimKind::DadProbe) {
         return;
     }
-    let peer = lock(&inner.peers).get(&claim.mac).cloned();
-    let Some(peer) = peer else { return };
     let ip = claim.ip;
+    let peer = lock(&inner.peers).get(&claim.mac).cloned();
+    let proven = match (claim.proof, lock(&inner.claim_keys).as_ref()) {
+        (Some(proof), Some(keys)) => keys.verify(&proof, claim.mac, ip, wall_ms()).is_ok(),
+        _ => false,
+    };
     let owned_for = owned_since.get(&ip).map_or(Duration::ZERO, |since| {
         now.saturating_duration_since(*since)
     });
-    if super::peers::yields_to(Some(&peer), owned_for) {
+    let settled = owned_for >= super::peers::PEER_SETTLE;
+    if !proven {
+        if peer.is_some() || claim.proof.is_some() {
+            Counters::inc(&inner.counters.unproven_claims);
+        }
+        if peer.is_some() && !settled {
+            inspected.claim = None;
+        }
+        return;
+    }
+    if super::peers::yields_to(proven, owned_for) {
         let until = now + super::peers::YIELD_FOR;
         if !yielding(yields, ip, now) {
             tracing::warn!(
-                %interface, %ip, %peer, mac = %claim.mac,
-                "a peer speaker announces an IP this node owns: its view differs (it sees this node down or ineligible); not answering for it here for {:?}",
+                %interface, %ip, peer = peer.as_deref().unwrap_or("?"), mac = %claim.mac,
+                "a peer speaker announces an IP this node owns, with a valid claim proof: its view differs (it sees this node down or ineligible); not answering for it here for {:?}",
                 super::peers::YIELD_FOR
             );
         }

@@ -5,7 +5,9 @@
 //!   RFC 2002 §4.6 for the reply form of gratuitous ARP;
 //! - [`ndp`]: RFC 4861 Neighbor Solicitation / Neighbor Advertisement with link-layer address options,
 //!   the validation of RFC 4861 §7.1.1/§7.1.2, the ICMPv6 checksum of RFC 4443 §2.3 and the
-//!   solicited-node multicast address of RFC 4291 §2.7.1 with its MAC (RFC 2464 §7).
+//!   solicited-node multicast address of RFC 4291 §2.7.1 with its MAC (RFC 2464 §7);
+//! - [`claim_proof`]: the membership-keyed proof a speaker's announcements carry, without which
+//!   no claim makes an owner yield (DESIGN S15).
 //!
 //! Parsers take a frame as received from an `AF_PACKET`/`SOCK_RAW` socket (Ethernet header first,
 //! trailing padding allowed) and return a typed error whose [`arp::ArpError::reason`] /
@@ -13,6 +15,7 @@
 //! (property-tested over arbitrary bytes and over mutations of valid frames).
 
 pub mod arp;
+pub mod claim_proof;
 pub mod ndp;
 
 pub use pnet_base::MacAddr;

@@ -415,6 +415,33 @@ fn icmp_body(icmp_type: u8, flags: u8, target: Ipv6Addr, option: Option<(u8, Mac
     body
 }
 
+/// Appends one NDP option (type, length in units of 8 bytes, content: `option.len()` must be a
+/// non-zero multiple of 8, RFC 4861 §4.6) to a frame built here, and fixes the IPv6 payload
+/// length and the ICMPv6 checksum. Used for the claim proof of an unsolicited NA
+/// ([`super::claim_proof`]). A frame too short to be ours or an option of a bad length is left
+/// unchanged and `false` is returned.
+pub fn append_option(frame: &mut Vec<u8>, option: &[u8]) -> bool {
+    let icmp_at = ETHERNET_HEADER_LEN + IPV6_HEADER_LEN;
+    if frame.len() < icmp_at + 4 || option.is_empty() || !option.len().is_multiple_of(8) {
+        return false;
+    }
+    let Some(ip) = Ipv6Packet::new(&frame[ETHERNET_HEADER_LEN..icmp_at]) else {
+        return false;
+    };
+    let (src, dst) = (ip.get_source(), ip.get_destination());
+    let mut icmp = frame.split_off(icmp_at);
+    icmp.extend_from_slice(option);
+    icmp[2] = 0;
+    icmp[3] = 0;
+    let checksum = icmpv6_checksum(src, dst, &icmp);
+    icmp[2..4].copy_from_slice(&checksum.to_be_bytes());
+    if let Some(mut ip) = MutableIpv6Packet::new(&mut frame[ETHERNET_HEADER_LEN..icmp_at]) {
+        ip.set_payload_length(u16::try_from(icmp.len()).unwrap_or(u16::MAX));
+    }
+    frame.extend_from_slice(&icmp);
+    true
+}
+
 /// Build a Neighbor Solicitation frame. The Source Link-Layer Address option is included when
 /// `source_link_layer` is set (leave it `None` for a DAD probe, RFC 4861 §4.3).
 pub fn build_neighbor_solicitation(ns: &NeighborSolicitation) -> Vec<u8> {
