@@ -917,3 +917,194 @@ async fn a14_misordered_key_rotation_restart_of_the_owner() {
     keep_logs(&lab, "a14");
     assert!(dual <= 1, "{dual} probes saw two answerers");
 }
+
+// ---------------------------------------------------------------------------------------------
+// A15 — forged peer claims (issue #32 G4, DESIGN S15). A host on the LAN without the key sends
+// gratuitous ARPs for an owned IP with a peer Node's MAC as Ethernet source and sender hardware
+// address, in both forms, without a proof and with a proof of its own making, five times a
+// second for 6 s. Before claim proofs the owner yielded to every one of them for 2.5 s and the IP
+// went unanswered for as long as the attack lasted (confirmed on real frames). A claim without a
+// valid proof may now cause a counter, an Event and an RFC 5227 defence, never silence: every
+// probe is answered by the owner alone.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a15_forged_peer_claims_never_silence_the_owner() {
+    use ferrolb_speaker::wire::arp::{GratuitousForm, build_gratuitous_arp};
+    use ferrolb_speaker::wire::claim_proof::{self, Proof};
+    const ATTACK: Duration = Duration::from_secs(6);
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    let owner_mac = lab.node("node-1").mac.clone();
+    let peer_mac: ferrolb_speaker::wire::MacAddr = lab.node("node-2").mac.parse().unwrap();
+    let mut frames = Vec::new();
+    for form in [GratuitousForm::Request, GratuitousForm::Reply] {
+        let plain = build_gratuitous_arp(peer_mac, ip, form);
+        let mut with_garbage = plain.clone();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        claim_proof::append_to_arp(
+            &mut with_garbage,
+            &Proof {
+                at_ms: now_ms,
+                tag: [0x5a; 16],
+            },
+        );
+        frames.push(plain);
+        frames.push(with_garbage);
+    }
+    let netns = lab.client_netns(0).unwrap();
+    let forger = tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&netns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            let start = std::time::Instant::now();
+            let mut sent = 0u32;
+            while start.elapsed() < ATTACK {
+                for f in &frames {
+                    c.send_frame(f)?;
+                    sent += 1;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Ok(sent)
+        })
+    });
+    let timeline = answer_timeline(&lab, 0, ip, ATTACK, LISTEN).await.unwrap();
+    let sent = forger.await.unwrap().unwrap();
+    let (_, body) = lab.speaker_http("node-1", "/metrics").await.unwrap();
+    let unproven = scenario::metric_value(&body, "ferrolb_speaker_unproven_claims_total");
+    let yields = scenario::metric_value(&body, "ferrolb_speaker_peer_claim_yields_total");
+    attack("A15", "forged frames sent", sent);
+    attack("A15", "timeline", summary(&timeline, &lab));
+    attack(
+        "A15",
+        "owner's unproven claims / yields",
+        (unproven, yields),
+    );
+    let wrong: Vec<&Sample> = timeline
+        .iter()
+        .filter(|s| s.macs != std::collections::BTreeSet::from([owner_mac.clone()]))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "probes not answered by the owner alone during forged peer claims: {wrong:?}\n{}",
+        lab.speaker_log("node-1", 20)
+    );
+    assert!(timeline.len() > 10, "too few probes: {}", timeline.len());
+    assert!(unproven.unwrap_or(0.0) > 0.0, "the forged claims were seen");
+    assert_eq!(yields, Some(0.0), "no yield to a forged claim");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A16 — a spoofed flood of the membership port (issue #32 G4, DESIGN S15). A host on the LAN
+// without the key floods every speaker's UDP 7947 with forged membership datagrams, spoofed as
+// every other member's own IP:port and from its own address, as fast as one thread sends (at a
+// lower priority than the speakers: on a real LAN the attacker has its own CPU). Before the fix
+// the forged datagrams spent their members' decrypt budget, every speaker lost its peers and
+// withdrew every IP. Now nothing a datagram without a valid tag carries spends a budget: no
+// member is declared down, no IP is withdrawn, and every probe is answered by its owner alone.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a16_spoofed_membership_flood_withdraws_nothing() {
+    use ferrolb_tests::lab::bench::{clock_ticks_per_second, cpu_sample};
+    use ferrolb_tests::lab::spoof::{flood, member_flows};
+    use std::net::SocketAddrV4;
+    const ATTACK: Duration = Duration::from_secs(8);
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips: Vec<Ipv4Addr> = nodes
+        .iter()
+        .flat_map(|n| ips_where(&all, 1, |o| o == n))
+        .collect();
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    scenario::wait_owners(&lab, &ips, &all).await.unwrap();
+    let downs = |body: &str| {
+        scenario::metric_value(
+            body,
+            "ferrolb_speaker_membership_transitions_total{direction=\"down\"}",
+        )
+    };
+    let mut before = Vec::new();
+    for n in &nodes {
+        let (_, body) = lab.speaker_http(n, "/metrics").await.unwrap();
+        before.push((
+            downs(&body),
+            cpu_sample(lab.speaker_pid(n).unwrap()).unwrap(),
+        ));
+    }
+    let members: Vec<SocketAddrV4> = nodes
+        .iter()
+        .map(|n| SocketAddrV4::new(lab.node(n).ip, PORT))
+        .collect();
+    let flows = member_flows(&members, lab.clients[0].ip);
+    let netns = lab.client_netns(0).unwrap();
+    let attacker = tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&netns, move || flood(&flows, ATTACK, 10))
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let probe = ATTACK - Duration::from_millis(600);
+    let (t0, t1, t2) = tokio::join!(
+        answer_timeline(&lab, 0, ips[0], probe, LISTEN),
+        answer_timeline(&lab, 0, ips[1], probe, LISTEN),
+        answer_timeline(&lab, 0, ips[2], probe, LISTEN),
+    );
+    let report = attacker.await.unwrap().unwrap();
+    // The flood is over: whatever it did to the membership shows within a suspect timeout.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let hz = clock_ticks_per_second().unwrap() as f64;
+    attack(
+        "A16",
+        "flood datagrams/s (accepted by the kernel)",
+        report.rate().round(),
+    );
+    attack("A16", "flood send failures", report.failed);
+    let mut wrong = Vec::new();
+    for ((n, (downs_before, cpu_before)), (ip, timeline)) in nodes
+        .iter()
+        .zip(&before)
+        .zip(ips.iter().zip([t0.unwrap(), t1.unwrap(), t2.unwrap()]))
+    {
+        let (_, body) = lab.speaker_http(n, "/metrics").await.unwrap();
+        let cpu = cpu_sample(lab.speaker_pid(n).unwrap()).unwrap();
+        let cpu_share = (cpu.ticks - cpu_before.ticks) as f64 / hz / report.elapsed.as_secs_f64();
+        attack(
+            "A16",
+            &format!("{n}: CPU during the flood, cores"),
+            (cpu_share * 100.0).round() / 100.0,
+        );
+        attack(
+            "A16",
+            &format!("{n}: timeline of {ip}"),
+            summary(&timeline, &lab),
+        );
+        assert_eq!(
+            downs(&body),
+            *downs_before,
+            "{n} declared a member down during a keyless flood\n{}",
+            lab.speaker_log(n, 30)
+        );
+        let owner_mac = lab.node(&expected_owner(*ip, &all)).mac.clone();
+        wrong.extend(
+            timeline
+                .into_iter()
+                .filter(|s| s.macs != std::collections::BTreeSet::from([owner_mac.clone()]))
+                .map(|s| (*ip, s)),
+        );
+    }
+    assert!(report.sent > 0, "the attacker sent nothing: {report:?}");
+    assert!(
+        wrong.is_empty(),
+        "probes not answered by the owner alone during the flood: {wrong:?}"
+    );
+}

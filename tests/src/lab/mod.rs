@@ -62,6 +62,7 @@ pub mod pods;
 pub mod real_nodes;
 mod relay;
 pub mod scenario;
+pub mod spoof;
 pub mod starvation;
 pub mod takeover;
 pub mod takeover_http;
