@@ -23,15 +23,25 @@ tools=(
 missing=()
 for t in "${tools[@]}"; do [ -x "$bin/${t%%=*}" ] || missing+=("$t"); done
 if [ ${#missing[@]} -gt 0 ]; then
-  mkdir -p "$bin.tmp"
+  rm -rf "$bin.tmp"
+  mkdir -p "$bin.tmp/out"
   cd "$here/go"
+  pkgs=()
+  for t in "${missing[@]}"; do pkgs+=("${t#*=}"); done
+  echo "building ${missing[*]%%=*} ..." >&2
+  # One `go build` for all of them: the packages they share compile once and the compiles and
+  # links of different binaries overlap on every core (one build after another left cores idle
+  # during each link). -trimpath and no VCS stamping: reproducible, independent of the clone.
+  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w" \
+    -o "$bin.tmp/out/" "${pkgs[@]}"
+  # `go build -o DIR/` names a binary after its package path's last element that is not a major
+  # version suffix (go.etcd.io/etcd/server/v3 -> server); rename to the names above.
   for t in "${missing[@]}"; do
     name=${t%%=*}; pkg=${t#*=}
-    echo "building $name ($pkg) ..." >&2
-    # -trimpath and no VCS stamping: reproducible, independent of where the clone is.
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w" \
-      -o "$bin.tmp/$name" "$pkg"
+    base=${pkg%/v[0-9]*}; base=${base##*/}
+    mv "$bin.tmp/out/$base" "$bin.tmp/$name"
   done
+  rmdir "$bin.tmp/out"
   mkdir -p "$bin"
   mv "$bin.tmp"/* "$bin"/
   rmdir "$bin.tmp"
