@@ -35,6 +35,9 @@
 # directory on stdout (the last line). Environment:
 #   FERROLB_CACHE     cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ferrolb)
 #   CARGO_TARGET_DIR  as for cargo
+#   FERROLB_IMAGE_PROFILE  `release` (default: what users and the demo get) or `dev`: the debug
+#                     binaries of the workspace build, with their debug info stripped into the
+#                     image (tests/run.sh: one Rust build serves the lab and the images)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -48,10 +51,23 @@ cd "$root"
 # One invocation, no -p: the same package selection (the default members) as the Containerfile's
 # build, so features unify the same way and ferrolb-* are the binaries it would put in the image.
 bins=(ferrolb-controller ferrolb-speaker ferrolb ferrolb-test-pause ferrolb-test-backend)
-cargo build --release --locked "${bins[@]/#/--bin=}" >&2
+profile=${FERROLB_IMAGE_PROFILE:-release}
+case "$profile" in
+  release) profile_dir=release ;;
+  dev) profile_dir=debug ;;
+  *) echo "FERROLB_IMAGE_PROFILE must be release or dev, not $profile" >&2; exit 1 ;;
+esac
+cargo build --profile "$profile" --locked "${bins[@]/#/--bin=}" >&2
 target=$(cargo metadata --no-deps --format-version 1 --locked |
   sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-release=$target/release
+release=$target/$profile_dir
+if [ "$profile" = dev ]; then
+  # Debug info is most of a debug binary's size; the images carry stripped copies.
+  stripped=$(mktemp -d)
+  trap 'rm -rf "$stripped"' EXIT
+  for b in "${bins[@]}"; do strip --strip-debug -o "$stripped/$b" "$release/$b"; done
+  release=$stripped
+fi
 
 # The shared libraries the binaries load, as this host resolves them (absolute paths, sorted).
 libs_of() {
@@ -81,7 +97,7 @@ complete() { [ -s "$1/ferrolb.tar" ] && [ -s "$1/pause.tar" ] && [ -s "$1/backen
 if ! complete "$out"; then
   mkdir -p "$cache"
   tmp=$(mktemp -d "$out.tmp.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
+  trap 'rm -rf "$tmp" ${stripped:+"$stripped"}' EXIT
   echo "building the images ferrolb:$version, ${pause_tags[*]}, ferrolb-test-backend:$version ..." >&2
   (cd "$here/go" && GOFLAGS=-mod=readonly CGO_ENABLED=0 \
     go build -trimpath -buildvcs=false -o "$tmp/imagetar" .)
