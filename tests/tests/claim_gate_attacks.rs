@@ -745,6 +745,10 @@ async fn a11_node_flips_not_ready_or_is_deleted_while_the_owner_is_partitioned()
 // loop, 60 s): documented to fail over falsely; does any probe see two answerers? (CFS
 // throttles per-CPU run queues, so the speaker's threads need not stop together.)
 
+#[cfg_attr(
+    not(feature = "extended"),
+    ignore = "extended tier (tests/run.sh --extended): a one-minute starvation soak, docs/testing.md"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a12_fast_profile_starved_owner_never_answers_alongside_its_successor() {
     use ferrolb_tests::lab::starvation::{self, Starve};

@@ -5,7 +5,7 @@
 //! pools), and every Service gets a ready endpoint (MetalLB announces only those).
 //!
 //! Opt-in (`#[ignore]`): run with
-//! `cargo test -p ferrolb-tests --test metallb_cases -- --ignored --nocapture --test-threads 1`.
+//! `cargo test -p ferrolb-tests --features extended --test metallb_cases -- --ignored --nocapture --test-threads 1`.
 //! Each test checks every expectation of its case, prints one `PASS`/`FAIL` line per
 //! expectation, and fails if any failed — a failure here is a finding about MetalLB, recorded
 //! in `docs/comparison.md`, never a reason to change the case. Where ferrolb's test asserts

@@ -1,5 +1,5 @@
 //! Controller field cases of `shared/cases.md` against MetalLB v0.15.2's controller (issue #11),
-//! opt-in (`cargo test -p ferrolb-tests --test metallb_controller_cases -- --ignored
+//! opt-in (`cargo test -p ferrolb-tests --features extended --test metallb_controller_cases -- --ignored
 //! --nocapture --test-threads 1`): the same expectations as ferrolb's own
 //! `tests/tests/controller_cases.rs`, with MetalLB's objects (`metallb.io` pools, the
 //! `metallb.io/loadBalancerIPs` annotation) and in the case's own words where ferrolb's test names

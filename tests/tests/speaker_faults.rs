@@ -509,6 +509,10 @@ async fn no_false_failover_while_starved(how: Starve, args: &[&str], min_throttl
 /// tested here: its premise is unstable (at 2 % the speaker is often not throttled at all, at
 /// 1 % it is failed over dozens of times a minute); `ferrolb-bench-lab starve --percent N`
 /// measures it, and docs/speaker.md says to use `safe` on nodes with CPU limits.
+#[cfg_attr(
+    not(feature = "extended"),
+    ignore = "extended tier (tests/run.sh --extended): a one-minute starvation soak, docs/testing.md"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f4_a_speaker_throttled_at_a_1_percent_quota_is_not_failed_over_with_the_safe_profile() {
     no_false_failover_while_starved(
@@ -522,6 +526,10 @@ async fn f4_a_speaker_throttled_at_a_1_percent_quota_is_not_failed_over_with_the
 /// The safe profile, the speaker sharing a 3 % quota with a busy loop (throttled in every
 /// period): never failed over. (The fast profile fails this one; `docs/benchmarks.md` has its
 /// false failovers per hour from `ferrolb-bench-lab starve`.)
+#[cfg_attr(
+    not(feature = "extended"),
+    ignore = "extended tier (tests/run.sh --extended): a one-minute starvation soak, docs/testing.md"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f4_a_speaker_starved_by_a_busy_neighbour_is_not_failed_over_with_the_safe_profile() {
     no_false_failover_while_starved(
