@@ -29,11 +29,11 @@ cache=${FERROLB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ferrolb}
 # fresh clone on a warm machine recompiles the workspace's own crates only (their paths differ
 # per clone), never the dependencies. Without incremental compilation (nothing to reuse in a
 # fresh clone; it only writes). A developer's own clone keeps its ./target. Pruned when it grows
-# past 40 GiB (every clone path adds its own copy of the workspace's crates).
+# past 20 GiB (every clone path adds its own copy of the workspace's crates).
 if [ -n "${CI:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
   export CARGO_TARGET_DIR="$cache/target" CARGO_INCREMENTAL=0
   if [ -d "$CARGO_TARGET_DIR" ] &&
-    [ "$(du -s --block-size=1G "$CARGO_TARGET_DIR" | cut -f1)" -gt 40 ]; then
+    [ "$(du -s --block-size=1G "$CARGO_TARGET_DIR" | cut -f1)" -gt 20 ]; then
     rm -rf "$CARGO_TARGET_DIR"
   fi
 fi
