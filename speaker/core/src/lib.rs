@@ -8,20 +8,24 @@
 //! - [`election`]: the per-IP owner, a rendezvous hash (S2);
 //! - [`plan`]: what this node announces, on which interfaces, and who reports the rest;
 //! - [`announcements`]: which `L2Announcement` objects to write or delete;
+//! - [`answer`]: the responder's pure rules (announcement schedule, peer yields);
 //! - [`claim`]: the claim gate — converge before claiming, partitions (S10, S12);
 //! - [`events`]: which Events to emit for a plan change (the pure `EventPlanner`);
 //! - [`fresh`]: which IPs were newly assigned (probed before their first announcement);
+//! - [`node`]: the per-node decision state machine the daemon executes ([`node::SpeakerCore`]);
 //! - [`wire`]: ARP and NDP frames, parsed and built;
 //! - [`membership`]: the sans-IO SWIM state machine and its pure parts (keys, envelope, budget,
 //!   replay guard, timers, config).
 
 pub mod announcements;
+pub mod answer;
 pub mod claim;
 pub mod election;
 pub mod eligibility;
 pub mod events;
 pub mod fresh;
 pub mod membership;
+pub mod node;
 pub mod plan;
 pub mod trim;
 pub mod view;

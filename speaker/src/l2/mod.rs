@@ -21,18 +21,18 @@
 //! counters.snapshot();                                                       // for /metrics
 //! ```
 
-pub mod announce;
 pub mod capture;
 pub mod conflict;
 pub mod counters;
 pub mod decide;
 pub mod interfaces;
 pub mod neighbours;
-pub mod peers;
 pub mod preflight;
 pub mod probe;
 pub mod responder;
 pub mod socket;
+
+pub use ferrolb_l2::answer::{announce, peers};
 
 pub use announce::AnnounceSchedule;
 pub use counters::{CounterSnapshot, Counters, IgnoreReason};

@@ -21,7 +21,7 @@
 //! view differs (it declared this speaker down, or sees it ineligible); one answerer is the
 //! invariant, and yielding never adds an answerer. If both sides keep their views, they take
 //! turns: the one that resumes announces, and the other, settled by then, yields to it. Unlike
-//! an IP conflict with a foreign host (`super::conflict`), there is no defence while the yield
+//! an IP conflict with a foreign host (`ferrolb_speaker::l2::conflict`), there is no defence while the yield
 //! lasts; the `IPConflict` Event still comes if the IP is still owned a second later (another
 //! announcer on the peer's Node, e.g. a MetalLB speaker left running during a migration, sends
 //! with that Node's MAC too). A claim that comes within [`PEER_SETTLE`] of the gain is the
@@ -40,7 +40,7 @@
 //!
 //! **MAC → Node.** Still used for one thing: an unproven claim from a peer's MAC within
 //! [`PEER_SETTLE`] of a gain is the previous owner's handover frame and records no conflict.
-//! From the kernel's neighbour table ([`super::neighbours`]) joined with the
+//! From the kernel's neighbour table (`ferrolb_speaker::l2::neighbours`) joined with the
 //! Nodes' InternalIP/ExternalIP addresses ([`peer_macs`]). A MAC seen for two Nodes' addresses
 //! (a router answering for routed peers, proxy ARP) names no peer. A peer whose announce
 //! interface is not the one that carries its membership traffic is unknown here, which no longer

@@ -1,0 +1,60 @@
+//! What the executor observes and hands to [`super::SpeakerCore::step`]: one value per wake-up,
+//! with every clock reading and every piece of I/O state already taken (sans-IO).
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+/// Why the executor woke the core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The timer of [`super::SpeakerCore::poll_timeout`] fired and nothing else happened.
+    Tick,
+    /// The API view changed (the executor has called [`super::SpeakerCore::set_view`]).
+    ViewChanged,
+    /// The membership's live set changed.
+    MembersChanged,
+    /// A member event arrived. `restarted_peer` is true for `Up` or `Restarted` of another node:
+    /// a peer that restarted may have announced our IPs while it converged, so every IP this node
+    /// still owns is re-announced (S4, issue #8 F1).
+    MemberEvent {
+        /// Another node came up or restarted with a new generation.
+        restarted_peer: bool,
+    },
+}
+
+impl Wake {
+    /// Every wake-up but the bare tick re-plans at once.
+    pub fn is_event(&self) -> bool {
+        !matches!(self, Wake::Tick)
+    }
+}
+
+/// What the membership showed at this wake-up (`None` in [`Observation::membership`] while this
+/// speaker is out of it: left, or its start failed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MembershipObservation {
+    /// Names of the alive members (foca's active set: Alive and Suspect), this node included.
+    pub alive: BTreeSet<String>,
+    /// How many times foca has rejoined this node with a new identity since the membership
+    /// started: it grows when the others declared this node down (the counter
+    /// `self_rejoins` of [`crate::membership::CountersSnapshot`]).
+    pub self_rejoins: u64,
+}
+
+/// Everything one step needs besides the API view: taken by the executor right before
+/// [`super::SpeakerCore::step`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    /// Why the executor woke.
+    pub wake: Wake,
+    /// Whether any announce interface has carrier (`Responder::carrier(&Interfaces::All)`).
+    pub carrier: bool,
+    /// The membership, while this speaker is in it.
+    pub membership: Option<MembershipObservation>,
+    /// Wall-clock seconds since the Unix epoch, read once: the voter memory is seeded against the
+    /// Nodes' `lastTransitionTime` ([`crate::claim::Voters::seed`]).
+    pub wall_secs: i64,
+    /// IPs a stored `L2Announcement` report says another host holds (`heldBy` set): probed before
+    /// they are announced, whoever owns them now (issue #10 item 5).
+    pub held_reported: BTreeSet<IpAddr>,
+}

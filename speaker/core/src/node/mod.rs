@@ -1,0 +1,369 @@
+//! The speaker's per-node decisions, sans-IO: membership phase (declared down, hold-off, carrier
+//! gating), voters and the claim gate, stall handling, the lease, planning and the owned set,
+//! fresh-IP probing and the S4 re-announcement.
+//!
+//! Shaped like the sans-IO protocol crates (`quinn-proto`, `str0m`): the executor
+//! (`ferrolb_speaker::daemon`) turns I/O into inputs — [`SpeakerCore::set_view`] when the API
+//! view changes, [`SpeakerCore::step`] with an [`Observation`] and the time at every wake-up — and
+//! applies the [`Output`]s that [`SpeakerCore::poll_output`] returns, in order; it sleeps until
+//! [`SpeakerCore::poll_timeout`] when nothing else wakes it. Nothing here reads a clock, draws a
+//! random number or touches a socket, so the same inputs give the same outputs: the cluster
+//! simulator and the tests below replay them.
+//!
+//! One step runs fixed phases, as the daemon loop always did:
+//! 1. declared down by the others → withdraw (lease ends now), and leave for a hold-off unless a
+//!    pause of ours explains it ([`ClaimGate::declared_down`]);
+//! 2. carrier gates the membership: leave when no announce interface has carrier, rejoin when it
+//!    is back and no hold-off runs;
+//! 3. voters ([`Voters`]) and the claim gate ([`ClaimGate::tick`]): converged, majority, stall;
+//! 4. a stall (a gap between steps over the threshold, F4) → withdraw and leave;
+//! 5. closed gate → withdraw everything;
+//! 6. open gate → renew the lease for one stall threshold, and re-plan on every event and at
+//!    least every [`NodeConfig::replan_every`]: owned set, fresh IPs probed first, S4
+//!    re-announcement when the membership changed or a peer restarted.
+//!
+//! What the plan leads to off the answer path (Events, `L2Announcement` reports, conflict
+//! defence, the kernel-ARP preflight) is reported by the executor from [`Output::Planned`].
+
+mod input;
+mod output;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use input::{MembershipObservation, Observation, Wake};
+pub use output::{MembershipCommand, Note, Output};
+
+use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
+use crate::eligibility::Interfaces;
+use crate::fresh::FreshIps;
+use crate::plan::plan;
+use crate::view::View;
+
+/// The core's timings and identity.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This node's name (`spec.nodeName` of the speaker Pod).
+    pub me: String,
+    /// The claim gate: convergence, majority, stall threshold, resync.
+    pub claim: ClaimSettings,
+    /// How long a speaker heard once keeps its vote ([`VOTER_MEMORY`], 5 minutes).
+    pub voter_memory: Duration,
+    /// The step period when nothing else wakes the executor (100 ms): renews the lease and feeds
+    /// the stall detector, which needs steps well inside its threshold.
+    pub tick: Duration,
+    /// Longest time between two full re-plans without any event (250 ms; interface carrier is
+    /// polled).
+    pub replan_every: Duration,
+    /// How long a background leave may wait for its datagrams.
+    pub leave_grace: Duration,
+}
+
+impl NodeConfig {
+    /// The daemon's timings (tick 100 ms, re-plan 250 ms, voter memory 5 min, leave 500 ms).
+    pub fn new(me: impl Into<String>, claim: ClaimSettings) -> Self {
+        NodeConfig {
+            me: me.into(),
+            claim,
+            voter_memory: VOTER_MEMORY,
+            tick: Duration::from_millis(100),
+            replan_every: Duration::from_millis(250),
+            leave_grace: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Counters the executor exports as metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreCounters {
+    /// Times the others declared this speaker down.
+    pub declared_down: u64,
+    /// Stalls detected (gaps between steps over the stall threshold).
+    pub stalls: u64,
+}
+
+/// One speaker's decision state (see the module docs). Created at start-up with the first
+/// membership already started (the executor starts it before the first step).
+#[derive(Debug)]
+pub struct SpeakerCore {
+    config: NodeConfig,
+    gate: ClaimGate,
+    voters: Voters,
+    voters_seeded: bool,
+    /// Whether this speaker is (or is joining) the membership; the executor follows the
+    /// `Membership` commands.
+    in_membership: bool,
+    seen_rejoins: u64,
+    view: Arc<View>,
+    standing: Standing,
+    last_standing: &'static str,
+    ever_converged: bool,
+    last_step: Option<Instant>,
+    last_plan: Option<Instant>,
+    last_alive: BTreeSet<String>,
+    /// What the last `SetOwned` asked for.
+    owned: BTreeMap<IpAddr, Interfaces>,
+    fresh: FreshIps,
+    counters: CoreCounters,
+    outputs: VecDeque<Output>,
+}
+
+impl SpeakerCore {
+    /// A core at start-up (`now`), with the membership started and nothing claimed.
+    pub fn new(config: NodeConfig, now: Instant) -> Self {
+        SpeakerCore {
+            gate: ClaimGate::new(config.claim.clone(), now),
+            voters: Voters::new(config.voter_memory),
+            config,
+            voters_seeded: false,
+            in_membership: true,
+            seen_rejoins: 0,
+            view: Arc::new(View::default()),
+            standing: Standing::Converging {
+                missing: BTreeSet::new(),
+            },
+            last_standing: "",
+            ever_converged: false,
+            last_step: None,
+            last_plan: None,
+            last_alive: BTreeSet::new(),
+            owned: BTreeMap::new(),
+            fresh: FreshIps::default(),
+            counters: CoreCounters::default(),
+            outputs: VecDeque::new(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// A new API view (level-triggered: the latest one wins). Takes effect at the next step.
+    pub fn set_view(&mut self, view: Arc<View>) {
+        self.view = view;
+    }
+
+    /// The API view in use.
+    pub fn view(&self) -> &Arc<View> {
+        &self.view
+    }
+
+    /// Whether the executor should hand a freshly read view before the next step: a re-plan is
+    /// due (the view is re-read at every re-plan, as a guard against a lost change notice).
+    pub fn replan_due(&self, now: Instant) -> bool {
+        self.last_plan
+            .is_none_or(|at| now.saturating_duration_since(at) >= self.config.replan_every)
+    }
+
+    /// The executor reports that a requested [`MembershipCommand::Join`] failed; the next step
+    /// asks again.
+    pub fn join_failed(&mut self) {
+        self.in_membership = false;
+    }
+
+    /// When the executor must step again if nothing else wakes it.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.last_step.and_then(|t| t.checked_add(self.config.tick))
+    }
+
+    /// The next command for the executor, in order.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// The claim gate's standing after the last step.
+    pub fn standing(&self) -> &Standing {
+        &self.standing
+    }
+
+    /// Ready (`/readyz`): converged at least once and in the membership.
+    pub fn ready(&self) -> bool {
+        self.ever_converged && self.in_membership
+    }
+
+    /// Whether this speaker is in (or joining) the membership.
+    pub fn in_membership(&self) -> bool {
+        self.in_membership
+    }
+
+    /// The membership the last step used (empty while out of it).
+    pub fn alive(&self) -> &BTreeSet<String> {
+        &self.last_alive
+    }
+
+    /// What the last `SetOwned` asked for.
+    pub fn owned(&self) -> &BTreeMap<IpAddr, Interfaces> {
+        &self.owned
+    }
+
+    /// Counters since start.
+    pub fn counters(&self) -> CoreCounters {
+        self.counters
+    }
+
+    /// The instant until which the gate holds after a stall or a declaration of death.
+    pub fn held_until(&self) -> Instant {
+        self.gate.held_until()
+    }
+
+    /// One step at `now` (see the module docs for its phases); outputs queue for
+    /// [`Self::poll_output`].
+    pub fn step(&mut self, now: Instant, obs: Observation) {
+        self.last_step = Some(now);
+        self.membership_phase(now, &obs);
+        let alive = match (&obs.membership, self.in_membership) {
+            (Some(m), true) => m.alive.clone(),
+            _ => BTreeSet::new(),
+        };
+        if !self.voters_seeded && !self.view.cluster.nodes.is_empty() {
+            self.voters_seeded = true;
+            self.voters.seed(now, obs.wall_secs, &self.view.cluster);
+        }
+        self.voters.observe(now, &alive);
+        let expected = self.voters.voters(&self.view.cluster, &self.config.me);
+        let tick = self.gate.tick(now, &alive, &expected);
+        if let Some(gap) = tick.stalled {
+            // F4: we were not running for longer than the others need to take our IPs. Stop
+            // answering now, and stay out of the membership for the resync: the others may not
+            // have declared us down yet, and an alive member that claims nothing would stay
+            // elected and leave its IPs unanswered (the lab attack A7).
+            self.counters.stalls += 1;
+            self.note(Note::Stalled { gap });
+            self.withdraw_now(now);
+            self.leave();
+        }
+        let label = tick.standing.label();
+        let standing_changed = label != self.last_standing;
+        if standing_changed {
+            self.note(Note::Standing(tick.standing.clone()));
+        }
+        self.ever_converged |= !matches!(tick.standing, Standing::Converging { .. });
+        self.standing = tick.standing;
+        let replan = obs.wake.is_event() || standing_changed || self.replan_due(now);
+        self.last_standing = label;
+        if !self.standing.may_claim() {
+            self.set_owned(BTreeMap::new());
+            self.outputs.push_back(Output::Withdrawn);
+            // What was assigned meanwhile was announced by the others: not new to us.
+            self.fresh.restart();
+            self.last_alive.clear();
+            return;
+        }
+        // The gate is open: serve what we own for one more lease period.
+        self.outputs.push_back(Output::SetLease(
+            now.checked_add(self.config.claim.stall_threshold),
+        ));
+        let restarted_peer = matches!(
+            obs.wake,
+            Wake::MemberEvent {
+                restarted_peer: true
+            }
+        );
+        if !replan && !restarted_peer {
+            return;
+        }
+        self.last_plan = Some(now);
+        let plan = Arc::new(plan(&self.view, &alive, &self.config.me, Some(obs.carrier)));
+        self.outputs.push_back(Output::Planned {
+            plan: plan.clone(),
+            alive: alive.clone(),
+        });
+        // Probed before their first announcement (issue #10 item 5): IPs that newly got an
+        // owner, and IPs a report says another host holds (whoever held them before).
+        self.fresh.observe(
+            now,
+            plan.ips
+                .iter()
+                .filter(|(_, p)| p.owner.is_some())
+                .map(|(ip, _)| *ip),
+        );
+        let mut probe_first = self.fresh.fresh(now);
+        probe_first.extend(obs.held_reported.iter().copied());
+        self.outputs.push_back(Output::SetFresh(probe_first));
+        let previously_owned = std::mem::take(&mut self.owned);
+        self.set_owned(plan.owned.clone());
+        if alive != self.last_alive || restarted_peer {
+            // S4: re-confirm ownership after any membership change.
+            if plan
+                .owned
+                .keys()
+                .any(|ip| previously_owned.contains_key(ip))
+            {
+                self.outputs.push_back(Output::Reannounce);
+            }
+            if alive != self.last_alive {
+                self.note(Note::MembershipChanged(alive.clone()));
+            }
+            self.last_alive = alive;
+        }
+    }
+
+    /// Phases 1 and 2: declared down, carrier.
+    fn membership_phase(&mut self, now: Instant, obs: &Observation) {
+        // Declared down by the others (we learned it from their gossip and foca rejoined us
+        // with a new generation): some of them may have elected new owners for our IPs.
+        // Withdraw now and converge again. Unless a pause of ours explains it, also stay out of
+        // the membership for a hold-off that doubles while it keeps happening: an alive member
+        // that claims nothing would be elected by the others and leave its IPs unanswered.
+        if self.in_membership
+            && let Some(m) = &obs.membership
+            && m.self_rejoins > self.seen_rejoins
+        {
+            self.seen_rejoins = m.self_rejoins;
+            let leave = self.gate.declared_down(now);
+            self.counters.declared_down += 1;
+            self.withdraw_now(now);
+            if leave {
+                self.note(Note::DeclaredDownLeaving {
+                    hold_off: self.gate.held_until().saturating_duration_since(now),
+                });
+                self.leave();
+            } else {
+                self.note(Note::DeclaredDownAfterPause);
+            }
+        }
+        let held_off = now < self.gate.held_until();
+        // Carrier gates membership: without any announce interface we must not look alive.
+        if self.in_membership && !obs.carrier {
+            self.note(Note::CarrierLost);
+            self.leave();
+        } else if !self.in_membership && obs.carrier && !held_off {
+            self.note(Note::Rejoining);
+            self.outputs
+                .push_back(Output::Membership(MembershipCommand::Join));
+            self.in_membership = true;
+            self.seen_rejoins = 0;
+            self.gate.restart(now);
+        }
+    }
+
+    /// Stop answering at once: lease ends now, owned set empty.
+    fn withdraw_now(&mut self, now: Instant) {
+        self.outputs.push_back(Output::SetLease(Some(now)));
+        self.set_owned(BTreeMap::new());
+    }
+
+    fn set_owned(&mut self, owned: BTreeMap<IpAddr, Interfaces>) {
+        self.owned = owned.clone();
+        self.outputs.push_back(Output::SetOwned(owned));
+    }
+
+    fn leave(&mut self) {
+        if self.in_membership {
+            self.in_membership = false;
+            self.outputs
+                .push_back(Output::Membership(MembershipCommand::Leave {
+                    grace: self.config.leave_grace,
+                }));
+        }
+    }
+
+    fn note(&mut self, note: Note) {
+        self.outputs.push_back(Output::Note(note));
+    }
+}

@@ -1,0 +1,315 @@
+//! Replays of inputs through [`SpeakerCore`]: each phase of the step, and determinism.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrolb_crds::L2AdvertisementSpec;
+
+use super::*;
+use crate::eligibility::{NodeFacts, PoolRef, ServiceFacts};
+
+const IP: &str = "198.51.100.53";
+
+fn settings() -> ClaimSettings {
+    ClaimSettings::for_membership(Duration::from_millis(100), Duration::from_millis(200))
+}
+
+fn view(nodes: &[&str]) -> Arc<View> {
+    let mut v = View::default();
+    for n in nodes {
+        v.cluster.nodes.insert(n.to_string(), NodeFacts::default());
+    }
+    v.cluster
+        .advertisements
+        .insert("all".into(), L2AdvertisementSpec::default());
+    v.ips.insert(
+        IP.parse().unwrap(),
+        vec![ServiceFacts {
+            name: "default/svc-a".into(),
+            pool: PoolRef {
+                name: "pool".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }],
+    );
+    Arc::new(v)
+}
+
+fn names(n: &[&str]) -> BTreeSet<String> {
+    n.iter().map(|s| s.to_string()).collect()
+}
+
+/// The node the election gives the IP to when all three are alive.
+fn owner(nodes: &[&str]) -> String {
+    let p = crate::plan::plan(&view(nodes), &names(nodes), nodes[0], Some(true));
+    p.ips.values().next().unwrap().owner.clone().unwrap()
+}
+
+fn obs(wake: Wake, alive: &[&str], rejoins: u64) -> Observation {
+    Observation {
+        wake,
+        carrier: true,
+        membership: Some(MembershipObservation {
+            alive: names(alive),
+            self_rejoins: rejoins,
+        }),
+        wall_secs: 1_800_000_000,
+        held_reported: BTreeSet::new(),
+    }
+}
+
+fn drain(core: &mut SpeakerCore) -> Vec<Output> {
+    std::iter::from_fn(|| core.poll_output()).collect()
+}
+
+fn last_owned(outs: &[Output]) -> Option<BTreeMap<IpAddr, Interfaces>> {
+    outs.iter().rev().find_map(|o| match o {
+        Output::SetOwned(m) => Some(m.clone()),
+        _ => None,
+    })
+}
+
+fn has_membership(outs: &[Output], leave: bool) -> bool {
+    outs.iter().any(|o| match o {
+        Output::Membership(MembershipCommand::Leave { .. }) => leave,
+        Output::Membership(MembershipCommand::Join) => !leave,
+        _ => false,
+    })
+}
+
+const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+
+/// The owner's core, converged with all three alive at `t0 + 100 ms`.
+fn converged(t0: Instant) -> SpeakerCore {
+    let me = owner(&NODES);
+    let mut core = SpeakerCore::new(NodeConfig::new(me, settings()), t0);
+    core.set_view(view(&NODES));
+    core.step(
+        t0 + Duration::from_millis(100),
+        obs(Wake::MembersChanged, &NODES, 0),
+    );
+    core
+}
+
+#[test]
+fn converges_then_claims_with_a_lease_of_one_stall_threshold() {
+    let t0 = Instant::now();
+    let me = owner(&NODES);
+    let mut core = SpeakerCore::new(NodeConfig::new(me.clone(), settings()), t0);
+    core.set_view(view(&NODES));
+    // Only itself heard: converging, nothing claimed, not ready.
+    core.step(t0, obs(Wake::Tick, &[me.as_str()], 0));
+    let outs = drain(&mut core);
+    assert_eq!(last_owned(&outs), Some(BTreeMap::new()), "{outs:?}");
+    assert!(!outs.iter().any(|o| matches!(o, Output::SetLease(Some(_)))) || !core.ready());
+    assert!(!core.ready());
+    // Everyone heard: the gate opens and the owner claims the IP, lease = now + 300 ms.
+    let t1 = t0 + Duration::from_millis(100);
+    core.step(t1, obs(Wake::MembersChanged, &NODES, 0));
+    let outs = drain(&mut core);
+    assert_eq!(core.standing(), &Standing::Majority);
+    assert!(core.ready());
+    assert!(outs.contains(&Output::SetLease(Some(t1 + Duration::from_millis(300)))));
+    let owned = last_owned(&outs).unwrap();
+    assert!(owned.contains_key(&IP.parse().unwrap()), "{outs:?}");
+    // In the first view: assigned before this speaker started, not probed.
+    assert!(
+        outs.contains(&Output::SetFresh(BTreeSet::new())),
+        "{outs:?}"
+    );
+    // An IP that appears later is new: probed before its first announcement.
+    let mut v = (*view(&NODES)).clone();
+    let new_ip: IpAddr = "198.51.100.54".parse().unwrap();
+    let facts = v.ips.values().next().unwrap().clone();
+    v.ips.insert(new_ip, facts);
+    core.set_view(Arc::new(v));
+    core.step(
+        t1 + Duration::from_millis(50),
+        obs(Wake::ViewChanged, &NODES, 0),
+    );
+    let outs = drain(&mut core);
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, Output::SetFresh(f) if f.contains(&new_ip))),
+        "{outs:?}"
+    );
+}
+
+#[test]
+fn a_tick_renews_the_lease_and_replans_only_when_due() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    let t = t0 + Duration::from_millis(200);
+    core.step(t, obs(Wake::Tick, &NODES, 0));
+    let outs = drain(&mut core);
+    assert_eq!(
+        outs,
+        vec![Output::SetLease(Some(t + Duration::from_millis(300)))]
+    );
+    assert_eq!(core.poll_timeout(), Some(t + Duration::from_millis(100)));
+    let t = t0 + Duration::from_millis(350);
+    core.step(t, obs(Wake::Tick, &NODES, 0));
+    let outs = drain(&mut core);
+    assert!(
+        outs.iter().any(|o| matches!(o, Output::Planned { .. })),
+        "{outs:?}"
+    );
+    // Same membership, IP already owned: no re-announcement.
+    assert!(!outs.contains(&Output::Reannounce));
+}
+
+#[test]
+fn a_restarted_peer_makes_owned_ips_be_reannounced() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    let t = t0 + Duration::from_millis(150);
+    core.step(
+        t,
+        obs(
+            Wake::MemberEvent {
+                restarted_peer: true,
+            },
+            &NODES,
+            0,
+        ),
+    );
+    assert!(drain(&mut core).contains(&Output::Reannounce));
+}
+
+#[test]
+fn a_gap_over_the_stall_threshold_withdraws_at_once_and_leaves() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    let t = t0 + Duration::from_millis(100 + 301);
+    core.step(t, obs(Wake::Tick, &NODES, 0));
+    let outs = drain(&mut core);
+    assert_eq!(outs[1], Output::SetLease(Some(t)), "{outs:?}");
+    assert_eq!(last_owned(&outs), Some(BTreeMap::new()));
+    assert!(has_membership(&outs, true));
+    assert_eq!(core.counters().stalls, 1);
+    assert!(!core.in_membership());
+    // Out of the membership for the resync, then back in (carrier is up).
+    core.step(t + Duration::from_millis(100), obs(Wake::Tick, &NODES, 0));
+    assert!(!has_membership(&drain(&mut core), false));
+    core.step(t + Duration::from_millis(300), obs(Wake::Tick, &NODES, 0));
+    assert!(has_membership(&drain(&mut core), false));
+}
+
+#[test]
+fn declared_down_withdraws_and_holds_off_with_back_off() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    let t = t0 + Duration::from_millis(200);
+    core.step(t, obs(Wake::Tick, &NODES, 1));
+    let outs = drain(&mut core);
+    assert_eq!(outs[0], Output::SetLease(Some(t)), "{outs:?}");
+    assert_eq!(last_owned(&outs), Some(BTreeMap::new()));
+    assert!(has_membership(&outs, true));
+    assert!(outs.contains(&Output::Note(Note::DeclaredDownLeaving {
+        hold_off: Duration::from_millis(300)
+    })));
+    // No rejoin during the hold-off, a rejoin after it.
+    core.step(t + Duration::from_millis(100), obs(Wake::Tick, &NODES, 1));
+    assert!(!has_membership(&drain(&mut core), false));
+    core.step(t + Duration::from_millis(200), obs(Wake::Tick, &NODES, 1));
+    assert!(!has_membership(&drain(&mut core), false));
+    let t2 = t + Duration::from_millis(300);
+    core.step(t2, obs(Wake::Tick, &NODES, 0));
+    assert!(has_membership(&drain(&mut core), false));
+    // Declared down again within a minute: the hold-off doubles.
+    let t3 = t2 + Duration::from_millis(100);
+    core.step(t3, obs(Wake::Tick, &NODES, 1));
+    let outs = drain(&mut core);
+    assert!(
+        outs.contains(&Output::Note(Note::DeclaredDownLeaving {
+            hold_off: Duration::from_millis(600)
+        })),
+        "{outs:?}"
+    );
+    assert_eq!(core.counters().declared_down, 2);
+}
+
+#[test]
+fn carrier_loss_leaves_and_carrier_back_rejoins_converging() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    let t = t0 + Duration::from_millis(200);
+    let mut o = obs(Wake::Tick, &NODES, 0);
+    o.carrier = false;
+    core.step(t, o);
+    let outs = drain(&mut core);
+    assert!(has_membership(&outs, true));
+    assert!(!core.ready());
+    // Out of the membership: it sees nobody, a minority of three.
+    assert_eq!(last_owned(&outs), Some(BTreeMap::new()), "{outs:?}");
+    // Carrier back: rejoin (the executor has no membership to observe yet).
+    let t = t + Duration::from_millis(100);
+    let mut o = obs(Wake::Tick, &NODES, 0);
+    o.membership = None;
+    core.step(t, o);
+    let outs = drain(&mut core);
+    assert!(has_membership(&outs, false));
+    assert_eq!(core.standing().label(), "converging", "{outs:?}");
+}
+
+#[test]
+fn a_minority_withdraws_everything() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    let me = core.config().me.clone();
+    drain(&mut core);
+    let t = t0 + Duration::from_millis(200);
+    core.step(t, obs(Wake::MembersChanged, &[me.as_str()], 0));
+    let outs = drain(&mut core);
+    assert_eq!(
+        core.standing(),
+        &Standing::Minority {
+            alive: 1,
+            expected: 3
+        }
+    );
+    assert_eq!(last_owned(&outs), Some(BTreeMap::new()));
+    assert!(outs.contains(&Output::Withdrawn));
+    assert!(
+        !outs
+            .iter()
+            .any(|o| matches!(o, Output::SetLease(Some(l)) if *l > t))
+    );
+}
+
+#[test]
+fn the_same_inputs_give_the_same_outputs() {
+    let run = || {
+        let t0 = Instant::now();
+        let mut core = converged(t0);
+        let mut all = vec![];
+        for (i, (alive, rejoins)) in [
+            (&NODES[..], 0),
+            (&NODES[..2], 0),
+            (&NODES[..1], 0),
+            (&NODES[..], 1),
+            (&NODES[..], 1),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let t = t0 + Duration::from_millis(100 * (i as u64 + 2));
+            core.step(t, obs(Wake::Tick, alive, rejoins));
+            all.extend(drain(&mut core).into_iter().map(|o| match o {
+                // Instants differ between runs: compare offsets.
+                Output::SetLease(l) => format!("lease {:?}", l.map(|l| l - t0)),
+                other => format!("{other:?}"),
+            }));
+        }
+        all
+    };
+    assert_eq!(run(), run());
+}
