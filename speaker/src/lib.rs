@@ -3,12 +3,12 @@
 //!
 //! The pure layer-2 core is its own crate, `ferrolb-l2` (no `kube`, no `tokio`, no sockets); its
 //! modules are re-exported here under their old paths: [`claim`], [`election`], [`eligibility`],
-//! [`events`], [`plan`], [`trim`] (what the watch stores keep, S13), [`view`], [`wire`], and the pure parts of [`membership`].
+//! [`events`], [`node`] (the sans-IO per-node core the daemon executes), [`plan`], [`trim`] (what the watch stores keep, S13), [`view`], [`wire`], and the pure parts of [`membership`].
 //! I/O edges: [`l2`] (packet sockets), [`membership`] (SWIM over UDP, [`membership::agent`]),
 //! [`watch`] and [`event_sink`] (Kubernetes), [`http`], [`metrics`], [`daemon`].
 
 pub use ferrolb_l2::{
-    announcements, claim, election, eligibility, events, fresh, plan, trim, view, wire,
+    announcements, claim, election, eligibility, events, fresh, node, plan, trim, view, wire,
 };
 
 pub mod announcement_writer;

@@ -1,0 +1,411 @@
+//! The speaker's I/O around [`SpeakerCore`]: starts the watches, the responder, the membership,
+//! the Event and report writers and the HTTP endpoints; turns what they show into the core's
+//! [`Observation`]s, and applies the core's [`Output`]s.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use kube::Client;
+use kube::runtime::events::Reporter;
+use tokio::sync::{Notify, broadcast, watch};
+
+use crate::announcement_writer::{AnnouncementWriter, WriteCounters};
+use crate::eligibility::Interfaces;
+use crate::event_sink::{EventCounters, EventSink};
+use crate::events::EventPlanner;
+use crate::http::Health;
+use crate::l2::Responder;
+use crate::membership::{KeyRing, Membership, MembershipEvent, MembershipSettings};
+use crate::metrics::SpeakerMetrics;
+use crate::node::{
+    MembershipCommand, MembershipObservation, Note, Observation, Output, SpeakerCore, Wake,
+};
+use crate::watch::Stores;
+
+use super::SpeakerConfig;
+use super::lookups::{held_reported, own_addresses, own_internal_ip, peer_addresses};
+use super::reporting::Reporting;
+
+/// Everything the loop does I/O with.
+pub(super) struct Executor {
+    config: SpeakerConfig,
+    keys: KeyRing,
+    advertise: std::net::IpAddr,
+    pub(super) changed: Arc<Notify>,
+    pub(super) stores: Stores,
+    supervised: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
+    metrics: Arc<SpeakerMetrics>,
+    health: Arc<Health>,
+    responder: Responder,
+    membership: Option<Membership>,
+    members: Option<watch::Receiver<BTreeSet<String>>>,
+    member_events: Option<broadcast::Receiver<MembershipEvent>>,
+    peer_macs: crate::peer_macs::PeerMacRefresh,
+    reporting: Reporting,
+    /// The live set the last observation showed.
+    observed_alive: BTreeSet<String>,
+}
+
+impl Executor {
+    /// Starts every task and the first membership (see [`super::run`] for the errors).
+    pub(super) async fn start(client: Client, config: SpeakerConfig) -> anyhow::Result<Self> {
+        let keys = KeyRing::from_file(&config.key_file)
+            .with_context(|| format!("membership key {}", config.key_file.display()))?;
+        let changed = Arc::new(Notify::new());
+        let (stores, watches) = Stores::start(&client, &changed, &config.namespace);
+        let mut supervised: Vec<(&'static str, _)> =
+            watches.into_iter().map(|h| ("watch", h)).collect();
+
+        let l2_counters = Arc::new(crate::l2::Counters::default());
+        let event_counters = Arc::new(EventCounters::default());
+        let announcement_counters = Arc::new(WriteCounters::default());
+        let metrics = Arc::new(SpeakerMetrics {
+            l2: l2_counters.clone(),
+            membership: std::sync::Mutex::new(None),
+            owned_ips: Default::default(),
+            no_eligible_node_ips: Default::default(),
+            forbidden_ips: Default::default(),
+            kernel_arp_conflicts: Default::default(),
+            ip_conflicts: Default::default(),
+            held_ips: Default::default(),
+            events: event_counters.clone(),
+            announcements: announcement_counters.clone(),
+            claim: Default::default(),
+        });
+        let health = Arc::new(Health {
+            ready: Default::default(),
+            registry: metrics.registry(),
+        });
+        let listener_health = health.clone();
+        let metrics_address = config.metrics_address;
+        supervised.push((
+            "http",
+            tokio::spawn(async move {
+                if let Err(e) =
+                    ferrolb_runtime::admin::serve(metrics_address, listener_health).await
+                {
+                    tracing::error!(error = %e, %metrics_address, "HTTP endpoints failed");
+                }
+            }),
+        ));
+
+        tokio::time::timeout(Duration::from_secs(120), stores.wait_ready())
+            .await
+            .context("watch stores did not sync within 120 s")??;
+        // The L2Announcement reports say which IPs another host holds (probed first, whoever
+        // owns them): give their watch a moment, but never block on it (CRD or RBAC may be
+        // missing).
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            stores.announcements.wait_until_ready(),
+        )
+        .await;
+        let advertise = match config.advertise_address {
+            Some(ip) => ip,
+            None => own_internal_ip(&stores, &config.node_name).with_context(|| {
+                format!(
+                    "Node {} has no InternalIP; pass --advertise-address",
+                    config.node_name
+                )
+            })?,
+        };
+        let responder = Responder::start(config.l2.clone(), l2_counters)
+            .context("starting the ARP/NDP responder")?;
+        // Announcements carry a proof keyed like the membership; only proven claims make an
+        // owner yield (DESIGN S15).
+        responder.set_claim_keys(crate::wire::claim_proof::ClaimKeys::from_ring(&keys));
+        let recorder = ferrolb_runtime::events::Publisher::new(
+            client.clone(),
+            Reporter {
+                controller: "ferrolb.io/speaker".into(),
+                instance: Some(config.node_name.clone()),
+            },
+        );
+        let (sink, sink_task) = EventSink::spawn(
+            recorder,
+            stores.clone(),
+            config.events.clone(),
+            event_counters,
+        );
+        supervised.push(("event writer", sink_task));
+        let (announcement_writer, announcement_task) =
+            AnnouncementWriter::spawn(client.clone(), &config.namespace, announcement_counters);
+        supervised.push(("announcement writer", announcement_task));
+        let reporting = Reporting {
+            me: config.node_name.clone(),
+            l2: config.l2.clone(),
+            metrics: metrics.clone(),
+            sink,
+            announcement_writer,
+            announcements_ready: stores.announcements_ready(),
+            planner: EventPlanner::new(&config.node_name),
+            announcement_planner: Default::default(),
+            last_announcements: None,
+            last_forbidden: BTreeSet::new(),
+            kernel_arp: Default::default(),
+            conflicts: Default::default(),
+            held_reports: Default::default(),
+        };
+        let mut executor = Executor {
+            config,
+            keys,
+            advertise,
+            changed,
+            stores,
+            supervised,
+            metrics,
+            health,
+            responder,
+            membership: None,
+            members: None,
+            member_events: None,
+            peer_macs: Default::default(),
+            reporting,
+            observed_alive: BTreeSet::new(),
+        };
+        let membership = Membership::start(executor.settings())
+            .await
+            .context("starting the membership")?;
+        executor.joined(membership);
+        tracing::info!(node = %executor.config.node_name, %advertise, "speaker running; converging before claiming");
+        Ok(executor)
+    }
+
+    fn settings(&self) -> MembershipSettings {
+        let addr = SocketAddr::new(self.advertise, self.config.memberlist_port);
+        MembershipSettings {
+            node_name: self.config.node_name.clone(),
+            bind_addr: addr,
+            advertise_addr: Some(addr),
+            keys: self.keys.clone(),
+            config: self.config.membership.clone(),
+            generation: None,
+        }
+    }
+
+    fn joined(&mut self, m: Membership) {
+        if let Ok(mut slot) = self.metrics.membership.lock() {
+            *slot = Some(m.counters_handle());
+        }
+        self.members = Some(m.members());
+        self.member_events = Some(m.events());
+        self.membership = Some(m);
+    }
+
+    /// Waits for the next wake-up: a view change, a membership change or event, or `timeout`.
+    /// `None` on SIGTERM/SIGINT.
+    pub(super) async fn wake(
+        &mut self,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+        timeout: Duration,
+    ) -> Option<Wake> {
+        let members_changed = async {
+            match self.members.as_mut() {
+                Some(rx) => {
+                    if rx.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let member_event = async {
+            match self.member_events.as_mut() {
+                Some(rx) => rx.recv().await.ok(),
+                None => std::future::pending().await,
+            }
+        };
+        let me = self.config.node_name.as_str();
+        tokio::select! {
+            _ = shutdown => None,
+            _ = self.changed.notified() => Some(Wake::ViewChanged),
+            _ = members_changed => Some(Wake::MembersChanged),
+            event = member_event => Some(Wake::MemberEvent {
+                restarted_peer: matches!(
+                    &event,
+                    Some(MembershipEvent::Restarted(n) | MembershipEvent::Up(n)) if n != me
+                ),
+            }),
+            () = tokio::time::sleep(timeout) => Some(Wake::Tick),
+        }
+    }
+
+    /// The name of a supervised task (or the membership) that has ended, if any.
+    pub(super) fn dead(&self) -> Option<&'static str> {
+        self.supervised
+            .iter()
+            .find(|(_, handle)| handle.is_finished())
+            .map(|(name, _)| *name)
+            .or_else(|| {
+                self.membership
+                    .as_ref()
+                    .filter(|m| !m.is_running())
+                    .map(|_| "membership")
+            })
+    }
+
+    /// The current API view.
+    pub(super) fn view(&self) -> Arc<crate::view::View> {
+        Arc::new(self.stores.view(&self.config.view))
+    }
+
+    /// What the core needs for one step, read now.
+    pub(super) fn observe(&mut self, wake: Wake) -> Observation {
+        let membership = self.membership.as_ref().map(|m| MembershipObservation {
+            alive: self
+                .members
+                .as_ref()
+                .map(|rx| rx.borrow().clone())
+                .unwrap_or_default(),
+            self_rejoins: m.counters().self_rejoins,
+        });
+        self.observed_alive = membership
+            .as_ref()
+            .map(|m| m.alive.clone())
+            .unwrap_or_default();
+        let wall_secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let held_reported = if self.reporting.announcements_ready.load(Ordering::Relaxed) {
+            held_reported(&self.stores)
+        } else {
+            BTreeSet::new()
+        };
+        Observation {
+            wake,
+            carrier: self.responder.carrier(&Interfaces::All),
+            membership,
+            wall_secs,
+            held_reported,
+        }
+    }
+
+    /// Applies the core's outputs in order, then the per-step upkeep: membership peers, peer
+    /// MACs, metrics, readiness, and the reports of a new plan.
+    pub(super) async fn apply(&mut self, now: Instant, core: &mut SpeakerCore) {
+        let mut planned = None;
+        while let Some(output) = core.poll_output() {
+            match output {
+                Output::SetLease(until) => self.responder.set_lease(until),
+                Output::SetFresh(fresh) => self.responder.set_fresh(fresh),
+                Output::SetOwned(owned) => self.responder.set_owned(owned),
+                Output::Reannounce => self.responder.reannounce(),
+                Output::Membership(MembershipCommand::Leave { grace }) => self.leave(grace),
+                Output::Membership(MembershipCommand::Join) => {
+                    match Membership::start(self.settings()).await {
+                        Ok(m) => self.joined(m),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not rejoin the membership; retrying");
+                            core.join_failed();
+                        }
+                    }
+                }
+                Output::Withdrawn => self.reporting.withdrawn(),
+                Output::Planned { plan, alive } => {
+                    self.responder
+                        .set_node_addresses(own_addresses(&self.stores, &self.config.node_name));
+                    planned = Some((plan, alive));
+                }
+                Output::Note(note) => log(note),
+            }
+        }
+        if let Some(m) = &self.membership {
+            m.set_peers(peer_addresses(
+                &self.stores,
+                &self.config.node_name,
+                self.config.memberlist_port,
+            ));
+        }
+        self.peer_macs.tick(
+            now,
+            &self.observed_alive,
+            &self.stores,
+            &self.config.node_name,
+            &self.responder,
+        );
+        let counters = core.counters();
+        let claim = &self.metrics.claim;
+        claim.set(core.standing());
+        claim.stalls.store(counters.stalls, Ordering::Relaxed);
+        claim
+            .declared_down
+            .store(counters.declared_down, Ordering::Relaxed);
+        self.health
+            .ready
+            .store(core.ready() && self.membership.is_some(), Ordering::Relaxed);
+        if let Some((plan, alive)) = planned {
+            self.reporting.report(
+                now,
+                &plan,
+                &alive,
+                core.view(),
+                &self.stores,
+                &self.responder,
+            );
+        }
+    }
+
+    /// Leaves the membership (carrier lost, declared down, stalled) and drops its receivers.
+    /// The leave runs off the loop: it waits for its datagrams, and the loop must keep ticking
+    /// (a late tick reads as a stall).
+    fn leave(&mut self, grace: Duration) {
+        if let Some(m) = self.membership.take() {
+            tokio::spawn(m.leave(grace));
+        }
+        self.members = None;
+        self.member_events = None;
+    }
+
+    /// Withdraws everything and leaves the membership (SIGTERM, or a supervised task ended).
+    pub(super) async fn shut_down(mut self, outcome: &anyhow::Result<()>) {
+        self.health.ready.store(false, Ordering::Relaxed);
+        match outcome {
+            Ok(()) => tracing::info!("shutting down: withdrawing and leaving the membership"),
+            Err(e) => {
+                tracing::error!(error = %e, "withdrawing, leaving the membership and exiting")
+            }
+        }
+        self.responder.set_owned(Default::default());
+        if let Some(m) = self.membership.take() {
+            m.leave(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// The core's notes as log lines.
+fn log(note: Note) {
+    use crate::claim::Standing;
+    match note {
+        Note::DeclaredDownLeaving { hold_off } => tracing::warn!(
+            ?hold_off,
+            "the others declared this speaker down; withdrawing every IP and leaving the membership for a hold-off"
+        ),
+        Note::DeclaredDownAfterPause => tracing::warn!(
+            "the others declared this speaker down right after a pause of ours; withdrawing every IP until the membership has converged again"
+        ),
+        Note::CarrierLost => {
+            tracing::warn!("no announce interface has carrier; leaving the membership")
+        }
+        Note::Rejoining => tracing::info!("rejoining the membership"),
+        Note::Stalled { gap } => tracing::warn!(
+            ?gap,
+            "speaker was stalled; withdrawing and leaving the membership until the resync is over"
+        ),
+        Note::Standing(Standing::Converging { missing }) => {
+            tracing::info!(?missing, "claim gate: converging, claiming nothing")
+        }
+        Note::Standing(Standing::Minority { alive, expected }) => tracing::warn!(
+            alive,
+            expected,
+            "claim gate: this speaker sees a minority of the expected speakers; withdrawing every IP"
+        ),
+        Note::Standing(Standing::Majority) => tracing::info!("claim gate: open"),
+        Note::MembershipChanged(members) => {
+            tracing::info!(?members, "membership changed")
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! What the daemon reports from each plan, off the answer path: gauges, Events (announcing, no
+//! eligible node, IP conflicts, kernel ARP), conflict defence and the `L2Announcement` reports.
+//! Driven by the core's [`Output::Planned`](ferrolb_l2::node::Output::Planned) and
+//! [`Output::Withdrawn`](ferrolb_l2::node::Output::Withdrawn); the decisions it applies are the
+//! pure planners of `ferrolb-l2` ([`EventPlanner`], [`AnnouncementPlanner`]) and
+//! [`crate::l2::conflict`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::announcement_writer::AnnouncementWriter;
+use crate::announcements::AnnouncementPlanner;
+use crate::eligibility::Interfaces;
+use crate::event_sink::EventSink;
+use crate::events::EventPlanner;
+use crate::l2::{L2Config, Responder};
+use crate::metrics::SpeakerMetrics;
+use crate::plan::Plan;
+use crate::view::View;
+use crate::watch::Stores;
+
+use super::lookups::stored_announcements;
+
+/// Shortest time between two passes over the L2Announcement reports (each pass reads every
+/// stored report).
+const ANNOUNCEMENTS_EVERY: Duration = Duration::from_millis(500);
+
+/// The reporting state of one speaker.
+pub(super) struct Reporting {
+    pub(super) me: String,
+    pub(super) l2: L2Config,
+    pub(super) metrics: Arc<SpeakerMetrics>,
+    pub(super) sink: EventSink,
+    pub(super) announcement_writer: AnnouncementWriter,
+    pub(super) announcements_ready: Arc<AtomicBool>,
+    pub(super) planner: EventPlanner,
+    pub(super) announcement_planner: AnnouncementPlanner,
+    pub(super) last_announcements: Option<Instant>,
+    pub(super) last_forbidden: BTreeSet<IpAddr>,
+    pub(super) kernel_arp: KernelArpCheck,
+    pub(super) conflicts: crate::l2::conflict::ConflictPolicy,
+    pub(super) held_reports: crate::l2::conflict::HeldReports,
+}
+
+impl Reporting {
+    /// The claim gate closed and everything was withdrawn: gauges to zero, planners start over.
+    pub(super) fn withdrawn(&mut self) {
+        self.metrics.owned_ips.store(0, Ordering::Relaxed);
+        self.metrics
+            .no_eligible_node_ips
+            .store(0, Ordering::Relaxed);
+        self.metrics.held_ips.store(0, Ordering::Relaxed);
+        self.planner.forget();
+        self.announcement_planner.forget();
+    }
+
+    /// Reports one plan, made at `now` with the live set `alive`, after the responder got its
+    /// owned set.
+    pub(super) fn report(
+        &mut self,
+        now: Instant,
+        plan: &Plan,
+        alive: &BTreeSet<String>,
+        view: &View,
+        stores: &Stores,
+        responder: &Responder,
+    ) {
+        let me = self.me.as_str();
+        self.metrics
+            .owned_ips
+            .store(plan.owned.len() as u64, Ordering::Relaxed);
+        self.metrics
+            .no_eligible_node_ips
+            .store(plan.unowned_reported_by(me) as u64, Ordering::Relaxed);
+        note_forbidden(view, &self.metrics, &mut self.last_forbidden);
+        self.kernel_arp
+            .check(now, view, me, responder, &self.metrics, &self.sink);
+        react_to_conflicts(
+            &mut self.conflicts,
+            view,
+            me,
+            &plan.owned,
+            responder,
+            &self.metrics,
+            &self.sink,
+        );
+        report_held(
+            &mut self.held_reports,
+            view,
+            me,
+            responder,
+            &self.metrics,
+            &self.sink,
+            self.l2.probe.retry,
+        );
+        let statuses = responder.interfaces();
+        // `--interfaces` replaces the default set: report what is really used.
+        let owned: BTreeMap<IpAddr, Interfaces> = plan
+            .owned
+            .iter()
+            .map(|(ip, which)| (*ip, self.l2.resolve(which)))
+            .collect();
+        for intent in self
+            .planner
+            .plan(plan, |ip| interfaces_for(ip, &owned, &statuses))
+        {
+            self.sink.send(intent);
+        }
+        // "Who answers for what" (L2Announcement), off the data path: at most every
+        // ANNOUNCEMENTS_EVERY, and only once the reports' watch has listed them (without their
+        // CRD or RBAC the speaker goes on serving and writes none).
+        if self.announcements_ready.load(Ordering::Relaxed)
+            && self
+                .last_announcements
+                .is_none_or(|at| now.saturating_duration_since(at) >= ANNOUNCEMENTS_EVERY)
+        {
+            self.last_announcements = Some(now);
+            let stored = stored_announcements(stores);
+            // Reported once held for HELD_REPORT_AFTER, like the Event: a late-withdrawing
+            // previous owner holds an IP for a round at most.
+            let held: BTreeMap<IpAddr, String> = responder
+                .held()
+                .into_iter()
+                .filter(|(_, h)| {
+                    now.saturating_duration_since(h.since) >= crate::l2::conflict::HELD_REPORT_AFTER
+                })
+                .map(|(ip, h)| (ip, h.mac.to_string()))
+                .collect();
+            for op in self.announcement_planner.plan(
+                now,
+                me,
+                plan,
+                alive,
+                |ip| interfaces_for(ip, &owned, &statuses),
+                &held,
+                &stored,
+            ) {
+                self.announcement_writer.send(op);
+            }
+        }
+    }
+}
+
+/// Exports how many Service-status IPs the view refused as forbidden (loopback, link-local,
+/// multicast, ...; issue 10 item 6) and logs a warning once for each newly refused one: they are
+/// never announced, whoever wrote them into the status.
+fn note_forbidden(view: &View, metrics: &SpeakerMetrics, last: &mut BTreeSet<IpAddr>) {
+    metrics
+        .forbidden_ips
+        .store(view.forbidden.len() as u64, Ordering::Relaxed);
+    for (ip, why) in &view.forbidden {
+        if !last.contains(ip) {
+            tracing::warn!(%ip, "never announced: {why}, which is never a LoadBalancer IP");
+        }
+    }
+    *last = view.forbidden.keys().copied().collect();
+}
+
+/// How often [`KernelArpCheck`] scans the interfaces and sysctls.
+const KERNEL_ARP_EVERY: Duration = Duration::from_secs(5);
+
+/// The preflight of issue #10 item 4, every [`KERNEL_ARP_EVERY`]: the LoadBalancer IPs this node's
+/// kernel answers ARP for beside the speaker ([`crate::l2::preflight`]). Each newly found IP gets
+/// a Warning Event `KernelAnswersARP` on its Services and a log line; the gauge
+/// `kernel_arp_conflicts` counts them. Checked by every speaker about its own node, whoever owns
+/// the IP: the second MAC is this node's whether it owns the IP or not.
+#[derive(Default)]
+pub(super) struct KernelArpCheck {
+    last_run: Option<Instant>,
+    reported: BTreeSet<IpAddr>,
+}
+
+impl KernelArpCheck {
+    fn check(
+        &mut self,
+        now: Instant,
+        view: &View,
+        node: &str,
+        responder: &Responder,
+        metrics: &SpeakerMetrics,
+        sink: &EventSink,
+    ) {
+        use crate::l2::preflight::{kernel_answers_arp, read_arp_ignore};
+        if self
+            .last_run
+            .is_some_and(|at| now.saturating_duration_since(at) < KERNEL_ARP_EVERY)
+        {
+            return;
+        }
+        self.last_run = Some(now);
+        let scanned = match crate::l2::interfaces::scan() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "interface scan for the ARP preflight failed");
+                return;
+            }
+        };
+        let announce: BTreeSet<String> = responder
+            .interfaces()
+            .into_iter()
+            .filter(|s| s.arp)
+            .map(|s| s.name)
+            .collect();
+        let lb_ips: BTreeSet<IpAddr> = view.ips.keys().copied().collect();
+        let found = kernel_answers_arp(&scanned, &announce, &lb_ips, read_arp_ignore);
+        let ips: BTreeSet<IpAddr> = found.iter().map(|k| IpAddr::V4(k.ip)).collect();
+        metrics
+            .kernel_arp_conflicts
+            .store(ips.len() as u64, Ordering::Relaxed);
+        for k in &found {
+            let ip = IpAddr::V4(k.ip);
+            if self.reported.contains(&ip) {
+                continue;
+            }
+            let note = k.note(node);
+            tracing::warn!(%ip, "{note}");
+            let services = view.services_of(ip);
+            sink.send(crate::events::EventIntent {
+                services,
+                severity: crate::events::Severity::Warning,
+                reason: crate::events::REASON_KERNEL_ANSWERS_ARP,
+                note,
+            });
+        }
+        self.reported = ips;
+    }
+}
+
+/// Issue #10 item 5: another host claims an IP this node owns. Runs the conflict policy
+/// ([`crate::l2::conflict`]) on what the responder saw: one defensive announcement per IP per
+/// `DEFEND_INTERVAL`, a warning log line per IP per 10 s, a Warning Event `IPConflict` on the
+/// IP's Services per foreign MAC per 5 minutes, and the gauge `ip_conflicts`.
+fn react_to_conflicts(
+    policy: &mut crate::l2::conflict::ConflictPolicy,
+    view: &View,
+    node: &str,
+    owned: &BTreeMap<IpAddr, Interfaces>,
+    responder: &Responder,
+    metrics: &SpeakerMetrics,
+    sink: &EventSink,
+) {
+    let reaction = policy.step(Instant::now(), &responder.conflicts(), |ip| {
+        owned.contains_key(&ip)
+    });
+    metrics
+        .ip_conflicts
+        .store(reaction.in_conflict as u64, Ordering::Relaxed);
+    for (ip, interface) in &reaction.defend {
+        responder.defend(*ip, interface);
+    }
+    for r in &reaction.log {
+        tracing::warn!(
+            ip = %r.ip,
+            mac = %r.mac,
+            interface = %r.interface,
+            kind = r.kind.label(),
+            frames = r.frames,
+            "IP conflict: another host claims an IP this node announces; defending at most once per 10 s"
+        );
+    }
+    for r in &reaction.events {
+        let services = view.services_of(r.ip);
+        sink.send(crate::events::EventIntent {
+            services,
+            severity: crate::events::Severity::Warning,
+            reason: crate::events::REASON_IP_CONFLICT,
+            note: r.note(node),
+        });
+    }
+}
+
+/// Issue #10 item 5: owned IPs that another host answered the probe for are not announced
+/// ([`crate::l2::probe`]). Exports the gauge `held_ips` and says each one — a warning log line and
+/// a Warning Event `IPConflict` on the IP's Services — once per foreign MAC per 5 minutes.
+fn report_held(
+    reports: &mut crate::l2::conflict::HeldReports,
+    view: &View,
+    node: &str,
+    responder: &Responder,
+    metrics: &SpeakerMetrics,
+    sink: &EventSink,
+    retry: Duration,
+) {
+    let held = responder.held();
+    metrics.held_ips.store(held.len() as u64, Ordering::Relaxed);
+    let due = reports.step(
+        Instant::now(),
+        held.iter()
+            .map(|(ip, h)| (*ip, h.mac, h.interface.as_str(), h.since)),
+    );
+    for (ip, mac, interface) in due {
+        tracing::warn!(%ip, %mac, %interface, "IP conflict: another host answered the probe for a newly assigned IP; not announcing it while it does");
+        let services = view.services_of(ip);
+        sink.send(crate::events::EventIntent {
+            services,
+            severity: crate::events::Severity::Warning,
+            reason: crate::events::REASON_IP_CONFLICT,
+            note: crate::l2::conflict::held_note(ip, mac, interface, node, retry),
+        });
+    }
+}
+
+/// The interface names an owned IP is answered on, for Events; `None` while it is probed or
+/// held on one of them (not announced yet).
+fn interfaces_for(
+    ip: IpAddr,
+    owned: &BTreeMap<IpAddr, Interfaces>,
+    statuses: &[crate::l2::InterfaceStatus],
+) -> Option<Vec<String>> {
+    if !owned.contains_key(&ip) {
+        return Some(Vec::new());
+    }
+    if statuses.iter().any(|s| s.probing.contains(&ip)) {
+        return None;
+    }
+    let serving = statuses.iter().filter(|s| match ip {
+        IpAddr::V4(_) => s.arp,
+        IpAddr::V6(_) => s.ndp,
+    });
+    Some(match &owned[&ip] {
+        Interfaces::All => serving.map(|s| s.name.clone()).collect(),
+        Interfaces::Named(names) => serving
+            .filter(|s| names.contains(&s.name))
+            .map(|s| s.name.clone())
+            .collect(),
+    })
+}
