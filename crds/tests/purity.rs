@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// The pure crates of the workspace (package names).
-const PURE: &[&str] = &["ferrolb-crds", "ferrolb-ipam", "ferrolb-l2"];
+const PURE: &[&str] = &["ferrolb-crds", "ferrolb-ipam", "ferrolb-l2", "ferrolb-sim"];
 
 /// Whether a dependency (crate name) is forbidden in a pure crate: the `kube` facade, its client
 /// and runtime (`kube-core` and `kube-derive` are allowed: types and derive only), and anything of

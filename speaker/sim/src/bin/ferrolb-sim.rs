@@ -1,0 +1,208 @@
+//! `ferrolb-sim`: long runs of the cluster simulator (release mode; the test suite runs a fixed
+//! list of seeds only).
+//!
+//! ```text
+//! ferrolb-sim search   [--nodes N] [--seeds S] [--threads T] [--ips K] [--from SEED]
+//!     S seeded scenarios of every fault class at N nodes; per class and invariant: violations,
+//!     the worst window and its scenario as a Rust literal; scenarios/s and simulated seconds per
+//!     CPU second.
+//! ferrolb-sim shrink   --class C --nodes N --seed S --invariant I [--min-window-us W] [--ips K]
+//!     The scenario `search` generated for that seed, shrunk to the fewest faults that still
+//!     break invariant I with a window of at least W µs; prints it as a Rust literal and who
+//!     answered the worst IP when.
+//! ferrolb-sim failover [--nodes N] [--trials K] [--signal kill|term] [--task-delay-us D]
+//!     The owner of one IP is killed (or sent SIGTERM) K times, once per seed; milliseconds from
+//!     the signal to the first gratuitous ARP of another node (what `ferrolb-bench-lab failover`
+//!     measures on real frames): p50, p90, p99, max.
+//! ```
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use ferrolb_sim::search::{FaultClass, scenario};
+use ferrolb_sim::world::{ip, name, view};
+use ferrolb_sim::{Fault, Scenario, check, run};
+
+fn arg<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> T {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("search") => search(&args),
+        Some("failover") => failover(&args),
+        Some("shrink") => shrink_one(&args),
+        _ => {
+            eprintln!("usage: ferrolb-sim search|failover [options] (see the source's docs)");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Per class and invariant: count, worst window, example.
+type Findings = BTreeMap<(FaultClass, &'static str), (u64, Duration, String)>;
+
+fn search(args: &[String]) {
+    let nodes: usize = arg(args, "--nodes", 5);
+    let seeds: u64 = arg(args, "--seeds", 100);
+    let from: u64 = arg(args, "--from", 0);
+    let ips: usize = arg(args, "--ips", 8);
+    let threads: u64 = arg(args, "--threads", 2).max(1);
+    let started = Instant::now();
+    let cpu = std::sync::Mutex::new(Duration::ZERO);
+    let simulated = std::sync::Mutex::new(Duration::ZERO);
+    let findings = std::sync::Mutex::new(Findings::new());
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (cpu, simulated, findings) = (&cpu, &simulated, &findings);
+            scope.spawn(move || {
+                let mut seed = from + t;
+                while seed < from + seeds {
+                    for class in FaultClass::ALL {
+                        let s = scenario(seed, nodes, ips, class);
+                        let begun = Instant::now();
+                        let r = run(&s);
+                        let took = begun.elapsed();
+                        let violations = check(&s, &r);
+                        if let (Ok(mut c), Ok(mut sim)) = (cpu.lock(), simulated.lock()) {
+                            *c += took;
+                            *sim += r.end;
+                        }
+                        let Ok(mut f) = findings.lock() else { continue };
+                        for v in violations {
+                            let e = f.entry((class, v.invariant)).or_insert((
+                                0,
+                                Duration::ZERO,
+                                String::new(),
+                            ));
+                            e.0 += 1;
+                            if v.window >= e.1 || e.2.is_empty() {
+                                e.1 = v.window;
+                                e.2 = format!("{v:?}\n      {}", s.literal());
+                            }
+                        }
+                    }
+                    seed += threads;
+                }
+            });
+        }
+    });
+    let wall = started.elapsed();
+    let cpu = cpu.into_inner().unwrap_or_default();
+    let simulated = simulated.into_inner().unwrap_or_default();
+    let scenarios = seeds * FaultClass::ALL.len() as u64;
+    println!(
+        "nodes {nodes}, ips {ips}, {scenarios} scenarios ({seeds} seeds × {} classes) on {threads} threads in {:.1} s: {:.1} scenarios/s, {:.0} simulated s per CPU s",
+        FaultClass::ALL.len(),
+        wall.as_secs_f64(),
+        scenarios as f64 / wall.as_secs_f64(),
+        simulated.as_secs_f64() / cpu.as_secs_f64().max(1e-9),
+    );
+    let findings = findings.into_inner().unwrap_or_default();
+    if findings.is_empty() {
+        println!("no violation");
+    }
+    for ((class, invariant), (count, worst, example)) in findings {
+        println!(
+            "{} {invariant}: {count} violations, worst window {worst:?}\n    {example}",
+            class.label()
+        );
+    }
+}
+
+fn shrink_one(args: &[String]) {
+    let nodes: usize = arg(args, "--nodes", 5);
+    let seed: u64 = arg(args, "--seed", 0);
+    let ips: usize = arg(args, "--ips", 8);
+    let invariant: String = arg(args, "--invariant", "I-safe".to_string());
+    let min = Duration::from_micros(arg(args, "--min-window-us", 0));
+    let class: String = arg(args, "--class", "partition".to_string());
+    let Some(class) = FaultClass::ALL.into_iter().find(|c| c.label() == class) else {
+        eprintln!("unknown class");
+        std::process::exit(2);
+    };
+    let fails = |s: &Scenario| {
+        check(s, &run(s))
+            .iter()
+            .any(|v| v.invariant == invariant && v.window >= min)
+    };
+    let s = scenario(seed, nodes, ips, class);
+    if !fails(&s) {
+        println!("seed {seed} does not break {invariant} with a window of {min:?}");
+        return;
+    }
+    let small = ferrolb_sim::shrink::shrink(&s, fails);
+    println!("{}", small.literal());
+    let r = run(&small);
+    let worst = check(&small, &r)
+        .into_iter()
+        .filter(|v| v.invariant == invariant)
+        .max_by_key(|v| v.window);
+    if let Some(v) = worst {
+        println!("{v:?}");
+        if let Some(rec) = r.ips.get(&v.ip) {
+            println!("sole answerer over time: {:?}", rec.owners);
+            println!("dual windows: {:?}", rec.dual);
+            println!("unanswered windows: {:?}", rec.none);
+        }
+    }
+}
+
+fn failover(args: &[String]) {
+    let nodes: usize = arg(args, "--nodes", 3);
+    let trials: u64 = arg(args, "--trials", 100);
+    let signal: String = arg(args, "--signal", "kill".to_string());
+    let delay: u64 = arg(args, "--task-delay-us", 0);
+    let v = view(nodes, 1);
+    let all = (0..nodes).map(name).collect();
+    let owner_name = ferrolb_l2::plan::plan(&v, &all, &name(0), Some(true))
+        .ips
+        .values()
+        .next()
+        .and_then(|p| p.owner.clone())
+        .unwrap_or_default();
+    let owner = (0..nodes).find(|i| name(*i) == owner_name).unwrap_or(0);
+    let mut ms = Vec::new();
+    let mut failures = 0;
+    for seed in 0..trials {
+        // The signal at a point of SWIM's probe cycle drawn from the seed.
+        let at = 5_000 + (seed * 7_919) % 1_000;
+        let fault = if signal == "term" {
+            Fault::Terminate(owner)
+        } else {
+            Fault::Crash(owner)
+        };
+        let mut s = Scenario::quiet(seed, nodes, 1).with(at, fault);
+        s.task_delay_us = (0, delay);
+        s.end_ms = at + 10_000;
+        let r = run(&s);
+        let t = Duration::from_millis(at);
+        match r
+            .announcements
+            .iter()
+            .find(|(when, node, addr)| *when >= t && *node != owner && *addr == ip(0))
+        {
+            Some((when, _, _)) => ms.push((*when - t).as_secs_f64() * 1000.0),
+            None => failures += 1,
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        let i = ((p * ms.len() as f64).ceil() as usize).clamp(1, ms.len().max(1)) - 1;
+        ms.get(i).copied().unwrap_or(f64::NAN)
+    };
+    println!(
+        "nodes {nodes}, signal {signal}, trials {trials}, failures {failures}: p50 {:.1} ms, p90 {:.1}, p99 {:.1}, max {:.1}, min {:.1}",
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        ms.last().copied().unwrap_or(f64::NAN),
+        ms.first().copied().unwrap_or(f64::NAN),
+    );
+}

@@ -1,0 +1,40 @@
+//! ferrolb-sim: a deterministic cluster simulator for the speaker (issue #26), dev only.
+//!
+//! It runs N real [`ferrolb_l2::node::SpeakerCore`]s with the real SWIM machine
+//! ([`ferrolb_l2::membership::MembershipCore`]: foca, AEAD sealing, replay guard, budgets) in
+//! virtual time, single-threaded, every random choice drawn from one seed — the shape of
+//! FoundationDB's simulation tests and TigerBeetle's VOPR. A [`Scenario`] is data: the cluster
+//! size, the IPs, the network and a list of timed [`Fault`]s; [`run`] replays it and returns the
+//! [`Report`] of an exact [`observer`], which computes per IP the intervals during which each
+//! node answers (no sampling); [`invariants::check`] turns the report into [`Violation`]s of the
+//! invariants I-safe, I-bounded, I-failover and I-converge.
+//!
+//! What is modelled ([`world`]):
+//! - **membership network**: one UDP path per directed pair, latency drawn per datagram (so
+//!   datagrams reorder), loss, symmetric and one-way cuts, partitions;
+//! - **processes**: crash, SIGTERM (withdraw, explicit leave), restart with a new generation,
+//!   SIGSTOP for any length (datagrams queue, timers fire late, the order in which the
+//!   membership and the daemon run after SIGCONT is drawn from the seed), loss of carrier;
+//! - **the responder**, reduced to what decides who answers: the owned set and the lease of the
+//!   core's outputs, the announcement schedule after a gain and the re-announcement of S4, and
+//!   the peer-claim yield of [`ferrolb_l2::answer::peers`] (every speaker holds the key, so every
+//!   peer claim is proven). Probes of fresh IPs and the conflict defence against foreign hosts
+//!   are not modelled: the IPs exist from the start (never fresh) and there is no foreign host.
+//! - **the API view** is static and identical on every node (Nodes Ready, one L2Advertisement
+//!   for all nodes, one Service per IP).
+//!
+//! What is not modelled yet (issue #26 lists them; `docs/speaker.md` "The cluster simulator"
+//! keeps the list): per-node API watches (delay, outage, object changes), multi-NIC segments,
+//! CPU starvation as delayed wake-ups per task, clock steps, key rotations, the LAN adversary.
+
+pub mod invariants;
+pub mod observer;
+pub mod scenario;
+pub mod search;
+pub mod shrink;
+pub mod world;
+
+pub use invariants::{Violation, check};
+pub use observer::Report;
+pub use scenario::{Fault, Scenario, Timed};
+pub use world::run;

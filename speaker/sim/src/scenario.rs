@@ -1,0 +1,189 @@
+//! A simulation as data: the cluster, the network and the timed faults. A scenario prints as a
+//! Rust literal ([`Scenario::literal`]) so a failing one can be pasted into a regression test.
+
+use ferrolb_l2::membership::TimingProfile;
+
+/// One simulated cluster run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// Every random choice (latencies, losses, SWIM's probe order, nonces, scheduling after a
+    /// SIGCONT) is drawn from this seed.
+    pub seed: u64,
+    /// Speakers (`node-0` … `node-{n-1}`), all started at time 0.
+    pub nodes: usize,
+    /// External IPs (`198.51.100.1` …), each one Service, assigned before the start.
+    pub ips: usize,
+    /// The membership's timing profile (the claim gate derives from it).
+    pub profile: Profile,
+    /// One-way latency of a membership datagram, drawn uniformly from this range (µs).
+    pub latency_us: (u64, u64),
+    /// Loss of every membership datagram, in parts per million.
+    pub loss_ppm: u32,
+    /// Delay of each hop between the speaker's tasks (µs, uniform in the range): the daemon
+    /// waking on a membership change, the responder applying a new owned set, the signal
+    /// handler acting on SIGTERM. `(0, 0)` runs every task at once; CPU starvation is a large
+    /// range.
+    pub task_delay_us: (u64, u64),
+    /// Faults, in time order.
+    pub faults: Vec<Timed>,
+    /// Simulated time, ms from the start.
+    pub end_ms: u64,
+}
+
+/// `--timing-profile`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// 100 ms / 40 ms / 200 ms.
+    Fast,
+    /// 1 s / 500 ms / 5 s.
+    Safe,
+}
+
+impl Profile {
+    /// The membership's profile.
+    pub fn timing(self) -> TimingProfile {
+        match self {
+            Profile::Fast => TimingProfile::Fast,
+            Profile::Safe => TimingProfile::Safe,
+        }
+    }
+}
+
+/// A fault at a time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timed {
+    /// When, ms from the start.
+    pub at_ms: u64,
+    /// What.
+    pub fault: Fault,
+}
+
+/// The faults the simulator injects. Node indices are `0..nodes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The speaker process dies (SIGKILL, OOM): no leave, the responder stops at once.
+    Crash(usize),
+    /// SIGTERM: the daemon withdraws every IP and leaves the membership explicitly, then exits.
+    Terminate(usize),
+    /// A crashed or terminated speaker starts again (a new membership generation).
+    Restart(usize),
+    /// SIGSTOP, then SIGCONT `for_ms` later: nothing of the process runs meanwhile (its
+    /// datagrams queue in the socket).
+    Stop {
+        /// The node.
+        node: usize,
+        /// How long.
+        for_ms: u64,
+    },
+    /// Cut every membership path to and from this node (its L2 segment stays: clients and the
+    /// other nodes still hear its ARP).
+    Isolate(usize),
+    /// Cut the membership between these nodes and the rest, both ways.
+    Partition(Vec<usize>),
+    /// Cut the membership path from one node to another only.
+    CutOneWay {
+        /// Sender.
+        from: usize,
+        /// Receiver.
+        to: usize,
+    },
+    /// Every membership cut is healed.
+    Heal,
+    /// The node's announce interface loses (`false`) or regains carrier.
+    Carrier {
+        /// The node.
+        node: usize,
+        /// Carrier state.
+        up: bool,
+    },
+}
+
+impl Fault {
+    /// Whether the fault is *benign* in the sense of the invariant I-safe: a process fault, or a
+    /// partition that leaves a majority connected (`nodes` in all). One-way cuts and carrier
+    /// loss are not (they are I-bounded's fault models).
+    pub fn is_benign(&self, nodes: usize) -> bool {
+        match self {
+            Fault::Crash(_)
+            | Fault::Terminate(_)
+            | Fault::Restart(_)
+            | Fault::Stop { .. }
+            | Fault::Heal => true,
+            Fault::Isolate(_) => nodes >= 3,
+            Fault::Partition(side) => {
+                let a = side.len();
+                let b = nodes.saturating_sub(a);
+                a.max(b) * 2 > nodes
+            }
+            Fault::CutOneWay { .. } | Fault::Carrier { .. } => false,
+        }
+    }
+}
+
+impl Scenario {
+    /// A quiet cluster of `nodes` speakers and `ips` IPs with the fast profile, 30 s long.
+    pub fn quiet(seed: u64, nodes: usize, ips: usize) -> Self {
+        Scenario {
+            seed,
+            nodes,
+            ips,
+            profile: Profile::Fast,
+            latency_us: (100, 600),
+            loss_ppm: 0,
+            task_delay_us: (0, 0),
+            faults: Vec::new(),
+            end_ms: 30_000,
+        }
+    }
+
+    /// Adds a fault at `at_ms`.
+    pub fn with(mut self, at_ms: u64, fault: Fault) -> Self {
+        self.faults.push(Timed { at_ms, fault });
+        self.faults.sort_by_key(|t| t.at_ms);
+        self
+    }
+
+    /// Whether every fault is benign ([`Fault::is_benign`]).
+    pub fn is_benign(&self) -> bool {
+        self.faults.iter().all(|t| t.fault.is_benign(self.nodes))
+    }
+
+    /// When the last fault happens (ms; 0 without faults). A `Stop` lasts until its SIGCONT.
+    pub fn last_fault_ms(&self) -> u64 {
+        self.faults
+            .iter()
+            .map(|t| match t.fault {
+                Fault::Stop { for_ms, .. } => t.at_ms.saturating_add(for_ms),
+                _ => t.at_ms,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The scenario as a Rust expression, for a regression test.
+    pub fn literal(&self) -> String {
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|t| {
+                format!(
+                    "Timed {{ at_ms: {}, fault: Fault::{:?} }}",
+                    t.at_ms, t.fault
+                )
+                .replace("Fault::Partition([", "Fault::Partition(vec![")
+            })
+            .collect();
+        format!(
+            "Scenario {{ seed: {}, nodes: {}, ips: {}, profile: Profile::{:?}, latency_us: {:?}, loss_ppm: {}, task_delay_us: {:?}, faults: vec![{}], end_ms: {} }}",
+            self.seed,
+            self.nodes,
+            self.ips,
+            self.profile,
+            self.latency_us,
+            self.loss_ppm,
+            self.task_delay_us,
+            faults.join(", "),
+            self.end_ms
+        )
+    }
+}

@@ -1,0 +1,127 @@
+//! Seeded random scenarios: from one seed, a cluster size and a fault class, a scenario with a
+//! few faults spread over time, each leaving a majority running (the invariants assume one).
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::invariants::t_converge;
+use crate::scenario::{Fault, Scenario};
+
+/// Which faults a generated scenario draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultClass {
+    /// Crash, restart, SIGTERM, SIGSTOP: one process at a time, always restarted/resumed.
+    Process,
+    /// Isolating one node's membership, or a partition that leaves a majority, then a heal.
+    Partition,
+    /// One-way loss, then a heal: one directed path, or everything a node sends, or
+    /// everything it receives.
+    OneWay,
+    /// Loss of carrier on one node, then carrier back.
+    Carrier,
+}
+
+impl FaultClass {
+    /// Every class.
+    pub const ALL: [FaultClass; 4] = [
+        FaultClass::Process,
+        FaultClass::Partition,
+        FaultClass::OneWay,
+        FaultClass::Carrier,
+    ];
+
+    /// A short name.
+    pub fn label(self) -> &'static str {
+        match self {
+            FaultClass::Process => "process",
+            FaultClass::Partition => "partition",
+            FaultClass::OneWay => "one-way",
+            FaultClass::Carrier => "carrier",
+        }
+    }
+}
+
+/// A scenario with 1–3 fault episodes of `class`, each starting 4–8 s after the previous one
+/// ended (so the cluster settles in between), drawn from `seed`; it ends
+/// [`t_converge`] + 1 s after the last fault.
+pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scenario {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_fa17);
+    let mut s = Scenario::quiet(seed, nodes, ips);
+    let episodes = rng.random_range(1..=3u32);
+    let mut t: u64 = rng.random_range(4_000..8_000);
+    for _ in 0..episodes {
+        let victim = rng.random_range(0..nodes);
+        let other = (victim + rng.random_range(1..nodes.max(2))) % nodes.max(1);
+        let lasts: u64 = rng.random_range(50..3_000);
+        match class {
+            FaultClass::Process => match rng.random_range(0..4u32) {
+                0 => {
+                    s = s
+                        .with(t, Fault::Crash(victim))
+                        .with(t + lasts, Fault::Restart(victim));
+                }
+                1 => {
+                    s = s
+                        .with(t, Fault::Terminate(victim))
+                        .with(t + lasts, Fault::Restart(victim));
+                }
+                _ => {
+                    s = s.with(
+                        t,
+                        Fault::Stop {
+                            node: victim,
+                            for_ms: lasts,
+                        },
+                    );
+                }
+            },
+            FaultClass::Partition => {
+                let fault = if rng.random_bool(0.5) || nodes < 4 {
+                    Fault::Isolate(victim)
+                } else {
+                    let minority = rng.random_range(1..=(nodes - 1) / 2);
+                    Fault::Partition((0..minority).map(|k| (victim + k) % nodes).collect())
+                };
+                s = s.with(t, fault).with(t + lasts, Fault::Heal);
+            }
+            FaultClass::OneWay => {
+                let cuts: Vec<(usize, usize)> = match rng.random_range(0..3u32) {
+                    0 => vec![(victim, other)],
+                    1 => (0..nodes)
+                        .filter(|j| *j != victim)
+                        .map(|j| (victim, j))
+                        .collect(),
+                    _ => (0..nodes)
+                        .filter(|j| *j != victim)
+                        .map(|j| (j, victim))
+                        .collect(),
+                };
+                for (from, to) in cuts {
+                    s = s.with(t, Fault::CutOneWay { from, to });
+                }
+                s = s.with(t + lasts, Fault::Heal);
+            }
+            FaultClass::Carrier => {
+                s = s
+                    .with(
+                        t,
+                        Fault::Carrier {
+                            node: victim,
+                            up: false,
+                        },
+                    )
+                    .with(
+                        t + lasts,
+                        Fault::Carrier {
+                            node: victim,
+                            up: true,
+                        },
+                    );
+            }
+        }
+        t += lasts + rng.random_range(4_000..8_000);
+    }
+    let settle = u64::try_from(t_converge(&s).as_millis()).unwrap_or(u64::MAX);
+    s.end_ms = s.last_fault_ms() + settle + 1_000;
+    s
+}

@@ -1,0 +1,813 @@
+//! The simulation loop: virtual time, an event queue, the nodes (real cores, real membership),
+//! the membership network and the responder model (see the crate docs for what is modelled).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrolb_crds::L2AdvertisementSpec;
+use ferrolb_l2::answer::announce::AnnounceSchedule;
+use ferrolb_l2::answer::peers::{YIELD_FOR, yields_to};
+use ferrolb_l2::claim::ClaimSettings;
+use ferrolb_l2::eligibility::{NodeFacts, PoolRef, ServiceFacts};
+use ferrolb_l2::membership::{
+    Clock, Counters, KeyRing, MembershipConfig, MembershipCore, MembershipEvent, SpeakerId,
+};
+use ferrolb_l2::node::{
+    MembershipCommand, MembershipObservation, NodeConfig, Observation, Output, SpeakerCore, Wake,
+};
+use ferrolb_l2::view::View;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::observer::{Observer, Report};
+use crate::scenario::{Fault, Scenario};
+
+/// Wall clock at the start (ms since the Unix epoch): 2027-01-15.
+const WALL0_MS: u64 = 1_800_000_000_000;
+/// One-way latency of a frame on the L2 segment.
+const L2_LATENCY: Duration = Duration::from_micros(50);
+/// Marks a single re-announcement (S4), which does not continue the schedule.
+const REANNOUNCE: usize = usize::MAX;
+
+/// The name of node `i`.
+pub fn name(i: usize) -> String {
+    format!("node-{i}")
+}
+
+/// The membership address of node `i` (`10.0.0.{i+1}:7947`; nothing is sent anywhere).
+pub fn addr(i: usize) -> SocketAddr {
+    let i = u32::try_from(i).unwrap_or(u32::MAX);
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + 1 + i)), 7947)
+}
+
+/// The `k`-th external IP (`198.51.100.1` …, wrapping into `198.51.101.0` and on).
+pub fn ip(k: usize) -> IpAddr {
+    let k = u32::try_from(k).unwrap_or(0);
+    IpAddr::V4(Ipv4Addr::from(0xc633_6400 + 1 + k))
+}
+
+/// The view every node has: the nodes Ready, one L2Advertisement for all, one Service per IP.
+pub fn view(nodes: usize, ips: usize) -> View {
+    let mut v = View::default();
+    for i in 0..nodes {
+        v.cluster.nodes.insert(name(i), NodeFacts::default());
+    }
+    v.cluster
+        .advertisements
+        .insert("all".into(), L2AdvertisementSpec::default());
+    for k in 0..ips {
+        v.ips.insert(
+            ip(k),
+            vec![ServiceFacts {
+                name: format!("default/svc-{k}"),
+                pool: PoolRef {
+                    name: "pool".into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+        );
+    }
+    v
+}
+
+fn key_ring() -> KeyRing {
+    let hex: String = (0..32u8)
+        .map(|i| format!("{:02x}", i.wrapping_mul(37).wrapping_add(11)))
+        .collect();
+    #[allow(clippy::expect_used)]
+    KeyRing::parse(hex.as_bytes()).expect("a valid 32-byte key")
+}
+
+/// The process state of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proc {
+    Down,
+    Running,
+    Stopped,
+}
+
+/// An owned IP in the responder model.
+#[derive(Clone, Debug)]
+struct OwnedIp {
+    since: Duration,
+    /// Bumped at every (re)start of the announcement schedule; stale announce events carry an
+    /// older epoch.
+    epoch: u64,
+    schedule_from: Duration,
+    yield_until: Option<Duration>,
+}
+
+/// The responder of one node, reduced to what decides who answers.
+#[derive(Clone, Debug, Default)]
+struct Responder {
+    owned: BTreeMap<IpAddr, OwnedIp>,
+    lease: Option<Duration>,
+    carrier: bool,
+    epoch: u64,
+}
+
+struct Node {
+    proc_: Proc,
+    core: Option<SpeakerCore>,
+    membership: Option<MembershipCore>,
+    inbox: Vec<(SocketAddr, Vec<u8>)>,
+    last_alive: BTreeSet<String>,
+    responder: Responder,
+    seed: u64,
+}
+
+enum Event {
+    Datagram {
+        from: usize,
+        to: usize,
+        bytes: Vec<u8>,
+    },
+    Fault(Fault),
+    /// SIGTERM, once the signal handler ran.
+    Terminate(usize),
+    Resume(usize),
+    Wake(usize, Wake),
+    Announce {
+        node: usize,
+        ip: IpAddr,
+        n: usize,
+        epoch: u64,
+    },
+    Claim {
+        from: usize,
+        ip: IpAddr,
+    },
+    YieldEnd {
+        node: usize,
+        ip: IpAddr,
+        until: Duration,
+    },
+}
+
+struct World {
+    t0: Instant,
+    now: Duration,
+    rng: StdRng,
+    scenario: Scenario,
+    membership: MembershipConfig,
+    claim: ClaimSettings,
+    keys: KeyRing,
+    view: Arc<View>,
+    ips: Vec<IpAddr>,
+    schedule: AnnounceSchedule,
+    nodes: Vec<Node>,
+    queue: BinaryHeap<Reverse<(Duration, u64)>>,
+    events: BTreeMap<u64, Event>,
+    seq: u64,
+    cut: BTreeSet<(usize, usize)>,
+    observer: Observer,
+    announcements: Vec<(Duration, usize, IpAddr)>,
+    datagrams: u64,
+    steps: u64,
+}
+
+/// Runs a scenario to its end and reports what the observer saw.
+pub fn run(scenario: &Scenario) -> Report {
+    let mut w = World::new(scenario);
+    let end = Duration::from_millis(scenario.end_ms);
+    loop {
+        let next = w.next_time().unwrap_or(end).min(end);
+        w.account(next);
+        w.now = next;
+        if next >= end {
+            break;
+        }
+        w.process_due();
+    }
+    w.report(end)
+}
+
+impl World {
+    fn new(s: &Scenario) -> Self {
+        let (probe_period, probe_rtt, suspect_timeout) = s.profile.timing().timings();
+        let membership = MembershipConfig {
+            probe_period,
+            probe_rtt,
+            suspect_timeout,
+            ..MembershipConfig::default()
+        };
+        let claim = ClaimSettings::for_membership(probe_period, suspect_timeout);
+        let mut w = World {
+            t0: Instant::now(),
+            now: Duration::ZERO,
+            rng: StdRng::seed_from_u64(s.seed),
+            scenario: s.clone(),
+            membership,
+            claim,
+            keys: key_ring(),
+            view: Arc::new(view(s.nodes, s.ips)),
+            ips: (0..s.ips).map(ip).collect(),
+            schedule: AnnounceSchedule::default(),
+            nodes: Vec::new(),
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            seq: 0,
+            cut: BTreeSet::new(),
+            observer: Observer::default(),
+            announcements: Vec::new(),
+            datagrams: 0,
+            steps: 0,
+        };
+        for i in 0..s.nodes {
+            let seed = w.rng.random::<u64>();
+            w.nodes.push(Node {
+                proc_: Proc::Down,
+                core: None,
+                membership: None,
+                inbox: Vec::new(),
+                last_alive: BTreeSet::new(),
+                responder: Responder {
+                    carrier: true,
+                    ..Responder::default()
+                },
+                seed,
+            });
+            w.start(i);
+        }
+        for t in s.faults.clone() {
+            w.push(Duration::from_millis(t.at_ms), Event::Fault(t.fault));
+        }
+        w
+    }
+
+    /// One hop between the speaker's tasks ([`Scenario::task_delay_us`]).
+    fn task_delay(&mut self) -> Duration {
+        let (lo, hi) = self.scenario.task_delay_us;
+        if hi == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(self.rng.random_range(lo..=hi.max(lo)))
+    }
+
+    fn mono(&self) -> Instant {
+        self.t0 + self.now
+    }
+
+    fn clock(&self) -> Clock {
+        Clock {
+            mono: self.mono(),
+            wall_ms: WALL0_MS + u64::try_from(self.now.as_millis()).unwrap_or(0),
+        }
+    }
+
+    fn push(&mut self, at: Duration, event: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq)));
+        self.events.insert(self.seq, event);
+    }
+
+    /// The next instant anything happens: a queued event, a membership timer or a core timer of
+    /// a running node.
+    fn next_time(&self) -> Option<Duration> {
+        let queued = self.queue.peek().map(|Reverse((t, _))| *t);
+        let timers = self
+            .nodes
+            .iter()
+            .filter(|n| n.proc_ == Proc::Running)
+            .flat_map(|n| {
+                let m = n
+                    .membership
+                    .as_ref()
+                    .and_then(MembershipCore::next_deadline);
+                let c = n.core.as_ref().and_then(SpeakerCore::poll_timeout);
+                [m, c]
+            })
+            .flatten()
+            .map(|d| d.saturating_duration_since(self.t0))
+            .min();
+        match (queued, timers) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+        .map(|t| t.max(self.now))
+    }
+
+    /// Runs every queued event and every timer due now.
+    fn process_due(&mut self) {
+        loop {
+            let mut progressed = false;
+            while let Some(Reverse((t, seq))) = self.queue.peek().copied() {
+                if t > self.now {
+                    break;
+                }
+                self.queue.pop();
+                if let Some(e) = self.events.remove(&seq) {
+                    self.handle(e);
+                }
+                progressed = true;
+            }
+            let mono = self.mono();
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].proc_ != Proc::Running {
+                    continue;
+                }
+                if self.nodes[i]
+                    .membership
+                    .as_ref()
+                    .and_then(MembershipCore::next_deadline)
+                    .is_some_and(|d| d <= mono)
+                {
+                    let clock = self.clock();
+                    if let Some(m) = self.nodes[i].membership.as_mut() {
+                        m.handle_timers(clock);
+                    }
+                    self.flush(i);
+                    progressed = true;
+                }
+                if self.nodes[i]
+                    .core
+                    .as_ref()
+                    .and_then(SpeakerCore::poll_timeout)
+                    .is_some_and(|d| d <= mono)
+                {
+                    self.step(i, Wake::Tick);
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn handle(&mut self, e: Event) {
+        match e {
+            Event::Datagram { from, to, bytes } => self.deliver(from, to, bytes),
+            Event::Fault(f) => self.fault(f),
+            Event::Terminate(i) => self.stop_process(i, true),
+            Event::Resume(i) => self.resume(i),
+            Event::Wake(i, wake) => {
+                if self.nodes[i].proc_ == Proc::Running {
+                    self.step(i, wake);
+                }
+            }
+            Event::Announce { node, ip, n, epoch } => self.announce(node, ip, n, epoch),
+            Event::Claim { from, ip } => self.claim(from, ip),
+            Event::YieldEnd { node, ip, until } => self.yield_end(node, ip, until),
+        }
+    }
+
+    // --- processes -------------------------------------------------------------------------
+
+    fn start(&mut self, i: usize) {
+        let node = NodeConfig::new(name(i), self.claim.clone());
+        let mut core = SpeakerCore::new(node, self.mono());
+        core.set_view(self.view.clone());
+        let n = &mut self.nodes[i];
+        n.core = Some(core);
+        n.proc_ = Proc::Running;
+        n.inbox.clear();
+        n.responder.owned.clear();
+        n.responder.lease = None;
+        self.join(i);
+        self.step(i, Wake::Tick);
+    }
+
+    fn join(&mut self, i: usize) {
+        self.nodes[i].seed = self.nodes[i].seed.wrapping_add(1);
+        let generation = self.clock().wall_ms;
+        let membership = SpeakerId::with_generation(&name(i), addr(i), generation)
+            .ok()
+            .and_then(|id| {
+                MembershipCore::with_seed(
+                    id,
+                    self.membership.clone(),
+                    &self.keys,
+                    Arc::new(Counters::default()),
+                    self.nodes[i].seed,
+                )
+                .ok()
+            });
+        let Some(mut m) = membership else {
+            if let Some(core) = self.nodes[i].core.as_mut() {
+                core.join_failed();
+            }
+            return;
+        };
+        let peers: Vec<SocketAddr> = (0..self.scenario.nodes).map(addr).collect();
+        m.set_peers(peers, self.clock());
+        self.nodes[i].membership = Some(m);
+        self.nodes[i].last_alive = BTreeSet::new();
+        self.flush(i);
+    }
+
+    fn fault(&mut self, f: Fault) {
+        match f {
+            Fault::Crash(i) => self.stop_process(i, false),
+            Fault::Terminate(i) => {
+                let delay = self.task_delay();
+                self.push(self.now + delay, Event::Terminate(i));
+            }
+            Fault::Restart(i) => {
+                if self.nodes[i].proc_ == Proc::Down {
+                    self.start(i);
+                }
+            }
+            Fault::Stop { node, for_ms } => {
+                if self.nodes[node].proc_ == Proc::Running {
+                    self.nodes[node].proc_ = Proc::Stopped;
+                    self.push(
+                        self.now + Duration::from_millis(for_ms),
+                        Event::Resume(node),
+                    );
+                }
+            }
+            Fault::Isolate(i) => {
+                for j in 0..self.scenario.nodes {
+                    if j != i {
+                        self.cut.insert((i, j));
+                        self.cut.insert((j, i));
+                    }
+                }
+            }
+            Fault::Partition(side) => {
+                let side: BTreeSet<usize> = side.into_iter().collect();
+                for a in 0..self.scenario.nodes {
+                    for b in 0..self.scenario.nodes {
+                        if side.contains(&a) != side.contains(&b) {
+                            self.cut.insert((a, b));
+                        }
+                    }
+                }
+            }
+            Fault::CutOneWay { from, to } => {
+                self.cut.insert((from, to));
+            }
+            Fault::Heal => self.cut.clear(),
+            Fault::Carrier { node, up } => {
+                self.nodes[node].responder.carrier = up;
+                if self.nodes[node].proc_ == Proc::Running {
+                    self.step(node, Wake::Tick);
+                }
+            }
+        }
+    }
+
+    /// Crash (`graceful == false`) or SIGTERM.
+    fn stop_process(&mut self, i: usize, graceful: bool) {
+        if self.nodes[i].proc_ == Proc::Down {
+            return;
+        }
+        if graceful && self.nodes[i].proc_ == Proc::Running {
+            // The executor's shut-down: withdraw, then leave explicitly.
+            self.nodes[i].responder.owned.clear();
+            let clock = self.clock();
+            if let Some(m) = self.nodes[i].membership.as_mut() {
+                m.leave(clock);
+            }
+            self.flush(i);
+        }
+        let n = &mut self.nodes[i];
+        n.proc_ = Proc::Down;
+        n.core = None;
+        n.membership = None;
+        n.inbox.clear();
+        n.responder.owned.clear();
+        n.responder.lease = None;
+    }
+
+    fn resume(&mut self, i: usize) {
+        if self.nodes[i].proc_ != Proc::Stopped {
+            return;
+        }
+        self.nodes[i].proc_ = Proc::Running;
+        // After SIGCONT the membership task and the daemon loop race; the seed decides.
+        let daemon_first = self.rng.random_bool(0.5);
+        if daemon_first {
+            self.step(i, Wake::Tick);
+        }
+        let clock = self.clock();
+        let inbox = std::mem::take(&mut self.nodes[i].inbox);
+        if let Some(m) = self.nodes[i].membership.as_mut() {
+            m.handle_timers(clock);
+            for (from, bytes) in inbox {
+                let _ = m.handle_datagram(&bytes, from, clock);
+            }
+        }
+        self.flush(i);
+        if !daemon_first {
+            self.step(i, Wake::Tick);
+        }
+    }
+
+    // --- membership network ----------------------------------------------------------------
+
+    /// Sends node `i`'s outgoing datagrams and turns its membership changes into wake-ups.
+    fn flush(&mut self, i: usize) {
+        let Some(m) = self.nodes[i].membership.as_mut() else {
+            return;
+        };
+        let out = m.take_outgoing();
+        let events = m.take_events();
+        let alive = m.alive().clone();
+        for o in out {
+            let Some(to) = (0..self.scenario.nodes).find(|j| addr(*j) == o.to) else {
+                continue;
+            };
+            self.datagrams += 1;
+            let (lo, hi) = self.scenario.latency_us;
+            let latency = Duration::from_micros(self.rng.random_range(lo..=hi.max(lo)));
+            self.push(
+                self.now + latency,
+                Event::Datagram {
+                    from: i,
+                    to,
+                    bytes: o.datagram,
+                },
+            );
+        }
+        if alive != self.nodes[i].last_alive {
+            self.nodes[i].last_alive = alive;
+            let at = self.now + self.task_delay();
+            self.push(at, Event::Wake(i, Wake::MembersChanged));
+        }
+        let me = name(i);
+        for e in events {
+            let restarted_peer = matches!(
+                &e,
+                MembershipEvent::Up(n) | MembershipEvent::Restarted(n) if *n != me
+            );
+            let at = self.now + self.task_delay();
+            self.push(at, Event::Wake(i, Wake::MemberEvent { restarted_peer }));
+        }
+    }
+
+    fn deliver(&mut self, from: usize, to: usize, bytes: Vec<u8>) {
+        if self.cut.contains(&(from, to)) {
+            return;
+        }
+        let loss = self.scenario.loss_ppm;
+        if loss > 0 && self.rng.random_range(0..1_000_000u32) < loss {
+            return;
+        }
+        match self.nodes[to].proc_ {
+            Proc::Down => {}
+            Proc::Stopped => self.nodes[to].inbox.push((addr(from), bytes)),
+            Proc::Running => {
+                let clock = self.clock();
+                if let Some(m) = self.nodes[to].membership.as_mut() {
+                    let _ = m.handle_datagram(&bytes, addr(from), clock);
+                }
+                self.flush(to);
+            }
+        }
+    }
+
+    // --- the core and its outputs ----------------------------------------------------------
+
+    fn step(&mut self, i: usize, wake: Wake) {
+        let now = self.mono();
+        let wall_secs = i64::try_from(self.clock().wall_ms / 1000).unwrap_or(i64::MAX);
+        let n = &mut self.nodes[i];
+        let obs = Observation {
+            wake,
+            carrier: n.responder.carrier,
+            membership: n.membership.as_ref().map(|m| MembershipObservation {
+                alive: m.alive().clone(),
+                self_rejoins: m.counters().snapshot().self_rejoins,
+            }),
+            wall_secs,
+            held_reported: BTreeSet::new(),
+        };
+        let Some(core) = n.core.as_mut() else {
+            return;
+        };
+        core.step(now, obs);
+        self.steps += 1;
+        let mut outputs = Vec::new();
+        while let Some(o) = core.poll_output() {
+            outputs.push(o);
+        }
+        for o in outputs {
+            self.apply(i, o);
+        }
+    }
+
+    fn apply(&mut self, i: usize, output: Output) {
+        match output {
+            Output::SetLease(until) => {
+                self.nodes[i].responder.lease = until.map(|u| u.saturating_duration_since(self.t0));
+            }
+            Output::SetOwned(owned) => {
+                let now = self.now;
+                let r = &mut self.nodes[i].responder;
+                r.owned.retain(|ip, _| owned.contains_key(ip));
+                let mut gained = Vec::new();
+                for ip in owned.keys() {
+                    if !r.owned.contains_key(ip) {
+                        r.epoch += 1;
+                        r.owned.insert(
+                            *ip,
+                            OwnedIp {
+                                since: now,
+                                epoch: r.epoch,
+                                schedule_from: now,
+                                yield_until: None,
+                            },
+                        );
+                        gained.push((*ip, r.epoch));
+                    }
+                }
+                let at = now + self.task_delay();
+                for (ip, epoch) in gained {
+                    self.push(
+                        at,
+                        Event::Announce {
+                            node: i,
+                            ip,
+                            n: 0,
+                            epoch,
+                        },
+                    );
+                }
+            }
+            Output::Reannounce => {
+                let owned: Vec<(IpAddr, u64)> = self.nodes[i]
+                    .responder
+                    .owned
+                    .iter()
+                    .map(|(ip, o)| (*ip, o.epoch))
+                    .collect();
+                for (ip, epoch) in owned {
+                    self.push(
+                        self.now,
+                        Event::Announce {
+                            node: i,
+                            ip,
+                            n: REANNOUNCE,
+                            epoch,
+                        },
+                    );
+                }
+            }
+            Output::Membership(MembershipCommand::Leave { .. }) => {
+                let clock = self.clock();
+                if let Some(m) = self.nodes[i].membership.as_mut() {
+                    m.leave(clock);
+                }
+                self.flush(i);
+                self.nodes[i].membership = None;
+                self.nodes[i].last_alive.clear();
+            }
+            Output::Membership(MembershipCommand::Join) => self.join(i),
+            Output::SetFresh(_) | Output::Withdrawn | Output::Planned { .. } | Output::Note(_) => {}
+        }
+    }
+
+    // --- the L2 segment --------------------------------------------------------------------
+
+    /// Whether node `i` answers ARP/NDP for `ip` now, and until when at the latest (its lease).
+    fn answers_until(&self, i: usize, ip: IpAddr) -> Option<Duration> {
+        let n = &self.nodes[i];
+        if n.proc_ != Proc::Running || !n.responder.carrier {
+            return None;
+        }
+        let o = n.responder.owned.get(&ip)?;
+        if o.yield_until.is_some_and(|y| y > self.now) {
+            return None;
+        }
+        match n.responder.lease {
+            Some(l) if l > self.now => Some(l),
+            Some(_) => None,
+            None => Some(Duration::MAX),
+        }
+    }
+
+    fn announce(&mut self, node: usize, ip: IpAddr, n: usize, epoch: u64) {
+        let Some(o) = self.nodes[node].responder.owned.get(&ip) else {
+            return;
+        };
+        if o.epoch != epoch {
+            return;
+        }
+        let from = o.schedule_from;
+        if self.answers_until(node, ip).is_some() {
+            self.announcements.push((self.now, node, ip));
+            self.push(self.now + L2_LATENCY, Event::Claim { from: node, ip });
+        }
+        if n != REANNOUNCE
+            && let Some(offset) = self.schedule.offset(n + 1)
+        {
+            self.push(
+                from + offset,
+                Event::Announce {
+                    node,
+                    ip,
+                    n: n + 1,
+                    epoch,
+                },
+            );
+        }
+    }
+
+    /// A peer's gratuitous ARP for `ip` reaches every other node; an owner settled on the IP
+    /// yields (`peers::yields_to`: every peer in the simulation holds the key, so every claim is
+    /// proven).
+    fn claim(&mut self, from: usize, ip: IpAddr) {
+        let now = self.now;
+        for i in 0..self.nodes.len() {
+            if i == from || self.nodes[i].proc_ != Proc::Running {
+                continue;
+            }
+            let Some(o) = self.nodes[i].responder.owned.get_mut(&ip) else {
+                continue;
+            };
+            if yields_to(true, now.saturating_sub(o.since)) {
+                let until = now + YIELD_FOR;
+                o.yield_until = Some(o.yield_until.map_or(until, |u| u.max(until)));
+                self.push(until, Event::YieldEnd { node: i, ip, until });
+            }
+        }
+    }
+
+    /// A yield that was not extended ends: the owner announces the IP again from the start of
+    /// the schedule.
+    fn yield_end(&mut self, node: usize, ip: IpAddr, until: Duration) {
+        let now = self.now;
+        let r = &mut self.nodes[node].responder;
+        let Some(o) = r.owned.get_mut(&ip) else {
+            return;
+        };
+        if o.yield_until != Some(until) {
+            return;
+        }
+        o.yield_until = None;
+        r.epoch += 1;
+        o.epoch = r.epoch;
+        o.schedule_from = now;
+        let epoch = o.epoch;
+        self.push(
+            now,
+            Event::Announce {
+                node,
+                ip,
+                n: 0,
+                epoch,
+            },
+        );
+    }
+
+    // --- the observer ----------------------------------------------------------------------
+
+    /// Accounts `[now, to)` with the answer state at `now`.
+    fn account(&mut self, to: Duration) {
+        for k in 0..self.ips.len() {
+            let ip = self.ips[k];
+            let answering: Vec<(usize, Duration)> = (0..self.nodes.len())
+                .filter_map(|i| self.answers_until(i, ip).map(|u| (i, u)))
+                .collect();
+            self.observer.account(ip, self.now, to, &answering);
+        }
+    }
+
+    fn report(self, end: Duration) -> Report {
+        let running: BTreeSet<String> = (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].proc_ != Proc::Down && self.nodes[*i].responder.carrier)
+            .map(name)
+            .collect();
+        let oracle_plan = ferrolb_l2::plan::plan(&self.view, &running, &name(0), Some(true));
+        let final_oracle = self
+            .ips
+            .iter()
+            .map(|ip| {
+                let owner = oracle_plan
+                    .ips
+                    .get(ip)
+                    .and_then(|p| p.owner.as_deref())
+                    .and_then(|o| o.strip_prefix("node-"))
+                    .and_then(|n| n.parse().ok());
+                (*ip, owner)
+            })
+            .collect();
+        let final_answerers = self
+            .ips
+            .iter()
+            .map(|ip| {
+                (
+                    *ip,
+                    (0..self.nodes.len())
+                        .filter(|i| self.answers_until(*i, *ip).is_some())
+                        .collect(),
+                )
+            })
+            .collect();
+        Report {
+            ips: self.observer.finish(end),
+            final_answerers,
+            final_oracle,
+            announcements: self.announcements,
+            end,
+            datagrams: self.datagrams,
+            steps: self.steps,
+        }
+    }
+}

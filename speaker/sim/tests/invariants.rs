@@ -1,0 +1,158 @@
+//! Today's protocol through the simulator: determinism, a fixed sweep of seeded scenarios whose
+//! violations must be exactly the expected ones (both ways: an unlisted violation fails, and so
+//! does a listed one that no longer shows), and the minimal failing scenarios kept as regression
+//! cases. When the one-answerer issue (#32) fixes a fault, its entries move out of the lists;
+//! they are never loosened.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use ferrolb_sim::scenario::Profile;
+use ferrolb_sim::search::{FaultClass, scenario};
+use ferrolb_sim::{Fault, Scenario, Timed, check, run};
+
+/// Seeds per fault class and cluster size in the sweep.
+const SEEDS: u64 = 8;
+
+/// `(class, nodes, invariant)` that today's protocol violates in the sweep: see the findings
+/// table in `docs/speaker.md` ("The cluster simulator") for the mechanism of each.
+const EXPECTED: &[(FaultClass, usize, &str)] = &[
+    // Failback after a restart: the returning owner claims before the current one has
+    // processed its return; two answer until the yield or the membership (≤ 1 datagram).
+    (FaultClass::Process, 3, "I-safe"),
+    (FaultClass::Process, 5, "I-safe"),
+    (FaultClass::Process, 10, "I-safe"),
+    // A minority node declares its peers down one probe period at a time and claims their IPs
+    // while it still counts a majority (F-1 turned around); its proven announcement makes the
+    // rightful owner yield for 2.5 s, then it withdraws: two answerers, then none.
+    (FaultClass::Partition, 3, "I-safe"),
+    (FaultClass::Partition, 5, "I-safe"),
+    (FaultClass::Partition, 10, "I-safe"),
+    (FaultClass::Partition, 3, "I-failover"),
+    (FaultClass::Partition, 5, "I-failover"),
+    (FaultClass::Partition, 10, "I-failover"),
+    // The same yield after a node that cannot send (or receive) declared its peers down.
+    (FaultClass::OneWay, 3, "I-failover"),
+    (FaultClass::OneWay, 5, "I-failover"),
+    (FaultClass::OneWay, 10, "I-failover"),
+];
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let s = scenario(7, 5, 4, FaultClass::Partition);
+    assert_eq!(run(&s), run(&s));
+}
+
+#[test]
+fn a_quiet_cluster_converges_with_one_answerer_per_ip() {
+    for nodes in [1, 2, 3, 5] {
+        let s = Scenario::quiet(1, nodes, 6);
+        let r = run(&s);
+        assert_eq!(check(&s, &r), vec![], "{nodes} nodes");
+        for (ip, rec) in &r.ips {
+            assert!(rec.first_answered.is_some(), "{ip} never answered");
+            assert!(rec.dual.is_empty() && rec.none.is_empty(), "{ip}: {rec:?}");
+        }
+    }
+}
+
+#[test]
+fn the_sweep_finds_exactly_the_expected_violations() {
+    let mut found: BTreeSet<(FaultClass, usize, &str)> = BTreeSet::new();
+    let mut examples = Vec::new();
+    for nodes in [3, 5, 10] {
+        for class in FaultClass::ALL {
+            for seed in 0..SEEDS {
+                let s = scenario(seed, nodes, 4, class);
+                for v in check(&s, &run(&s)) {
+                    if found.insert((class, nodes, v.invariant)) {
+                        examples.push(format!("{v:?} in {}", s.literal()));
+                    }
+                }
+            }
+        }
+    }
+    let expected: BTreeSet<(FaultClass, usize, &str)> = EXPECTED.iter().copied().collect();
+    let unexpected: Vec<_> = found.difference(&expected).collect();
+    let gone: Vec<_> = expected.difference(&found).collect();
+    assert!(
+        unexpected.is_empty() && gone.is_empty(),
+        "new violations: {unexpected:?}\nlisted but no longer found (take them out of EXPECTED and the findings table): {gone:?}\nexamples:\n{}",
+        examples.join("\n")
+    );
+}
+
+/// A regression case: a scenario and the invariants it violates today.
+fn assert_violates(s: &Scenario, expected: &[&str]) -> Vec<ferrolb_sim::Violation> {
+    let v = check(s, &run(s));
+    let got: BTreeSet<&str> = v.iter().map(|v| v.invariant).collect();
+    let want: BTreeSet<&str> = expected.iter().copied().collect();
+    assert_eq!(got, want, "{v:#?}\n{}", s.literal());
+    v
+}
+
+fn isolation(seed: u64, nodes: usize) -> Scenario {
+    Scenario {
+        seed,
+        nodes,
+        ips: 4,
+        profile: Profile::Fast,
+        latency_us: (100, 600),
+        loss_ppm: 0,
+        task_delay_us: (0, 0),
+        faults: vec![
+            Timed {
+                at_ms: 5_000,
+                fault: Fault::Isolate(0),
+            },
+            Timed {
+                at_ms: 8_000,
+                fault: Fault::Heal,
+            },
+        ],
+        end_ms: 23_000,
+    }
+}
+
+/// F-1 turned around: an isolated node declares its peers down one probe period at a time and,
+/// while it still counts a majority, claims the IPs of those it declared down; its proven
+/// gratuitous ARP makes their owners yield for 2.5 s (`YIELD_FOR`), and once it sees a minority
+/// it withdraws: two answerers for one frame, then nobody for the rest of the yield.
+#[test]
+fn an_isolated_node_claims_its_peers_ips_and_silences_them_through_the_yield() {
+    let v = assert_violates(&isolation(1, 5), &["I-safe", "I-failover"]);
+    let worst_none = v
+        .iter()
+        .filter(|v| v.invariant == "I-failover")
+        .map(|v| v.window)
+        .max()
+        .unwrap();
+    assert!(worst_none >= Duration::from_secs(2), "{v:#?}");
+}
+
+/// A crashed owner's restart (failback): it claims as soon as it has converged, while the
+/// current owner is still answering until it processes the membership change or the
+/// newcomer's gratuitous ARP: two answerers for up to one frame's travel.
+#[test]
+fn a_failback_after_a_restart_double_answers_until_the_yield() {
+    let s = Scenario {
+        faults: vec![
+            Timed {
+                at_ms: 5_544,
+                fault: Fault::Terminate(4),
+            },
+            Timed {
+                at_ms: 6_817,
+                fault: Fault::Restart(4),
+            },
+        ],
+        end_ms: 20_000,
+        ..Scenario::quiet(18, 5, 8)
+    };
+    let v = assert_violates(&s, &["I-safe"]);
+    assert!(
+        v.iter().all(|v| v.window <= Duration::from_micros(100)),
+        "{v:#?}"
+    );
+}
