@@ -7,6 +7,9 @@
 //! - **I-bounded** — under the other fault models (one-way loss, loss of carrier), every interval
 //!   with two answerers is at most [`w_bounded`]: one stall threshold, the lease a speaker
 //!   holds after it last knew it may claim.
+//! - **I-auth** — when every fault is an outsider's (no key: forged ARP claims, a spoofed
+//!   membership flood), nothing changes about who answers: after an IP was first answered, it
+//!   is never unanswered and its sole answerer never changes.
 //! - **I-failover** — after an IP was first answered, every interval with nobody answering it is
 //!   at most [`t_failover`], while a majority of the speakers runs (the scenarios never take the
 //!   majority down).
@@ -23,7 +26,7 @@ use crate::scenario::Scenario;
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// `I-safe`, `I-bounded`, `I-failover` or `I-converge`.
+    /// `I-safe`, `I-bounded`, `I-auth`, `I-failover` or `I-converge`.
     pub invariant: &'static str,
     /// The IP.
     pub ip: IpAddr,
@@ -81,6 +84,28 @@ pub fn check(scenario: &Scenario, report: &Report) -> Vec<Violation> {
                     at: d.start,
                     window: d.len(),
                     detail: format!("answered by nodes {:?}", d.nodes),
+                });
+            }
+        }
+    }
+    if !scenario.faults.is_empty() && scenario.faults.iter().all(|t| t.fault.is_adversary()) {
+        for (ip, r) in &report.ips {
+            for w in &r.none {
+                out.push(Violation {
+                    invariant: "I-auth",
+                    ip: *ip,
+                    at: w.start,
+                    window: w.len(),
+                    detail: "unanswered during an outsider's attack".into(),
+                });
+            }
+            for (at, who) in r.owners.iter().skip(2) {
+                out.push(Violation {
+                    invariant: "I-auth",
+                    ip: *ip,
+                    at: *at,
+                    window: Duration::ZERO,
+                    detail: format!("sole answerer changed to {who:?} during an outsider's attack"),
                 });
             }
         }

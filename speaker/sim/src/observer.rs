@@ -56,6 +56,9 @@ pub struct Report {
     pub final_oracle: BTreeMap<IpAddr, Option<usize>>,
     /// Every gratuitous ARP / unsolicited NA sent: `(when, node, ip)`.
     pub announcements: Vec<(Duration, usize, IpAddr)>,
+    /// Membership datagrams dropped, by `DropReason` (delivered ones; not those queued while a
+    /// node was stopped).
+    pub drops: BTreeMap<String, u64>,
     /// Simulated time.
     pub end: Duration,
     /// Membership datagrams sent.

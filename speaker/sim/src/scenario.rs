@@ -89,6 +89,26 @@ pub enum Fault {
     },
     /// Every membership cut is healed.
     Heal,
+    /// A host on the LAN without the key sends a gratuitous ARP claiming IP number `ip` (any
+    /// sender MAC, e.g. a peer Node's; no valid claim proof) to every node, every `every_ms`
+    /// for `for_ms` (the lab attack A15).
+    ForgedClaims {
+        /// Index of the IP.
+        ip: usize,
+        /// Period.
+        every_ms: u64,
+        /// Duration.
+        for_ms: u64,
+    },
+    /// A host without the key floods every node's membership port with datagrams whose source
+    /// address is another member's (`per_ms` per millisecond in all, spread over every ordered
+    /// pair), for `for_ms` (the lab attack A16).
+    SpoofFlood {
+        /// Datagrams per millisecond.
+        per_ms: u32,
+        /// Duration.
+        for_ms: u64,
+    },
     /// The node's announce interface loses (`false`) or regains carrier.
     Carrier {
         /// The node.
@@ -116,7 +136,14 @@ impl Fault {
                 a.max(b) * 2 > nodes
             }
             Fault::CutOneWay { .. } | Fault::Carrier { .. } => false,
+            Fault::ForgedClaims { .. } | Fault::SpoofFlood { .. } => true,
         }
+    }
+
+    /// Whether the fault is an outsider's (no key): the invariant I-auth says it changes
+    /// nothing about who answers.
+    pub fn is_adversary(&self) -> bool {
+        matches!(self, Fault::ForgedClaims { .. } | Fault::SpoofFlood { .. })
     }
 }
 
@@ -153,7 +180,9 @@ impl Scenario {
         self.faults
             .iter()
             .map(|t| match t.fault {
-                Fault::Stop { for_ms, .. } => t.at_ms.saturating_add(for_ms),
+                Fault::Stop { for_ms, .. }
+                | Fault::ForgedClaims { for_ms, .. }
+                | Fault::SpoofFlood { for_ms, .. } => t.at_ms.saturating_add(for_ms),
                 _ => t.at_ms,
             })
             .max()

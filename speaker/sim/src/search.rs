@@ -19,15 +19,18 @@ pub enum FaultClass {
     OneWay,
     /// Loss of carrier on one node, then carrier back.
     Carrier,
+    /// An outsider without the key: forged ARP claims for an IP, or a spoofed membership flood.
+    Adversary,
 }
 
 impl FaultClass {
     /// Every class.
-    pub const ALL: [FaultClass; 4] = [
+    pub const ALL: [FaultClass; 5] = [
         FaultClass::Process,
         FaultClass::Partition,
         FaultClass::OneWay,
         FaultClass::Carrier,
+        FaultClass::Adversary,
     ];
 
     /// A short name.
@@ -37,6 +40,7 @@ impl FaultClass {
             FaultClass::Partition => "partition",
             FaultClass::OneWay => "one-way",
             FaultClass::Carrier => "carrier",
+            FaultClass::Adversary => "adversary",
         }
     }
 }
@@ -100,6 +104,21 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                     s = s.with(t, Fault::CutOneWay { from, to });
                 }
                 s = s.with(t + lasts, Fault::Heal);
+            }
+            FaultClass::Adversary => {
+                let fault = if rng.random_bool(0.5) {
+                    Fault::ForgedClaims {
+                        ip: rng.random_range(0..ips.max(1)),
+                        every_ms: rng.random_range(10..1_000),
+                        for_ms: lasts,
+                    }
+                } else {
+                    Fault::SpoofFlood {
+                        per_ms: rng.random_range(1..150),
+                        for_ms: lasts.min(1_000),
+                    }
+                };
+                s = s.with(t, fault);
             }
             FaultClass::Carrier => {
                 s = s

@@ -140,6 +140,18 @@ enum Event {
     Claim {
         from: usize,
         ip: IpAddr,
+        proven: bool,
+    },
+    /// One millisecond of a spoofed membership flood.
+    Flood {
+        per_ms: u32,
+        until: Duration,
+    },
+    /// One forged ARP claim, and the next one.
+    Forged {
+        ip: IpAddr,
+        every: Duration,
+        until: Duration,
     },
     YieldEnd {
         node: usize,
@@ -166,6 +178,7 @@ struct World {
     cut: BTreeSet<(usize, usize)>,
     observer: Observer,
     announcements: Vec<(Duration, usize, IpAddr)>,
+    drops: BTreeMap<String, u64>,
     datagrams: u64,
     steps: u64,
 }
@@ -214,6 +227,7 @@ impl World {
             cut: BTreeSet::new(),
             observer: Observer::default(),
             announcements: Vec::new(),
+            drops: BTreeMap::new(),
             datagrams: 0,
             steps: 0,
         };
@@ -351,7 +365,14 @@ impl World {
                 }
             }
             Event::Announce { node, ip, n, epoch } => self.announce(node, ip, n, epoch),
-            Event::Claim { from, ip } => self.claim(from, ip),
+            Event::Claim { from, ip, proven } => self.claim(from, ip, proven),
+            Event::Flood { per_ms, until } => self.flood(per_ms, until),
+            Event::Forged { ip, every, until } => {
+                self.claim(usize::MAX, ip, false);
+                if self.now + every < until {
+                    self.push(self.now + every, Event::Forged { ip, every, until });
+                }
+            }
             Event::YieldEnd { node, ip, until } => self.yield_end(node, ip, until),
         }
     }
@@ -443,6 +464,25 @@ impl World {
                 self.cut.insert((from, to));
             }
             Fault::Heal => self.cut.clear(),
+            Fault::ForgedClaims {
+                ip: k,
+                every_ms,
+                for_ms,
+            } => {
+                let until = self.now + Duration::from_millis(for_ms);
+                self.push(
+                    self.now,
+                    Event::Forged {
+                        ip: ip(k),
+                        every: Duration::from_millis(every_ms.max(1)),
+                        until,
+                    },
+                );
+            }
+            Fault::SpoofFlood { per_ms, for_ms } => {
+                let until = self.now + Duration::from_millis(for_ms);
+                self.push(self.now, Event::Flood { per_ms, until });
+            }
             Fault::Carrier { node, up } => {
                 self.nodes[node].responder.carrier = up;
                 if self.nodes[node].proc_ == Proc::Running {
@@ -554,11 +594,48 @@ impl World {
             Proc::Stopped => self.nodes[to].inbox.push((addr(from), bytes)),
             Proc::Running => {
                 let clock = self.clock();
-                if let Some(m) = self.nodes[to].membership.as_mut() {
-                    let _ = m.handle_datagram(&bytes, addr(from), clock);
-                }
+                let result = self.nodes[to]
+                    .membership
+                    .as_mut()
+                    .map(|m| m.handle_datagram(&bytes, addr(from), clock));
+                self.count(result);
                 self.flush(to);
             }
+        }
+    }
+
+    /// One millisecond of spoofed datagrams: framed like a member's (`FLBm`, version 1), sealed
+    /// with no key, each from another member's address to a running node's membership port.
+    fn flood(&mut self, per_ms: u32, until: Duration) {
+        let n = self.scenario.nodes;
+        if n >= 2 {
+            for k in 0..per_ms {
+                let to = self.rng.random_range(0..n);
+                let as_node = (to + self.rng.random_range(1..n)) % n;
+                let mut bytes = b"FLBm\x01".to_vec();
+                bytes.extend(
+                    (0..8 + 24 + 96 + 16).map(|i: u32| (i as u8).wrapping_mul(151) ^ (k as u8)),
+                );
+                if self.nodes[to].proc_ == Proc::Running {
+                    let clock = self.clock();
+                    let result = self.nodes[to]
+                        .membership
+                        .as_mut()
+                        .map(|m| m.handle_datagram(&bytes, addr(as_node), clock));
+                    self.count(result);
+                    self.flush(to);
+                }
+            }
+        }
+        let next = self.now + Duration::from_millis(1);
+        if next < until {
+            self.push(next, Event::Flood { per_ms, until });
+        }
+    }
+
+    fn count(&mut self, result: Option<Result<(), ferrolb_l2::membership::DropReason>>) {
+        if let Some(Err(reason)) = result {
+            *self.drops.entry(format!("{reason:?}")).or_default() += 1;
         }
     }
 
@@ -692,7 +769,14 @@ impl World {
         let from = o.schedule_from;
         if self.answers_until(node, ip).is_some() {
             self.announcements.push((self.now, node, ip));
-            self.push(self.now + L2_LATENCY, Event::Claim { from: node, ip });
+            self.push(
+                self.now + L2_LATENCY,
+                Event::Claim {
+                    from: node,
+                    ip,
+                    proven: true,
+                },
+            );
         }
         if n != REANNOUNCE
             && let Some(offset) = self.schedule.offset(n + 1)
@@ -709,10 +793,10 @@ impl World {
         }
     }
 
-    /// A peer's gratuitous ARP for `ip` reaches every other node; an owner settled on the IP
-    /// yields (`peers::yields_to`: every peer in the simulation holds the key, so every claim is
-    /// proven).
-    fn claim(&mut self, from: usize, ip: IpAddr) {
+    /// A gratuitous ARP for `ip` reaches every other node; an owner settled on the IP yields if
+    /// the claim is proven (`peers::yields_to`: every speaker holds the key, an outsider
+    /// (`from == usize::MAX`) does not).
+    fn claim(&mut self, from: usize, ip: IpAddr, proven: bool) {
         let now = self.now;
         for i in 0..self.nodes.len() {
             if i == from || self.nodes[i].proc_ != Proc::Running {
@@ -721,7 +805,7 @@ impl World {
             let Some(o) = self.nodes[i].responder.owned.get_mut(&ip) else {
                 continue;
             };
-            if yields_to(true, now.saturating_sub(o.since)) {
+            if yields_to(proven, now.saturating_sub(o.since)) {
                 let until = now + YIELD_FOR;
                 o.yield_until = Some(o.yield_until.map_or(until, |u| u.max(until)));
                 self.push(until, Event::YieldEnd { node: i, ip, until });
@@ -805,6 +889,7 @@ impl World {
             final_answerers,
             final_oracle,
             announcements: self.announcements,
+            drops: self.drops,
             end,
             datagrams: self.datagrams,
             steps: self.steps,

@@ -36,6 +36,7 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     (FaultClass::OneWay, 3, "I-failover"),
     (FaultClass::OneWay, 5, "I-failover"),
     (FaultClass::OneWay, 10, "I-failover"),
+    // Carrier loss and outsiders without the key (I-auth): nothing found.
 ];
 
 #[test]
@@ -155,4 +156,36 @@ fn a_failback_after_a_restart_double_answers_until_the_yield() {
         v.iter().all(|v| v.window <= Duration::from_micros(100)),
         "{v:#?}"
     );
+}
+
+/// The lab attacks A15 and A16 (DESIGN S15, issue #32 G4) in the simulator: forged ARP claims
+/// for an owned IP every 10 ms, and a spoofed flood of 130 datagrams per millisecond (the
+/// lab's 130,000/s) from every member's address to every node, change nothing about who
+/// answers (I-auth); every flood datagram reached the AEAD and failed it, none spent a
+/// member's budget.
+#[test]
+fn outsiders_without_the_key_change_nothing() {
+    let s = Scenario::quiet(3, 5, 4)
+        .with(
+            4_000,
+            Fault::ForgedClaims {
+                ip: 0,
+                every_ms: 10,
+                for_ms: 5_000,
+            },
+        )
+        .with(
+            5_000,
+            Fault::SpoofFlood {
+                per_ms: 130,
+                for_ms: 1_000,
+            },
+        );
+    let r = run(&s);
+    assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    assert_eq!(r.drops.get("AuthFailed"), Some(&130_000), "{:?}", r.drops);
+    assert_eq!(r.drops.get("RateLimited"), None, "{:?}", r.drops);
+    for rec in r.ips.values() {
+        assert_eq!(rec.owners.len(), 2, "{rec:?}");
+    }
 }
