@@ -20,12 +20,16 @@
 //!   the peer-claim yield of [`ferrolb_l2::answer::peers`] (every speaker holds the key, so every
 //!   peer claim is proven). Probes of fresh IPs and the conflict defence against foreign hosts
 //!   are not modelled: the IPs exist from the start (never fresh) and there is no foreign host.
-//! - **the API view** is static and identical on every node (Nodes Ready, one L2Advertisement
-//!   for all nodes, one Service per IP).
+//! - **the API server**: one authoritative set of objects (Nodes Ready, one L2Advertisement for
+//!   all nodes, one Service per IP at the start) and a watch per node with its own delay and
+//!   outages; scripted changes: NotReady, the exclusion label, a Node deleted and created again,
+//!   the endpoint of an `externalTrafficPolicy: Local` Service moving;
+//! - **an outsider without the key**: forged ARP claims, a spoofed membership flood.
 //!
-//! What is not modelled yet (issue #26 lists them; `docs/speaker.md` "The cluster simulator"
-//! keeps the list): per-node API watches (delay, outage, object changes), multi-NIC segments,
-//! CPU starvation as delayed wake-ups per task, clock steps, key rotations, the LAN adversary.
+//! What is not modelled yet (`docs/speaker.md`, "The decisions, sans-IO, and the cluster
+//! simulator", keeps the list): L2Advertisement edits, Service IP changes, speaker Pods, cordon,
+//! multi-NIC segments, a scheduler model of CPU starvation, clock steps, key rotations, a
+//! compromised key holder.
 
 pub mod invariants;
 pub mod observer;

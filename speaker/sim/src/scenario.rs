@@ -109,6 +109,49 @@ pub enum Fault {
         /// Duration.
         for_ms: u64,
     },
+    /// The Node's `Ready` condition turns `False` (or back to `True`) in the API.
+    NodeReady {
+        /// The node.
+        node: usize,
+        /// `Ready`.
+        ready: bool,
+    },
+    /// The Node gets (or loses) the `node.kubernetes.io/exclude-from-external-load-balancers`
+    /// label in the API.
+    ExcludeLabel {
+        /// The node.
+        node: usize,
+        /// Labelled.
+        on: bool,
+    },
+    /// The Node object is deleted (its speaker may keep running).
+    DeleteNode(usize),
+    /// The Node object is created again (Ready, no labels).
+    RecreateNode(usize),
+    /// The Service of IP number `ip` becomes `externalTrafficPolicy: Local` with its only ready
+    /// endpoint on `node` (an endpoint moving between nodes).
+    EndpointOn {
+        /// Index of the IP.
+        ip: usize,
+        /// The node with the endpoint.
+        node: usize,
+    },
+    /// From now on, the node's watches deliver every API change `ms` late.
+    WatchDelay {
+        /// The node.
+        node: usize,
+        /// Delay.
+        ms: u64,
+    },
+    /// The node's watches deliver nothing for `for_ms` (API server unreachable from it), then
+    /// relist: the speaker keeps its last view meanwhile (F2: the API server is not on the data
+    /// path).
+    ApiOutage {
+        /// The node.
+        node: usize,
+        /// Duration.
+        for_ms: u64,
+    },
     /// The node's announce interface loses (`false`) or regains carrier.
     Carrier {
         /// The node.
@@ -137,6 +180,14 @@ impl Fault {
             }
             Fault::CutOneWay { .. } | Fault::Carrier { .. } => false,
             Fault::ForgedClaims { .. } | Fault::SpoofFlood { .. } => true,
+            // A slow or absent API server alone changes nobody's view.
+            Fault::WatchDelay { .. } | Fault::ApiOutage { .. } => true,
+            // Object changes reach the nodes at different times (per-node views decide).
+            Fault::NodeReady { .. }
+            | Fault::ExcludeLabel { .. }
+            | Fault::DeleteNode(_)
+            | Fault::RecreateNode(_)
+            | Fault::EndpointOn { .. } => false,
         }
     }
 
@@ -181,6 +232,7 @@ impl Scenario {
             .iter()
             .map(|t| match t.fault {
                 Fault::Stop { for_ms, .. }
+                | Fault::ApiOutage { for_ms, .. }
                 | Fault::ForgedClaims { for_ms, .. }
                 | Fault::SpoofFlood { for_ms, .. } => t.at_ms.saturating_add(for_ms),
                 _ => t.at_ms,

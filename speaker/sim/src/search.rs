@@ -21,16 +21,21 @@ pub enum FaultClass {
     Carrier,
     /// An outsider without the key: forged ARP claims for an IP, or a spoofed membership flood.
     Adversary,
+    /// The API: a Node NotReady, labelled excluded, deleted and recreated; an endpoint of an
+    /// `externalTrafficPolicy: Local` Service moving; one node's watch late (up to 500 ms) or cut
+    /// off while objects change. Every change is undone later.
+    Api,
 }
 
 impl FaultClass {
     /// Every class.
-    pub const ALL: [FaultClass; 5] = [
+    pub const ALL: [FaultClass; 6] = [
         FaultClass::Process,
         FaultClass::Partition,
         FaultClass::OneWay,
         FaultClass::Carrier,
         FaultClass::Adversary,
+        FaultClass::Api,
     ];
 
     /// A short name.
@@ -41,6 +46,7 @@ impl FaultClass {
             FaultClass::OneWay => "one-way",
             FaultClass::Carrier => "carrier",
             FaultClass::Adversary => "adversary",
+            FaultClass::Api => "api",
         }
     }
 }
@@ -53,6 +59,17 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
     let mut s = Scenario::quiet(seed, nodes, ips);
     let episodes = rng.random_range(1..=3u32);
     let mut t: u64 = rng.random_range(4_000..8_000);
+    if class == FaultClass::Api && nodes > 1 {
+        // One node's watch is late from the start.
+        let node = rng.random_range(0..nodes);
+        s = s.with(
+            1_000,
+            Fault::WatchDelay {
+                node,
+                ms: rng.random_range(1..500),
+            },
+        );
+    }
     for _ in 0..episodes {
         let victim = rng.random_range(0..nodes);
         let other = (victim + rng.random_range(1..nodes.max(2))) % nodes.max(1);
@@ -119,6 +136,62 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                     }
                 };
                 s = s.with(t, fault);
+            }
+            FaultClass::Api => {
+                let k = rng.random_range(0..ips.max(1));
+                s = match rng.random_range(0..5u32) {
+                    0 => s
+                        .with(
+                            t,
+                            Fault::NodeReady {
+                                node: victim,
+                                ready: false,
+                            },
+                        )
+                        .with(
+                            t + lasts,
+                            Fault::NodeReady {
+                                node: victim,
+                                ready: true,
+                            },
+                        ),
+                    1 => s
+                        .with(
+                            t,
+                            Fault::ExcludeLabel {
+                                node: victim,
+                                on: true,
+                            },
+                        )
+                        .with(
+                            t + lasts,
+                            Fault::ExcludeLabel {
+                                node: victim,
+                                on: false,
+                            },
+                        ),
+                    2 => s
+                        .with(
+                            t,
+                            Fault::EndpointOn {
+                                ip: k,
+                                node: victim,
+                            },
+                        )
+                        .with(t + lasts, Fault::EndpointOn { ip: k, node: other }),
+                    3 => s
+                        .with(
+                            t,
+                            Fault::ApiOutage {
+                                node: victim,
+                                for_ms: lasts,
+                            },
+                        )
+                        .with(t + lasts / 2, Fault::EndpointOn { ip: k, node: other }),
+                    _ => s
+                        .with(t, Fault::DeleteNode(victim))
+                        .with(t + lasts, Fault::RecreateNode(victim)),
+                };
             }
             FaultClass::Carrier => {
                 s = s

@@ -11,7 +11,9 @@ use ferrolb_crds::L2AdvertisementSpec;
 use ferrolb_l2::answer::announce::AnnounceSchedule;
 use ferrolb_l2::answer::peers::{YIELD_FOR, yields_to};
 use ferrolb_l2::claim::ClaimSettings;
-use ferrolb_l2::eligibility::{NodeFacts, PoolRef, ServiceFacts};
+use ferrolb_l2::eligibility::{
+    EXCLUDE_LB_LABEL, EndpointFacts, NodeFacts, PoolRef, ServiceFacts, TrafficPolicy,
+};
 use ferrolb_l2::membership::{
     Clock, Counters, KeyRing, MembershipConfig, MembershipCore, MembershipEvent, SpeakerId,
 };
@@ -111,6 +113,10 @@ struct Responder {
 }
 
 struct Node {
+    /// The API view this node's watches have delivered, and its version.
+    view: (u64, Arc<View>),
+    watch_delay: Duration,
+    outage_until: Option<Duration>,
     proc_: Proc,
     core: Option<SpeakerCore>,
     membership: Option<MembershipCore>,
@@ -130,6 +136,10 @@ enum Event {
     /// SIGTERM, once the signal handler ran.
     Terminate(usize),
     Resume(usize),
+    /// A watch delivers API version `.1` to node `.0`.
+    View(usize, u64, Arc<View>),
+    /// Node `.0`'s API outage ends: it relists.
+    Relist(usize),
     Wake(usize, Wake),
     Announce {
         node: usize,
@@ -168,7 +178,9 @@ struct World {
     membership: MembershipConfig,
     claim: ClaimSettings,
     keys: KeyRing,
+    /// The API server's objects, and their version.
     view: Arc<View>,
+    version: u64,
     ips: Vec<IpAddr>,
     schedule: AnnounceSchedule,
     nodes: Vec<Node>,
@@ -218,6 +230,7 @@ impl World {
             claim,
             keys: key_ring(),
             view: Arc::new(view(s.nodes, s.ips)),
+            version: 1,
             ips: (0..s.ips).map(ip).collect(),
             schedule: AnnounceSchedule::default(),
             nodes: Vec::new(),
@@ -233,7 +246,11 @@ impl World {
         };
         for i in 0..s.nodes {
             let seed = w.rng.random::<u64>();
+            let first = (w.version, w.view.clone());
             w.nodes.push(Node {
+                view: first,
+                watch_delay: Duration::ZERO,
+                outage_until: None,
                 proc_: Proc::Down,
                 core: None,
                 membership: None,
@@ -359,6 +376,14 @@ impl World {
             Event::Fault(f) => self.fault(f),
             Event::Terminate(i) => self.stop_process(i, true),
             Event::Resume(i) => self.resume(i),
+            Event::View(i, version, view) => self.deliver_view(i, version, view),
+            Event::Relist(i) => {
+                if self.nodes[i].outage_until.is_some_and(|u| u <= self.now) {
+                    self.nodes[i].outage_until = None;
+                    let (version, view) = (self.version, self.view.clone());
+                    self.deliver_view(i, version, view);
+                }
+            }
             Event::Wake(i, wake) => {
                 if self.nodes[i].proc_ == Proc::Running {
                     self.step(i, wake);
@@ -382,7 +407,11 @@ impl World {
     fn start(&mut self, i: usize) {
         let node = NodeConfig::new(name(i), self.claim.clone());
         let mut core = SpeakerCore::new(node, self.mono());
-        core.set_view(self.view.clone());
+        // A start lists the API (unless it is unreachable: then the last view it had).
+        if self.nodes[i].outage_until.is_none() {
+            self.nodes[i].view = (self.version, self.view.clone());
+        }
+        core.set_view(self.nodes[i].view.1.clone());
         let n = &mut self.nodes[i];
         n.core = Some(core);
         n.proc_ = Proc::Running;
@@ -464,6 +493,50 @@ impl World {
                 self.cut.insert((from, to));
             }
             Fault::Heal => self.cut.clear(),
+            Fault::NodeReady { node, ready } => {
+                let since = i64::try_from(self.clock().wall_ms / 1000).unwrap_or(i64::MAX);
+                self.change_api(|v| {
+                    if let Some(f) = v.cluster.nodes.get_mut(&name(node)) {
+                        f.not_ready = !ready;
+                        f.not_ready_since = (!ready).then_some(since);
+                    }
+                });
+            }
+            Fault::ExcludeLabel { node, on } => self.change_api(|v| {
+                if let Some(f) = v.cluster.nodes.get_mut(&name(node)) {
+                    if on {
+                        f.labels.insert(EXCLUDE_LB_LABEL.into(), String::new());
+                    } else {
+                        f.labels.remove(EXCLUDE_LB_LABEL);
+                    }
+                }
+            }),
+            Fault::DeleteNode(node) => self.change_api(|v| {
+                v.cluster.nodes.remove(&name(node));
+            }),
+            Fault::RecreateNode(node) => self.change_api(|v| {
+                v.cluster.nodes.insert(name(node), NodeFacts::default());
+            }),
+            Fault::EndpointOn { ip: k, node } => self.change_api(|v| {
+                if let Some(services) = v.ips.get_mut(&ip(k)) {
+                    for svc in services {
+                        svc.traffic_policy = TrafficPolicy::Local;
+                        svc.endpoints = vec![EndpointFacts {
+                            node_name: Some(name(node)),
+                            ready: true,
+                            serving: true,
+                        }];
+                    }
+                }
+            }),
+            Fault::WatchDelay { node, ms } => {
+                self.nodes[node].watch_delay = Duration::from_millis(ms);
+            }
+            Fault::ApiOutage { node, for_ms } => {
+                let until = self.now + Duration::from_millis(for_ms);
+                self.nodes[node].outage_until = Some(until);
+                self.push(until, Event::Relist(node));
+            }
             Fault::ForgedClaims {
                 ip: k,
                 every_ms,
@@ -536,6 +609,38 @@ impl World {
         self.flush(i);
         if !daemon_first {
             self.step(i, Wake::Tick);
+        }
+    }
+
+    // --- the API server -------------------------------------------------------------------
+
+    /// Changes the API server's objects and sends the new version down every node's watch
+    /// (after its delay; not during its outage, whose relist delivers the latest).
+    fn change_api(&mut self, change: impl FnOnce(&mut View)) {
+        let mut v = (*self.view).clone();
+        change(&mut v);
+        self.view = Arc::new(v);
+        self.version += 1;
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].outage_until.is_some() {
+                continue;
+            }
+            let at = self.now + self.nodes[i].watch_delay;
+            self.push(at, Event::View(i, self.version, self.view.clone()));
+        }
+    }
+
+    /// A watch delivers a view: newer than the node's, it replaces it and wakes the daemon.
+    fn deliver_view(&mut self, i: usize, version: u64, view: Arc<View>) {
+        if version <= self.nodes[i].view.0 {
+            return;
+        }
+        self.nodes[i].view = (version, view.clone());
+        if let Some(core) = self.nodes[i].core.as_mut() {
+            core.set_view(view);
+        }
+        if self.nodes[i].proc_ == Proc::Running {
+            self.step(i, Wake::ViewChanged);
         }
     }
 

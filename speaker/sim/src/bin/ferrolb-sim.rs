@@ -2,8 +2,8 @@
 //! list of seeds only).
 //!
 //! ```text
-//! ferrolb-sim search   [--nodes N] [--seeds S] [--threads T] [--ips K] [--from SEED]
-//!     S seeded scenarios of every fault class at N nodes; per class and invariant: violations,
+//! ferrolb-sim search   [--nodes N] [--seeds S] [--threads T] [--ips K] [--from SEED] [--class C]
+//!     S seeded scenarios of every fault class (or class C) at N nodes; per class and invariant: violations,
 //!     the worst window and its scenario as a Rust literal; scenarios/s and simulated seconds per
 //!     CPU second.
 //! ferrolb-sim shrink   --class C --nodes N --seed S --invariant I [--min-window-us W] [--ips K]
@@ -54,22 +54,37 @@ fn search(args: &[String]) {
     let from: u64 = arg(args, "--from", 0);
     let ips: usize = arg(args, "--ips", 8);
     let threads: u64 = arg(args, "--threads", 2).max(1);
+    let only: String = arg(args, "--class", String::new());
+    let classes: Vec<FaultClass> = FaultClass::ALL
+        .into_iter()
+        .filter(|c| only.is_empty() || c.label() == only)
+        .collect();
     let started = Instant::now();
     let cpu = std::sync::Mutex::new(Duration::ZERO);
     let simulated = std::sync::Mutex::new(Duration::ZERO);
     let findings = std::sync::Mutex::new(Findings::new());
+    // Per class: the longest two-answerer and no-answerer windows seen, violation or not.
+    let worst = std::sync::Mutex::new(BTreeMap::<FaultClass, (Duration, Duration)>::new());
     std::thread::scope(|scope| {
         for t in 0..threads {
-            let (cpu, simulated, findings) = (&cpu, &simulated, &findings);
+            let (cpu, simulated, findings, worst, classes) =
+                (&cpu, &simulated, &findings, &worst, &classes);
             scope.spawn(move || {
                 let mut seed = from + t;
                 while seed < from + seeds {
-                    for class in FaultClass::ALL {
+                    for &class in classes {
                         let s = scenario(seed, nodes, ips, class);
                         let begun = Instant::now();
                         let r = run(&s);
                         let took = begun.elapsed();
                         let violations = check(&s, &r);
+                        if let Ok(mut w) = worst.lock() {
+                            let e = w.entry(class).or_default();
+                            e.0 =
+                                e.0.max(r.worst_dual().map_or(Duration::ZERO, |(_, w)| w.len()));
+                            e.1 =
+                                e.1.max(r.worst_none().map_or(Duration::ZERO, |(_, w)| w.len()));
+                        }
                         if let (Ok(mut c), Ok(mut sim)) = (cpu.lock(), simulated.lock()) {
                             *c += took;
                             *sim += r.end;
@@ -96,14 +111,20 @@ fn search(args: &[String]) {
     let wall = started.elapsed();
     let cpu = cpu.into_inner().unwrap_or_default();
     let simulated = simulated.into_inner().unwrap_or_default();
-    let scenarios = seeds * FaultClass::ALL.len() as u64;
+    let scenarios = seeds * classes.len() as u64;
     println!(
-        "nodes {nodes}, ips {ips}, {scenarios} scenarios ({seeds} seeds × {} classes) on {threads} threads in {:.1} s: {:.1} scenarios/s, {:.0} simulated s per CPU s",
-        FaultClass::ALL.len(),
+        "nodes {nodes}, ips {ips}, {scenarios} scenarios ({seeds} seeds × {} classes) on {threads} threads in {:.1} s: {:.1} scenarios/s, {:.2} simulated s per CPU s",
+        classes.len(),
         wall.as_secs_f64(),
         scenarios as f64 / wall.as_secs_f64(),
         simulated.as_secs_f64() / cpu.as_secs_f64().max(1e-9),
     );
+    for (class, (dual, none)) in worst.into_inner().unwrap_or_default() {
+        println!(
+            "{}: longest window with two answerers {dual:?}, with none {none:?}",
+            class.label()
+        );
+    }
     let findings = findings.into_inner().unwrap_or_default();
     if findings.is_empty() {
         println!("no violation");
