@@ -76,17 +76,16 @@ pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
         if let Some(task) = io.dead() {
             break Err(anyhow::anyhow!("supervised task '{task}' ended"));
         }
-        // A view change, and every due re-plan (a guard against a lost change notice), reads
-        // the stores again.
-        if wake == Wake::ViewChanged || core.replan_due(now) {
+        // A view change, and every due re-plan while the gate is open (a guard against a lost
+        // change notice), reads the stores again.
+        if wake == Wake::ViewChanged || (core.standing().may_claim() && core.replan_due(now)) {
             core.set_view(io.view());
         }
         core.step(now, io.observe(wake));
         io.apply(now, &mut core).await;
-        let timeout = core.poll_timeout().map_or(core.config().tick, |at| {
-            at.saturating_duration_since(Instant::now())
-        });
-        match io.wake(&mut shutdown, timeout).await {
+        // A whole tick after the step's I/O, as the loop always slept: a slow step counts
+        // toward the gap the stall detector sees (`SpeakerCore::poll_timeout`).
+        match io.wake(&mut shutdown, core.config().tick).await {
             Some(next) => wake = next,
             None => break Ok(()),
         }

@@ -13,6 +13,11 @@
 //! - **I-failover** — after an IP was first answered, every interval with nobody answering it is
 //!   at most [`t_failover`], while a majority of the speakers runs (the scenarios never take the
 //!   majority down).
+//! - **I-flap** — per IP, the sole answerer changes at most twice per fault (failover and
+//!   failback), counting changes between two different nodes (a window with none or two between
+//!   them does not count as a change of its own).
+//! - **I-agree** — at the end, every running speaker whose gate is open names the same owner
+//!   for each IP in its plan.
 //! - **I-converge** — at the end, at least [`t_converge`] after the last fault, each IP is
 //!   answered by exactly its rendezvous owner over the running speakers, and its sole answerer
 //!   has not changed since `last fault + t_converge`.
@@ -26,7 +31,7 @@ use crate::scenario::Scenario;
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// `I-safe`, `I-bounded`, `I-auth`, `I-failover` or `I-converge`.
+    /// `I-safe`, `I-bounded`, `I-auth`, `I-failover`, `I-flap`, `I-agree` or `I-converge`.
     pub invariant: &'static str,
     /// The IP.
     pub ip: IpAddr,
@@ -124,8 +129,34 @@ pub fn check(scenario: &Scenario, report: &Report) -> Vec<Violation> {
             }
         }
     }
+    let faults = scenario.faults.len();
+    for (ip, r) in &report.ips {
+        let mut sole: Vec<usize> = r.owners.iter().filter_map(|(_, o)| *o).collect();
+        sole.dedup();
+        let changes = sole.len().saturating_sub(1);
+        if changes > 2 * faults {
+            out.push(Violation {
+                invariant: "I-flap",
+                ip: *ip,
+                at: r.owners.last().map_or(Duration::ZERO, |(t, _)| *t),
+                window: Duration::ZERO,
+                detail: format!("{changes} owner changes for {faults} faults: {sole:?}"),
+            });
+        }
+    }
     let settled = Duration::from_millis(scenario.last_fault_ms()) + t_converge(scenario);
     if report.end >= settled {
+        for (ip, owners) in &report.final_plans {
+            if owners.len() > 1 {
+                out.push(Violation {
+                    invariant: "I-agree",
+                    ip: *ip,
+                    at: report.end,
+                    window: Duration::ZERO,
+                    detail: format!("the speakers' plans name {owners:?}"),
+                });
+            }
+        }
         for (ip, r) in &report.ips {
             let want = report.final_oracle.get(ip).copied().flatten();
             let have = report.final_answerers.get(ip).cloned().unwrap_or_default();

@@ -52,6 +52,9 @@ pub struct Report {
     pub ips: BTreeMap<IpAddr, IpRecord>,
     /// Who answers each IP at the end.
     pub final_answerers: BTreeMap<IpAddr, BTreeSet<usize>>,
+    /// The owners the running speakers' last plans name for each IP (speakers whose claim gate
+    /// is closed have no plan).
+    pub final_plans: BTreeMap<IpAddr, BTreeSet<Option<String>>>,
     /// The rendezvous owner of each IP over the speakers running at the end.
     pub final_oracle: BTreeMap<IpAddr, Option<usize>>,
     /// Every gratuitous ARP / unsolicited NA sent: `(when, node, ip)`.

@@ -123,6 +123,8 @@ struct Node {
     inbox: Vec<(SocketAddr, Vec<u8>)>,
     last_alive: BTreeSet<String>,
     responder: Responder,
+    /// The plan of the last step that made one (the gate was open).
+    plan: Option<Arc<ferrolb_l2::plan::Plan>>,
     seed: u64,
 }
 
@@ -260,6 +262,7 @@ impl World {
                     carrier: true,
                     ..Responder::default()
                 },
+                plan: None,
                 seed,
             });
             w.start(i);
@@ -582,6 +585,7 @@ impl World {
         let n = &mut self.nodes[i];
         n.proc_ = Proc::Down;
         n.core = None;
+        n.plan = None;
         n.membership = None;
         n.inbox.clear();
         n.responder.owned.clear();
@@ -841,7 +845,9 @@ impl World {
                 self.nodes[i].last_alive.clear();
             }
             Output::Membership(MembershipCommand::Join) => self.join(i),
-            Output::SetFresh(_) | Output::Withdrawn | Output::Planned { .. } | Output::Note(_) => {}
+            Output::Planned { plan, .. } => self.nodes[i].plan = Some(plan),
+            Output::Withdrawn => self.nodes[i].plan = None,
+            Output::SetFresh(_) | Output::Note(_) => {}
         }
     }
 
@@ -989,7 +995,20 @@ impl World {
                 )
             })
             .collect();
+        let final_plans = self
+            .ips
+            .iter()
+            .map(|ip| {
+                let owners = (0..self.nodes.len())
+                    .filter(|i| self.nodes[*i].proc_ == Proc::Running)
+                    .filter_map(|i| self.nodes[i].plan.as_ref())
+                    .map(|p| p.ips.get(ip).and_then(|x| x.owner.clone()))
+                    .collect();
+                (*ip, owners)
+            })
+            .collect();
         Report {
+            final_plans,
             ips: self.observer.finish(end),
             final_answerers,
             final_oracle,

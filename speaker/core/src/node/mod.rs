@@ -110,6 +110,8 @@ pub struct SpeakerCore {
     fresh: FreshIps,
     counters: CoreCounters,
     outputs: VecDeque<Output>,
+    /// The gate and rejoin counter before the last `Join`, restored if it fails.
+    before_join: Option<(ClaimGate, u64)>,
 }
 
 impl SpeakerCore {
@@ -135,6 +137,7 @@ impl SpeakerCore {
             fresh: FreshIps::default(),
             counters: CoreCounters::default(),
             outputs: VecDeque::new(),
+            before_join: None,
         }
     }
 
@@ -160,13 +163,21 @@ impl SpeakerCore {
             .is_none_or(|at| now.saturating_duration_since(at) >= self.config.replan_every)
     }
 
-    /// The executor reports that a requested [`MembershipCommand::Join`] failed; the next step
-    /// asks again.
+    /// The executor reports that a requested [`MembershipCommand::Join`] failed (the socket
+    /// could not be bound, say): the core is out of the membership again, with the claim gate and
+    /// the rejoin counter as they were before the join was asked for; the next step asks again.
     pub fn join_failed(&mut self) {
         self.in_membership = false;
+        if let Some((gate, seen)) = self.before_join.take() {
+            self.gate = gate;
+            self.seen_rejoins = seen;
+        }
     }
 
-    /// When the executor must step again if nothing else wakes it.
+    /// When the next tick is due if nothing else wakes the executor: one tick after the last
+    /// step. The daemon sleeps a whole tick after applying a step's outputs instead, so the time
+    /// a step takes counts toward the gap the stall detector sees, as it always did (the
+    /// simulator applies outputs at once: both agree there).
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.last_step.and_then(|t| t.checked_add(self.config.tick))
     }
@@ -337,6 +348,7 @@ impl SpeakerCore {
             self.outputs
                 .push_back(Output::Membership(MembershipCommand::Join));
             self.in_membership = true;
+            self.before_join = Some((self.gate.clone(), self.seen_rejoins));
             self.seen_rejoins = 0;
             self.gate.restart(now);
         }

@@ -104,7 +104,10 @@ fn converges_then_claims_with_a_lease_of_one_stall_threshold() {
     core.step(t0, obs(Wake::Tick, &[me.as_str()], 0));
     let outs = drain(&mut core);
     assert_eq!(last_owned(&outs), Some(BTreeMap::new()), "{outs:?}");
-    assert!(!outs.iter().any(|o| matches!(o, Output::SetLease(Some(_)))) || !core.ready());
+    assert!(
+        !outs.iter().any(|o| matches!(o, Output::SetLease(_))),
+        "no lease while converging: {outs:?}"
+    );
     assert!(!core.ready());
     // Everyone heard: the gate opens and the owner claims the IP, lease = now + 300 ms.
     let t1 = t0 + Duration::from_millis(100);
@@ -312,4 +315,130 @@ fn the_same_inputs_give_the_same_outputs() {
         all
     };
     assert_eq!(run(), run());
+}
+
+fn position(outs: &[Output], pred: impl Fn(&Output) -> bool) -> Option<usize> {
+    outs.iter().position(pred)
+}
+
+#[test]
+fn a_changed_membership_reannounces_after_the_owned_set_and_probes_before_it() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    let me = core.config().me.clone();
+    drain(&mut core);
+    // One peer gone, the majority kept: the owner still owns the IP and re-announces it (S4).
+    let rest: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
+    let alive = [me.as_str(), rest[0]];
+    let mut o = obs(Wake::MembersChanged, &alive, 0);
+    let held: IpAddr = "198.51.100.99".parse().unwrap();
+    o.held_reported = BTreeSet::from([held]);
+    core.step(t0 + Duration::from_millis(150), o);
+    let outs = drain(&mut core);
+    let fresh = position(
+        &outs,
+        |o| matches!(o, Output::SetFresh(f) if f.contains(&held)),
+    )
+    .expect("an IP a report says another host holds is probed first");
+    let owned = position(
+        &outs,
+        |o| matches!(o, Output::SetOwned(m) if m.contains_key(&IP.parse().unwrap())),
+    )
+    .expect("still owned");
+    let again = position(&outs, |o| *o == Output::Reannounce).expect("S4");
+    assert!(fresh < owned && owned < again, "{outs:?}");
+    assert!(outs.contains(&Output::Note(Note::MembershipChanged(names(&alive)))));
+}
+
+#[test]
+fn declared_down_right_after_a_pause_withdraws_without_leaving() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    // A gap of 200 ms: over half the stall threshold, not over it.
+    let t = t0 + Duration::from_millis(300);
+    core.step(t, obs(Wake::Tick, &NODES, 1));
+    let outs = drain(&mut core);
+    assert!(
+        outs.contains(&Output::Note(Note::DeclaredDownAfterPause)),
+        "{outs:?}"
+    );
+    assert!(!has_membership(&outs, true), "{outs:?}");
+    assert_eq!(outs[0], Output::SetLease(Some(t)));
+    assert_eq!(last_owned(&outs), Some(BTreeMap::new()));
+    assert!(core.in_membership());
+}
+
+#[test]
+fn no_rejoin_before_a_doubled_hold_off_ends() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    let t = t0 + Duration::from_millis(200);
+    core.step(t, obs(Wake::Tick, &NODES, 1));
+    let out_of = |core: &mut SpeakerCore, at: Instant| {
+        let mut o = obs(Wake::Tick, &NODES, 0);
+        o.membership = None;
+        core.step(at, o);
+        has_membership(&drain(core), false)
+    };
+    assert!(!out_of(&mut core, t + Duration::from_millis(100)));
+    assert!(!out_of(&mut core, t + Duration::from_millis(200)));
+    assert!(out_of(&mut core, t + Duration::from_millis(300)));
+    // Declared down again: 600 ms this time.
+    let t3 = t + Duration::from_millis(400);
+    core.step(t3, obs(Wake::Tick, &NODES, 1));
+    let outs = drain(&mut core);
+    assert!(
+        outs.contains(&Output::Note(Note::DeclaredDownLeaving {
+            hold_off: Duration::from_millis(600)
+        })),
+        "{outs:?}"
+    );
+    for ms in [100, 200, 300, 400, 500] {
+        assert!(
+            !out_of(&mut core, t3 + Duration::from_millis(ms)),
+            "rejoined {ms} ms into a 600 ms hold-off"
+        );
+    }
+    assert!(out_of(&mut core, t3 + Duration::from_millis(600)));
+}
+
+#[test]
+fn a_failed_join_is_asked_again_at_the_next_step() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    let mut o = obs(Wake::Tick, &NODES, 0);
+    o.carrier = false;
+    core.step(t0 + Duration::from_millis(200), o);
+    drain(&mut core);
+    let mut o = obs(Wake::Tick, &NODES, 0);
+    o.membership = None;
+    core.step(t0 + Duration::from_millis(300), o.clone());
+    assert!(has_membership(&drain(&mut core), false));
+    core.join_failed();
+    assert!(!core.in_membership() && !core.ready());
+    core.step(t0 + Duration::from_millis(400), o);
+    assert!(has_membership(&drain(&mut core), false));
+}
+
+#[test]
+fn no_lease_is_renewed_while_out_of_the_membership_for_a_resync() {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    let t = t0 + Duration::from_millis(100 + 301);
+    core.step(t, obs(Wake::Tick, &NODES, 0));
+    drain(&mut core);
+    let mut o = obs(Wake::Tick, &NODES, 0);
+    o.membership = None;
+    core.step(t + Duration::from_millis(100), o);
+    let outs = drain(&mut core);
+    assert!(
+        !outs
+            .iter()
+            .any(|o| matches!(o, Output::SetLease(Some(l)) if *l > t)),
+        "{outs:?}"
+    );
 }
