@@ -145,7 +145,8 @@ pub fn check(scenario: &Scenario, report: &Report) -> Vec<Violation> {
         }
     }
     let settled = Duration::from_millis(scenario.last_fault_ms()) + t_converge(scenario);
-    if report.end >= settled {
+    // Membership loss never heals: there is no quiet to converge in.
+    if report.end >= settled && scenario.loss_ppm == 0 {
         for (ip, owners) in &report.final_plans {
             if owners.len() > 1 {
                 out.push(Violation {
@@ -161,7 +162,11 @@ pub fn check(scenario: &Scenario, report: &Report) -> Vec<Violation> {
             let want = report.final_oracle.get(ip).copied().flatten();
             let have = report.final_answerers.get(ip).cloned().unwrap_or_default();
             let last_change = r.owners.last().map_or(Duration::ZERO, |(t, _)| *t);
-            let right = want.is_some_and(|w| have.len() == 1 && have.contains(&w));
+            // Nobody may announce the IP: nobody answers it.
+            let right = match want {
+                Some(w) => have.len() == 1 && have.contains(&w),
+                None => have.is_empty(),
+            };
             if !right || last_change > settled {
                 out.push(Violation {
                     invariant: "I-converge",

@@ -96,13 +96,16 @@ pub struct Observer {
 
 impl Observer {
     /// Accounts `[from, to)` for `ip`, given for each node that answers at `from` the instant
-    /// its lease runs out (`Duration::MAX`: no lease).
+    /// its lease runs out (`Duration::MAX`: no lease), and whether some running speaker may
+    /// announce the IP at all (`eligible`; silence while nobody may is no failover to wait for
+    /// and is not counted).
     pub fn account(
         &mut self,
         ip: IpAddr,
         from: Duration,
         to: Duration,
         answering: &[(usize, Duration)],
+        eligible: bool,
     ) {
         if to <= from {
             return;
@@ -147,8 +150,17 @@ impl Observer {
                 nodes,
             });
         }
-        // Nobody answers on [min(to, first lease), to), once the IP was answered.
-        if r.first_answered.is_some() {
+        // Nobody answers on [min(to, first lease), to), once the IP was answered, while some
+        // running speaker may announce it.
+        if !eligible {
+            if let Some(start) = r.open_none.take() {
+                r.none.push(Window {
+                    start,
+                    end: from,
+                    nodes: BTreeSet::new(),
+                });
+            }
+        } else if r.first_answered.is_some() {
             let none_from = until.first().map_or(from, |(u, _)| (*u).min(to));
             if none_from > from
                 && let Some(start) = r.open_none.take()
@@ -198,10 +210,16 @@ mod tests {
     fn a_lease_that_runs_out_between_events_ends_the_dual_window_exactly() {
         let ip: IpAddr = "198.51.100.1".parse().unwrap();
         let mut o = Observer::default();
-        o.account(ip, ms(0), ms(100), &[(0, Duration::MAX)]);
+        o.account(ip, ms(0), ms(100), &[(0, Duration::MAX)], true);
         // Node 1 joins at 100 ms; node 0's lease runs out at 130 ms; next event at 200 ms.
-        o.account(ip, ms(100), ms(200), &[(0, ms(130)), (1, Duration::MAX)]);
-        o.account(ip, ms(200), ms(300), &[(1, Duration::MAX)]);
+        o.account(
+            ip,
+            ms(100),
+            ms(200),
+            &[(0, ms(130)), (1, Duration::MAX)],
+            true,
+        );
+        o.account(ip, ms(200), ms(300), &[(1, Duration::MAX)], true);
         let r = o.finish(ms(300));
         let r = &r[&ip];
         assert_eq!(r.dual.len(), 1);
@@ -217,10 +235,10 @@ mod tests {
     fn silence_is_counted_from_the_lease_end_to_the_next_answer() {
         let ip: IpAddr = "198.51.100.1".parse().unwrap();
         let mut o = Observer::default();
-        o.account(ip, ms(0), ms(50), &[]);
-        o.account(ip, ms(50), ms(100), &[(0, ms(80))]);
-        o.account(ip, ms(100), ms(400), &[]);
-        o.account(ip, ms(400), ms(500), &[(1, Duration::MAX)]);
+        o.account(ip, ms(0), ms(50), &[], true);
+        o.account(ip, ms(50), ms(100), &[(0, ms(80))], true);
+        o.account(ip, ms(100), ms(400), &[], true);
+        o.account(ip, ms(400), ms(500), &[(1, Duration::MAX)], true);
         let r = o.finish(ms(500));
         let r = &r[&ip];
         assert_eq!(r.first_answered, Some(ms(50)));

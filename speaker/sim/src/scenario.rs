@@ -100,6 +100,18 @@ pub enum Fault {
         /// Duration.
         for_ms: u64,
     },
+    /// A host without the key replays, every `every_ms` for `for_ms`, a gratuitous ARP for IP
+    /// number `ip` that a speaker signed a moment ago (captured on the LAN, replayed within the
+    /// claim proof's clock-skew allowance of 2 s): the proof verifies. The limit documented in
+    /// `speaker/core/src/wire/claim_proof.rs`.
+    ReplayedClaims {
+        /// Index of the IP.
+        ip: usize,
+        /// Period.
+        every_ms: u64,
+        /// Duration.
+        for_ms: u64,
+    },
     /// A host without the key floods every node's membership port with datagrams whose source
     /// address is another member's (`per_ms` per millisecond in all, spread over every ordered
     /// pair), for `for_ms` (the lab attack A16).
@@ -179,7 +191,9 @@ impl Fault {
                 a.max(b) * 2 > nodes
             }
             Fault::CutOneWay { .. } | Fault::Carrier { .. } => false,
-            Fault::ForgedClaims { .. } | Fault::SpoofFlood { .. } => true,
+            Fault::ForgedClaims { .. }
+            | Fault::SpoofFlood { .. }
+            | Fault::ReplayedClaims { .. } => true,
             // A slow or absent API server alone changes nobody's view.
             Fault::WatchDelay { .. } | Fault::ApiOutage { .. } => true,
             // Object changes reach the nodes at different times (per-node views decide).
@@ -194,7 +208,10 @@ impl Fault {
     /// Whether the fault is an outsider's (no key): the invariant I-auth says it changes
     /// nothing about who answers.
     pub fn is_adversary(&self) -> bool {
-        matches!(self, Fault::ForgedClaims { .. } | Fault::SpoofFlood { .. })
+        matches!(
+            self,
+            Fault::ForgedClaims { .. } | Fault::SpoofFlood { .. } | Fault::ReplayedClaims { .. }
+        )
     }
 }
 
@@ -221,9 +238,42 @@ impl Scenario {
         self
     }
 
-    /// Whether every fault is benign ([`Fault::is_benign`]).
+    /// Whether the scenario is benign: no membership loss, every fault benign
+    /// ([`Fault::is_benign`]), and at every moment a strict majority of the nodes still
+    /// connected both ways (two partitions that are each benign can together leave none).
     pub fn is_benign(&self) -> bool {
-        self.faults.iter().all(|t| t.fault.is_benign(self.nodes))
+        if self.loss_ppm > 0 || !self.faults.iter().all(|t| t.fault.is_benign(self.nodes)) {
+            return false;
+        }
+        let n = self.nodes;
+        let mut cut = vec![vec![false; n]; n];
+        for t in &self.faults {
+            match &t.fault {
+                Fault::Isolate(i) => {
+                    for j in 0..n {
+                        if j != *i && *i < n {
+                            cut[*i][j] = true;
+                            cut[j][*i] = true;
+                        }
+                    }
+                }
+                Fault::Partition(side) => {
+                    for a in 0..n {
+                        for b in 0..n {
+                            if side.contains(&a) != side.contains(&b) {
+                                cut[a][b] = true;
+                            }
+                        }
+                    }
+                }
+                Fault::Heal => cut = vec![vec![false; n]; n],
+                _ => continue,
+            }
+            if largest_component(&cut) * 2 <= n {
+                return false;
+            }
+        }
+        true
     }
 
     /// When the last fault happens (ms; 0 without faults). A `Stop` lasts until its SIGCONT.
@@ -234,6 +284,7 @@ impl Scenario {
                 Fault::Stop { for_ms, .. }
                 | Fault::ApiOutage { for_ms, .. }
                 | Fault::ForgedClaims { for_ms, .. }
+                | Fault::ReplayedClaims { for_ms, .. }
                 | Fault::SpoofFlood { for_ms, .. } => t.at_ms.saturating_add(for_ms),
                 _ => t.at_ms,
             })
@@ -266,5 +317,55 @@ impl Scenario {
             faults.join(", "),
             self.end_ms
         )
+    }
+}
+
+/// The size of the largest set of nodes connected (directly or through others) by paths that
+/// are open both ways.
+fn largest_component(cut: &[Vec<bool>]) -> usize {
+    let n = cut.len();
+    let mut seen = vec![false; n];
+    let mut best = 0;
+    for start in 0..n {
+        if seen[start] {
+            continue;
+        }
+        let mut stack = vec![start];
+        seen[start] = true;
+        let mut size = 0;
+        while let Some(a) = stack.pop() {
+            size += 1;
+            for b in 0..n {
+                if !seen[b] && !cut[a][b] && !cut[b][a] {
+                    seen[b] = true;
+                    stack.push(b);
+                }
+            }
+        }
+        best = best.max(size);
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_partitions_that_leave_no_majority_are_not_benign() {
+        let one = Scenario::quiet(1, 5, 1).with(5_000, Fault::Partition(vec![0, 1]));
+        assert!(one.is_benign());
+        let two = one.with(5_000, Fault::Partition(vec![2, 3]));
+        assert!(!two.is_benign());
+        let healed = Scenario::quiet(1, 5, 1)
+            .with(5_000, Fault::Partition(vec![0, 1]))
+            .with(6_000, Fault::Heal)
+            .with(7_000, Fault::Partition(vec![2, 3]));
+        assert!(healed.is_benign());
+        let lossy = Scenario {
+            loss_ppm: 1,
+            ..Scenario::quiet(1, 5, 1)
+        };
+        assert!(!lossy.is_benign());
     }
 }

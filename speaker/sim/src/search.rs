@@ -22,20 +22,27 @@ pub enum FaultClass {
     /// An outsider without the key: forged ARP claims for an IP, or a spoofed membership flood.
     Adversary,
     /// The API: a Node NotReady, labelled excluded, deleted and recreated; an endpoint of an
-    /// `externalTrafficPolicy: Local` Service moving; one node's watch late (up to 500 ms) or cut
-    /// off while objects change. Every change is undone later.
+    /// `externalTrafficPolicy: Local` Service moving (the Service stays `Local`); one node's
+    /// watch late (up to 500 ms) or cut off while objects change.
     Api,
+    /// Steady membership loss (0.5–5 % of every datagram, for the whole run) and no other fault.
+    Loss,
+    /// The process faults, with every hop between a speaker's tasks delayed by up to 1–100 ms
+    /// (CPU starvation as late wake-ups).
+    Starved,
 }
 
 impl FaultClass {
     /// Every class.
-    pub const ALL: [FaultClass; 6] = [
+    pub const ALL: [FaultClass; 8] = [
         FaultClass::Process,
         FaultClass::Partition,
         FaultClass::OneWay,
         FaultClass::Carrier,
         FaultClass::Adversary,
         FaultClass::Api,
+        FaultClass::Loss,
+        FaultClass::Starved,
     ];
 
     /// A short name.
@@ -47,6 +54,8 @@ impl FaultClass {
             FaultClass::Carrier => "carrier",
             FaultClass::Adversary => "adversary",
             FaultClass::Api => "api",
+            FaultClass::Loss => "loss",
+            FaultClass::Starved => "starved",
         }
     }
 }
@@ -59,6 +68,14 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
     let mut s = Scenario::quiet(seed, nodes, ips);
     let episodes = rng.random_range(1..=3u32);
     let mut t: u64 = rng.random_range(4_000..8_000);
+    if class == FaultClass::Loss {
+        s.loss_ppm = rng.random_range(5_000..50_000);
+        s.end_ms = 60_000;
+        return s;
+    }
+    if class == FaultClass::Starved {
+        s.task_delay_us = (0, rng.random_range(1_000..100_000));
+    }
     if class == FaultClass::Api && nodes > 1 {
         // One node's watch is late from the start.
         let node = rng.random_range(0..nodes);
@@ -75,7 +92,7 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
         let other = (victim + rng.random_range(1..nodes.max(2))) % nodes.max(1);
         let lasts: u64 = rng.random_range(50..3_000);
         match class {
-            FaultClass::Process => match rng.random_range(0..4u32) {
+            FaultClass::Process | FaultClass::Starved => match rng.random_range(0..4u32) {
                 0 => {
                     s = s
                         .with(t, Fault::Crash(victim))
@@ -123,7 +140,13 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                 s = s.with(t + lasts, Fault::Heal);
             }
             FaultClass::Adversary => {
-                let fault = if rng.random_bool(0.5) {
+                let fault = if rng.random_bool(0.1) {
+                    Fault::ReplayedClaims {
+                        ip: rng.random_range(0..ips.max(1)),
+                        every_ms: rng.random_range(10..1_000),
+                        for_ms: lasts,
+                    }
+                } else if rng.random_bool(0.5) {
                     Fault::ForgedClaims {
                         ip: rng.random_range(0..ips.max(1)),
                         every_ms: rng.random_range(10..1_000),
@@ -137,6 +160,8 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                 };
                 s = s.with(t, fault);
             }
+            // Returned above: steady loss is the whole scenario.
+            FaultClass::Loss => {}
             FaultClass::Api => {
                 let k = rng.random_range(0..ips.max(1));
                 s = match rng.random_range(0..5u32) {

@@ -31,8 +31,6 @@ use crate::scenario::{Fault, Scenario};
 const WALL0_MS: u64 = 1_800_000_000_000;
 /// One-way latency of a frame on the L2 segment.
 const L2_LATENCY: Duration = Duration::from_micros(50);
-/// Marks a single re-announcement (S4), which does not continue the schedule.
-const REANNOUNCE: usize = usize::MAX;
 
 /// The name of node `i`.
 pub fn name(i: usize) -> String {
@@ -159,11 +157,12 @@ enum Event {
         per_ms: u32,
         until: Duration,
     },
-    /// One forged ARP claim, and the next one.
+    /// One forged (or replayed, `proven`) ARP claim, and the next one.
     Forged {
         ip: IpAddr,
         every: Duration,
         until: Duration,
+        proven: bool,
     },
     YieldEnd {
         node: usize,
@@ -191,6 +190,9 @@ struct World {
     seq: u64,
     cut: BTreeSet<(usize, usize)>,
     observer: Observer,
+    /// [`World::oracle`]'s last result and what it was computed from.
+    #[allow(clippy::type_complexity)]
+    oracle_cache: Option<((u64, BTreeSet<String>), BTreeMap<IpAddr, Option<usize>>)>,
     announcements: Vec<(Duration, usize, IpAddr)>,
     drops: BTreeMap<String, u64>,
     datagrams: u64,
@@ -241,6 +243,7 @@ impl World {
             seq: 0,
             cut: BTreeSet::new(),
             observer: Observer::default(),
+            oracle_cache: None,
             announcements: Vec::new(),
             drops: BTreeMap::new(),
             datagrams: 0,
@@ -395,10 +398,23 @@ impl World {
             Event::Announce { node, ip, n, epoch } => self.announce(node, ip, n, epoch),
             Event::Claim { from, ip, proven } => self.claim(from, ip, proven),
             Event::Flood { per_ms, until } => self.flood(per_ms, until),
-            Event::Forged { ip, every, until } => {
-                self.claim(usize::MAX, ip, false);
+            Event::Forged {
+                ip,
+                every,
+                until,
+                proven,
+            } => {
+                self.claim(usize::MAX, ip, proven);
                 if self.now + every < until {
-                    self.push(self.now + every, Event::Forged { ip, every, until });
+                    self.push(
+                        self.now + every,
+                        Event::Forged {
+                            ip,
+                            every,
+                            until,
+                            proven,
+                        },
+                    );
                 }
             }
             Event::YieldEnd { node, ip, until } => self.yield_end(node, ip, until),
@@ -552,6 +568,23 @@ impl World {
                         ip: ip(k),
                         every: Duration::from_millis(every_ms.max(1)),
                         until,
+                        proven: false,
+                    },
+                );
+            }
+            Fault::ReplayedClaims {
+                ip: k,
+                every_ms,
+                for_ms,
+            } => {
+                let until = self.now + Duration::from_millis(for_ms);
+                self.push(
+                    self.now,
+                    Event::Forged {
+                        ip: ip(k),
+                        every: Duration::from_millis(every_ms.max(1)),
+                        until,
+                        proven: true,
                     },
                 );
             }
@@ -817,19 +850,24 @@ impl World {
                 }
             }
             Output::Reannounce => {
-                let owned: Vec<(IpAddr, u64)> = self.nodes[i]
-                    .responder
-                    .owned
-                    .iter()
-                    .map(|(ip, o)| (*ip, o.epoch))
-                    .collect();
-                for (ip, epoch) in owned {
+                // As `Responder::reannounce`: every owned IP's schedule starts again, after the
+                // task hop, and not before a running yield ends.
+                let at = self.now + self.task_delay();
+                let r = &mut self.nodes[i].responder;
+                let mut restarted = Vec::new();
+                for (ip, o) in r.owned.iter_mut() {
+                    r.epoch += 1;
+                    o.epoch = r.epoch;
+                    o.schedule_from = o.yield_until.map_or(at, |y| y.max(at));
+                    restarted.push((*ip, o.epoch, o.schedule_from));
+                }
+                for (ip, epoch, from) in restarted {
                     self.push(
-                        self.now,
+                        from,
                         Event::Announce {
                             node: i,
                             ip,
-                            n: REANNOUNCE,
+                            n: 0,
                             epoch,
                         },
                     );
@@ -889,9 +927,7 @@ impl World {
                 },
             );
         }
-        if n != REANNOUNCE
-            && let Some(offset) = self.schedule.offset(n + 1)
-        {
+        if let Some(offset) = self.schedule.offset(n + 1) {
             self.push(
                 from + offset,
                 Event::Announce {
@@ -955,34 +991,54 @@ impl World {
 
     /// Accounts `[now, to)` with the answer state at `now`.
     fn account(&mut self, to: Duration) {
+        let eligible: Vec<bool> = {
+            let ips = self.ips.clone();
+            let oracle = self.oracle();
+            ips.iter()
+                .map(|ip| oracle.get(ip).is_some_and(Option::is_some))
+                .collect()
+        };
         for k in 0..self.ips.len() {
             let ip = self.ips[k];
             let answering: Vec<(usize, Duration)> = (0..self.nodes.len())
                 .filter_map(|i| self.answers_until(i, ip).map(|u| (i, u)))
                 .collect();
-            self.observer.account(ip, self.now, to, &answering);
+            self.observer
+                .account(ip, self.now, to, &answering, eligible[k]);
         }
     }
 
-    fn report(self, end: Duration) -> Report {
+    /// The rendezvous owner of each IP over the speakers whose process is up and whose
+    /// interface has carrier, in the API server's view (`None`: no running speaker may announce
+    /// it). Cached until the view or a process or carrier changes.
+    fn oracle(&mut self) -> &BTreeMap<IpAddr, Option<usize>> {
         let running: BTreeSet<String> = (0..self.nodes.len())
             .filter(|i| self.nodes[*i].proc_ != Proc::Down && self.nodes[*i].responder.carrier)
             .map(name)
             .collect();
-        let oracle_plan = ferrolb_l2::plan::plan(&self.view, &running, &name(0), Some(true));
-        let final_oracle = self
-            .ips
-            .iter()
-            .map(|ip| {
-                let owner = oracle_plan
-                    .ips
-                    .get(ip)
-                    .and_then(|p| p.owner.as_deref())
-                    .and_then(|o| o.strip_prefix("node-"))
-                    .and_then(|n| n.parse().ok());
-                (*ip, owner)
-            })
-            .collect();
+        let key = (self.version, running);
+        if self.oracle_cache.as_ref().is_none_or(|(k, _)| *k != key) {
+            let plan = ferrolb_l2::plan::plan(&self.view, &key.1, &name(0), Some(true));
+            let owners = self
+                .ips
+                .iter()
+                .map(|ip| {
+                    let owner = plan
+                        .ips
+                        .get(ip)
+                        .and_then(|p| p.owner.as_deref())
+                        .and_then(|o| o.strip_prefix("node-"))
+                        .and_then(|n| n.parse().ok());
+                    (*ip, owner)
+                })
+                .collect();
+            self.oracle_cache = Some((key, owners));
+        }
+        &self.oracle_cache.get_or_insert_with(Default::default).1
+    }
+
+    fn report(mut self, end: Duration) -> Report {
+        let final_oracle = self.oracle().clone();
         let final_answerers = self
             .ips
             .iter()
