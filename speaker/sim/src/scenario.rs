@@ -1,6 +1,8 @@
 //! A simulation as data: the cluster, the network and the timed faults. A scenario prints as a
 //! Rust literal ([`Scenario::literal`]) so a failing one can be pasted into a regression test.
 
+use std::collections::BTreeSet;
+
 use ferrolb_l2::membership::TimingProfile;
 
 /// One simulated cluster run.
@@ -246,30 +248,26 @@ impl Scenario {
             return false;
         }
         let n = self.nodes;
-        let mut cut = vec![vec![false; n]; n];
+        let mut cut: BTreeSet<(usize, usize)> = BTreeSet::new();
         for t in &self.faults {
             match &t.fault {
                 Fault::Isolate(i) => {
-                    for j in 0..n {
-                        if j != *i && *i < n {
-                            cut[*i][j] = true;
-                            cut[j][*i] = true;
-                        }
+                    for j in (0..n).filter(|j| j != i) {
+                        cut.insert((*i, j));
+                        cut.insert((j, *i));
                     }
                 }
                 Fault::Partition(side) => {
                     for a in 0..n {
-                        for b in 0..n {
-                            if side.contains(&a) != side.contains(&b) {
-                                cut[a][b] = true;
-                            }
+                        for b in (0..n).filter(|b| side.contains(&a) != side.contains(b)) {
+                            cut.insert((a, b));
                         }
                     }
                 }
-                Fault::Heal => cut = vec![vec![false; n]; n],
+                Fault::Heal => cut.clear(),
                 _ => continue,
             }
-            if largest_component(&cut) * 2 <= n {
+            if largest_component(n, &cut) * 2 <= n {
                 return false;
             }
         }
@@ -320,24 +318,21 @@ impl Scenario {
     }
 }
 
-/// The size of the largest set of nodes connected (directly or through others) by paths that
-/// are open both ways.
-fn largest_component(cut: &[Vec<bool>]) -> usize {
-    let n = cut.len();
-    let mut seen = vec![false; n];
+/// The size of the largest set of the `n` nodes connected (directly or through others) by paths
+/// that are open both ways (`cut` holds the closed directed paths).
+fn largest_component(n: usize, cut: &BTreeSet<(usize, usize)>) -> usize {
+    let mut seen: BTreeSet<usize> = BTreeSet::new();
     let mut best = 0;
     for start in 0..n {
-        if seen[start] {
+        if !seen.insert(start) {
             continue;
         }
         let mut stack = vec![start];
-        seen[start] = true;
         let mut size = 0;
         while let Some(a) = stack.pop() {
             size += 1;
             for b in 0..n {
-                if !seen[b] && !cut[a][b] && !cut[b][a] {
-                    seen[b] = true;
+                if !cut.contains(&(a, b)) && !cut.contains(&(b, a)) && seen.insert(b) {
                     stack.push(b);
                 }
             }

@@ -998,13 +998,13 @@ impl World {
                 .map(|ip| oracle.get(ip).is_some_and(Option::is_some))
                 .collect()
         };
-        for k in 0..self.ips.len() {
-            let ip = self.ips[k];
+        let ips = self.ips.clone();
+        for (ip, eligible) in ips.into_iter().zip(eligible) {
             let answering: Vec<(usize, Duration)> = (0..self.nodes.len())
                 .filter_map(|i| self.answers_until(i, ip).map(|u| (i, u)))
                 .collect();
             self.observer
-                .account(ip, self.now, to, &answering, eligible[k]);
+                .account(ip, self.now, to, &answering, eligible);
         }
     }
 
