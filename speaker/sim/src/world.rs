@@ -560,34 +560,12 @@ impl World {
                 ip: k,
                 every_ms,
                 for_ms,
-            } => {
-                let until = self.now + Duration::from_millis(for_ms);
-                self.push(
-                    self.now,
-                    Event::Forged {
-                        ip: ip(k),
-                        every: Duration::from_millis(every_ms.max(1)),
-                        until,
-                        proven: false,
-                    },
-                );
-            }
+            } => self.outsider_claims(ip(k), every_ms, for_ms, false),
             Fault::ReplayedClaims {
                 ip: k,
                 every_ms,
                 for_ms,
-            } => {
-                let until = self.now + Duration::from_millis(for_ms);
-                self.push(
-                    self.now,
-                    Event::Forged {
-                        ip: ip(k),
-                        every: Duration::from_millis(every_ms.max(1)),
-                        until,
-                        proven: true,
-                    },
-                );
-            }
+            } => self.outsider_claims(ip(k), every_ms, for_ms, true),
             Fault::SpoofFlood { per_ms, for_ms } => {
                 let until = self.now + Duration::from_millis(for_ms);
                 self.push(self.now, Event::Flood { per_ms, until });
@@ -599,6 +577,21 @@ impl World {
                 }
             }
         }
+    }
+
+    /// An outsider's ARP claims for `ip` every `every_ms` for `for_ms`: forged (no valid proof)
+    /// or replayed (`proven`: a speaker's signed claim, still within the clock-skew allowance).
+    fn outsider_claims(&mut self, ip: IpAddr, every_ms: u64, for_ms: u64, proven: bool) {
+        let until = self.now + Duration::from_millis(for_ms);
+        self.push(
+            self.now,
+            Event::Forged {
+                ip,
+                every: Duration::from_millis(every_ms.max(1)),
+                until,
+                proven,
+            },
+        );
     }
 
     /// Crash (`graceful == false`) or SIGTERM.
