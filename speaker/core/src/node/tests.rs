@@ -94,6 +94,14 @@ fn converged(t0: Instant) -> SpeakerCore {
     core
 }
 
+/// [`converged`] with its outputs taken, and its start.
+fn converged_drained() -> (Instant, SpeakerCore) {
+    let t0 = Instant::now();
+    let mut core = converged(t0);
+    drain(&mut core);
+    (t0, core)
+}
+
 #[test]
 fn converges_then_claims_with_a_lease_of_one_stall_threshold() {
     let t0 = Instant::now();
@@ -143,9 +151,7 @@ fn converges_then_claims_with_a_lease_of_one_stall_threshold() {
 
 #[test]
 fn a_tick_renews_the_lease_and_replans_only_when_due() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     let t = t0 + Duration::from_millis(200);
     core.step(t, obs(Wake::Tick, &NODES, 0));
     let outs = drain(&mut core);
@@ -167,9 +173,7 @@ fn a_tick_renews_the_lease_and_replans_only_when_due() {
 
 #[test]
 fn a_restarted_peer_makes_owned_ips_be_reannounced() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     let t = t0 + Duration::from_millis(150);
     core.step(
         t,
@@ -186,9 +190,7 @@ fn a_restarted_peer_makes_owned_ips_be_reannounced() {
 
 #[test]
 fn a_gap_over_the_stall_threshold_withdraws_at_once_and_leaves() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     let t = t0 + Duration::from_millis(100 + 301);
     core.step(t, obs(Wake::Tick, &NODES, 0));
     let outs = drain(&mut core);
@@ -206,9 +208,7 @@ fn a_gap_over_the_stall_threshold_withdraws_at_once_and_leaves() {
 
 #[test]
 fn declared_down_withdraws_and_holds_off_with_back_off() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     let t = t0 + Duration::from_millis(200);
     core.step(t, obs(Wake::Tick, &NODES, 1));
     let outs = drain(&mut core);
@@ -241,9 +241,7 @@ fn declared_down_withdraws_and_holds_off_with_back_off() {
 
 #[test]
 fn carrier_loss_leaves_and_carrier_back_rejoins_converging() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     let t = t0 + Duration::from_millis(200);
     let mut o = obs(Wake::Tick, &NODES, 0);
     o.carrier = false;
@@ -352,9 +350,7 @@ fn a_changed_membership_reannounces_after_the_owned_set_and_probes_before_it() {
 
 #[test]
 fn declared_down_right_after_a_pause_withdraws_without_leaving() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     // A gap of 200 ms: over half the stall threshold, not over it.
     let t = t0 + Duration::from_millis(300);
     core.step(t, obs(Wake::Tick, &NODES, 1));
@@ -371,9 +367,7 @@ fn declared_down_right_after_a_pause_withdraws_without_leaving() {
 
 #[test]
 fn no_rejoin_before_a_doubled_hold_off_ends() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     let t = t0 + Duration::from_millis(200);
     core.step(t, obs(Wake::Tick, &NODES, 1));
     let out_of = |core: &mut SpeakerCore, at: Instant| {
@@ -406,9 +400,7 @@ fn no_rejoin_before_a_doubled_hold_off_ends() {
 
 #[test]
 fn a_failed_join_is_asked_again_at_the_next_step() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     let mut o = obs(Wake::Tick, &NODES, 0);
     o.carrier = false;
     core.step(t0 + Duration::from_millis(200), o);
@@ -425,9 +417,7 @@ fn a_failed_join_is_asked_again_at_the_next_step() {
 
 #[test]
 fn no_lease_is_renewed_while_out_of_the_membership_for_a_resync() {
-    let t0 = Instant::now();
-    let mut core = converged(t0);
-    drain(&mut core);
+    let (t0, mut core) = converged_drained();
     let t = t0 + Duration::from_millis(100 + 301);
     core.step(t, obs(Wake::Tick, &NODES, 0));
     drain(&mut core);
