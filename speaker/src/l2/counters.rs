@@ -8,37 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Why a well-formed frame got no answer. [`IgnoreReason::label`] is the counter label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum IgnoreReason {
-    /// A frame we sent ourselves (Ethernet or ARP sender MAC is the interface's MAC).
-    OwnFrame,
-    /// The target IP is not owned on this interface.
-    NotOwned,
-    /// Another MAC claims an IP we own ([`super::decide::ClaimKind`]; issue #10 item 5): handled by
-    /// the conflict policy ([`super::conflict`]), not answered.
-    Conflict,
-    /// An ARP reply (only requests are answered; replies are read for conflict detection).
-    Reply,
-    /// A Neighbor Advertisement (only solicitations are answered).
-    Advertisement,
-    /// An NS whose IPv6 destination is neither the target's solicited-node group nor the target.
-    WrongDestination,
-}
-
-impl IgnoreReason {
-    /// Stable snake_case label.
-    pub fn label(self) -> &'static str {
-        match self {
-            IgnoreReason::OwnFrame => "own_frame",
-            IgnoreReason::NotOwned => "not_owned",
-            IgnoreReason::Conflict => "conflict",
-            IgnoreReason::Reply => "reply",
-            IgnoreReason::Advertisement => "advertisement",
-            IgnoreReason::WrongDestination => "wrong_destination",
-        }
-    }
-}
+pub use ferrolb_l2::answer::decide::IgnoreReason;
 
 /// The counters of all responders of one process. Share it as `Arc<Counters>`.
 #[derive(Debug, Default)]

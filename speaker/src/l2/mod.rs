@@ -1,8 +1,9 @@
 //! Layer-2 announcements: ARP and NDP responders and gratuitous announcements on the node's
 //! interfaces (DESIGN S4–S9).
 //!
-//! Pure parts: [`decide`] (what to answer to a frame, and whether it claims an owned IP for
-//! another MAC), [`conflict`] (the rate-limited reaction to such claims), [`announce`] (when to announce),
+//! Pure parts (re-exported from `ferrolb_l2::answer`): [`iface`] (the per-interface state
+//! machine the responder tasks execute: frames and timers in, frames out), [`decide`] (what to
+//! answer to a frame, and whether it claims an owned IP for another MAC), [`conflict`] (the rate-limited reaction to such claims), [`announce`] (when to announce),
 //! [`probe`] (probing a newly assigned IP before its first announcement), [`peers`] (yielding an
 //! owned IP a peer speaker announces),
 //! [`interfaces::select`] (which interfaces), the BPF programs and refcounts of [`socket`],
@@ -24,15 +25,13 @@
 pub mod capture;
 pub mod conflict;
 pub mod counters;
-pub mod decide;
 pub mod interfaces;
 pub mod neighbours;
 pub mod preflight;
-pub mod probe;
 pub mod responder;
 pub mod socket;
 
-pub use ferrolb_l2::answer::{announce, peers};
+pub use ferrolb_l2::answer::{announce, decide, iface, peers, probe};
 
 pub use announce::AnnounceSchedule;
 pub use counters::{CounterSnapshot, Counters, IgnoreReason};

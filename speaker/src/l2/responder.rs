@@ -30,7 +30,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -42,20 +42,20 @@ use tokio::time::Instant;
 
 use crate::eligibility::Interfaces;
 use crate::wire::MacAddr;
-use crate::wire::arp::{GratuitousForm, build_arp_request, build_gratuitous_arp};
-use crate::wire::claim_proof::{self, ClaimKeys};
-use crate::wire::ndp::{
-    OFFSET_ICMPV6_TYPE, TYPE_NEIGHBOR_SOLICITATION, append_option, build_dad_probe,
-    build_unsolicited_advertisement, solicited_node_multicast,
-};
+use crate::wire::claim_proof::ClaimKeys;
+use crate::wire::ndp::{OFFSET_ICMPV6_TYPE, TYPE_NEIGHBOR_SOLICITATION, solicited_node_multicast};
 
 use super::announce::AnnounceSchedule;
 use super::conflict::{Sighting, Sightings};
 use super::counters::Counters;
-use super::decide::{Claim, ClaimKind, Decision, Inspected, inspect_arp, inspect_ndp};
+use super::iface::{
+    Context, IfaceConfig, IfaceCore, IfaceOutput, OwnedIp, Proto, TransmitKind, lease_allows,
+};
 use super::interfaces::{InterfaceInfo, Selected, scan, select_for_node};
-use super::probe::{Probe, ProbeSettings, Verdict};
+use super::probe::{ProbeSettings, Verdict};
 use super::socket::{Filter, Memberships, PacketSocket, Received};
+
+pub use super::iface::LEASE_EXPIRED;
 
 /// Responder settings.
 #[derive(Clone, Debug)]
@@ -121,15 +121,6 @@ pub struct InterfaceStatus {
     /// Of those, the IPs not announced here yet: being probed, or held because another host
     /// answered the probe ([`super::probe`]).
     pub probing: Vec<IpAddr>,
-}
-
-/// An owned IP as one interface task sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct OwnedIp {
-    /// Announcement epoch: a change restarts the schedule.
-    epoch: u64,
-    /// Newly assigned: probe before the first announcement on this interface.
-    probe: bool,
 }
 
 /// IPs owned on one interface.
@@ -200,18 +191,10 @@ struct Inner {
 /// How long an IP found in use is remembered after this node stopped owning it.
 pub const HOLD_MEMORY: Duration = Duration::from_secs(60);
 
-/// Drop label of frames not answered (and announcements not sent) because the lease expired.
-pub const LEASE_EXPIRED: &str = "lease_expired";
 /// Drop reason: the frame reached this interface's socket but the kernel received it on another
 /// interface stacked on it — a VLAN sub-interface or a bond master ([`Received::arrived_on`]).
 /// The responder of that interface answers it, if it is selected; this one must not (issue #10).
 pub const OTHER_INTERFACE: &str = "other_interface";
-
-impl Inner {
-    fn lease_valid(&self) -> bool {
-        lock(&self.lease).is_none_or(|until| std::time::Instant::now() < until)
-    }
-}
 
 /// The ARP/NDP responder of one node. Dropping it stops every task (sockets close, multicast
 /// groups are left).
@@ -690,12 +673,6 @@ async fn run_interface(
     }
 }
 
-struct Announcing {
-    epoch: u64,
-    start: Instant,
-    sent: usize,
-}
-
 /// Wait for a frame on `fd` (never resolves when `fd` is `None`). A pending socket error (e.g.
 /// `ENETDOWN` when the interface goes down, `ENODEV` when it is deleted) is returned too: it
 /// wakes only the error interest, so both are awaited.
@@ -738,7 +715,9 @@ fn send(
     }
 }
 
-/// Open the sockets of one interface and answer until the task is aborted or a socket fails.
+/// Open the sockets of one interface and answer until the task is aborted or a socket fails: the
+/// executor of this interface's [`IfaceCore`] (frames, the owned set, defence requests and timers
+/// in; frames, counters, records and logs out).
 async fn serve(
     selected: &Selected,
     mut rx: watch::Receiver<Arc<OwnedHere>>,
@@ -760,23 +739,23 @@ async fn serve(
     } else {
         None
     };
-    let link_local = info.link_local.unwrap_or(Ipv6Addr::UNSPECIFIED);
-    let ifindex = usize::try_from(info.index).unwrap_or(usize::MAX);
-    let mut groups = selected.ndp.then(|| Memberships::new(info.index));
-    let mut joined: BTreeSet<Ipv6Addr> = BTreeSet::new();
-    let mut want_groups: BTreeSet<Ipv6Addr> = BTreeSet::new();
-    let mut join_retry: Option<Instant> = None;
-    let mut join_backoff = Backoff::new(inner.config.retry_min, inner.config.retry_max);
-    let mut announcing: BTreeMap<IpAddr, Announcing> = BTreeMap::new();
-    // Newly assigned IPs not announced here yet ([`super::probe`]): never answered meanwhile.
-    let mut probes: BTreeMap<IpAddr, Probe> = BTreeMap::new();
-    // When each owned IP became owned here, and the IPs yielded to a peer that announced
-    // them, until when ([`super::peers`]).
-    let mut owned_since: BTreeMap<IpAddr, Instant> = BTreeMap::new();
-    let mut yields: BTreeMap<IpAddr, Instant> = BTreeMap::new();
-    let counters = &inner.counters;
-    let schedule = &inner.config.schedule;
-    let probe_settings = &inner.config.probe;
+    let mut serving = Serving {
+        name: &info.name,
+        ifindex: usize::try_from(info.index).unwrap_or(usize::MAX),
+        core: IfaceCore::new(IfaceConfig {
+            mac,
+            link_local: info.link_local.unwrap_or(Ipv6Addr::UNSPECIFIED),
+            schedule: inner.config.schedule.clone(),
+            probe: inner.config.probe,
+        }),
+        groups: selected.ndp.then(|| Memberships::new(info.index)),
+        joined: BTreeSet::new(),
+        want_groups: BTreeSet::new(),
+        join_retry: None,
+        join_backoff: Backoff::new(inner.config.retry_min, inner.config.retry_max),
+        inner,
+        status,
+    };
     // Held here again once this task's own probe says so (`memory` makes it probe first).
     lock(&inner.held).retain(|(_, iface), _| *iface != info.name);
     {
@@ -794,243 +773,240 @@ async fn serve(
     rx.mark_changed();
     let (mut arp_buf, mut ndp_buf) = (vec![0u8; 1600], vec![0u8; 1600]);
     loop {
-        let next_due = announcing
-            .values()
-            .filter_map(|a| schedule.offset(a.sent).and_then(|o| a.start.checked_add(o)))
-            .chain(
-                probes
-                    .values()
-                    .map(|p| Instant::from_std(p.next_due(probe_settings))),
-            )
-            .min();
+        let next_due = serving.core.poll_timeout().map(Instant::from_std);
         tokio::select! {
             changed = rx.changed() => {
                 if changed.is_err() {
                     return Ok(()); // the responder dropped this interface
                 }
                 let owned = rx.borrow_and_update().clone();
-                want_groups = owned
-                    .keys()
-                    .filter_map(|ip| match ip { IpAddr::V6(v6) => Some(*v6), IpAddr::V4(_) => None })
-                    .collect();
-                if let Some(groups) = groups.as_mut() {
-                    join_retry = sync_groups(groups, &want_groups, &mut joined, counters, &info.name)
-                        .then(|| Instant::now() + join_backoff.current());
-                    if join_retry.is_none() {
-                        join_backoff.reset();
-                    }
-                }
-                announcing.retain(|ip, _| owned.contains_key(ip));
-                owned_since.retain(|ip, _| owned.contains_key(ip));
-                yields.retain(|ip, _| owned.contains_key(ip));
-                let now = Instant::now();
-                for ip in owned.keys() {
-                    owned_since.entry(*ip).or_insert(now);
-                }
-                let probed_before: Vec<IpAddr> = probes.keys().copied().collect();
-                probes.retain(|ip, _| owned.contains_key(ip));
-                let now = Instant::now();
-                for (ip, o) in owned.iter() {
-                    if probes.contains_key(ip) {
-                        continue; // announced when the probe says the IP is free
-                    }
-                    if o.probe && !announcing.contains_key(ip) {
-                        let known = lock(&inner.memory).get(ip).map(|(mac, _)| *mac);
-                        let probe = match known {
-                            Some(mac) => Probe::held(now.into_std(), mac),
-                            None => Probe::new(now.into_std()),
-                        };
-                        probes.insert(*ip, probe);
-                        continue;
-                    }
-                    if announcing.get(ip).is_none_or(|a| a.epoch != o.epoch) {
-                        // A re-announcement while yielded to a peer waits for the yield's end.
-                        let start = yields.get(ip).map_or(now, |until| now.max(*until));
-                        announcing.insert(*ip, Announcing { epoch: o.epoch, start, sent: 0 });
-                    }
-                }
-                if !probes.keys().eq(probed_before.iter()) {
-                    note_probes(inner, status, &info.name, &probes);
-                }
+                serving.apply_owned(&owned);
             }
             got = recv_frame(arp.as_ref(), &mut arp_buf) => {
                 let got = got?;
                 // Replies pass the filter too (conflict detection); count requests only.
                 if arp_buf.get(20..22) == Some(&[0, 1]) {
-                    Counters::inc(&counters.arp_requests_received);
+                    Counters::inc(&inner.counters.arp_requests_received);
                 }
-                if !got.arrived_on(ifindex) {
-                    counters.drop_frame(OTHER_INTERFACE);
-                    continue;
-                }
-                let n = got.len;
-                if !inner.lease_valid() {
-                    counters.drop_frame(LEASE_EXPIRED);
-                    continue;
-                }
-                let owned = rx.borrow().clone();
-                let frame = arp_buf.get(..n).unwrap_or_default();
-                let now = Instant::now();
-                yields.retain(|_, until| *until > now);
-                let answerable = |ip: Ipv4Addr| {
-                    let ip = IpAddr::V4(ip);
-                    owned.contains_key(&ip) && !probes.contains_key(&ip) && !yielding(&yields, ip, now)
-                };
-                let mut inspected = inspect_arp(frame, mac, answerable);
-                if !yields.is_empty() && inspected.claim.is_none() {
-                    // A yielded IP is not answerable, but a claim on it still extends the yield.
-                    let claimable = |ip: Ipv4Addr| owned.contains_key(&IpAddr::V4(ip)) && !probes.contains_key(&IpAddr::V4(ip));
-                    inspected.claim = inspect_arp(frame, mac, claimable).claim;
-                }
-                peer_claim(&mut inspected, inner, &info.name, &owned_since, &mut yields, &mut announcing, now);
-                act(inspected, arp.as_ref(), inner, &counters.arp_replies_sent, &info.name);
-                if !probes.is_empty() {
-                    let claim = inspect_arp(frame, mac, |ip| probes.contains_key(&IpAddr::V4(ip))).claim;
-                    probe_answer(&mut probes, claim, counters);
-                }
+                serving.frame(Proto::Arp, &got, &arp_buf, &mut rx, arp.as_ref(), ndp.as_ref());
             }
             got = recv_frame(ndp.as_ref(), &mut ndp_buf) => {
                 let got = got?;
                 // Advertisements pass the filter too (conflict detection); count NSs only.
                 if ndp_buf.get(OFFSET_ICMPV6_TYPE) == Some(&TYPE_NEIGHBOR_SOLICITATION) {
-                    Counters::inc(&counters.ns_received);
+                    Counters::inc(&inner.counters.ns_received);
                 }
-                if !got.arrived_on(ifindex) {
-                    counters.drop_frame(OTHER_INTERFACE);
-                    continue;
-                }
-                let n = got.len;
-                if !inner.lease_valid() {
-                    counters.drop_frame(LEASE_EXPIRED);
-                    continue;
-                }
-                let owned = rx.borrow().clone();
-                let frame = ndp_buf.get(..n).unwrap_or_default();
-                let now = Instant::now();
-                yields.retain(|_, until| *until > now);
-                let answerable = |ip: Ipv6Addr| {
-                    let ip = IpAddr::V6(ip);
-                    owned.contains_key(&ip) && !probes.contains_key(&ip) && !yielding(&yields, ip, now)
-                };
-                let mut inspected = inspect_ndp(frame, mac, link_local, answerable);
-                if !yields.is_empty() && inspected.claim.is_none() {
-                    let claimable = |ip: Ipv6Addr| owned.contains_key(&IpAddr::V6(ip)) && !probes.contains_key(&IpAddr::V6(ip));
-                    inspected.claim = inspect_ndp(frame, mac, link_local, claimable).claim;
-                }
-                peer_claim(&mut inspected, inner, &info.name, &owned_since, &mut yields, &mut announcing, now);
-                act(inspected, ndp.as_ref(), inner, &counters.na_sent, &info.name);
-                if !probes.is_empty() {
-                    let claim = inspect_ndp(frame, mac, link_local, |ip| probes.contains_key(&IpAddr::V6(ip))).claim;
-                    probe_answer(&mut probes, claim, counters);
-                }
+                serving.frame(Proto::Ndp, &got, &ndp_buf, &mut rx, arp.as_ref(), ndp.as_ref());
             }
             Some(ip) = defend_rx.recv() => {
-                if !rx.borrow().contains_key(&ip) || probes.contains_key(&ip) || yielding(&yields, ip, Instant::now()) {
-                    continue;
-                }
-                if !inner.lease_valid() {
-                    counters.drop_frame(LEASE_EXPIRED);
-                    continue;
-                }
-                match ip {
-                    IpAddr::V4(v4) => {
-                        for form in [GratuitousForm::Request, GratuitousForm::Reply] {
-                            send(arp.as_ref(), &announcement_arp(inner, mac, v4, form), counters, &counters.gratuitous_arp_sent);
-                        }
-                    }
-                    IpAddr::V6(v6) => {
-                        let frame = announcement_na(inner, mac, link_local, v6);
-                        send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
-                    }
-                }
-                Counters::inc(&counters.conflict_defenses);
-                tracing::debug!(interface = %info.name, %ip, "defended against a conflicting claim");
+                serving.sync_owned(&mut rx);
+                let core = &mut serving.core;
+                with_context(inner, |ctx| core.defend(std::time::Instant::now(), ip, ctx));
+                serving.flush(arp.as_ref(), ndp.as_ref());
             }
-            () = sleep_until(join_retry) => {
+            () = sleep_until(serving.join_retry) => {
                 // Joins that failed (e.g. ENOBUFS: socket option memory) are retried on their
                 // own, with backoff, not only at the next change of the owned set (issue #10).
-                join_backoff.grow();
-                join_retry = groups.as_mut().and_then(|groups| {
-                    sync_groups(groups, &want_groups, &mut joined, counters, &info.name)
-                        .then(|| Instant::now() + join_backoff.current())
-                });
-                if join_retry.is_none() {
-                    join_backoff.reset();
-                }
+                serving.join_backoff.grow();
+                serving.sync_groups();
             }
             () = sleep_until(next_due) => {
-                let now = Instant::now();
-                let valid = inner.lease_valid();
-                if !probes.is_empty() {
-                    let owned = rx.borrow().clone();
-                    let mut changed = false;
-                    for (ip, verdict) in step_probes(&mut probes, now.into_std(), probe_settings, |ip| {
-                        let frame = match ip {
-                            IpAddr::V4(v4) => build_arp_request(mac, Ipv4Addr::UNSPECIFIED, v4),
-                            IpAddr::V6(v6) => build_dad_probe(mac, v6),
-                        };
-                        let fd = if ip.is_ipv4() { arp.as_ref() } else { ndp.as_ref() };
-                        send(fd, &frame, counters, &counters.address_probes_sent);
-                    }) {
-                        changed = true;
-                        match verdict {
-                            Verdict::Free => {
-                                probes.remove(&ip);
-                                lock(&inner.held).remove(&(ip, info.name.clone()));
-                                lock(&inner.memory).remove(&ip);
-                                if let Some(o) = owned.get(&ip) {
-                                    tracing::info!(interface = %info.name, %ip, "probe: no other host has the IP; announcing");
-                                    announcing.insert(ip, Announcing { epoch: o.epoch, start: now, sent: 0 });
-                                }
-                            }
-                            Verdict::InUse { mac: other } => {
-                                Counters::inc(&counters.probe_conflicts);
-                                lock(&inner.memory).insert(ip, (other, std::time::Instant::now()));
-                                let mut held = lock(&inner.held);
-                                let key = (ip, info.name.clone());
-                                let known = held.get(&key).is_some_and(|(mac, _)| *mac == other);
-                                if !known {
-                                    held.insert(key, (other, std::time::Instant::now()));
-                                }
-                                drop(held);
-                                if !known {
-                                    tracing::warn!(interface = %info.name, %ip, mac = %other, "probe: another host uses the IP; not announcing it while it does");
-                                }
-                            }
-                        }
-                    }
-                    if changed {
-                        note_probes(inner, status, &info.name, &probes);
-                    }
-                }
-                for (ip, a) in announcing.iter_mut() {
-                    if a.start > now || yielding(&yields, *ip, now) {
-                        continue; // yielded to a peer: the schedule restarts when the yield ends
-                    }
-                    // Announcements missed during a stall collapse into one send.
-                    let Some((sent, na)) = schedule.catch_up(a.sent, now.saturating_duration_since(a.start)) else {
-                        continue;
-                    };
-                    a.sent = sent;
-                    if !valid {
+                let core = &mut serving.core;
+                with_context(inner, |ctx| core.handle_timeout(std::time::Instant::now(), ctx));
+                serving.flush(arp.as_ref(), ndp.as_ref());
+            }
+        }
+    }
+}
+
+/// One interface task's state besides its sockets: the [`IfaceCore`] and the solicited-node
+/// groups joined for its owned IPv6 addresses.
+struct Serving<'a> {
+    name: &'a str,
+    ifindex: usize,
+    core: IfaceCore,
+    groups: Option<Memberships>,
+    joined: BTreeSet<Ipv6Addr>,
+    want_groups: BTreeSet<Ipv6Addr>,
+    join_retry: Option<Instant>,
+    join_backoff: Backoff,
+    inner: &'a Inner,
+    status: &'a Mutex<InterfaceStatus>,
+}
+
+impl Serving<'_> {
+    /// Gives the core the owned set and joins exactly the solicited-node groups it needs.
+    fn apply_owned(&mut self, owned: &OwnedHere) {
+        self.want_groups = owned
+            .keys()
+            .filter_map(|ip| match ip {
+                IpAddr::V6(v6) => Some(*v6),
+                IpAddr::V4(_) => None,
+            })
+            .collect();
+        self.sync_groups();
+        let memory = lock(&self.inner.memory);
+        self.core.set_owned(std::time::Instant::now(), owned, |ip| {
+            memory.get(&ip).map(|(mac, _)| *mac)
+        });
+        drop(memory);
+        // Set-owned outputs are reports only (which IPs are probed); no frame.
+        self.flush(None, None);
+    }
+
+    /// Applies an owned set published since the last look, so a frame or a defence request
+    /// handled now never sees a withdrawn IP (S5: withdrawn = not answered once
+    /// [`Responder::set_owned`] returned).
+    fn sync_owned(&mut self, rx: &mut watch::Receiver<Arc<OwnedHere>>) {
+        if rx.has_changed().unwrap_or(false) {
+            let owned = rx.borrow_and_update().clone();
+            self.apply_owned(&owned);
+        }
+    }
+
+    /// (Re)joins the groups of `want_groups`; schedules a retry with backoff if a join failed.
+    fn sync_groups(&mut self) {
+        let Some(groups) = self.groups.as_mut() else {
+            self.join_retry = None;
+            return;
+        };
+        let failed = sync_groups(
+            groups,
+            &self.want_groups,
+            &mut self.joined,
+            &self.inner.counters,
+            self.name,
+        );
+        self.join_retry = failed.then(|| Instant::now() + self.join_backoff.current());
+        if !failed {
+            self.join_backoff.reset();
+        }
+    }
+
+    /// One received frame: dropped if it arrived on another interface stacked on this one,
+    /// else judged by the core.
+    fn frame(
+        &mut self,
+        proto: Proto,
+        got: &Received,
+        buf: &[u8],
+        rx: &mut watch::Receiver<Arc<OwnedHere>>,
+        arp: Option<&AsyncFd<PacketSocket>>,
+        ndp: Option<&AsyncFd<PacketSocket>>,
+    ) {
+        if !got.arrived_on(self.ifindex) {
+            self.inner.counters.drop_frame(OTHER_INTERFACE);
+            return;
+        }
+        self.sync_owned(rx);
+        let frame = buf.get(..got.len).unwrap_or_default();
+        let core = &mut self.core;
+        with_context(self.inner, |ctx| {
+            core.handle_frame(std::time::Instant::now(), proto, frame, ctx);
+        });
+        self.flush(arp, ndp);
+    }
+
+    /// Carries out the core's outputs. A leased frame is sent only if the lease still allows it
+    /// at a clock read immediately before the send.
+    fn flush(&mut self, arp: Option<&AsyncFd<PacketSocket>>, ndp: Option<&AsyncFd<PacketSocket>>) {
+        let inner = self.inner;
+        let counters = &inner.counters;
+        let interface = self.name;
+        while let Some(out) = self.core.poll_output() {
+            match out {
+                IfaceOutput::Transmit(t) => {
+                    if t.leased && !lease_allows(*lock(&inner.lease), std::time::Instant::now()) {
                         counters.drop_frame(LEASE_EXPIRED);
                         continue;
                     }
-                    match ip {
-                        IpAddr::V4(v4) => {
-                            for form in [GratuitousForm::Request, GratuitousForm::Reply] {
-                                send(arp.as_ref(), &announcement_arp(inner, mac, *v4, form), counters, &counters.gratuitous_arp_sent);
-                            }
-                        }
-                        IpAddr::V6(v6) => {
-                            if na {
-                                let frame = announcement_na(inner, mac, link_local, *v6);
-                                send(ndp.as_ref(), &frame, counters, &counters.unsolicited_na_sent);
-                            }
-                        }
-                    }
-                    tracing::debug!(interface = %info.name, %ip, n = a.sent, "announced");
+                    let fd = match t.proto {
+                        Proto::Arp => arp,
+                        Proto::Ndp => ndp,
+                    };
+                    let counter = match t.kind {
+                        TransmitKind::ArpReply => &counters.arp_replies_sent,
+                        TransmitKind::NeighborAdvertisement => &counters.na_sent,
+                        TransmitKind::GratuitousArp => &counters.gratuitous_arp_sent,
+                        TransmitKind::UnsolicitedNa => &counters.unsolicited_na_sent,
+                        TransmitKind::AddressProbe => &counters.address_probes_sent,
+                    };
+                    send(fd, &t.frame, counters, counter);
                 }
+                IfaceOutput::Dropped(label) => counters.drop_frame(label),
+                IfaceOutput::Conflict { claim, record } => {
+                    // Never logged per frame: the daemon's conflict policy logs at most once per
+                    // IP per 10 s.
+                    counters.conflict_frame(claim.kind.label());
+                    if record {
+                        lock(&inner.conflicts).record(&claim, interface, std::time::Instant::now());
+                    }
+                }
+                IfaceOutput::UnprovenClaim(_) => Counters::inc(&counters.unproven_claims),
+                IfaceOutput::PeerYield { ip, mac, first, .. } => {
+                    if first {
+                        let peer = lock(&inner.peers).get(&mac).cloned();
+                        tracing::warn!(
+                            %interface, %ip, peer = peer.as_deref().unwrap_or("?"), %mac,
+                            "a peer speaker announces an IP this node owns, with a valid claim proof: its view differs (it sees this node down or ineligible); not answering for it here for {:?}",
+                            super::peers::YIELD_FOR
+                        );
+                    }
+                    Counters::inc(&counters.peer_claim_yields);
+                }
+                IfaceOutput::ProbeVerdict { ip, verdict } => {
+                    probe_verdict(inner, interface, ip, verdict)
+                }
+                IfaceOutput::Probing(probing) => {
+                    note_probes(inner, self.status, interface, &probing)
+                }
+                IfaceOutput::Defended(ip) => {
+                    Counters::inc(&counters.conflict_defenses);
+                    tracing::debug!(%interface, %ip, "defended against a conflicting claim");
+                }
+                IfaceOutput::Announced { ip, n } => {
+                    tracing::debug!(%interface, %ip, n, "announced");
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f` with the [`Context`] read now: the lease, the wall clock, the claim keys and the
+/// peer MACs.
+fn with_context<R>(inner: &Inner, f: impl FnOnce(&Context<'_>) -> R) -> R {
+    let keys = lock(&inner.claim_keys);
+    let peers = lock(&inner.peers);
+    let ctx = Context {
+        lease: *lock(&inner.lease),
+        wall_ms: wall_ms(),
+        keys: keys.as_ref(),
+        peers: &peers,
+    };
+    f(&ctx)
+}
+
+/// Records a probe's verdict: a free IP is forgotten (announced now by the core); an IP in use
+/// is remembered ([`HOLD_MEMORY`]) and held on this interface, said once per MAC.
+fn probe_verdict(inner: &Inner, interface: &str, ip: IpAddr, verdict: Verdict) {
+    match verdict {
+        Verdict::Free => {
+            lock(&inner.held).remove(&(ip, interface.to_string()));
+            lock(&inner.memory).remove(&ip);
+            tracing::info!(%interface, %ip, "probe: no other host has the IP; announcing");
+        }
+        Verdict::InUse { mac: other } => {
+            Counters::inc(&inner.counters.probe_conflicts);
+            lock(&inner.memory).insert(ip, (other, std::time::Instant::now()));
+            let mut held = lock(&inner.held);
+            let key = (ip, interface.to_string());
+            let known = held.get(&key).is_some_and(|(mac, _)| *mac == other);
+            if !known {
+                held.insert(key, (other, std::time::Instant::now()));
+            }
+            drop(held);
+            if !known {
+                tracing::warn!(%interface, %ip, mac = %other, "probe: another host uses the IP; not announcing it while it does");
             }
         }
     }
@@ -1105,13 +1081,6 @@ async fn sleep_until(due: Option<Instant>) {
     }
 }
 
-/// Answer or count the frame, and record its conflict (never logged per frame: the daemon's
-/// conflict policy logs at most once per IP per 10 s).
-/// Whether `ip` is yielded to a peer at `now` ([`super::peers`]).
-fn yielding(yields: &BTreeMap<IpAddr, Instant>, ip: IpAddr, now: Instant) -> bool {
-    yields.get(&ip).is_some_and(|until| now < *until)
-}
-
 /// Wall-clock milliseconds since the Unix epoch, read immediately before a proof is made or
 /// checked (0 if the clock is before 1970, which verifies nothing).
 fn wall_ms() -> u64 {
@@ -1120,161 +1089,14 @@ fn wall_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The gratuitous ARP announcing `ip` at `mac` in `form`, with a claim proof when the claim keys
-/// are set ([`Responder::set_claim_keys`]).
-fn announcement_arp(inner: &Inner, mac: MacAddr, ip: Ipv4Addr, form: GratuitousForm) -> Vec<u8> {
-    let mut frame = build_gratuitous_arp(mac, ip, form);
-    if let Some(keys) = lock(&inner.claim_keys).as_ref() {
-        claim_proof::append_to_arp(&mut frame, &keys.sign(mac, IpAddr::V4(ip), wall_ms()));
-    }
-    frame
-}
-
-/// The unsolicited NA announcing `ip` at `mac`, with a claim proof option when the claim keys
-/// are set.
-fn announcement_na(inner: &Inner, mac: MacAddr, link_local: Ipv6Addr, ip: Ipv6Addr) -> Vec<u8> {
-    let mut frame = build_unsolicited_advertisement(mac, link_local, ip);
-    if let Some(keys) = lock(&inner.claim_keys).as_ref() {
-        let proof = keys.sign(mac, IpAddr::V6(ip), wall_ms());
-        append_option(&mut frame, &claim_proof::ndp_option(&proof));
-    }
-    frame
-}
-
-/// Applies the peer-claim rule ([`super::peers`]) to a frame's claim. A claim whose proof
-/// verifies under the claim keys and is fresh ([`crate::wire::claim_proof`]) comes from a speaker
-/// of this cluster: on an IP owned here for at least [`super::peers::PEER_SETTLE`] it starts or
-/// extends a yield of [`super::peers::YIELD_FOR`] and restarts the IP's announcement schedule at
-/// its end (so it is announced again if still owned then), and is left for [`act`] like any
-/// claim: the conflict rule reports it if the IP is still owned [`super::conflict::CONFIRM`]
-/// later; its defence is skipped while the yield lasts. A proven claim within the settle time,
-/// or an unproven one from a peer's MAC within it, is a handover frame: consumed, no sighting.
-/// Any other claim without a valid proof — a forged frame with a peer's MAC, a replay older
-/// than [`claim_proof::MAX_CLOCK_SKEW`], a speaker with another key — never yields (DESIGN
-/// S15): it is counted and left for [`act`], which handles it as any host's conflict.
-#[allow(clippy::too_many_arguments)]
-fn peer_claim(
-    inspected: &mut Inspected,
-    inner: &Inner,
-    interface: &str,
-    owned_since: &BTreeMap<IpAddr, Instant>,
-    yields: &mut BTreeMap<IpAddr, Instant>,
-    announcing: &mut BTreeMap<IpAddr, Announcing>,
-    now: Instant,
-) {
-    let Some(claim) = inspected.claim.as_ref() else {
-        return;
-    };
-    if matches!(claim.kind, ClaimKind::ArpProbe | ClaimKind::DadProbe) {
-        return;
-    }
-    let ip = claim.ip;
-    let peer = lock(&inner.peers).get(&claim.mac).cloned();
-    let proven = match (claim.proof, lock(&inner.claim_keys).as_ref()) {
-        (Some(proof), Some(keys)) => keys.verify(&proof, claim.mac, ip, wall_ms()).is_ok(),
-        _ => false,
-    };
-    let owned_for = owned_since.get(&ip).map_or(Duration::ZERO, |since| {
-        now.saturating_duration_since(*since)
-    });
-    let settled = owned_for >= super::peers::PEER_SETTLE;
-    if !proven {
-        if peer.is_some() || claim.proof.is_some() {
-            Counters::inc(&inner.counters.unproven_claims);
-        }
-        if peer.is_some() && !settled {
-            inspected.claim = None;
-        }
-        return;
-    }
-    if super::peers::yields_to(proven, owned_for) {
-        let until = now + super::peers::YIELD_FOR;
-        if !yielding(yields, ip, now) {
-            tracing::warn!(
-                %interface, %ip, peer = peer.as_deref().unwrap_or("?"), mac = %claim.mac,
-                "a peer speaker announces an IP this node owns, with a valid claim proof: its view differs (it sees this node down or ineligible); not answering for it here for {:?}",
-                super::peers::YIELD_FOR
-            );
-        }
-        yields.insert(ip, until);
-        if let Some(a) = announcing.get_mut(&ip) {
-            a.start = until;
-            a.sent = 0;
-        }
-        Counters::inc(&inner.counters.peer_claim_yields);
-        return;
-    }
-    inspected.claim = None;
-}
-
-fn act(
-    inspected: Inspected,
-    fd: Option<&AsyncFd<PacketSocket>>,
-    inner: &Inner,
-    sent: &std::sync::atomic::AtomicU64,
-    interface: &str,
-) {
-    let counters = &inner.counters;
-    if let Some(claim) = inspected.claim {
-        counters.conflict_frame(claim.kind.label());
-        // A probe (ARP probe, DAD NS) for an owned IP is answered, which is the RFC 5227 /
-        // RFC 4862 defence, and counted — but not a conflict to react to: during an election
-        // handover the new owner probes the IP before the old one has withdrawn, and a
-        // defensive announcement would turn the clients back to the old owner.
-        if !matches!(claim.kind, ClaimKind::ArpProbe | ClaimKind::DadProbe) {
-            lock(&inner.conflicts).record(&claim, interface, std::time::Instant::now());
-        }
-    }
-    match inspected.decision {
-        Decision::Answer(frame) => send(fd, &frame, counters, sent),
-        Decision::Ignore(reason) => counters.drop_frame(reason.label()),
-        Decision::Drop(reason) => counters.drop_frame(reason),
-    }
-}
-
-/// Feeds an answer to a probe (a claim on an IP being probed) into its [`Probe`]. Probes of other
-/// hosts are not answers ([`super::probe`] module docs: two speakers probing at once must not
-/// both hold back).
-fn probe_answer(probes: &mut BTreeMap<IpAddr, Probe>, claim: Option<Claim>, counters: &Counters) {
-    let Some(claim) = claim else { return };
-    if matches!(claim.kind, ClaimKind::ArpProbe | ClaimKind::DadProbe) {
-        return;
-    }
-    if let Some(p) = probes.get_mut(&claim.ip) {
-        counters.conflict_frame(claim.kind.label());
-        p.claim(std::time::Instant::now(), claim.mac);
-    }
-}
-
-/// Advances every probe to `now`: `send` is called once per probe frame due; returns the
-/// verdicts of the rounds that ended.
-fn step_probes(
-    probes: &mut BTreeMap<IpAddr, Probe>,
-    now: std::time::Instant,
-    settings: &ProbeSettings,
-    mut send: impl FnMut(IpAddr),
-) -> Vec<(IpAddr, Verdict)> {
-    let mut verdicts = Vec::new();
-    for (ip, p) in probes.iter_mut() {
-        let step = p.step(now, settings);
-        for _ in 0..step.send {
-            send(*ip);
-        }
-        if let Some(v) = step.verdict {
-            verdicts.push((*ip, v));
-        }
-    }
-    verdicts
-}
-
 /// Publishes the IPs being probed or held on `interface` (status, and the held set for
 /// [`Responder::held`]).
 fn note_probes(
     inner: &Inner,
     status: &Mutex<InterfaceStatus>,
     interface: &str,
-    probes: &BTreeMap<IpAddr, Probe>,
+    probing: &BTreeSet<IpAddr>,
 ) {
-    lock(status).probing = probes.keys().copied().collect();
-    lock(&inner.held).retain(|(ip, iface), _| iface != interface || probes.contains_key(ip));
+    lock(status).probing = probing.iter().copied().collect();
+    lock(&inner.held).retain(|(ip, iface), _| iface != interface || probing.contains(ip));
 }

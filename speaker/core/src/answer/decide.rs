@@ -15,7 +15,37 @@ use crate::wire::claim_proof::{self, Proof};
 use crate::wire::ndp::{NdpMessage, build_advertisement_for, parse_ndp, solicited_node_multicast};
 use crate::wire::{BROADCAST_MAC, MacAddr};
 
-use super::counters::IgnoreReason;
+/// Why a well-formed frame got no answer. [`IgnoreReason::label`] is the counter label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IgnoreReason {
+    /// A frame we sent ourselves (Ethernet or ARP sender MAC is the interface's MAC).
+    OwnFrame,
+    /// The target IP is not owned on this interface.
+    NotOwned,
+    /// Another MAC claims an IP we own ([`ClaimKind`]; issue #10 item 5): handled by
+    /// the conflict policy (`ferrolb_speaker::l2::conflict`), not answered.
+    Conflict,
+    /// An ARP reply (only requests are answered; replies are read for conflict detection).
+    Reply,
+    /// A Neighbor Advertisement (only solicitations are answered).
+    Advertisement,
+    /// An NS whose IPv6 destination is neither the target's solicited-node group nor the target.
+    WrongDestination,
+}
+
+impl IgnoreReason {
+    /// Stable snake_case label.
+    pub fn label(self) -> &'static str {
+        match self {
+            IgnoreReason::OwnFrame => "own_frame",
+            IgnoreReason::NotOwned => "not_owned",
+            IgnoreReason::Conflict => "conflict",
+            IgnoreReason::Reply => "reply",
+            IgnoreReason::Advertisement => "advertisement",
+            IgnoreReason::WrongDestination => "wrong_destination",
+        }
+    }
+}
 
 /// The outcome for one received frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
