@@ -18,6 +18,10 @@
 //!   them does not count as a change of its own).
 //! - **I-agree** — at the end, every running speaker whose gate is open names the same owner
 //!   for each IP in its plan.
+//! - **I-announce** — under every fault model, a node sends a gratuitous ARP or unsolicited NA
+//!   for an IP only at an instant at which it answers that IP itself (process running, owned on
+//!   the interface, lease valid, not probing, not yielded to a peer, carrier up): an announcement
+//!   never leads clients to a node that would not answer them.
 //! - **I-converge** — at the end, at least [`t_converge`] after the last fault, each IP is
 //!   answered by exactly its rendezvous owner over the running speakers, and its sole answerer
 //!   has not changed since `last fault + t_converge`.
@@ -31,7 +35,8 @@ use crate::scenario::Scenario;
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// `I-safe`, `I-bounded`, `I-auth`, `I-failover`, `I-flap`, `I-agree` or `I-converge`.
+    /// `I-safe`, `I-bounded`, `I-auth`, `I-failover`, `I-flap`, `I-announce`, `I-agree` or
+    /// `I-converge`.
     pub invariant: &'static str,
     /// The IP.
     pub ip: IpAddr,
@@ -114,6 +119,15 @@ pub fn check(scenario: &Scenario, report: &Report) -> Vec<Violation> {
                 });
             }
         }
+    }
+    for (at, node, ip) in &report.stray_announcements {
+        out.push(Violation {
+            invariant: "I-announce",
+            ip: *ip,
+            at: *at,
+            window: Duration::ZERO,
+            detail: format!("node {node} announced an IP it does not answer"),
+        });
     }
     let t_fo = t_failover(scenario);
     for (ip, r) in &report.ips {

@@ -7,7 +7,7 @@
 //! size, the IPs, the network and a list of timed [`Fault`]s; [`run`] replays it and returns the
 //! [`Report`] of an exact [`observer`], which computes per IP the intervals during which each
 //! node answers (no sampling); [`invariants::check`] turns the report into [`Violation`]s of the
-//! invariants I-safe, I-bounded, I-failover and I-converge.
+//! invariants I-safe, I-bounded, I-auth, I-failover, I-flap, I-announce, I-agree and I-converge.
 //!
 //! What is modelled ([`world`]):
 //! - **membership network**: one UDP path per directed pair, latency drawn per datagram (so
@@ -15,16 +15,22 @@
 //! - **processes**: crash, SIGTERM (withdraw, explicit leave), restart with a new generation,
 //!   SIGSTOP for any length (datagrams queue, timers fire late, the order in which the
 //!   membership and the daemon run after SIGCONT is drawn from the seed), loss of carrier;
-//! - **the responder**, reduced to what decides who answers: the owned set and the lease of the
-//!   core's outputs, the announcement schedule after a gain and the re-announcement of S4, and
-//!   the peer-claim yield of [`ferrolb_l2::answer::peers`] (every speaker holds the key, so every
-//!   peer claim is proven). Probes of fresh IPs and the conflict defence against foreign hosts
-//!   are not modelled: the IPs exist from the start (never fresh) and there is no foreign host.
+//! - **the responder**: each node's real per-interface state machine
+//!   ([`ferrolb_l2::answer::iface::IfaceCore`]) on one L2 segment, with real frames: the owned
+//!   set, epochs and lease of the core's outputs as the responder task applies them, the
+//!   announcement schedule after a gain and the re-announcement of S4, signed gratuitous ARPs
+//!   that reach the other nodes by Ethernet destination, the peer-claim yield on a proof that
+//!   verifies under the cluster's claim keys, probes of fresh IPs, the lease re-checked before
+//!   each leased frame goes out, frames queued while a process is stopped. The conflict policy's
+//!   defence is not modelled (no foreign host holds an IP), and clients are the observer: it
+//!   reads each interface's answer state instead of sending requests.
 //! - **the API server**: one authoritative set of objects (Nodes Ready, one L2Advertisement for
 //!   all nodes, one Service per IP at the start) and a watch per node with its own delay and
 //!   outages; scripted changes: NotReady, the exclusion label, a Node deleted and created again,
 //!   the endpoint of an `externalTrafficPolicy: Local` Service moving;
-//! - **an outsider without the key**: forged ARP claims, a spoofed membership flood.
+//! - **an outsider without the key**: forged ARP claims (a peer's MAC, no proof), replayed
+//!   signed claims (a proof made a moment ago, as if captured on the LAN), a spoofed membership
+//!   flood.
 //!
 //! What is not modelled yet (`docs/speaker.md`, "The decisions, sans-IO, and the cluster
 //! simulator", keeps the list): L2Advertisement edits, Service IP changes, speaker Pods, cordon,

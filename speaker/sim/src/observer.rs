@@ -59,6 +59,9 @@ pub struct Report {
     pub final_oracle: BTreeMap<IpAddr, Option<usize>>,
     /// Every gratuitous ARP / unsolicited NA sent: `(when, node, ip)`.
     pub announcements: Vec<(Duration, usize, IpAddr)>,
+    /// Announcements a node sent while it did not answer the IP itself (lease expired, yielded,
+    /// probing, process not running): `(when, node, ip)`; the invariant I-announce.
+    pub stray_announcements: Vec<(Duration, usize, IpAddr)>,
     /// Membership datagrams dropped, by `DropReason` (delivered ones; not those queued while a
     /// node was stopped).
     pub drops: BTreeMap<String, u64>,

@@ -173,6 +173,15 @@ pub enum Fault {
         /// Carrier state.
         up: bool,
     },
+    /// The node's wall clock steps by `ms` (positive: ahead), as an NTP step or a VM resumed
+    /// from a snapshot does; its monotonic clock does not. The wall clock stamps and checks the
+    /// membership's replay window and the claim proofs (2 s skew), and seeds the voter memory.
+    ClockStep {
+        /// The node.
+        node: usize,
+        /// The step, in ms.
+        ms: i64,
+    },
 }
 
 impl Fault {
@@ -192,7 +201,7 @@ impl Fault {
                 let b = nodes.saturating_sub(a);
                 a.max(b) * 2 > nodes
             }
-            Fault::CutOneWay { .. } | Fault::Carrier { .. } => false,
+            Fault::CutOneWay { .. } | Fault::Carrier { .. } | Fault::ClockStep { .. } => false,
             Fault::ForgedClaims { .. }
             | Fault::SpoofFlood { .. }
             | Fault::ReplayedClaims { .. } => true,

@@ -30,11 +30,14 @@ pub enum FaultClass {
     /// The process faults, with every hop between a speaker's tasks delayed by up to 1–100 ms
     /// (CPU starvation as late wake-ups).
     Starved,
+    /// One node's wall clock steps (0.5–3 s, or 5–120 s, either direction), then steps back: an
+    /// NTP step and its correction.
+    Clock,
 }
 
 impl FaultClass {
     /// Every class.
-    pub const ALL: [FaultClass; 8] = [
+    pub const ALL: [FaultClass; 9] = [
         FaultClass::Process,
         FaultClass::Partition,
         FaultClass::OneWay,
@@ -43,6 +46,7 @@ impl FaultClass {
         FaultClass::Api,
         FaultClass::Loss,
         FaultClass::Starved,
+        FaultClass::Clock,
     ];
 
     /// A short name.
@@ -56,6 +60,7 @@ impl FaultClass {
             FaultClass::Api => "api",
             FaultClass::Loss => "loss",
             FaultClass::Starved => "starved",
+            FaultClass::Clock => "clock",
         }
     }
 }
@@ -217,6 +222,21 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                         .with(t, Fault::DeleteNode(victim))
                         .with(t + lasts, Fault::RecreateNode(victim)),
                 };
+            }
+            FaultClass::Clock => {
+                let size: i64 = if rng.random_bool(0.5) {
+                    rng.random_range(500..3_000)
+                } else {
+                    rng.random_range(5_000..120_000)
+                };
+                let ms = if rng.random_bool(0.5) { size } else { -size };
+                s = s.with(t, Fault::ClockStep { node: victim, ms }).with(
+                    t + lasts,
+                    Fault::ClockStep {
+                        node: victim,
+                        ms: -ms,
+                    },
+                );
             }
             FaultClass::Carrier => {
                 s = s

@@ -1,5 +1,6 @@
 //! The simulation loop: virtual time, an event queue, the nodes (real cores, real membership),
-//! the membership network and the responder model (see the crate docs for what is modelled).
+//! the membership network and the L2 segment, on which every node's real per-interface responder
+//! ([`IfaceCore`]) sends and receives real frames (see the crate docs for what is modelled).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -9,10 +10,13 @@ use std::time::{Duration, Instant};
 
 use ferrolb_crds::L2AdvertisementSpec;
 use ferrolb_l2::answer::announce::AnnounceSchedule;
-use ferrolb_l2::answer::peers::{YIELD_FOR, yields_to};
+use ferrolb_l2::answer::iface::{
+    Context, IfaceConfig, IfaceCore, IfaceOutput, OwnedIp, Proto, TransmitKind, lease_allows,
+};
+use ferrolb_l2::answer::probe::ProbeSettings;
 use ferrolb_l2::claim::ClaimSettings;
 use ferrolb_l2::eligibility::{
-    EXCLUDE_LB_LABEL, EndpointFacts, NodeFacts, PoolRef, ServiceFacts, TrafficPolicy,
+    EXCLUDE_LB_LABEL, EndpointFacts, Interfaces, NodeFacts, PoolRef, ServiceFacts, TrafficPolicy,
 };
 use ferrolb_l2::membership::{
     Clock, Counters, KeyRing, MembershipConfig, MembershipCore, MembershipEvent, SpeakerId,
@@ -21,6 +25,9 @@ use ferrolb_l2::node::{
     MembershipCommand, MembershipObservation, NodeConfig, Observation, Output, SpeakerCore, Wake,
 };
 use ferrolb_l2::view::View;
+use ferrolb_l2::wire::MacAddr;
+use ferrolb_l2::wire::arp::{GratuitousForm, build_gratuitous_arp};
+use ferrolb_l2::wire::claim_proof::{self, ClaimKeys};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -31,6 +38,12 @@ use crate::scenario::{Fault, Scenario};
 const WALL0_MS: u64 = 1_800_000_000_000;
 /// One-way latency of a frame on the L2 segment.
 const L2_LATENCY: Duration = Duration::from_micros(50);
+
+/// The MAC of node `i`'s interface on the segment.
+pub fn mac(i: usize) -> MacAddr {
+    let [.., hi, lo] = u32::try_from(i).unwrap_or(u32::MAX).to_be_bytes();
+    MacAddr(0x02, 0x00, 0x5e, 0x10, hi, lo)
+}
 
 /// The name of node `i`.
 pub fn name(i: usize) -> String {
@@ -90,24 +103,41 @@ enum Proc {
     Stopped,
 }
 
-/// An owned IP in the responder model.
-#[derive(Clone, Debug)]
-struct OwnedIp {
-    since: Duration,
-    /// Bumped at every (re)start of the announcement schedule; stale announce events carry an
-    /// older epoch.
-    epoch: u64,
-    schedule_from: Duration,
-    yield_until: Option<Duration>,
-}
-
-/// The responder of one node, reduced to what decides who answers.
-#[derive(Clone, Debug, Default)]
+/// The responder of one node: its one interface's real [`IfaceCore`], and what the
+/// responder task (`ferrolb_speaker::l2::responder`) keeps around it.
 struct Responder {
-    owned: BTreeMap<IpAddr, OwnedIp>,
+    iface: IfaceCore,
     lease: Option<Duration>,
     carrier: bool,
-    epoch: u64,
+    /// The owned set with each IP's interfaces and announcement epoch, as
+    /// `Responder::set_owned` keeps it.
+    desired: BTreeMap<IpAddr, (Interfaces, u64)>,
+    next_epoch: u64,
+    fresh: BTreeSet<IpAddr>,
+    /// The interface task's timers wait for its wake-up after a change of the owned set.
+    hold_until: Duration,
+    /// Frames that reached the interface while the process was stopped: read at resume.
+    inbox: Vec<Vec<u8>>,
+}
+
+impl Responder {
+    fn new(i: usize, carrier: bool) -> Self {
+        Responder {
+            iface: IfaceCore::new(IfaceConfig {
+                mac: mac(i),
+                link_local: std::net::Ipv6Addr::UNSPECIFIED,
+                schedule: AnnounceSchedule::default(),
+                probe: ProbeSettings::default(),
+            }),
+            lease: None,
+            carrier,
+            desired: BTreeMap::new(),
+            next_epoch: 0,
+            fresh: BTreeSet::new(),
+            hold_until: Duration::ZERO,
+            inbox: Vec::new(),
+        }
+    }
 }
 
 struct Node {
@@ -124,6 +154,8 @@ struct Node {
     /// The plan of the last step that made one (the gate was open).
     plan: Option<Arc<ferrolb_l2::plan::Plan>>,
     seed: u64,
+    /// How far this node's wall clock is off the true time (clock steps), in ms.
+    clock_offset_ms: i64,
 }
 
 enum Event {
@@ -141,16 +173,12 @@ enum Event {
     /// Node `.0`'s API outage ends: it relists.
     Relist(usize),
     Wake(usize, Wake),
-    Announce {
-        node: usize,
-        ip: IpAddr,
-        n: usize,
-        epoch: u64,
-    },
-    Claim {
-        from: usize,
-        ip: IpAddr,
-        proven: bool,
+    /// Nothing happens, but the observer looks at this instant (a yield ends).
+    Recheck,
+    /// An Ethernet frame reaches node `to`'s interface.
+    Frame {
+        to: usize,
+        frame: Vec<u8>,
     },
     /// One millisecond of a spoofed membership flood.
     Flood {
@@ -163,11 +191,6 @@ enum Event {
         every: Duration,
         until: Duration,
         proven: bool,
-    },
-    YieldEnd {
-        node: usize,
-        ip: IpAddr,
-        until: Duration,
     },
 }
 
@@ -183,7 +206,10 @@ struct World {
     view: Arc<View>,
     version: u64,
     ips: Vec<IpAddr>,
-    schedule: AnnounceSchedule,
+    /// The claim keys every speaker derives from the key ring.
+    claim_keys: ClaimKeys,
+    /// Every node's MAC and name (the responder's peer map).
+    peer_macs: BTreeMap<MacAddr, String>,
     nodes: Vec<Node>,
     queue: BinaryHeap<Reverse<(Duration, u64)>>,
     events: BTreeMap<u64, Event>,
@@ -194,6 +220,8 @@ struct World {
     #[allow(clippy::type_complexity)]
     oracle_cache: Option<((u64, BTreeSet<String>), BTreeMap<IpAddr, Option<usize>>)>,
     announcements: Vec<(Duration, usize, IpAddr)>,
+    /// Announcements sent while the node did not answer the IP (I-announce).
+    stray_announcements: Vec<(Duration, usize, IpAddr)>,
     drops: BTreeMap<String, u64>,
     datagrams: u64,
     steps: u64,
@@ -233,10 +261,11 @@ impl World {
             membership,
             claim,
             keys: key_ring(),
+            claim_keys: ClaimKeys::from_ring(&key_ring()),
+            peer_macs: (0..s.nodes).map(|i| (mac(i), name(i))).collect(),
             view: Arc::new(view(s.nodes, s.ips)),
             version: 1,
             ips: (0..s.ips).map(ip).collect(),
-            schedule: AnnounceSchedule::default(),
             nodes: Vec::new(),
             queue: BinaryHeap::new(),
             events: BTreeMap::new(),
@@ -245,6 +274,7 @@ impl World {
             observer: Observer::default(),
             oracle_cache: None,
             announcements: Vec::new(),
+            stray_announcements: Vec::new(),
             drops: BTreeMap::new(),
             datagrams: 0,
             steps: 0,
@@ -261,12 +291,10 @@ impl World {
                 membership: None,
                 inbox: Vec::new(),
                 last_alive: BTreeSet::new(),
-                responder: Responder {
-                    carrier: true,
-                    ..Responder::default()
-                },
+                responder: Responder::new(i, true),
                 plan: None,
                 seed,
+                clock_offset_ms: 0,
             });
             w.start(i);
         }
@@ -296,6 +324,17 @@ impl World {
         }
     }
 
+    /// Node `i`'s clocks: the shared monotonic clock and its own wall clock, off by its clock
+    /// steps ([`Fault::ClockStep`]).
+    fn clock_of(&self, i: usize) -> Clock {
+        let c = self.clock();
+        let offset = self.nodes.get(i).map_or(0, |n| n.clock_offset_ms);
+        Clock {
+            mono: c.mono,
+            wall_ms: c.wall_ms.saturating_add_signed(offset),
+        }
+    }
+
     fn push(&mut self, at: Duration, event: Event) {
         self.seq += 1;
         self.queue.push(Reverse((at, self.seq)));
@@ -320,6 +359,7 @@ impl World {
             })
             .flatten()
             .map(|d| d.saturating_duration_since(self.t0))
+            .chain((0..self.nodes.len()).filter_map(|i| self.iface_due(i)))
             .min();
         match (queued, timers) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -353,7 +393,7 @@ impl World {
                     .and_then(MembershipCore::next_deadline)
                     .is_some_and(|d| d <= mono)
                 {
-                    let clock = self.clock();
+                    let clock = self.clock_of(i);
                     if let Some(m) = self.nodes[i].membership.as_mut() {
                         m.handle_timers(clock);
                     }
@@ -367,6 +407,10 @@ impl World {
                     .is_some_and(|d| d <= mono)
                 {
                     self.step(i, Wake::Tick);
+                    progressed = true;
+                }
+                if self.iface_due(i).is_some_and(|d| d <= self.now) {
+                    self.iface_timer(i);
                     progressed = true;
                 }
             }
@@ -395,8 +439,8 @@ impl World {
                     self.step(i, wake);
                 }
             }
-            Event::Announce { node, ip, n, epoch } => self.announce(node, ip, n, epoch),
-            Event::Claim { from, ip, proven } => self.claim(from, ip, proven),
+            Event::Frame { to, frame } => self.receive_frame(to, frame),
+            Event::Recheck => {}
             Event::Flood { per_ms, until } => self.flood(per_ms, until),
             Event::Forged {
                 ip,
@@ -404,7 +448,7 @@ impl World {
                 until,
                 proven,
             } => {
-                self.claim(usize::MAX, ip, proven);
+                self.outsider_claim(ip, proven);
                 if self.now + every < until {
                     self.push(
                         self.now + every,
@@ -417,7 +461,6 @@ impl World {
                     );
                 }
             }
-            Event::YieldEnd { node, ip, until } => self.yield_end(node, ip, until),
         }
     }
 
@@ -435,15 +478,14 @@ impl World {
         n.core = Some(core);
         n.proc_ = Proc::Running;
         n.inbox.clear();
-        n.responder.owned.clear();
-        n.responder.lease = None;
+        n.responder = Responder::new(i, n.responder.carrier);
         self.join(i);
         self.step(i, Wake::Tick);
     }
 
     fn join(&mut self, i: usize) {
         self.nodes[i].seed = self.nodes[i].seed.wrapping_add(1);
-        let generation = self.clock().wall_ms;
+        let generation = self.clock_of(i).wall_ms;
         let membership = SpeakerId::with_generation(&name(i), addr(i), generation)
             .ok()
             .and_then(|id| {
@@ -463,7 +505,7 @@ impl World {
             return;
         };
         let peers: Vec<SocketAddr> = (0..self.scenario.nodes).map(addr).collect();
-        m.set_peers(peers, self.clock());
+        m.set_peers(peers, self.clock_of(i));
         self.nodes[i].membership = Some(m);
         self.nodes[i].last_alive = BTreeSet::new();
         self.flush(i);
@@ -570,6 +612,10 @@ impl World {
                 let until = self.now + Duration::from_millis(for_ms);
                 self.push(self.now, Event::Flood { per_ms, until });
             }
+            Fault::ClockStep { node, ms } => {
+                self.nodes[node].clock_offset_ms =
+                    self.nodes[node].clock_offset_ms.saturating_add(ms);
+            }
             Fault::Carrier { node, up } => {
                 self.nodes[node].responder.carrier = up;
                 if self.nodes[node].proc_ == Proc::Running {
@@ -601,8 +647,12 @@ impl World {
         }
         if graceful && self.nodes[i].proc_ == Proc::Running {
             // The executor's shut-down: withdraw, then leave explicitly.
-            self.nodes[i].responder.owned.clear();
-            let clock = self.clock();
+            let mono = self.mono();
+            self.nodes[i]
+                .responder
+                .iface
+                .set_owned(mono, &BTreeMap::new(), |_| None);
+            let clock = self.clock_of(i);
             if let Some(m) = self.nodes[i].membership.as_mut() {
                 m.leave(clock);
             }
@@ -614,8 +664,7 @@ impl World {
         n.plan = None;
         n.membership = None;
         n.inbox.clear();
-        n.responder.owned.clear();
-        n.responder.lease = None;
+        n.responder = Responder::new(i, n.responder.carrier);
     }
 
     fn resume(&mut self, i: usize) {
@@ -628,7 +677,7 @@ impl World {
         if daemon_first {
             self.step(i, Wake::Tick);
         }
-        let clock = self.clock();
+        let clock = self.clock_of(i);
         let inbox = std::mem::take(&mut self.nodes[i].inbox);
         if let Some(m) = self.nodes[i].membership.as_mut() {
             m.handle_timers(clock);
@@ -637,6 +686,14 @@ impl World {
             }
         }
         self.flush(i);
+        // The responder task reads the frames queued meanwhile and runs its late timers, before
+        // the daemon loop has renewed or ended the lease when the daemon runs second.
+        for frame in std::mem::take(&mut self.nodes[i].responder.inbox) {
+            self.receive_frame(i, frame);
+        }
+        if self.iface_due(i).is_some_and(|d| d <= self.now) {
+            self.iface_timer(i);
+        }
         if !daemon_first {
             self.step(i, Wake::Tick);
         }
@@ -728,7 +785,7 @@ impl World {
             Proc::Down => {}
             Proc::Stopped => self.nodes[to].inbox.push((addr(from), bytes)),
             Proc::Running => {
-                let clock = self.clock();
+                let clock = self.clock_of(to);
                 let result = self.nodes[to]
                     .membership
                     .as_mut()
@@ -752,7 +809,7 @@ impl World {
                     (0..8 + 24 + 96 + 16).map(|i: u32| (i as u8).wrapping_mul(151) ^ (k as u8)),
                 );
                 if self.nodes[to].proc_ == Proc::Running {
-                    let clock = self.clock();
+                    let clock = self.clock_of(to);
                     let result = self.nodes[to]
                         .membership
                         .as_mut()
@@ -778,7 +835,7 @@ impl World {
 
     fn step(&mut self, i: usize, wake: Wake) {
         let now = self.mono();
-        let wall_secs = i64::try_from(self.clock().wall_ms / 1000).unwrap_or(i64::MAX);
+        let wall_secs = i64::try_from(self.clock_of(i).wall_ms / 1000).unwrap_or(i64::MAX);
         let n = &mut self.nodes[i];
         let obs = Observation {
             wake,
@@ -810,64 +867,33 @@ impl World {
                 self.nodes[i].responder.lease = until.map(|u| u.saturating_duration_since(self.t0));
             }
             Output::SetOwned(owned) => {
-                let now = self.now;
+                // As `Responder::set_owned`: an IP keeps its epoch while its interfaces stay.
                 let r = &mut self.nodes[i].responder;
-                r.owned.retain(|ip, _| owned.contains_key(ip));
-                let mut gained = Vec::new();
-                for ip in owned.keys() {
-                    if !r.owned.contains_key(ip) {
-                        r.epoch += 1;
-                        r.owned.insert(
-                            *ip,
-                            OwnedIp {
-                                since: now,
-                                epoch: r.epoch,
-                                schedule_from: now,
-                                yield_until: None,
-                            },
-                        );
-                        gained.push((*ip, r.epoch));
-                    }
+                let mut desired = BTreeMap::new();
+                for (ip, interfaces) in owned {
+                    let epoch = match r.desired.remove(&ip) {
+                        Some((old, epoch)) if old == interfaces => epoch,
+                        _ => {
+                            r.next_epoch += 1;
+                            r.next_epoch
+                        }
+                    };
+                    desired.insert(ip, (interfaces, epoch));
                 }
-                let at = now + self.task_delay();
-                for (ip, epoch) in gained {
-                    self.push(
-                        at,
-                        Event::Announce {
-                            node: i,
-                            ip,
-                            n: 0,
-                            epoch,
-                        },
-                    );
-                }
+                r.desired = desired;
+                self.apply_owned(i);
             }
             Output::Reannounce => {
-                // As `Responder::reannounce`: every owned IP's schedule starts again, after the
-                // task hop, and not before a running yield ends.
-                let at = self.now + self.task_delay();
+                // As `Responder::reannounce`: every owned IP's schedule starts again.
                 let r = &mut self.nodes[i].responder;
-                let mut restarted = Vec::new();
-                for (ip, o) in r.owned.iter_mut() {
-                    r.epoch += 1;
-                    o.epoch = r.epoch;
-                    o.schedule_from = o.yield_until.map_or(at, |y| y.max(at));
-                    restarted.push((*ip, o.epoch, o.schedule_from));
+                for (_, epoch) in r.desired.values_mut() {
+                    r.next_epoch += 1;
+                    *epoch = r.next_epoch;
                 }
-                for (ip, epoch, from) in restarted {
-                    self.push(
-                        from,
-                        Event::Announce {
-                            node: i,
-                            ip,
-                            n: 0,
-                            epoch,
-                        },
-                    );
-                }
+                self.apply_owned(i);
             }
             Output::Membership(MembershipCommand::Leave { .. }) => {
-                let clock = self.clock();
+                let clock = self.clock_of(i);
                 if let Some(m) = self.nodes[i].membership.as_mut() {
                     m.leave(clock);
                 }
@@ -878,11 +904,170 @@ impl World {
             Output::Membership(MembershipCommand::Join) => self.join(i),
             Output::Planned { plan, .. } => self.nodes[i].plan = Some(plan),
             Output::Withdrawn => self.nodes[i].plan = None,
-            Output::SetFresh(_) | Output::Note(_) => {}
+            Output::SetFresh(fresh) => self.nodes[i].responder.fresh = fresh,
+            Output::Note(_) => {}
         }
     }
 
     // --- the L2 segment --------------------------------------------------------------------
+
+    /// Gives node `i`'s interface its owned set (the responder task applies it before the next
+    /// frame it reads, so answering follows at once); its timers wait for the task's wake-up.
+    fn apply_owned(&mut self, i: usize) {
+        let mono = self.mono();
+        let hop = self.task_delay();
+        let r = &mut self.nodes[i].responder;
+        let probe = r.iface.config().probe.enabled();
+        let owned: BTreeMap<IpAddr, OwnedIp> = r
+            .desired
+            .iter()
+            .map(|(ip, (_, epoch))| {
+                let o = OwnedIp {
+                    epoch: *epoch,
+                    probe: probe && r.fresh.contains(ip),
+                };
+                (*ip, o)
+            })
+            .collect();
+        r.iface.set_owned(mono, &owned, |_| None);
+        r.hold_until = self.now + hop;
+        self.drain_iface(i);
+    }
+
+    /// The [`Context`] of node `i`'s interface now: its lease, the wall clock, the cluster's
+    /// claim keys and every node's MAC.
+    fn iface_context(&self, i: usize) -> (Option<Instant>, u64) {
+        let lease = self.nodes[i].responder.lease.map(|l| self.t0 + l);
+        (lease, self.clock_of(i).wall_ms)
+    }
+
+    /// When node `i`'s interface timers are due (virtual time), if it is running.
+    fn iface_due(&self, i: usize) -> Option<Duration> {
+        let n = &self.nodes[i];
+        if n.proc_ != Proc::Running {
+            return None;
+        }
+        let due = n.responder.iface.poll_timeout()?;
+        Some(
+            due.saturating_duration_since(self.t0)
+                .max(n.responder.hold_until),
+        )
+    }
+
+    fn iface_timer(&mut self, i: usize) {
+        let mono = self.mono();
+        let (lease, wall_ms) = self.iface_context(i);
+        let ctx = Context {
+            lease,
+            wall_ms,
+            keys: Some(&self.claim_keys),
+            peers: &self.peer_macs,
+        };
+        self.nodes[i].responder.iface.handle_timeout(mono, &ctx);
+        self.drain_iface(i);
+        if self.iface_due(i).is_some_and(|d| d <= self.now) {
+            // Nothing more can happen at this instant (a schedule caught up): look again later.
+            self.nodes[i].responder.hold_until = self.now + Duration::from_micros(1);
+        }
+    }
+
+    /// A frame reaches node `to`'s interface: read now if the process runs and the link is up,
+    /// at resume if it is stopped.
+    fn receive_frame(&mut self, to: usize, frame: Vec<u8>) {
+        match self.nodes[to].proc_ {
+            Proc::Down => return,
+            Proc::Stopped => {
+                self.nodes[to].responder.inbox.push(frame);
+                return;
+            }
+            Proc::Running => {}
+        }
+        if !self.nodes[to].responder.carrier {
+            return;
+        }
+        let proto = match frame.get(12..14) {
+            Some([0x08, 0x06]) => Proto::Arp,
+            Some([0x86, 0xdd]) => Proto::Ndp,
+            _ => return,
+        };
+        let mono = self.mono();
+        let (lease, wall_ms) = self.iface_context(to);
+        let ctx = Context {
+            lease,
+            wall_ms,
+            keys: Some(&self.claim_keys),
+            peers: &self.peer_macs,
+        };
+        self.nodes[to]
+            .responder
+            .iface
+            .handle_frame(mono, proto, &frame, &ctx);
+        self.drain_iface(to);
+    }
+
+    /// Carries out node `i`'s interface outputs as the responder task does: a leased frame
+    /// goes out only if the lease still allows it now; frames reach the other interfaces on the
+    /// segment by Ethernet destination (broadcast and multicast: all). Every announcement is
+    /// recorded, and checked against I-announce: the node answers the IP at that instant.
+    fn drain_iface(&mut self, i: usize) {
+        let mono = self.mono();
+        let lease = self.nodes[i].responder.lease.map(|l| self.t0 + l);
+        let mut frames = Vec::new();
+        let mut rechecks = Vec::new();
+        while let Some(out) = self.nodes[i].responder.iface.poll_output() {
+            let t = match out {
+                IfaceOutput::Transmit(t) => t,
+                IfaceOutput::PeerYield { until, .. } => {
+                    rechecks.push(until.saturating_duration_since(self.t0));
+                    continue;
+                }
+                _ => continue,
+            };
+            if t.leased && !lease_allows(lease, mono) {
+                continue;
+            }
+            if !self.nodes[i].responder.carrier {
+                continue;
+            }
+            if let (TransmitKind::GratuitousArp | TransmitKind::UnsolicitedNa, Some(ip)) =
+                (t.kind, t.ip)
+            {
+                if self.answers_until(i, ip).is_none() {
+                    self.stray_announcements.push((self.now, i, ip));
+                }
+                if self.announcements.last() != Some(&(self.now, i, ip)) {
+                    self.announcements.push((self.now, i, ip));
+                }
+            }
+            frames.push(t.frame);
+        }
+        for at in rechecks {
+            self.push(at, Event::Recheck);
+        }
+        for frame in frames {
+            self.send_frame(Some(i), frame);
+        }
+    }
+
+    /// Puts `frame` on the segment from node `from` (`None`: an outsider).
+    fn send_frame(&mut self, from: Option<usize>, frame: Vec<u8>) {
+        let multicast = frame.first().is_some_and(|b| b & 1 == 1);
+        let dst = frame
+            .get(..6)
+            .map(|d| MacAddr(d[0], d[1], d[2], d[3], d[4], d[5]));
+        for to in 0..self.nodes.len() {
+            if Some(to) == from || (!multicast && dst != Some(mac(to))) {
+                continue;
+            }
+            self.push(
+                self.now + L2_LATENCY,
+                Event::Frame {
+                    to,
+                    frame: frame.clone(),
+                },
+            );
+        }
+    }
 
     /// Whether node `i` answers ARP/NDP for `ip` now, and until when at the latest (its lease).
     fn answers_until(&self, i: usize, ip: IpAddr) -> Option<Duration> {
@@ -890,8 +1075,7 @@ impl World {
         if n.proc_ != Proc::Running || !n.responder.carrier {
             return None;
         }
-        let o = n.responder.owned.get(&ip)?;
-        if o.yield_until.is_some_and(|y| y > self.now) {
+        if !n.responder.iface.answers(ip, self.mono()) {
             return None;
         }
         match n.responder.lease {
@@ -901,83 +1085,29 @@ impl World {
         }
     }
 
-    fn announce(&mut self, node: usize, ip: IpAddr, n: usize, epoch: u64) {
-        let Some(o) = self.nodes[node].responder.owned.get(&ip) else {
+    /// One outsider claim of `ip` to every node: a gratuitous ARP whose sender MAC is a peer's
+    /// (the next node's), forged without a proof, or (`replayed`) with a proof made a moment ago
+    /// under the cluster's key — a speaker's signed claim captured on the LAN and replayed
+    /// within the clock-skew allowance; unicast to each node so no node sees its own MAC.
+    fn outsider_claim(&mut self, ip: IpAddr, replayed: bool) {
+        let IpAddr::V4(v4) = ip else {
             return;
         };
-        if o.epoch != epoch {
-            return;
-        }
-        let from = o.schedule_from;
-        if self.answers_until(node, ip).is_some() {
-            self.announcements.push((self.now, node, ip));
-            self.push(
-                self.now + L2_LATENCY,
-                Event::Claim {
-                    from: node,
-                    ip,
-                    proven: true,
-                },
-            );
-        }
-        if let Some(offset) = self.schedule.offset(n + 1) {
-            self.push(
-                from + offset,
-                Event::Announce {
-                    node,
-                    ip,
-                    n: n + 1,
-                    epoch,
-                },
-            );
-        }
-    }
-
-    /// A gratuitous ARP for `ip` reaches every other node; an owner settled on the IP yields if
-    /// the claim is proven (`peers::yields_to`: every speaker holds the key, an outsider
-    /// (`from == usize::MAX`) does not).
-    fn claim(&mut self, from: usize, ip: IpAddr, proven: bool) {
-        let now = self.now;
-        for i in 0..self.nodes.len() {
-            if i == from || self.nodes[i].proc_ != Proc::Running {
-                continue;
+        let n = self.nodes.len();
+        let wall_ms = self.clock().wall_ms;
+        for to in 0..n {
+            let as_peer = mac((to + 1) % n);
+            let mut frame = build_gratuitous_arp(as_peer, v4, GratuitousForm::Request);
+            if replayed {
+                let proof = self.claim_keys.sign(as_peer, ip, wall_ms);
+                claim_proof::append_to_arp(&mut frame, &proof);
             }
-            let Some(o) = self.nodes[i].responder.owned.get_mut(&ip) else {
-                continue;
-            };
-            if yields_to(proven, now.saturating_sub(o.since)) {
-                let until = now + YIELD_FOR;
-                o.yield_until = Some(o.yield_until.map_or(until, |u| u.max(until)));
-                self.push(until, Event::YieldEnd { node: i, ip, until });
+            let m = mac(to);
+            if let Some(dst) = frame.get_mut(..6) {
+                dst.copy_from_slice(&[m.0, m.1, m.2, m.3, m.4, m.5]);
             }
+            self.push(self.now + L2_LATENCY, Event::Frame { to, frame });
         }
-    }
-
-    /// A yield that was not extended ends: the owner announces the IP again from the start of
-    /// the schedule.
-    fn yield_end(&mut self, node: usize, ip: IpAddr, until: Duration) {
-        let now = self.now;
-        let r = &mut self.nodes[node].responder;
-        let Some(o) = r.owned.get_mut(&ip) else {
-            return;
-        };
-        if o.yield_until != Some(until) {
-            return;
-        }
-        o.yield_until = None;
-        r.epoch += 1;
-        o.epoch = r.epoch;
-        o.schedule_from = now;
-        let epoch = o.epoch;
-        self.push(
-            now,
-            Event::Announce {
-                node,
-                ip,
-                n: 0,
-                epoch,
-            },
-        );
     }
 
     // --- the observer ----------------------------------------------------------------------
@@ -1062,6 +1192,7 @@ impl World {
             final_answerers,
             final_oracle,
             announcements: self.announcements,
+            stray_announcements: self.stray_announcements,
             drops: self.drops,
             end,
             datagrams: self.datagrams,

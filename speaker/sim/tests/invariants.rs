@@ -54,6 +54,10 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     (FaultClass::Starved, 3, "I-safe"),
     (FaultClass::Starved, 5, "I-safe"),
     (FaultClass::Starved, 10, "I-safe"),
+    // A wall-clock step beyond the membership's replay window cuts the node off as an
+    // isolation does (its datagrams are refused, it refuses theirs): an isolated owner learns
+    // it is in the minority ~N/2 probe periods after the majority replaced it.
+    (FaultClass::Clock, 10, "I-bounded"),
     // Carrier loss: nothing found. API changes: none in these seeds (1–3 % of 200 seeds per
     // size); the regression cases below keep two of them.
 ];
@@ -337,4 +341,52 @@ fn a_replayed_signed_claim_still_makes_the_owner_yield() {
         v.iter().any(|v| v.window >= Duration::from_secs(2)),
         "{v:#?}"
     );
+}
+
+/// A wall-clock step (an NTP step, a VM resumed from a snapshot) of 31.5 s on the owner of an IP,
+/// corrected 3 s later, 10 nodes: the membership refuses datagrams stamped outside its replay
+/// window, so the node is cut off both ways, as by an isolation: the majority declares it down
+/// and claims its IP while it still counts a majority (F-1), and both answer for ~0.5 s. Found
+/// by seed 47 of the clock class. A step within the window changes nothing about who answers.
+#[test]
+fn a_wall_clock_step_isolates_the_owner_and_two_answer() {
+    let step = |ms| {
+        Scenario::quiet(47, 10, 4)
+            .with(11_000, Fault::ClockStep { node: 5, ms })
+            .with(14_000, Fault::ClockStep { node: 5, ms: -ms })
+    };
+    let v = assert_violates(&step(31_544), &["I-bounded"]);
+    assert!(
+        v.iter().any(|v| v.window >= Duration::from_millis(300)),
+        "{v:#?}"
+    );
+    assert_violates(&step(1_500), &[]);
+    assert_violates(&step(-1_500), &[]);
+}
+
+/// I-announce: a speaker stopped (SIGSTOP) for longer than its lease, whose responder task runs
+/// before its daemon loop at resume, fires its late announcement timers on an expired lease;
+/// the interface core drops them and the executor re-checks the lease before each leased frame,
+/// so nothing is announced for an IP the node no longer answers. (Without both checks this
+/// scenario, seed 99 of the process class, announces on a stale lease.)
+#[test]
+fn a_resumed_speaker_announces_nothing_on_a_stale_lease() {
+    let s = Scenario::quiet(99, 5, 4).with(
+        4_853,
+        Fault::Stop {
+            node: 2,
+            for_ms: 1_911,
+        },
+    );
+    let s = Scenario {
+        end_ms: 21_364,
+        ..s
+    };
+    let r = run(&s);
+    assert_eq!(r.stray_announcements, vec![]);
+    assert!(
+        r.announcements.iter().any(|(_, node, _)| *node == 2),
+        "node 2 owned something"
+    );
+    assert_eq!(check(&s, &r), vec![]);
 }
