@@ -83,8 +83,8 @@ struct Cli {
     /// Re-announce owned IPs this often after the burst (0s = never) [default: 0s].
     #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH", value_parser = duration::parse)]
     announce_refresh: Option<Duration>,
-    /// Namespace of the L2Announcement reports ("who answers for what"); the manifests set it to
-    /// the speaker pod's own namespace.
+    /// Namespace of the L2Announcement reports ("who answers for what") and of the membership-key
+    /// Secret; the manifests set it to the speaker pod's own namespace.
     #[arg(long, env = "FERROLB_NAMESPACE", default_value = "ferrolb-system")]
     namespace: String,
     /// Probes sent for a newly assigned IP before its first announcement (ARP probes / DAD
