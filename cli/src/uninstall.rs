@@ -32,9 +32,13 @@
 //!    for those addresses as their watches see the empty status. A Service left (a write
 //!    refused, the deadline, statuses still appearing) stops the command before step 4 (exit
 //!    status 2, the Lease given back), so it can simply be run again.
-//! 4. **Delete** (unless `--release-only`, or the namespace lacks the label
-//!    `app.kubernetes.io/part-of=ferrolb` — a shared namespace is never deleted): the namespace
-//!    (with the speakers, the controller, the membership Secret, the Lease), the
+//! 4. **Delete** (unless `--release-only`) the membership-key Secret the controller made in the
+//!    namespace (label `app.kubernetes.io/managed-by=ferrolb-controller`,
+//!    [`ferrolb_controller::k8s::memberlist_secret::MANAGED_BY`]; a key the user made is never
+//!    touched) — no install tool knows of it, so this happens in a shared namespace too. Then,
+//!    unless the namespace lacks the label `app.kubernetes.io/part-of=ferrolb` (a shared
+//!    namespace is never deleted, nor anything else): the namespace
+//!    (with the speakers, the controller, a membership Secret of the user's, the Lease), the
 //!    ClusterRoleBindings labelled `app.kubernetes.io/part-of=ferrolb` that bind a ServiceAccount
 //!    of the namespace and the labelled ClusterRoles they refer to, and — unless `--keep-crds` —
 //!    the CRDs of the `ferrolb.io` group (every IPAddressPool, L2Advertisement and L2Announcement
@@ -49,7 +53,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -60,6 +64,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
 
+use ferrolb_controller::k8s::memberlist_secret;
 use ferrolb_controller::k8s::uninstall::{Report, release_all};
 use ferrolb_runtime::events::Publisher;
 
@@ -231,18 +236,27 @@ pub async fn run(
         give_back_lease(client, opts, held).await?;
         return Ok(outcome);
     }
+    outcome.deleted = delete_controller_key(client, &opts.namespace).await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if let Some(ns) = namespaces.get_opt(&opts.namespace).await?
         && !is_part_of(&ns.metadata)
     {
+        let key = if outcome.deleted.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "deleted only the membership key the controller made ({}); ",
+                outcome.deleted.join(", ")
+            )
+        };
         say(format!(
-            "namespace {} is not ferrolb's own (no {}={} label: installed into a shared namespace?): nothing deleted; remove the install with the tool that made it (helm uninstall)",
+            "namespace {} is not ferrolb's own (no {}={} label: installed into a shared namespace?): {key}nothing else deleted; remove the install with the tool that made it (helm uninstall)",
             opts.namespace, PART_OF.0, PART_OF.1
         ));
         give_back_lease(client, opts, held).await?;
         return Ok(outcome);
     }
-    outcome.deleted = delete_install(client, opts).await?;
+    outcome.deleted.extend(delete_install(client, opts).await?);
     say(format!("deleted: {}", outcome.deleted.join(", ")));
     wait_until_gone(client, opts, &outcome.deleted).await?;
     say("gone".into());
@@ -454,6 +468,32 @@ async fn nobody_leads(
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Deletes the Secrets in `namespace` that the controller created (the membership key, labelled
+/// [`memberlist_secret::MANAGED_BY`]); returns `secret/<namespace>/<name>` of each one deleted.
+/// A Secret without that label (a key the user made) is never deleted here.
+async fn delete_controller_key(client: &Client, namespace: &str) -> anyhow::Result<Vec<String>> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let made = ListParams::default().labels(memberlist_secret::MANAGED_BY_SELECTOR);
+    let mut deleted = Vec::new();
+    let listed = match secrets.list_metadata(&made).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("listing the controller's Secrets in {namespace}"));
+        }
+    };
+    for s in listed {
+        let name = s.name_any();
+        if gone_if_404(secrets.delete(&name, &DeleteParams::background()).await)
+            .with_context(|| format!("deleting Secret {namespace}/{name}"))?
+        {
+            deleted.push(format!("secret/{namespace}/{name}"));
+        }
+    }
+    Ok(deleted)
 }
 
 /// Deletes the namespace, the ClusterRoleBindings labelled part-of=ferrolb that bind a

@@ -65,6 +65,15 @@ pub struct Config {
     /// Deprecated spellings (one release): a bare number is in seconds.
     #[command(flatten)]
     pub legacy: LegacyDurations,
+    /// The Secret, in the controller's namespace (`--lease-namespace`), holding the speakers'
+    /// membership key under `key`; created with 32 random bytes (64 hex digits) when absent,
+    /// never replaced (`docs/membership.md`).
+    #[arg(long, env = "FERROLB_MEMBERLIST_SECRET", default_value = crate::k8s::memberlist_secret::DEFAULT_NAME)]
+    pub memberlist_secret: String,
+    /// Create `--memberlist-secret` when it is absent (`false` when you bring your own key, e.g.
+    /// the Helm chart's `memberlist.existingSecret`).
+    #[arg(long, env = "FERROLB_CREATE_MEMBERLIST_SECRET", default_value_t = true, action = ArgAction::Set)]
+    pub create_memberlist_secret: bool,
     /// Status writes and Events sent concurrently.
     #[arg(long, env = "FERROLB_WRITE_CONCURRENCY", default_value_t = 32)]
     pub write_concurrency: usize,
@@ -165,6 +174,23 @@ mod tests {
         .unwrap();
         assert!(!c.default_class);
         assert_eq!(c.lb_class, "x/y");
+    }
+
+    /// Issue #27 item 1: the controller creates the speakers' key Secret `ferrolb-memberlist`
+    /// unless told not to.
+    #[test]
+    fn the_membership_key_secret_is_created_by_default() {
+        let c = Config::try_parse_from(["ferrolb-controller"]).unwrap();
+        assert_eq!(c.memberlist_secret, "ferrolb-memberlist");
+        assert!(c.create_memberlist_secret);
+        let c = Config::try_parse_from([
+            "ferrolb-controller",
+            "--memberlist-secret=mine",
+            "--create-memberlist-secret=false",
+        ])
+        .unwrap();
+        assert_eq!(c.memberlist_secret, "mine");
+        assert!(!c.create_memberlist_secret);
     }
 
     #[test]

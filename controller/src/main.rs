@@ -14,6 +14,7 @@ use ferrolb_controller::contest::{MAX_WRITES, Policy as ContestPolicy};
 use ferrolb_controller::http::Health;
 use ferrolb_controller::k8s::control::Control;
 use ferrolb_controller::k8s::leader::{self, LeaseConfig};
+use ferrolb_controller::k8s::memberlist_secret;
 use ferrolb_controller::k8s::stores::Stores;
 use ferrolb_controller::k8s::uninstall::{self, Verdict};
 use ferrolb_controller::metrics::Metrics;
@@ -70,6 +71,16 @@ async fn main() -> anyhow::Result<()> {
         stop_rx,
     );
 
+    // The speakers' membership key (issue #27): created when absent, by every replica (the API
+    // server lets one create win), independent of leadership and readiness.
+    let key_task = cfg.create_memberlist_secret.then(|| {
+        memberlist_secret::spawn(
+            client.clone(),
+            namespace.clone(),
+            cfg.memberlist_secret.clone(),
+        )
+    });
+
     let ready_stores = stores.clone();
     let ready_flag = ready.clone();
     let leading = leader_rx.clone();
@@ -119,6 +130,9 @@ async fn main() -> anyhow::Result<()> {
     shutdown::signal().await;
     let stopping = tokio::time::Instant::now();
     main_loop.abort();
+    if let Some(task) = &key_task {
+        task.abort();
+    }
     // Wait until the loop is gone, so no write of it starts after this point.
     let _ = main_loop.await;
     // Still holding the Lease: only the leader releases (issue #14, R13).

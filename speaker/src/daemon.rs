@@ -15,7 +15,6 @@ mod lookups;
 mod reporting;
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::time::Instant;
 
 use kube::Client;
@@ -23,7 +22,7 @@ use kube::Client;
 use crate::claim::ClaimSettings;
 use crate::event_sink::EventSinkConfig;
 use crate::l2::L2Config;
-use crate::membership::MembershipConfig;
+use crate::membership::{KeySource, MembershipConfig};
 use crate::node::{NodeConfig, SpeakerCore, Wake};
 use crate::view::ViewSettings;
 
@@ -34,8 +33,8 @@ pub struct SpeakerConfig {
     pub node_name: String,
     /// Which Services, and `--ignore-exclude-lb`.
     pub view: ViewSettings,
-    /// The membership key file.
-    pub key_file: PathBuf,
+    /// Where the membership key ring comes from (the Secret, waited for; or a file).
+    pub keys: KeySource,
     /// UDP port of the membership.
     pub memberlist_port: u16,
     /// The address peers reach us at; default: this Node's first InternalIP.
@@ -62,7 +61,8 @@ pub struct SpeakerConfig {
 /// on the API server (issue #8 F2).
 ///
 /// # Errors
-/// Start-up failures: the key file, the membership socket, the packet sockets, the HTTP address;
+/// Start-up failures: the key file (a key Secret is waited for, ready=false, never an error), the
+/// membership socket, the packet sockets, the HTTP address;
 /// later, a supervised task that ended (watches, HTTP server, Event writer, membership).
 pub async fn run(client: Client, config: SpeakerConfig) -> anyhow::Result<()> {
     let node = NodeConfig::new(config.node_name.clone(), config.claim.clone());

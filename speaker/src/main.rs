@@ -14,6 +14,7 @@ use ferrolb_speaker::daemon::{SpeakerConfig, run};
 use ferrolb_speaker::event_sink::EventSinkConfig;
 use ferrolb_speaker::l2::probe::ProbeSettings;
 use ferrolb_speaker::l2::{AnnounceSchedule, L2Config};
+use ferrolb_speaker::membership::key_source::{self, KeySource};
 use ferrolb_speaker::membership::{DEFAULT_PORT, MembershipConfig, TimingProfile};
 use ferrolb_speaker::view::ViewSettings;
 
@@ -44,13 +45,16 @@ struct Cli {
     /// per segment, preferring the one holding the Node's address).
     #[arg(long, env = "FERROLB_INTERFACES", value_delimiter = ',', value_parser = interface_name)]
     interfaces: Vec<String>,
-    /// File holding the membership key (64 hex characters; mounted from the Secret).
-    #[arg(
-        long,
-        env = "FERROLB_MEMBERLIST_KEY_FILE",
-        default_value = "/etc/ferrolb/memberlist/key"
-    )]
-    memberlist_key_file: PathBuf,
+    /// A file holding the membership key ring (lines of 64 hex digits, the first one seals), for
+    /// a key you mount yourself; read once, an error stops the speaker. Unset (the manifests'
+    /// default): the key ring is read through the API from `--memberlist-secret`.
+    #[arg(long, env = "FERROLB_MEMBERLIST_KEY_FILE")]
+    memberlist_key_file: Option<PathBuf>,
+    /// The Secret in `--namespace` holding the membership key ring under `key` (the controller
+    /// creates `ferrolb-memberlist` when it is absent); read through the API, and waited for
+    /// (not ready) while absent. Ignored when `--memberlist-key-file` is set.
+    #[arg(long, env = "FERROLB_MEMBERLIST_SECRET", default_value = key_source::DEFAULT_SECRET)]
+    memberlist_secret: String,
     /// UDP port of the SWIM membership.
     #[arg(long, env = "FERROLB_MEMBERLIST_PORT", default_value_t = DEFAULT_PORT)]
     memberlist_port: u16,
@@ -79,8 +83,8 @@ struct Cli {
     /// Re-announce owned IPs this often after the burst (0s = never) [default: 0s].
     #[arg(long, env = "FERROLB_ANNOUNCE_REFRESH", value_parser = duration::parse)]
     announce_refresh: Option<Duration>,
-    /// Namespace of the L2Announcement reports ("who answers for what"); the manifests set it to
-    /// the speaker pod's own namespace.
+    /// Namespace of the L2Announcement reports ("who answers for what") and of the membership-key
+    /// Secret; the manifests set it to the speaker pod's own namespace.
     #[arg(long, env = "FERROLB_NAMESPACE", default_value = "ferrolb-system")]
     namespace: String,
     /// Probes sent for a newly assigned IP before its first announcement (ARP probes / DAD
@@ -188,6 +192,17 @@ impl Cli {
             .unwrap_or(Duration::ZERO)
     }
 
+    /// Where the membership key ring comes from: the file if one is given, else the Secret.
+    fn key_source(&self) -> KeySource {
+        match &self.memberlist_key_file {
+            Some(path) => KeySource::File(path.clone()),
+            None => KeySource::Secret {
+                namespace: self.namespace.clone(),
+                name: self.memberlist_secret.clone(),
+            },
+        }
+    }
+
     /// The convergence wait.
     fn converge_timeout(&self) -> Duration {
         self.converge_timeout
@@ -272,7 +287,7 @@ async fn main() -> anyhow::Result<()> {
             },
             ignore_exclude_lb: cli.ignore_exclude_lb,
         },
-        key_file: cli.memberlist_key_file.clone(),
+        keys: cli.key_source(),
         memberlist_port: cli.memberlist_port,
         advertise_address: cli.advertise_address,
         membership: membership.clone(),
@@ -352,6 +367,31 @@ mod tests {
                 "{bad:?}: {err:?}"
             );
         }
+    }
+
+    /// Issue #27 item 1: without `--memberlist-key-file` the key ring comes from the Secret
+    /// `ferrolb-memberlist` (or `--memberlist-secret`) in `--namespace`; a key file, for users
+    /// who mount their own, wins.
+    #[test]
+    fn the_key_comes_from_the_secret_unless_a_file_is_given() {
+        assert_eq!(
+            parse(&[]).key_source(),
+            KeySource::Secret {
+                namespace: "ferrolb-system".into(),
+                name: "ferrolb-memberlist".into()
+            }
+        );
+        assert_eq!(
+            parse(&["--namespace", "lb", "--memberlist-secret", "mine"]).key_source(),
+            KeySource::Secret {
+                namespace: "lb".into(),
+                name: "mine".into()
+            }
+        );
+        assert_eq!(
+            parse(&["--memberlist-key-file", "/k", "--memberlist-secret", "mine"]).key_source(),
+            KeySource::File("/k".into())
+        );
     }
 
     #[test]

@@ -11,13 +11,18 @@
 //!   object's `metadata.labels` gets the chart's labels (`ferrolb.labels`: the base's
 //!   `app.kubernetes.io/part-of` plus Helm's standard labels; never selectors or pod templates,
 //!   like the base's `includeSelectors: false`); the namespace's name becomes
-//!   `ferrolb.namespace`, the membership-key Secret's name `ferrolb.memberlistSecret`, the image
-//!   `ferrolb.image`; the Namespace and the CRDs can be switched off (`namespace.create`,
+//!   `ferrolb.namespace`, the membership-key Secret's name (the speaker's
+//!   `FERROLB_MEMBERLIST_SECRET`) `ferrolb.memberlistSecret`, the image `ferrolb.image`; the Namespace and the CRDs can be switched off (`namespace.create`,
 //!   `crds.create`) and the CRDs carry `helm.sh/resource-policy: keep` (`crds.keep`). In the
 //!   controller Deployment and the speaker DaemonSet, `resources`, `tolerations`,
 //!   `imagePullPolicy` and the speaker's `FERROLB_TIMING_PROFILE` become values, and
 //!   `imagePullSecrets`, `priorityClassName` and the optional environment (`lbClass`,
-//!   `defaultClass`, `ignoreExcludeLb`, `speaker.interfaces`, `extraEnv`) are added.
+//!   `defaultClass`, `ignoreExcludeLb`, `speaker.interfaces`, `extraEnv`) are added. With
+//!   `memberlist.existingSecret` the controller gets `FERROLB_CREATE_MEMBERLIST_SECRET=false` and
+//!   its Role loses the Secret rules (it neither creates nor reads the user's key).
+//! - The chart creates **no** Secret: the controller creates the membership key when it is absent
+//!   (issue #27). A chart that drew one with `randBytes` rendered a new key on every
+//!   `helm template` (Argo CD, Flux) and split the membership on every sync.
 //! - `values.yaml`: the defaults that exist in the base are read from it (namespace, image
 //!   repository and pull policy, resources, tolerations, timing profile).
 //! - `Chart.yaml`: `version` and `appVersion` are the workspace's crate version.
@@ -39,14 +44,13 @@ pub const CHART_DIR: &str = "deploy/helm/ferrolb";
 pub const GENERATOR: &str = "cargo run -p ferrolb-tests --bin ferrolb-helmgen";
 
 /// Files of the chart written by hand, relative to the chart directory: what the kustomize base
-/// has no counterpart for (the helpers, the generated membership-key Secret, the metrics
-/// Services and ServiceMonitor, the notes, the values' JSON schema). Everything else in the chart
+/// has no counterpart for (the helpers, the metrics Services and ServiceMonitor, the notes, the
+/// values' JSON schema). Everything else in the chart
 /// is generated.
 pub const HAND_WRITTEN: &[&str] = &[
     ".helmignore",
     "templates/NOTES.txt",
     "templates/_helpers.tpl",
-    "templates/memberlist-secret.yaml",
     "templates/monitoring.yaml",
     "values.schema.json",
 ];
@@ -83,7 +87,8 @@ struct Image {
 struct Base {
     /// The install namespace (the base's one Namespace).
     namespace: String,
-    /// The membership-key Secret the speaker DaemonSet mounts.
+    /// The membership-key Secret the speakers read and the controller creates
+    /// (`FERROLB_MEMBERLIST_SECRET` of both workloads).
     memberlist_secret: String,
     /// The image name in the workloads and kustomization.yaml's `images:`.
     image_name: String,
@@ -181,25 +186,34 @@ impl Base {
         let [daemonset] = of_kind("DaemonSet")[..] else {
             bail!("the base must hold exactly one DaemonSet (the speaker)");
         };
-        ensure!(
-            of_kind("Deployment").len() == 1,
-            "the base must hold exactly one Deployment (the controller)"
-        );
-        let secrets: Vec<&str> = daemonset["spec"]["template"]["spec"]["volumes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v["secret"]["secretName"].as_str())
-            .collect();
-        let [secret] = secrets[..] else {
-            bail!("the speaker DaemonSet must mount exactly one Secret (the membership key)");
+        let [deployment] = of_kind("Deployment")[..] else {
+            bail!("the base must hold exactly one Deployment (the controller)");
         };
+        let secret_of = |workload: &Value| -> Option<String> {
+            workload["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()?
+                .iter()
+                .find(|e| e["name"] == "FERROLB_MEMBERLIST_SECRET")?["value"]
+                .as_str()
+                .map(str::to_owned)
+        };
+        let Some(secret) = secret_of(daemonset) else {
+            bail!("the speaker DaemonSet must set FERROLB_MEMBERLIST_SECRET (the membership key)");
+        };
+        ensure!(
+            secret_of(deployment).as_ref() == Some(&secret),
+            "the controller Deployment must set FERROLB_MEMBERLIST_SECRET={secret}, as the speaker"
+        );
+        ensure!(
+            daemonset["spec"]["template"]["spec"]["volumes"].is_null(),
+            "the speaker DaemonSet mounts a volume; the chart has no value for it"
+        );
         Ok(Base {
             namespace: namespace["metadata"]["name"]
                 .as_str()
                 .context("Namespace without a name")?
                 .to_owned(),
-            memberlist_secret: secret.to_owned(),
+            memberlist_secret: secret,
             image_name: image_name.to_owned(),
         })
     }
@@ -336,6 +350,9 @@ fn template(
             );
         }
         metadata(&mut doc, &kind)?;
+        if file == "controller-rbac.yaml" && kind == "Role" {
+            unless_existing_secret(&mut doc)?;
+        }
         match kind.as_str() {
             "Namespace" => wrap = Some("namespace.create"),
             "CustomResourceDefinition" => wrap = Some("crds.create"),
@@ -403,6 +420,39 @@ fn metadata(doc: &mut Vec<String>, kind: &str) -> anyhow::Result<()> {
             .map(str::to_owned),
         );
     }
+    Ok(())
+}
+
+/// The controller Role's rules on Secrets (create the membership key, get it by name), wrapped in
+/// `if not .Values.memberlist.existingSecret`: with the user's own key the controller neither
+/// creates nor reads it.
+fn unless_existing_secret(doc: &mut Vec<String>) -> anyhow::Result<()> {
+    let items: Vec<usize> = (0..doc.len())
+        .filter(|&i| {
+            doc[i].starts_with("- ")
+                && doc
+                    .get(i + 1)
+                    .is_some_and(|l| l.trim() == "resources: [secrets]")
+        })
+        .collect();
+    let (Some(&first), Some(&last)) = (items.first(), items.last()) else {
+        bail!("the controller Role has no rule on secrets; update tests/src/chart.rs");
+    };
+    let mut end = last + 1;
+    while end < doc.len() && indent(&doc[end]) > 0 && !is_comment_or_blank(&doc[end]) {
+        end += 1;
+    }
+    ensure!(
+        doc[first..end]
+            .iter()
+            .all(|l| l.starts_with("  ") || l.starts_with("- apiGroups:")),
+        "the controller Role's Secret rules are not adjacent; update tests/src/chart.rs"
+    );
+    doc.insert(end, "{{- end }}".to_owned());
+    doc.insert(
+        first,
+        "{{- if not .Values.memberlist.existingSecret }}".to_owned(),
+    );
     Ok(())
 }
 
@@ -536,6 +586,14 @@ fn workload(
     extra.push(format!("{}{{{{- if not .Values.defaultClass }}}}", pad(n)));
     extra.extend(item("FERROLB_DEFAULT_CLASS", "\"false\""));
     extra.push(format!("{}{{{{- end }}}}", pad(n)));
+    if component == "controller" {
+        extra.push(format!(
+            "{}{{{{- if .Values.memberlist.existingSecret }}}}",
+            pad(n)
+        ));
+        extra.extend(item("FERROLB_CREATE_MEMBERLIST_SECRET", "\"false\""));
+        extra.push(format!("{}{{{{- end }}}}", pad(n)));
+    }
     if component == "speaker" {
         extra.push(format!("{}{{{{- if .Values.ignoreExcludeLb }}}}", pad(n)));
         extra.extend(item("FERROLB_IGNORE_EXCLUDE_LB", "\"true\""));
@@ -663,11 +721,12 @@ ignoreExcludeLb: false
 
 # The speakers' membership key (docs/install.md, \"The membership key\").
 memberlist:
-  # Empty: the chart creates the Secret {secret} with a random key (64 hex digits) and reads it
-  # back on every upgrade so it never changes; `helm uninstall` leaves it (helm.sh/resource-policy:
-  # keep) unless the namespace goes with the release (namespace.create). Otherwise: the name of a
-  # Secret you create in the namespace, holding the key under `key`; the speakers wait in
-  # ContainerCreating until it exists.
+  # Empty: the controller creates the Secret {secret} with a random key (32 bytes from the OS,
+  # 64 hex digits) when it is absent and never replaces it; the chart renders no key, so
+  # `helm template` (Argo CD, Flux) gives the same objects on every sync. `ferrolb uninstall`
+  # deletes it. Otherwise (the GitOps path for a key of your own, e.g. from Sealed Secrets or
+  # External Secrets): the name of a Secret you create in the namespace, holding the key under
+  # `key`; the controller then creates nothing, and the speakers wait, not ready, until it exists.
   existingSecret: \"\"
 
 # The controller Deployment.

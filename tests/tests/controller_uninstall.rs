@@ -25,7 +25,9 @@
 //! The one-command uninstall is `ferrolb uninstall` (the third test, with the real binary): it
 //! scales the controller Deployment to 0, refuses to release anything while a controller still
 //! holds the Lease, then releases every status of ours with the user's credentials and deletes
-//! the install. (Its whole run on real pods is in `tests/tests/real_nodes.rs`.)
+//! the install. (Its whole run on real pods is in `tests/tests/real_nodes.rs`.) It also deletes
+//! the membership-key Secret the controller made (issue #27) — in a shared namespace too, where
+//! nothing else is deleted — and never a Secret the user made; `--release-only` deletes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::process::{Command, ExitStatus};
@@ -39,7 +41,7 @@ use ferrolb_tests::objects::{create_pool, create_service, ingress_ips, lb_servic
 use ferrolb_tests::{namespace, poll};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -417,8 +419,33 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
         bindings.create(&PostParams::default(), &b).await.unwrap();
     }
 
+    // A Secret of the user's beside the key the controller makes (issue #27).
+    let secrets = Api::<Secret>::namespaced(client.clone(), &home);
+    let users: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "users-own"},
+        "stringData": {"key": "not ferrolb's"}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &users)
+        .await
+        .unwrap();
+
     let ctl = start(&cluster, "cli-1", &home);
     wait_holder(&client, &home, "cli-1").await;
+    poll::until(
+        "the controller made the membership key",
+        Duration::from_secs(20),
+        || async {
+            secrets
+                .get_opt("ferrolb-memberlist")
+                .await
+                .unwrap()
+                .is_some()
+        },
+    )
+    .await
+    .unwrap();
     poll::until("web has an address", Duration::from_secs(20), || async {
         snapshot(&client, &apps, &names).await[0].0.len() == 1
     })
@@ -500,6 +527,14 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
         "{err}"
     );
     assert!(err.contains("--release-only: nothing deleted"), "{err}");
+    assert!(
+        secrets
+            .get_opt("ferrolb-memberlist")
+            .await
+            .unwrap()
+            .is_some(),
+        "--release-only deleted the key"
+    );
     assert_eq!(
         holder(&client, &home).await,
         None,
@@ -512,6 +547,25 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("is not ferrolb's own"), "{err}");
     assert!(roles.get_opt("ferrolb-test-ours").await.unwrap().is_some());
+    // ... but the key the controller made, which no install tool knows of, is; the user's stays.
+    assert!(
+        err.contains(&format!(
+            "deleted only the membership key the controller made (secret/{home}/ferrolb-memberlist)"
+        )),
+        "{err}"
+    );
+    assert!(
+        secrets
+            .get_opt("ferrolb-memberlist")
+            .await
+            .unwrap()
+            .is_none(),
+        "{err}"
+    );
+    assert!(
+        secrets.get_opt("users-own").await.unwrap().is_some(),
+        "{err}"
+    );
     let namespaces = Api::<Namespace>::all(client.clone());
     assert!(
         namespaces

@@ -6,8 +6,9 @@
 //! - the render is accepted by server-side dry-run (which creates nothing), then applied for real
 //!   without a single warning, and every object can be read back;
 //! - the workloads carry the promised hardening: the controller has 2 replicas, runs as non-root
-//!   with no capabilities; the speaker has hostNetwork, only `NET_RAW`, the SWIM key Secret mounted
-//!   read-only, and tolerates control-plane taints;
+//!   with no capabilities; the speaker has hostNetwork, only `NET_RAW`, mounts nothing (it reads
+//!   the SWIM key Secret the controller creates through the API, issue #27), and tolerates
+//!   control-plane taints;
 //! - RBAC is least-privilege: `kubectl auth can-i` answers yes and no where it must, and the full
 //!   `can-i --list` of each ServiceAccount, minus what every authenticated user may do, is exactly
 //!   the granted set — nothing more;
@@ -28,7 +29,7 @@ use serde_json::Value;
 use deploy::NS;
 use deploy::examples::{check_examples, check_image_override};
 use deploy::kubectl::Kubectl;
-use deploy::objects::{ObjKey, find, key, key_of, parse_docs, random_key_hex};
+use deploy::objects::{ObjKey, find, key, key_of, parse_docs};
 use deploy::rbac;
 use deploy::workloads::{check_cli_contract, check_controller, check_speaker};
 
@@ -102,22 +103,10 @@ async fn deploy_manifests() {
     std::fs::write(&rendered_file, &rendered).unwrap();
     let rendered_path = rendered_file.to_str().unwrap();
 
-    // --- the namespace and the user's Secret first (docs/install.md), then dry-run ---
+    // --- the namespace first (a server-side dry run of namespaced objects needs it; there is no
+    // manual key step, issue #27), then dry-run ---
     let namespace_doc = serde_json::to_string(find(&objs, "Namespace")[0]).unwrap();
     k.ok(&["apply", "--server-side", "-f", "-"], Some(&namespace_doc));
-    let key_literal = format!("--from-literal=key={}", random_key_hex());
-    k.ok(
-        &[
-            "create",
-            "secret",
-            "generic",
-            "ferrolb-memberlist",
-            "-n",
-            NS,
-            &key_literal,
-        ],
-        None,
-    );
 
     let (dry, _) = k.ok(
         &[

@@ -6,19 +6,22 @@
 //! - `helm template` with the default values renders the objects of `kubectl kustomize deploy/`,
 //!   field for field, but for the differences docs/install.md ("Helm") documents, each asserted
 //!   here: Helm's four standard labels on every object's metadata, the image tag (the chart's
-//!   appVersion instead of `latest`), the speaker's `priorityClassName: system-node-critical`,
-//!   `helm.sh/resource-policy: keep` on the CRDs, and the membership-key Secret the chart generates
-//!   (a random 64-hex-digit key the speaker accepts) where the base leaves it to the user;
+//!   appVersion instead of `latest`), the speaker's `priorityClassName: system-node-critical` and
+//!   `helm.sh/resource-policy: keep` on the CRDs. Like the base, the chart renders **no** Secret:
+//!   the controller creates the membership key (issue #27), so two `helm template` runs (what
+//!   Argo CD and Flux do on every sync) render byte-identical output — with the old `randBytes`
+//!   Secret every render drew a new key;
 //! - every value reaches the fields it promises; the environment the values set is what
 //!   `ferrolb-controller` and `ferrolb-speaker` read and accept; the metrics Services select the
 //!   workloads' pods and their `monitoring` ports, and the ServiceMonitor selects both Services;
 //!   that render passes the API server's server-side dry run;
 //! - on the test cluster: `helm install --dry-run=server` passes and creates nothing; `helm install`
 //!   creates every object without a warning; the deploy test's RBAC checks (`kubectl auth can-i`,
-//!   yes and no, and the full `can-i --list`) hold; `helm upgrade` applies a changed value and keeps
-//!   the generated key; `helm uninstall` removes the workloads and RBAC but keeps the key Secret
-//!   and the CRDs (resource-policy keep; on a real cluster the namespace controller then deletes
-//!   the Secret with the namespace, unless `namespace.create` is false — the test cluster has none).
+//!   yes and no, and the full `can-i --list`) hold; `helm upgrade` applies a changed value and
+//!   leaves the key the controller created alone; `helm uninstall` removes the workloads and RBAC
+//!   but keeps the CRDs (resource-policy keep) and never touches that key (on a real cluster the
+//!   namespace controller deletes it with the namespace, unless `namespace.create` is false —
+//!   the test cluster has none; `ferrolb uninstall` deletes it either way).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 #[allow(dead_code)]
@@ -29,7 +32,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use ferrolb_speaker::membership::KeyRing;
 use ferrolb_tests::chart::{CHART_DIR, CHART_VERSION};
 use ferrolb_tests::cluster::{ClusterOptions, TestCluster, helm_bin, repo_root};
 use serde_json::{Value, json};
@@ -180,9 +182,13 @@ async fn helm_chart() {
     // Both parsed by kubectl, i.e. as the API server gets them: the templates keep the base's
     // YAML 1.1 octal `defaultMode: 0400`, which a YAML 1.2 parser would read as 400.
     let base = as_kubectl_reads(&k, &kustomized);
-    let (chart_objs, generated_key) =
-        without_documented_differences(as_kubectl_reads(&k, &rendered), &base);
-    assert_key(&generated_key);
+    // No key in the chart, so a second render (every GitOps sync renders again) is the same.
+    let (again, _) = helm.ok(&["template", "ferrolb", chart]);
+    assert!(
+        again == rendered,
+        "two `helm template` runs differ: every Argo CD / Flux sync would apply new objects"
+    );
+    let chart_objs = without_documented_differences(as_kubectl_reads(&k, &rendered), &base);
     let by_key = |objs: Vec<Value>| -> BTreeMap<ObjKey, Value> {
         let map: BTreeMap<ObjKey, Value> = objs.into_iter().map(|o| (key_of(&o), o)).collect();
         map
@@ -274,8 +280,7 @@ async fn helm_chart() {
         .iter()
         .map(key_of)
         .collect();
-    let mut expected: BTreeSet<ObjKey> = base.iter().map(key_of).collect();
-    expected.insert(key("Secret", NS, SECRET));
+    let expected: BTreeSet<ObjKey> = base.iter().map(key_of).collect();
     assert_eq!(live_keys, expected, "objects installed");
     assert_eq!(
         manifest_objs.iter().map(key_of).collect::<BTreeSet<_>>(),
@@ -287,9 +292,38 @@ async fn helm_chart() {
     k.ok(&wait, None);
     rbac::check(&k);
 
-    // --- the generated key: valid, and kept by an upgrade that changes something else ---
+    // --- the key the controller creates (the test cluster runs no pods: made here as the
+    // controller makes it) is not Helm's: an upgrade and the uninstall leave it alone ---
+    let probe = k.run(&["get", "secret", SECRET, "-n", NS], None);
+    assert!(
+        !probe.status.success() && String::from_utf8_lossy(&probe.stderr).contains("NotFound"),
+        "helm install created a Secret"
+    );
+    let controller_key = format!("--from-literal=key={}\n", deploy::objects::random_key_hex());
+    k.ok(
+        &[
+            "create",
+            "secret",
+            "generic",
+            SECRET,
+            "-n",
+            NS,
+            &controller_key,
+        ],
+        None,
+    );
+    k.ok(
+        &[
+            "label",
+            "secret",
+            SECRET,
+            "-n",
+            NS,
+            "app.kubernetes.io/managed-by=ferrolb-controller",
+        ],
+        None,
+    );
     let installed_key = secret_key(&k);
-    assert_key(&installed_key);
     let (upgraded, _) = helm.ok(&[
         "upgrade",
         "ferrolb",
@@ -324,7 +358,7 @@ async fn helm_chart() {
     let base_ds = find(&base, "DaemonSet")[0];
     assert_eq!(
         ds["spec"]["template"]["spec"]["volumes"], base_ds["spec"]["template"]["spec"]["volumes"],
-        "the key volume as installed (defaultMode 0400 read as octal)"
+        "the speaker mounts nothing, as in the base"
     );
     let speaker = &ds["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
@@ -333,16 +367,17 @@ async fn helm_chart() {
         "the upgrade's value did not reach the DaemonSet"
     );
 
-    // --- uninstall: everything goes but the key and the CRDs (resource-policy keep) ---
+    // --- uninstall: everything goes but the CRDs (resource-policy keep); the controller's key is
+    // not Helm's ---
     let (uninstalled, _) = helm.ok(&["uninstall", "ferrolb", "--namespace", "default"]);
     assert!(
         uninstalled.contains("These resources were kept due to the resource policy:"),
         "helm uninstall:\n{uninstalled}"
     );
+    assert!(!uninstalled.contains("[Secret]"), "{uninstalled}");
     for kept in CRDS
         .iter()
         .map(|c| format!("[CustomResourceDefinition] {c}"))
-        .chain([format!("[Secret] {SECRET}")])
     {
         assert!(
             uninstalled.contains(&kept),
@@ -363,30 +398,24 @@ async fn helm_chart() {
             "{gone:?} survived helm uninstall"
         );
     }
-    k.ok(&["get", "secret", SECRET, "-n", NS], None);
+    assert_eq!(
+        secret_key(&k),
+        installed_key,
+        "helm uninstall touched the key"
+    );
     let mut get_crds = vec!["get"];
     get_crds.extend(crd_args.iter().map(String::as_str));
     k.ok(&get_crds, None);
 }
 
 /// The default render minus the documented differences from the base, each asserted on the way;
-/// returns the remaining objects and the generated key (decoded).
-fn without_documented_differences(mut objs: Vec<Value>, base: &[Value]) -> (Vec<Value>, Vec<u8>) {
-    // The membership-key Secret, which the base leaves to the user.
-    let secret_at = objs
-        .iter()
-        .position(|o| key_of(o) == key("Secret", NS, SECRET))
-        .expect("the chart generates the membership-key Secret");
-    let secret = objs.remove(secret_at);
-    assert!(find(&objs, "Secret").is_empty(), "more than one Secret");
-    assert_eq!(
-        secret["metadata"]["annotations"]["helm.sh/resource-policy"],
-        "keep"
+/// returns the remaining objects.
+fn without_documented_differences(mut objs: Vec<Value>, base: &[Value]) -> Vec<Value> {
+    // No key Secret: the controller creates it (issue #27).
+    assert!(
+        find(&objs, "Secret").is_empty(),
+        "the chart renders a Secret"
     );
-    assert_eq!(secret["type"], "Opaque");
-    let data = secret["data"].as_object().unwrap();
-    assert_eq!(data.keys().collect::<Vec<_>>(), ["key"]);
-    let key = base64_decode(data["key"].as_str().unwrap());
 
     for obj in &mut objs {
         // Helm's labels on every object, and nowhere else than metadata.
@@ -438,7 +467,7 @@ fn without_documented_differences(mut objs: Vec<Value>, base: &[Value]) -> (Vec<
             _ => {}
         }
     }
-    (objs, key)
+    objs
 }
 
 /// Where two JSON values differ, one line per path: `path: chart … != base …`.
@@ -478,17 +507,6 @@ fn as_kubectl_reads(k: &Kubectl, yaml: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A generated key: 64 hex digits and a newline, accepted by the speaker's own parser.
-fn assert_key(key: &[u8]) {
-    let text = std::str::from_utf8(key).unwrap();
-    let line = text.strip_suffix('\n').unwrap_or(text);
-    assert!(
-        line.len() == 64 && line.bytes().all(|b| b.is_ascii_hexdigit()),
-        "not 64 hex digits: {text:?}"
-    );
-    KeyRing::parse(key).expect("the speaker accepts the generated key");
-}
-
 /// The installed Secret's key, decoded.
 fn secret_key(k: &Kubectl) -> Vec<u8> {
     let (data, _) = k.ok(
@@ -526,7 +544,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
 /// The render of [`CUSTOM_VALUES`]: every value where it belongs.
 fn check_custom_values(objs: &[Value], base: &[Value]) {
     let ns = "lb-system";
-    // No CRDs (crds.create: false), no Secret (existingSecret), the namespace everywhere.
+    // No CRDs (crds.create: false), no Secret, the namespace everywhere.
     assert!(find(objs, "CustomResourceDefinition").is_empty());
     assert!(find(objs, "Secret").is_empty());
     let namespaces = find(objs, "Namespace");
@@ -564,6 +582,19 @@ fn check_custom_values(objs: &[Value], base: &[Value]) {
         .find(|r| strings(&r["resources"]) == ["secrets"])
         .unwrap();
     assert_eq!(strings(&secret_rule["resourceNames"]), ["my-key"]);
+    // With the user's key the controller neither creates nor reads one (issue #27).
+    let controller_role = objs
+        .iter()
+        .find(|o| key_of(o) == key("Role", ns, "ferrolb-controller"))
+        .unwrap();
+    assert!(
+        !controller_role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| strings(&r["resources"]) == ["secrets"]),
+        "{controller_role}"
+    );
 
     for (kind, component) in [("Deployment", "controller"), ("DaemonSet", "speaker")] {
         let workload = find(objs, kind)[0];
@@ -605,9 +636,11 @@ fn check_custom_values(objs: &[Value], base: &[Value]) {
             assert_eq!(env("FERROLB_TIMING_PROFILE"), Some(json!("safe")));
             assert_eq!(env("FERROLB_INTERFACES"), Some(json!("eth1,bond0.100")));
             assert_eq!(
-                pod["volumes"][0]["secret"]["secretName"], "my-key",
-                "the speaker mounts the existing Secret"
+                env("FERROLB_MEMBERLIST_SECRET"),
+                Some(json!("my-key")),
+                "the speaker reads the existing Secret"
             );
+            assert!(pod["volumes"].is_null(), "the speaker mounts nothing");
             assert_eq!(pod["priorityClassName"], "ferrolb-speaker");
             assert_eq!(pod["tolerations"], json!([{"operator": "Exists"}]));
             assert_eq!(
@@ -615,6 +648,12 @@ fn check_custom_values(objs: &[Value], base: &[Value]) {
                 json!({"requests": {"cpu": "30m", "memory": "40Mi"}, "limits": {"memory": "200Mi"}})
             );
         } else {
+            assert_eq!(env("FERROLB_MEMBERLIST_SECRET"), Some(json!("my-key")));
+            assert_eq!(
+                env("FERROLB_CREATE_MEMBERLIST_SECRET"),
+                Some(json!("false")),
+                "the controller must not create a key beside the user's"
+            );
             assert_eq!(env("FERROLB_IGNORE_EXCLUDE_LB"), None);
             assert_eq!(pod["priorityClassName"], "system-cluster-critical");
             assert_eq!(

@@ -53,8 +53,6 @@ pub(super) struct Executor {
 impl Executor {
     /// Starts every task and the first membership (see [`super::run`] for the errors).
     pub(super) async fn start(client: Client, config: SpeakerConfig) -> anyhow::Result<Self> {
-        let keys = KeyRing::from_file(&config.key_file)
-            .with_context(|| format!("membership key {}", config.key_file.display()))?;
         let changed = Arc::new(Notify::new());
         let (stores, watches) = Stores::start(&client, &changed, &config.namespace);
         let mut supervised: Vec<(&'static str, _)> =
@@ -78,6 +76,7 @@ impl Executor {
         });
         let health = Arc::new(Health {
             ready: Default::default(),
+            waiting_for: Default::default(),
             registry: metrics.registry(),
         });
         let listener_health = health.clone();
@@ -92,6 +91,14 @@ impl Executor {
                 }
             }),
         ));
+        // Not ready (with the reason in /readyz) until the key ring is read: a key Secret is
+        // waited for, however long the controller takes to create it (issue #27 item 1).
+        let keys = crate::membership::key_source::load(&client, &config.keys, &|why| {
+            if let Ok(mut w) = health.waiting_for.lock() {
+                *w = why;
+            }
+        })
+        .await?;
 
         tokio::time::timeout(Duration::from_secs(120), stores.wait_ready())
             .await

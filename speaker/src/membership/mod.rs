@@ -12,7 +12,9 @@
 //! - [`counters`]: [`Counters`] for metrics;
 //! - [`timers`]: the deadline queue for foca timers;
 //! - [`machine`]: [`MembershipCore`], the sans-IO state machine;
-//! - [`agent`]: [`Membership`], the tokio task owning the socket.
+//! - [`agent`]: [`Membership`], the tokio task owning the socket;
+//! - [`key_source`]: where the key ring comes from (the Secret through the API, waited for; or a
+//!   mounted file).
 //!
 //! Glue usage:
 //! ```no_run
@@ -37,6 +39,7 @@
 //! ```
 
 pub mod agent;
+pub mod key_source;
 pub use ferrolb_l2::membership::{
     budget, config, counters, envelope, identity, key, machine, replay, timers,
 };
@@ -46,4 +49,5 @@ pub use config::{ConfigError, DEFAULT_PORT, MembershipConfig, TimingProfile};
 pub use counters::{Counters, CountersSnapshot};
 pub use identity::SpeakerId;
 pub use key::{Key, KeyError, KeyRing};
+pub use key_source::KeySource;
 pub use machine::{Clock, DropReason, MembershipCore, MembershipEvent, Outgoing};

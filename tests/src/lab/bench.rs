@@ -31,6 +31,31 @@ pub fn start_speaker_with(
     node: &str,
     extra_args: &[&str],
 ) -> anyhow::Result<Supervised> {
+    spawn_speaker(lab, bin, node, true, extra_args)
+}
+
+/// Like [`start_speaker_with`], without `--memberlist-key-file`: the speaker reads its key ring
+/// through the API from the Secret `--memberlist-secret` in `--namespace` (issue #27), waiting
+/// until it exists.
+///
+/// # Errors
+/// No such node, or the process could not be started.
+pub fn start_speaker_key_from_secret(
+    lab: &Lab,
+    bin: &Path,
+    node: &str,
+    extra_args: &[&str],
+) -> anyhow::Result<Supervised> {
+    spawn_speaker(lab, bin, node, false, extra_args)
+}
+
+fn spawn_speaker(
+    lab: &Lab,
+    bin: &Path,
+    node: &str,
+    key_file: bool,
+    extra_args: &[&str],
+) -> anyhow::Result<Supervised> {
     let n = lab
         .nodes
         .iter()
@@ -42,10 +67,11 @@ pub fn start_speaker_with(
         .arg(bin)
         .args(["--node-name", &n.name])
         .arg("--kubeconfig")
-        .arg(lab.node_kubeconfig())
-        .arg("--memberlist-key-file")
-        .arg(lab.key_file())
-        .args(["--admin-address", "127.0.0.1:7473"])
+        .arg(lab.node_kubeconfig());
+    if key_file {
+        cmd.arg("--memberlist-key-file").arg(lab.key_file());
+    }
+    cmd.args(["--admin-address", "127.0.0.1:7473"])
         .args(extra_args)
         .env("RUST_LOG", "info,ferrolb_speaker=debug");
     Supervised::spawn_command(&format!("speaker {node}"), &mut cmd, &log, false)

@@ -580,6 +580,30 @@ impl Lab {
         Ok(())
     }
 
+    /// Starts (or restarts) ferrolb's speaker of node `name` like [`Lab::start_speaker`], but
+    /// without the lab's key file: it reads its key ring through the API from the Secret
+    /// `--memberlist-secret` in `--namespace` (pass them in `extra_args`), and waits, not ready,
+    /// until it exists (issue #27).
+    ///
+    /// # Errors
+    /// The binary could not be built or started.
+    pub fn start_speaker_key_from_secret(
+        &mut self,
+        name: &str,
+        extra_args: &[&str],
+    ) -> anyhow::Result<()> {
+        if let Some(old) = self.node_mut(name)?.speaker.take() {
+            old.stop(Duration::from_secs(5));
+        }
+        let bin = match &self.speaker_bin {
+            Some(bin) => bin.clone(),
+            None => workspace_bin("ferrolb-speaker")?,
+        };
+        let speaker = bench::start_speaker_key_from_secret(self, &bin, name, extra_args)?;
+        self.node_mut(name)?.speaker = Some(speaker);
+        Ok(())
+    }
+
     /// Makes [`Lab::start_speaker`] run `bin` (e.g. a release build for benchmarks) instead of
     /// the workspace's debug build.
     pub fn set_speaker_bin(&mut self, bin: PathBuf) {

@@ -72,7 +72,9 @@ pub fn container_env(container: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// 64 hex digits from the kernel's random source, like `openssl rand -hex 32`.
+/// 64 hex digits from the kernel's random source, like `openssl rand -hex 32` (helm_chart.rs:
+/// a key as the controller makes it).
+#[allow(dead_code)]
 pub fn random_key_hex() -> String {
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")

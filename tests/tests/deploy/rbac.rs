@@ -81,6 +81,9 @@ pub fn check(k: &Kubectl) {
         ("update", "leases.coordination.k8s.io", &in_ns[..]),
         // The standby watches the Lease to take it at once after a release.
         ("watch", "leases.coordination.k8s.io", &in_ns[..]),
+        // The speakers' membership key, created when absent (issue #27).
+        ("create", "secrets", &in_ns[..]),
+        ("get", "secrets/ferrolb-memberlist", &in_ns[..]),
     ] {
         assert!(
             k.can_i(CONTROLLER_SA, verb, resource, extra),
@@ -92,7 +95,14 @@ pub fn check(k: &Kubectl) {
         ("create", "services", &all[..]),
         ("patch", "services", &all[..]),
         ("list", "secrets", &all[..]),
-        ("get", "secrets/ferrolb-memberlist", &in_ns[..]),
+        ("list", "secrets", &in_ns[..]),
+        ("watch", "secrets", &in_ns[..]),
+        ("get", "secrets/other", &in_ns[..]),
+        ("get", "secrets/ferrolb-memberlist", &in_default[..]),
+        ("create", "secrets", &in_default[..]),
+        ("update", "secrets/ferrolb-memberlist", &in_ns[..]),
+        ("patch", "secrets/ferrolb-memberlist", &in_ns[..]),
+        ("delete", "secrets/ferrolb-memberlist", &in_ns[..]),
         ("create", "leases.coordination.k8s.io", &in_default[..]),
         ("delete", "leases.coordination.k8s.io", &in_ns[..]),
         ("patch", "ipaddresspools.ferrolb.io", &[][..]),
@@ -164,6 +174,10 @@ pub fn check(k: &Kubectl) {
                 &[],
                 &["get", "list", "watch", "create", "update", "patch"],
             ));
+            // Issue #27: create the membership key when absent (create cannot be limited by
+            // name), get only that one name.
+            controller.insert(rule("secrets", &[], &["create"]));
+            controller.insert(rule("secrets", &["ferrolb-memberlist"], &["get"]));
         }
         assert_eq!(granted(SPEAKER_SA), speaker, "speaker rules in {ns}");
         assert_eq!(

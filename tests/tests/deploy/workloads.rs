@@ -58,6 +58,10 @@ pub fn check_controller(deployment: &Value) {
         let e = env_value(c, var).unwrap_or_else(|| panic!("controller env {var}"));
         assert_eq!(e["valueFrom"]["fieldRef"]["fieldPath"], path);
     }
+    // The speakers' membership key, which it creates when absent (issue #27): the speakers' name.
+    let secret = env_value(c, "FERROLB_MEMBERLIST_SECRET").expect("controller env");
+    assert_eq!(secret["value"], "ferrolb-memberlist");
+    assert!(env_value(c, "FERROLB_CREATE_MEMBERLIST_SECRET").is_none());
     assert!(
         pod["affinity"]["podAntiAffinity"].is_object()
             || pod["topologySpreadConstraints"].is_array(),
@@ -65,8 +69,8 @@ pub fn check_controller(deployment: &Value) {
     );
 }
 
-/// The speaker DaemonSet: host network, `NET_RAW` only, ports, probes, the SWIM key Secret,
-/// control-plane tolerations.
+/// The speaker DaemonSet: host network, `NET_RAW` only, ports, probes, the SWIM key read through
+/// the API (nothing mounted), control-plane tolerations.
 pub fn check_speaker(daemonset: &Value) {
     let pod = &daemonset["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "ferrolb-speaker");
@@ -111,36 +115,16 @@ pub fn check_speaker(daemonset: &Value) {
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert!(c["resources"]["requests"]["memory"].is_string());
     assert!(c["resources"]["limits"]["memory"].is_string());
-    // The SWIM key: Secret ferrolb-memberlist, key `key`, read-only at /etc/ferrolb/memberlist/key.
-    let volumes = pod["volumes"].as_array().unwrap();
-    let secret_volume = volumes
-        .iter()
-        .find(|v| v["secret"]["secretName"] == "ferrolb-memberlist")
-        .expect("memberlist Secret volume");
-    let items = secret_volume["secret"]["items"].as_array().unwrap();
-    assert_eq!(items.len(), 1);
-    assert_eq!(items[0]["key"], "key");
-    let mount = c["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == secret_volume["name"])
-        .expect("memberlist Secret mount");
-    assert_eq!(mount["readOnly"], true);
-    let key_file = format!(
-        "{}/{}",
-        mount["mountPath"].as_str().unwrap(),
-        items[0]["path"].as_str().unwrap()
+    // The SWIM key (issue #27): read through the API from the Secret the controller creates, so
+    // nothing is mounted — no pod waits in ContainerCreating for a Secret that does not exist.
+    let secret = env_value(c, "FERROLB_MEMBERLIST_SECRET").expect("speaker env");
+    assert_eq!(secret["value"], "ferrolb-memberlist");
+    assert!(
+        env_value(c, "FERROLB_MEMBERLIST_KEY_FILE").is_none(),
+        "the speaker reads its key through the API, not from a file"
     );
-    assert_eq!(key_file, "/etc/ferrolb/memberlist/key");
-    if let Some(e) = env_value(c, "FERROLB_MEMBERLIST_KEY_FILE") {
-        assert_eq!(e["value"], key_file.as_str());
-    }
-    assert_eq!(
-        volumes.len(),
-        1,
-        "the speaker mounts nothing but its key: {volumes:?}"
-    );
+    assert!(pod["volumes"].is_null(), "the speaker mounts nothing");
+    assert!(c["volumeMounts"].is_null(), "the speaker mounts nothing");
     let tolerations = pod["tolerations"].as_array().unwrap();
     for taint in [
         "node-role.kubernetes.io/control-plane",

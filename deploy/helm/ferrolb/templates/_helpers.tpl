@@ -1,7 +1,8 @@
 {{/*
 Helpers of the ferrolb chart. The object templates beside this file are GENERATED from the
 kustomize base deploy/ (`cargo run -p ferrolb-tests --bin ferrolb-helmgen`, tests/src/chart.rs);
-this file, memberlist-secret.yaml, monitoring.yaml and NOTES.txt are written by hand.
+this file, monitoring.yaml and NOTES.txt are written by hand. The chart renders no Secret: the
+controller creates the speakers' membership key when it is absent (docs/membership.md).
 */}}
 
 {{/* The namespace of every namespaced object: namespace.name, else the release namespace. */}}
@@ -27,7 +28,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) -}}
 {{- end }}
 
-{{/* The Secret holding the speakers' membership key: the user's, or the one the chart creates. */}}
+{{/* The Secret holding the speakers' membership key: the user's, or the one the controller creates. */}}
 {{- define "ferrolb.memberlistSecret" -}}
 {{- .Values.memberlist.existingSecret | default "ferrolb-memberlist" -}}
 {{- end }}

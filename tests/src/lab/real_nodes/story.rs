@@ -41,8 +41,6 @@ pub const NET_RAW_ONLY: &str = "0000000000002000";
 
 const SPEAKERS: &str = "app.kubernetes.io/component=speaker";
 const CONTROLLERS: &str = "app.kubernetes.io/component=controller";
-/// The membership key of the story (any 64 hex digits; docs/install.md uses `openssl rand`).
-const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
 const POOL_YAML: &str = r#"apiVersion: ferrolb.io/v1beta1
 kind: IPAddressPool
@@ -287,20 +285,13 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
     // 1. Install exactly as docs/install.md says.
     let deploy = repo_root().join("deploy");
     let deploy = deploy.to_str().context("repository path")?;
-    writeln!(out, "1. kubectl apply -k deploy/ and the membership Secret")?;
-    lab.kubectl_ok(&["apply", "-k", deploy], None)?;
-    lab.kubectl_ok(
-        &[
-            "-n",
-            NS,
-            "create",
-            "secret",
-            "generic",
-            "ferrolb-memberlist",
-            &format!("--from-literal=key={KEY}"),
-        ],
-        None,
+    // No key step (issue #27): the controller creates the membership-key Secret, the speakers
+    // wait for it, not ready, and read it through the API.
+    writeln!(
+        out,
+        "1. kubectl apply -k deploy/ (no key step: the controller creates the membership key)"
     )?;
+    lab.kubectl_ok(&["apply", "-k", deploy], None)?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let t = Instant::now();
     until(
