@@ -173,6 +173,16 @@ pub enum Fault {
         /// Carrier state.
         up: bool,
     },
+    /// The L2Advertisement is edited to select only these nodes by hostname (`nodeSelectors`
+    /// with `kubernetes.io/hostname In [...]`); empty: every node again.
+    AdvertiseOn(Vec<usize>),
+    /// Service number `ip` moves to a new address no Service had (the controller re-assigned
+    /// it: a pool edit, a `loadBalancerIP` change): the old IP is announced by nobody any more,
+    /// the new one is fresh (probed before its first announcement).
+    ChangeIp {
+        /// Index of the Service.
+        ip: usize,
+    },
     /// The node's wall clock steps by `ms` (positive: ahead), as an NTP step or a VM resumed
     /// from a snapshot does; its monotonic clock does not. The wall clock stamps and checks the
     /// membership's replay window and the claim proofs (2 s skew), and seeds the voter memory.
@@ -212,7 +222,9 @@ impl Fault {
             | Fault::ExcludeLabel { .. }
             | Fault::DeleteNode(_)
             | Fault::RecreateNode(_)
-            | Fault::EndpointOn { .. } => false,
+            | Fault::EndpointOn { .. }
+            | Fault::AdvertiseOn(_)
+            | Fault::ChangeIp { .. } => false,
         }
     }
 

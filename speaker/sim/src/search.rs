@@ -22,8 +22,9 @@ pub enum FaultClass {
     /// An outsider without the key: forged ARP claims for an IP, or a spoofed membership flood.
     Adversary,
     /// The API: a Node NotReady, labelled excluded, deleted and recreated; an endpoint of an
-    /// `externalTrafficPolicy: Local` Service moving (the Service stays `Local`); one node's
-    /// watch late (up to 500 ms) or cut off while objects change.
+    /// `externalTrafficPolicy: Local` Service moving (the Service stays `Local`); the
+    /// L2Advertisement edited to leave one node out and back; a Service's IP changed to a fresh
+    /// one; one node's watch late (up to 500 ms) or cut off while objects change.
     Api,
     /// Steady membership loss (0.5–5 % of every datagram, for the whole run) and no other fault.
     Loss,
@@ -169,7 +170,7 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
             FaultClass::Loss => {}
             FaultClass::Api => {
                 let k = rng.random_range(0..ips.max(1));
-                s = match rng.random_range(0..5u32) {
+                s = match rng.random_range(0..7u32) {
                     0 => s
                         .with(
                             t,
@@ -218,9 +219,15 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                             },
                         )
                         .with(t + lasts / 2, Fault::EndpointOn { ip: k, node: other }),
-                    _ => s
+                    4 => s
                         .with(t, Fault::DeleteNode(victim))
                         .with(t + lasts, Fault::RecreateNode(victim)),
+                    5 => {
+                        let keep: Vec<usize> = (0..nodes).filter(|n| *n != victim).collect();
+                        s.with(t, Fault::AdvertiseOn(keep))
+                            .with(t + lasts, Fault::AdvertiseOn(Vec::new()))
+                    }
+                    _ => s.with(t, Fault::ChangeIp { ip: k }),
                 };
             }
             FaultClass::Clock => {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrolb_crds::L2AdvertisementSpec;
+use ferrolb_crds::v1beta1::{LabelSelector, LabelSelectorRequirement, SelectorOperator};
 use ferrolb_l2::answer::announce::AnnounceSchedule;
 use ferrolb_l2::answer::iface::{
     Context, IfaceConfig, IfaceCore, IfaceOutput, OwnedIp, Proto, TransmitKind, lease_allows,
@@ -62,11 +63,23 @@ pub fn ip(k: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::from(0xc633_6400 + 1 + k))
 }
 
+/// Node `i`'s facts at the start: Ready, labelled with its hostname (the L2Advertisement edits
+/// of [`Fault::AdvertiseOn`] select by it).
+fn node_facts(i: usize) -> NodeFacts {
+    NodeFacts {
+        labels: [(HOSTNAME_LABEL.to_string(), name(i))].into(),
+        ..NodeFacts::default()
+    }
+}
+
+/// The well-known hostname label of a Node.
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
 /// The view every node has: the nodes Ready, one L2Advertisement for all, one Service per IP.
 pub fn view(nodes: usize, ips: usize) -> View {
     let mut v = View::default();
     for i in 0..nodes {
-        v.cluster.nodes.insert(name(i), NodeFacts::default());
+        v.cluster.nodes.insert(name(i), node_facts(i));
     }
     v.cluster
         .advertisements
@@ -205,7 +218,11 @@ struct World {
     /// The API server's objects, and their version.
     view: Arc<View>,
     version: u64,
+    /// Every IP the observer follows: the Services' IPs at the start and every IP a Service
+    /// moved to ([`Fault::ChangeIp`]).
     ips: Vec<IpAddr>,
+    /// The IP of Service `k` now.
+    service_ips: Vec<IpAddr>,
     /// The claim keys every speaker derives from the key ring.
     claim_keys: ClaimKeys,
     /// Every node's MAC and name (the responder's peer map).
@@ -266,6 +283,7 @@ impl World {
             view: Arc::new(view(s.nodes, s.ips)),
             version: 1,
             ips: (0..s.ips).map(ip).collect(),
+            service_ips: (0..s.ips).map(ip).collect(),
             nodes: Vec::new(),
             queue: BinaryHeap::new(),
             events: BTreeMap::new(),
@@ -576,8 +594,39 @@ impl World {
                 v.cluster.nodes.remove(&name(node));
             }),
             Fault::RecreateNode(node) => self.change_api(|v| {
-                v.cluster.nodes.insert(name(node), NodeFacts::default());
+                v.cluster.nodes.insert(name(node), node_facts(node));
             }),
+            Fault::AdvertiseOn(nodes) => self.change_api(|v| {
+                let selectors = if nodes.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![LabelSelector {
+                        match_labels: BTreeMap::new(),
+                        match_expressions: vec![LabelSelectorRequirement {
+                            key: HOSTNAME_LABEL.into(),
+                            operator: SelectorOperator::In,
+                            values: nodes.iter().map(|n| name(*n)).collect(),
+                        }],
+                    }]
+                };
+                if let Some(a) = v.cluster.advertisements.get_mut("all") {
+                    a.node_selectors = selectors;
+                }
+            }),
+            Fault::ChangeIp { ip: k } => {
+                // Service k's address moves to one no Service had (a fresh IP for every node).
+                let Some(old) = self.service_ips.get(k).copied() else {
+                    return;
+                };
+                let new = ip(self.ips.len());
+                self.service_ips[k] = new;
+                self.ips.push(new);
+                self.change_api(|v| {
+                    if let Some(services) = v.ips.remove(&old) {
+                        v.ips.insert(new, services);
+                    }
+                });
+            }
             Fault::EndpointOn { ip: k, node } => self.change_api(|v| {
                 if let Some(services) = v.ips.get_mut(&ip(k)) {
                     for svc in services {
