@@ -183,6 +183,15 @@ pub enum Fault {
         /// Index of the Service.
         ip: usize,
     },
+    /// The node's key Secret changes to the key ring `ring` (key numbers; the first seals, all
+    /// open; key 0 is the cluster's key at the start). Today's speaker reads it at its next
+    /// start: a rotation is a rolling restart (`docs/membership.md`, "Rotating the key").
+    SetKeys {
+        /// The node.
+        node: usize,
+        /// Key numbers.
+        ring: Vec<u8>,
+    },
     /// The node's wall clock steps by `ms` (positive: ahead), as an NTP step or a VM resumed
     /// from a snapshot does; its monotonic clock does not. The wall clock stamps and checks the
     /// membership's replay window and the claim proofs (2 s skew), and seeds the voter memory.
@@ -212,6 +221,8 @@ impl Fault {
                 a.max(b) * 2 > nodes
             }
             Fault::CutOneWay { .. } | Fault::Carrier { .. } | Fault::ClockStep { .. } => false,
+            // An operator's change: a wrong order splits the membership by key.
+            Fault::SetKeys { .. } => false,
             Fault::ForgedClaims { .. }
             | Fault::SpoofFlood { .. }
             | Fault::ReplayedClaims { .. } => true,

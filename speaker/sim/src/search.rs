@@ -2,6 +2,7 @@
 //! few faults spread over time, each leaving a majority running (the invariants assume one).
 
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 
 use crate::invariants::t_converge;
@@ -31,6 +32,9 @@ pub enum FaultClass {
     /// The process faults, with every hop between a speaker's tasks delayed by up to 1–100 ms
     /// (CPU starvation as late wake-ups).
     Starved,
+    /// A key rotation as rolling restarts of every speaker, one at a time: the documented three
+    /// steps (old+new, new+old, new) or, one time in three, a wrong order (a step skipped).
+    Rotation,
     /// One node's wall clock steps (0.5–3 s, or 5–120 s, either direction), then steps back: an
     /// NTP step and its correction.
     Clock,
@@ -38,7 +42,7 @@ pub enum FaultClass {
 
 impl FaultClass {
     /// Every class.
-    pub const ALL: [FaultClass; 9] = [
+    pub const ALL: [FaultClass; 10] = [
         FaultClass::Process,
         FaultClass::Partition,
         FaultClass::OneWay,
@@ -48,6 +52,7 @@ impl FaultClass {
         FaultClass::Loss,
         FaultClass::Starved,
         FaultClass::Clock,
+        FaultClass::Rotation,
     ];
 
     /// A short name.
@@ -62,6 +67,7 @@ impl FaultClass {
             FaultClass::Loss => "loss",
             FaultClass::Starved => "starved",
             FaultClass::Clock => "clock",
+            FaultClass::Rotation => "rotation",
         }
     }
 }
@@ -81,6 +87,37 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
     }
     if class == FaultClass::Starved {
         s.task_delay_us = (0, rng.random_range(1_000..100_000));
+    }
+    if class == FaultClass::Rotation {
+        let steps: Vec<Vec<u8>> = match rng.random_range(0..6u32) {
+            // A step skipped: the new key seals before every node opens it, or the old key is
+            // dropped before every node seals with the new one.
+            0 => vec![vec![1, 0], vec![1]],
+            1 => vec![vec![0, 1], vec![1]],
+            _ => vec![vec![0, 1], vec![1, 0], vec![1]],
+        };
+        for ring in steps {
+            let mut order: Vec<usize> = (0..nodes).collect();
+            order.shuffle(&mut rng);
+            for node in order {
+                let down: u64 = rng.random_range(300..1_500);
+                s = s
+                    .with(t, Fault::Terminate(node))
+                    .with(
+                        t,
+                        Fault::SetKeys {
+                            node,
+                            ring: ring.clone(),
+                        },
+                    )
+                    .with(t + down, Fault::Restart(node));
+                t += down + rng.random_range(2_000..4_000);
+            }
+            t += 4_000;
+        }
+        let settle = u64::try_from(t_converge(&s).as_millis()).unwrap_or(u64::MAX);
+        s.end_ms = s.last_fault_ms() + settle + 1_000;
+        return s;
     }
     if class == FaultClass::Api && nodes > 1 {
         // One node's watch is late from the start.
@@ -166,8 +203,8 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                 };
                 s = s.with(t, fault);
             }
-            // Returned above: steady loss is the whole scenario.
-            FaultClass::Loss => {}
+            // Returned above: steady loss, and the rotation, are the whole scenario.
+            FaultClass::Loss | FaultClass::Rotation => {}
             FaultClass::Api => {
                 let k = rng.random_range(0..ips.max(1));
                 s = match rng.random_range(0..7u32) {

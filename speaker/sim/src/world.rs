@@ -101,11 +101,26 @@ pub fn view(nodes: usize, ips: usize) -> View {
 }
 
 fn key_ring() -> KeyRing {
-    let hex: String = (0..32u8)
-        .map(|i| format!("{:02x}", i.wrapping_mul(37).wrapping_add(11)))
+    key_ring_of(&[0])
+}
+
+/// The key ring of key numbers `ids` (first seals, all open), as a key file lists them; key 0
+/// is the cluster's key at the start.
+pub fn key_ring_of(ids: &[u8]) -> KeyRing {
+    let text: String = ids
+        .iter()
+        .map(|id| {
+            let hex: String = (0..32u8)
+                .map(|i| {
+                    let b = i.wrapping_mul(37).wrapping_add(11) ^ id.wrapping_mul(101);
+                    format!("{b:02x}")
+                })
+                .collect();
+            hex + "\n"
+        })
         .collect();
     #[allow(clippy::expect_used)]
-    KeyRing::parse(hex.as_bytes()).expect("a valid 32-byte key")
+    KeyRing::parse(text.as_bytes()).expect("valid 32-byte keys")
 }
 
 /// The process state of a node.
@@ -169,6 +184,12 @@ struct Node {
     seed: u64,
     /// How far this node's wall clock is off the true time (clock steps), in ms.
     clock_offset_ms: i64,
+    /// The key ring the node's Secret holds now (key numbers, [`key_ring_of`]): read at the
+    /// next process start, as today's speaker does.
+    mounted_keys: Vec<u8>,
+    /// The key ring the running process uses, and the claim keys derived from it.
+    keys: KeyRing,
+    claim_keys: ClaimKeys,
 }
 
 enum Event {
@@ -214,7 +235,6 @@ struct World {
     scenario: Scenario,
     membership: MembershipConfig,
     claim: ClaimSettings,
-    keys: KeyRing,
     /// The API server's objects, and their version.
     view: Arc<View>,
     version: u64,
@@ -277,7 +297,6 @@ impl World {
             scenario: s.clone(),
             membership,
             claim,
-            keys: key_ring(),
             claim_keys: ClaimKeys::from_ring(&key_ring()),
             peer_macs: (0..s.nodes).map(|i| (mac(i), name(i))).collect(),
             view: Arc::new(view(s.nodes, s.ips)),
@@ -313,6 +332,9 @@ impl World {
                 plan: None,
                 seed,
                 clock_offset_ms: 0,
+                mounted_keys: vec![0],
+                keys: key_ring(),
+                claim_keys: ClaimKeys::from_ring(&key_ring()),
             });
             w.start(i);
         }
@@ -493,6 +515,8 @@ impl World {
         }
         core.set_view(self.nodes[i].view.1.clone());
         let n = &mut self.nodes[i];
+        n.keys = key_ring_of(&n.mounted_keys);
+        n.claim_keys = ClaimKeys::from_ring(&n.keys);
         n.core = Some(core);
         n.proc_ = Proc::Running;
         n.inbox.clear();
@@ -510,7 +534,7 @@ impl World {
                 MembershipCore::with_seed(
                     id,
                     self.membership.clone(),
-                    &self.keys,
+                    &self.nodes[i].keys,
                     Arc::new(Counters::default()),
                     self.nodes[i].seed,
                 )
@@ -661,6 +685,7 @@ impl World {
                 let until = self.now + Duration::from_millis(for_ms);
                 self.push(self.now, Event::Flood { per_ms, until });
             }
+            Fault::SetKeys { node, ring } => self.nodes[node].mounted_keys = ring,
             Fault::ClockStep { node, ms } => {
                 self.nodes[node].clock_offset_ms =
                     self.nodes[node].clock_offset_ms.saturating_add(ms);
@@ -1006,13 +1031,14 @@ impl World {
     fn iface_timer(&mut self, i: usize) {
         let mono = self.mono();
         let (lease, wall_ms) = self.iface_context(i);
+        let n = &mut self.nodes[i];
         let ctx = Context {
             lease,
             wall_ms,
-            keys: Some(&self.claim_keys),
+            keys: Some(&n.claim_keys),
             peers: &self.peer_macs,
         };
-        self.nodes[i].responder.iface.handle_timeout(mono, &ctx);
+        n.responder.iface.handle_timeout(mono, &ctx);
         self.drain_iface(i);
         if self.iface_due(i).is_some_and(|d| d <= self.now) {
             // Nothing more can happen at this instant (a schedule caught up): look again later.
@@ -1041,16 +1067,14 @@ impl World {
         };
         let mono = self.mono();
         let (lease, wall_ms) = self.iface_context(to);
+        let n = &mut self.nodes[to];
         let ctx = Context {
             lease,
             wall_ms,
-            keys: Some(&self.claim_keys),
+            keys: Some(&n.claim_keys),
             peers: &self.peer_macs,
         };
-        self.nodes[to]
-            .responder
-            .iface
-            .handle_frame(mono, proto, &frame, &ctx);
+        n.responder.iface.handle_frame(mono, proto, &frame, &ctx);
         self.drain_iface(to);
     }
 

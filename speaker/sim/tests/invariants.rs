@@ -58,6 +58,15 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     // isolation does (its datagrams are refused, it refuses theirs): an isolated owner learns
     // it is in the minority ~N/2 probe periods after the majority replaced it.
     (FaultClass::Clock, 10, "I-bounded"),
+    // A key rotation with a step skipped (one scenario in three of the class) splits the
+    // membership by key during the roll: two answerers and silence; the documented order
+    // finds nothing (`the_documented_key_rotation_keeps_one_answerer`).
+    (FaultClass::Rotation, 3, "I-bounded"),
+    (FaultClass::Rotation, 3, "I-failover"),
+    (FaultClass::Rotation, 5, "I-bounded"),
+    (FaultClass::Rotation, 5, "I-failover"),
+    (FaultClass::Rotation, 10, "I-bounded"),
+    (FaultClass::Rotation, 10, "I-failover"),
     // Carrier loss: nothing found. API changes: none in these seeds (1–3 % of 200 seeds per
     // size); the regression cases below keep two of them.
 ];
@@ -425,4 +434,55 @@ fn a_service_ip_change_is_probed_then_answered_by_one_node() {
     );
     assert_eq!(r.final_answerers.get(&old), Some(&BTreeSet::new()));
     assert_eq!(r.final_answerers.get(&new).map(BTreeSet::len), Some(1));
+}
+
+/// Whether a rotation scenario rolls the documented three steps (old+new, new+old, new).
+fn documented_rotation(s: &Scenario) -> bool {
+    let has = |ring: &[u8]| {
+        s.faults
+            .iter()
+            .any(|t| matches!(&t.fault, Fault::SetKeys { ring: r, .. } if r.as_slice() == ring))
+    };
+    has(&[0, 1]) && has(&[1, 0]) && has(&[1])
+}
+
+/// The key rotation `docs/membership.md` documents — every speaker restarted with old+new, then
+/// new+old, then new — keeps one answerer per IP through all 3·N restarts (nothing beyond the
+/// stall threshold, no silence beyond T_fo), at 3, 5 and 10 nodes.
+#[test]
+fn the_documented_key_rotation_keeps_one_answerer() {
+    let mut checked = 0;
+    for nodes in [3, 5, 10] {
+        for seed in 0..6 {
+            let s = scenario(seed, nodes, 4, FaultClass::Rotation);
+            if !documented_rotation(&s) {
+                continue;
+            }
+            checked += 1;
+            assert_eq!(check(&s, &run(&s)), vec![], "{}", s.literal());
+        }
+    }
+    assert!(checked >= 6, "{checked} documented rotations checked");
+}
+
+/// A rotation with a step skipped (new+old straight from old: the new key seals before every
+/// node opens it) splits the membership by key while the roll goes on: the nodes on the old
+/// ring cannot open the others' datagrams, each side declares the other down, and IPs get two
+/// answerers and none for seconds (the lab's A14 on a bigger scale). Until the speakers report
+/// the mismatch and keep answering (issue #32 G5.4, issue #27 item 2), only the order protects.
+#[test]
+fn a_key_rotation_with_a_step_skipped_splits_the_membership() {
+    let s = (0..40)
+        .map(|seed| scenario(seed, 5, 4, FaultClass::Rotation))
+        .find(|s| {
+            s.faults.iter().any(
+                |t| matches!(&t.fault, Fault::SetKeys { ring, .. } if ring.as_slice() == [1, 0]),
+            ) && !documented_rotation(s)
+        })
+        .unwrap();
+    let v = assert_violates(&s, &["I-failover"]);
+    assert!(
+        v.iter().any(|v| v.window >= Duration::from_secs(1)),
+        "{v:#?}"
+    );
 }
