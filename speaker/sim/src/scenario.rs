@@ -26,6 +26,10 @@ pub struct Scenario {
     /// handler acting on SIGTERM. `(0, 0)` runs every task at once; CPU starvation is a large
     /// range.
     pub task_delay_us: (u64, u64),
+    /// NICs per node, NIC `k` of every node on L2 segment `k`; the clients are on segment 0.
+    /// The speaker's default interface set serves every segment (one interface per segment),
+    /// and its carrier check passes while any of them has carrier.
+    pub nics: usize,
     /// Faults, in time order.
     pub faults: Vec<Timed>,
     /// Simulated time, ms from the start.
@@ -166,7 +170,16 @@ pub enum Fault {
         /// Duration.
         for_ms: u64,
     },
-    /// The node's announce interface loses (`false`) or regains carrier.
+    /// NIC `nic` of the node loses (`false`) or regains carrier; its other NICs keep theirs.
+    NicCarrier {
+        /// The node.
+        node: usize,
+        /// The NIC (= the segment).
+        nic: usize,
+        /// Carrier state.
+        up: bool,
+    },
+    /// Every NIC of the node loses (`false`) or regains carrier.
     Carrier {
         /// The node.
         node: usize,
@@ -220,7 +233,10 @@ impl Fault {
                 let b = nodes.saturating_sub(a);
                 a.max(b) * 2 > nodes
             }
-            Fault::CutOneWay { .. } | Fault::Carrier { .. } | Fault::ClockStep { .. } => false,
+            Fault::CutOneWay { .. }
+            | Fault::Carrier { .. }
+            | Fault::NicCarrier { .. }
+            | Fault::ClockStep { .. } => false,
             // An operator's change: a wrong order splits the membership by key.
             Fault::SetKeys { .. } => false,
             Fault::ForgedClaims { .. }
@@ -260,6 +276,7 @@ impl Scenario {
             latency_us: (100, 600),
             loss_ppm: 0,
             task_delay_us: (0, 0),
+            nics: 1,
             faults: Vec::new(),
             end_ms: 30_000,
         }
@@ -333,10 +350,12 @@ impl Scenario {
                     t.at_ms, t.fault
                 )
                 .replace("Fault::Partition([", "Fault::Partition(vec![")
+                .replace("Fault::AdvertiseOn([", "Fault::AdvertiseOn(vec![")
+                .replace("ring: [", "ring: vec![")
             })
             .collect();
         format!(
-            "Scenario {{ seed: {}, nodes: {}, ips: {}, profile: Profile::{:?}, latency_us: {:?}, loss_ppm: {}, task_delay_us: {:?}, faults: vec![{}], end_ms: {} }}",
+            "Scenario {{ seed: {}, nodes: {}, ips: {}, profile: Profile::{:?}, latency_us: {:?}, loss_ppm: {}, task_delay_us: {:?}, nics: {}, faults: vec![{}], end_ms: {} }}",
             self.seed,
             self.nodes,
             self.ips,
@@ -344,6 +363,7 @@ impl Scenario {
             self.latency_us,
             self.loss_ppm,
             self.task_delay_us,
+            self.nics,
             faults.join(", "),
             self.end_ms
         )

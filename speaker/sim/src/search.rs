@@ -32,6 +32,9 @@ pub enum FaultClass {
     /// The process faults, with every hop between a speaker's tasks delayed by up to 1–100 ms
     /// (CPU starvation as late wake-ups).
     Starved,
+    /// Two NICs per node on two segments (clients on the first): one NIC of a node loses
+    /// carrier, then gets it back; the other keeps it.
+    TwoNics,
     /// A key rotation as rolling restarts of every speaker, one at a time: the documented three
     /// steps (old+new, new+old, new) or, one time in three, a wrong order (a step skipped).
     Rotation,
@@ -42,7 +45,7 @@ pub enum FaultClass {
 
 impl FaultClass {
     /// Every class.
-    pub const ALL: [FaultClass; 10] = [
+    pub const ALL: [FaultClass; 11] = [
         FaultClass::Process,
         FaultClass::Partition,
         FaultClass::OneWay,
@@ -52,6 +55,7 @@ impl FaultClass {
         FaultClass::Loss,
         FaultClass::Starved,
         FaultClass::Clock,
+        FaultClass::TwoNics,
         FaultClass::Rotation,
     ];
 
@@ -67,6 +71,7 @@ impl FaultClass {
             FaultClass::Loss => "loss",
             FaultClass::Starved => "starved",
             FaultClass::Clock => "clock",
+            FaultClass::TwoNics => "two-nics",
             FaultClass::Rotation => "rotation",
         }
     }
@@ -118,6 +123,9 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
         let settle = u64::try_from(t_converge(&s).as_millis()).unwrap_or(u64::MAX);
         s.end_ms = s.last_fault_ms() + settle + 1_000;
         return s;
+    }
+    if class == FaultClass::TwoNics {
+        s.nics = 2;
     }
     if class == FaultClass::Api && nodes > 1 {
         // One node's watch is late from the start.
@@ -281,6 +289,26 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                         ms: -ms,
                     },
                 );
+            }
+            FaultClass::TwoNics => {
+                let nic = usize::from(rng.random_bool(0.3));
+                s = s
+                    .with(
+                        t,
+                        Fault::NicCarrier {
+                            node: victim,
+                            nic,
+                            up: false,
+                        },
+                    )
+                    .with(
+                        t + lasts,
+                        Fault::NicCarrier {
+                            node: victim,
+                            nic,
+                            up: true,
+                        },
+                    );
             }
             FaultClass::Carrier => {
                 s = s

@@ -40,10 +40,11 @@ const WALL0_MS: u64 = 1_800_000_000_000;
 /// One-way latency of a frame on the L2 segment.
 const L2_LATENCY: Duration = Duration::from_micros(50);
 
-/// The MAC of node `i`'s interface on the segment.
-pub fn mac(i: usize) -> MacAddr {
+/// The MAC of node `i`'s NIC number `nic` (NIC `k` of every node is on segment `k`).
+pub fn mac(i: usize, nic: usize) -> MacAddr {
     let [.., hi, lo] = u32::try_from(i).unwrap_or(u32::MAX).to_be_bytes();
-    MacAddr(0x02, 0x00, 0x5e, 0x10, hi, lo)
+    let nic = u8::try_from(nic).unwrap_or(u8::MAX);
+    MacAddr(0x02, 0x00, 0x5e, 0x10_u8.saturating_add(nic), hi, lo)
 }
 
 /// The name of node `i`.
@@ -131,40 +132,70 @@ enum Proc {
     Stopped,
 }
 
-/// The responder of one node: its one interface's real [`IfaceCore`], and what the
-/// responder task (`ferrolb_speaker::l2::responder`) keeps around it.
-struct Responder {
+/// One NIC of a node: its real [`IfaceCore`], its link, and the frames that reached it while
+/// the process was stopped (read at resume).
+struct Nic {
     iface: IfaceCore,
-    lease: Option<Duration>,
     carrier: bool,
+    inbox: Vec<Vec<u8>>,
+}
+
+/// The responder of one node: one [`IfaceCore`] per NIC (the default interface set: one
+/// interface per segment, every owned IP on each), and what the responder task
+/// (`ferrolb_speaker::l2::responder`) keeps around them.
+struct Responder {
+    nics: Vec<Nic>,
+    lease: Option<Duration>,
     /// The owned set with each IP's interfaces and announcement epoch, as
     /// `Responder::set_owned` keeps it.
     desired: BTreeMap<IpAddr, (Interfaces, u64)>,
     next_epoch: u64,
     fresh: BTreeSet<IpAddr>,
-    /// The interface task's timers wait for its wake-up after a change of the owned set.
+    /// The interface tasks' timers wait for their wake-up after a change of the owned set.
     hold_until: Duration,
-    /// Frames that reached the interface while the process was stopped: read at resume.
-    inbox: Vec<Vec<u8>>,
 }
 
 impl Responder {
-    fn new(i: usize, carrier: bool) -> Self {
+    /// A process's fresh responder on node `i`, its NICs' links as `links` says.
+    fn new(i: usize, links: &[bool]) -> Self {
+        let nics = links
+            .iter()
+            .enumerate()
+            .map(|(k, up)| Nic {
+                iface: IfaceCore::new(IfaceConfig {
+                    mac: mac(i, k),
+                    link_local: std::net::Ipv6Addr::UNSPECIFIED,
+                    schedule: AnnounceSchedule::default(),
+                    probe: ProbeSettings::default(),
+                }),
+                carrier: *up,
+                inbox: Vec::new(),
+            })
+            .collect();
         Responder {
-            iface: IfaceCore::new(IfaceConfig {
-                mac: mac(i),
-                link_local: std::net::Ipv6Addr::UNSPECIFIED,
-                schedule: AnnounceSchedule::default(),
-                probe: ProbeSettings::default(),
-            }),
+            nics,
             lease: None,
-            carrier,
             desired: BTreeMap::new(),
             next_epoch: 0,
             fresh: BTreeSet::new(),
             hold_until: Duration::ZERO,
-            inbox: Vec::new(),
         }
+    }
+
+    /// The links of the NICs.
+    fn links(&self) -> Vec<bool> {
+        self.nics.iter().map(|n| n.carrier).collect()
+    }
+
+    /// What `Responder::carrier(&Interfaces::All)` reports to the daemon: some interface of the
+    /// default set has carrier.
+    fn carrier(&self) -> bool {
+        self.nics.iter().any(|n| n.carrier)
+    }
+
+    /// Whether the node reaches the clients: its NIC on segment 0 has carrier.
+    fn reaches_clients(&self) -> bool {
+        self.nics.first().is_some_and(|n| n.carrier)
     }
 }
 
@@ -212,6 +243,7 @@ enum Event {
     /// An Ethernet frame reaches node `to`'s interface.
     Frame {
         to: usize,
+        nic: usize,
         frame: Vec<u8>,
     },
     /// One millisecond of a spoofed membership flood.
@@ -298,7 +330,9 @@ impl World {
             membership,
             claim,
             claim_keys: ClaimKeys::from_ring(&key_ring()),
-            peer_macs: (0..s.nodes).map(|i| (mac(i), name(i))).collect(),
+            peer_macs: (0..s.nodes)
+                .flat_map(|i| (0..s.nics.max(1)).map(move |k| (mac(i, k), name(i))))
+                .collect(),
             view: Arc::new(view(s.nodes, s.ips)),
             version: 1,
             ips: (0..s.ips).map(ip).collect(),
@@ -328,7 +362,7 @@ impl World {
                 membership: None,
                 inbox: Vec::new(),
                 last_alive: BTreeSet::new(),
-                responder: Responder::new(i, true),
+                responder: Responder::new(i, &vec![true; s.nics.max(1)]),
                 plan: None,
                 seed,
                 clock_offset_ms: 0,
@@ -399,7 +433,9 @@ impl World {
             })
             .flatten()
             .map(|d| d.saturating_duration_since(self.t0))
-            .chain((0..self.nodes.len()).filter_map(|i| self.iface_due(i)))
+            .chain((0..self.nodes.len()).flat_map(|i| {
+                (0..self.nodes[i].responder.nics.len()).filter_map(move |k| self.iface_due(i, k))
+            }))
             .min();
         match (queued, timers) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -449,9 +485,11 @@ impl World {
                     self.step(i, Wake::Tick);
                     progressed = true;
                 }
-                if self.iface_due(i).is_some_and(|d| d <= self.now) {
-                    self.iface_timer(i);
-                    progressed = true;
+                for k in 0..self.nodes[i].responder.nics.len() {
+                    if self.iface_due(i, k).is_some_and(|d| d <= self.now) {
+                        self.iface_timer(i, k);
+                        progressed = true;
+                    }
                 }
             }
             if !progressed {
@@ -479,7 +517,7 @@ impl World {
                     self.step(i, wake);
                 }
             }
-            Event::Frame { to, frame } => self.receive_frame(to, frame),
+            Event::Frame { to, nic, frame } => self.receive_frame(to, nic, frame),
             Event::Recheck => {}
             Event::Flood { per_ms, until } => self.flood(per_ms, until),
             Event::Forged {
@@ -520,7 +558,7 @@ impl World {
         n.core = Some(core);
         n.proc_ = Proc::Running;
         n.inbox.clear();
-        n.responder = Responder::new(i, n.responder.carrier);
+        n.responder = Responder::new(i, &n.responder.links());
         self.join(i);
         self.step(i, Wake::Tick);
     }
@@ -690,8 +728,18 @@ impl World {
                 self.nodes[node].clock_offset_ms =
                     self.nodes[node].clock_offset_ms.saturating_add(ms);
             }
+            Fault::NicCarrier { node, nic, up } => {
+                if let Some(n) = self.nodes[node].responder.nics.get_mut(nic) {
+                    n.carrier = up;
+                }
+                if self.nodes[node].proc_ == Proc::Running {
+                    self.step(node, Wake::Tick);
+                }
+            }
             Fault::Carrier { node, up } => {
-                self.nodes[node].responder.carrier = up;
+                for nic in &mut self.nodes[node].responder.nics {
+                    nic.carrier = up;
+                }
                 if self.nodes[node].proc_ == Proc::Running {
                     self.step(node, Wake::Tick);
                 }
@@ -722,10 +770,9 @@ impl World {
         if graceful && self.nodes[i].proc_ == Proc::Running {
             // The executor's shut-down: withdraw, then leave explicitly.
             let mono = self.mono();
-            self.nodes[i]
-                .responder
-                .iface
-                .set_owned(mono, &BTreeMap::new(), |_| None);
+            for nic in &mut self.nodes[i].responder.nics {
+                nic.iface.set_owned(mono, &BTreeMap::new(), |_| None);
+            }
             let clock = self.clock_of(i);
             if let Some(m) = self.nodes[i].membership.as_mut() {
                 m.leave(clock);
@@ -738,7 +785,7 @@ impl World {
         n.plan = None;
         n.membership = None;
         n.inbox.clear();
-        n.responder = Responder::new(i, n.responder.carrier);
+        n.responder = Responder::new(i, &n.responder.links());
     }
 
     fn resume(&mut self, i: usize) {
@@ -762,11 +809,13 @@ impl World {
         self.flush(i);
         // The responder task reads the frames queued meanwhile and runs its late timers, before
         // the daemon loop has renewed or ended the lease when the daemon runs second.
-        for frame in std::mem::take(&mut self.nodes[i].responder.inbox) {
-            self.receive_frame(i, frame);
-        }
-        if self.iface_due(i).is_some_and(|d| d <= self.now) {
-            self.iface_timer(i);
+        for k in 0..self.nodes[i].responder.nics.len() {
+            for frame in std::mem::take(&mut self.nodes[i].responder.nics[k].inbox) {
+                self.receive_frame(i, k, frame);
+            }
+            if self.iface_due(i, k).is_some_and(|d| d <= self.now) {
+                self.iface_timer(i, k);
+            }
         }
         if !daemon_first {
             self.step(i, Wake::Tick);
@@ -913,7 +962,7 @@ impl World {
         let n = &mut self.nodes[i];
         let obs = Observation {
             wake,
-            carrier: n.responder.carrier,
+            carrier: n.responder.carrier(),
             membership: n.membership.as_ref().map(|m| MembershipObservation {
                 alive: m.alive().clone(),
                 self_rejoins: m.counters().snapshot().self_rejoins,
@@ -985,13 +1034,13 @@ impl World {
 
     // --- the L2 segment --------------------------------------------------------------------
 
-    /// Gives node `i`'s interface its owned set (the responder task applies it before the next
-    /// frame it reads, so answering follows at once); its timers wait for the task's wake-up.
+    /// Gives node `i`'s interfaces its owned set (a responder task applies it before the next
+    /// frame it reads, so answering follows at once); their timers wait for the task's wake-up.
     fn apply_owned(&mut self, i: usize) {
         let mono = self.mono();
         let hop = self.task_delay();
         let r = &mut self.nodes[i].responder;
-        let probe = r.iface.config().probe.enabled();
+        let probe = ProbeSettings::default().enabled();
         let owned: BTreeMap<IpAddr, OwnedIp> = r
             .desired
             .iter()
@@ -1003,32 +1052,36 @@ impl World {
                 (*ip, o)
             })
             .collect();
-        r.iface.set_owned(mono, &owned, |_| None);
+        for nic in &mut r.nics {
+            nic.iface.set_owned(mono, &owned, |_| None);
+        }
         r.hold_until = self.now + hop;
-        self.drain_iface(i);
+        for k in 0..self.nodes[i].responder.nics.len() {
+            self.drain_iface(i, k);
+        }
     }
 
-    /// The [`Context`] of node `i`'s interface now: its lease, the wall clock, the cluster's
-    /// claim keys and every node's MAC.
+    /// The lease of node `i` (monotonic) and its wall clock now: the [`Context`] of its
+    /// interfaces besides the claim keys and the peer MACs.
     fn iface_context(&self, i: usize) -> (Option<Instant>, u64) {
         let lease = self.nodes[i].responder.lease.map(|l| self.t0 + l);
         (lease, self.clock_of(i).wall_ms)
     }
 
-    /// When node `i`'s interface timers are due (virtual time), if it is running.
-    fn iface_due(&self, i: usize) -> Option<Duration> {
+    /// When the timers of node `i`'s NIC `k` are due (virtual time), if the process runs.
+    fn iface_due(&self, i: usize, k: usize) -> Option<Duration> {
         let n = &self.nodes[i];
         if n.proc_ != Proc::Running {
             return None;
         }
-        let due = n.responder.iface.poll_timeout()?;
+        let due = n.responder.nics.get(k)?.iface.poll_timeout()?;
         Some(
             due.saturating_duration_since(self.t0)
                 .max(n.responder.hold_until),
         )
     }
 
-    fn iface_timer(&mut self, i: usize) {
+    fn iface_timer(&mut self, i: usize, k: usize) {
         let mono = self.mono();
         let (lease, wall_ms) = self.iface_context(i);
         let n = &mut self.nodes[i];
@@ -1038,26 +1091,32 @@ impl World {
             keys: Some(&n.claim_keys),
             peers: &self.peer_macs,
         };
-        n.responder.iface.handle_timeout(mono, &ctx);
-        self.drain_iface(i);
-        if self.iface_due(i).is_some_and(|d| d <= self.now) {
+        if let Some(nic) = n.responder.nics.get_mut(k) {
+            nic.iface.handle_timeout(mono, &ctx);
+        }
+        self.drain_iface(i, k);
+        if self.iface_due(i, k).is_some_and(|d| d <= self.now) {
             // Nothing more can happen at this instant (a schedule caught up): look again later.
             self.nodes[i].responder.hold_until = self.now + Duration::from_micros(1);
         }
     }
 
-    /// A frame reaches node `to`'s interface: read now if the process runs and the link is up,
+    /// A frame reaches NIC `k` of node `to`: read now if the process runs and the link is up,
     /// at resume if it is stopped.
-    fn receive_frame(&mut self, to: usize, frame: Vec<u8>) {
-        match self.nodes[to].proc_ {
+    fn receive_frame(&mut self, to: usize, k: usize, frame: Vec<u8>) {
+        let proc_ = self.nodes[to].proc_;
+        let Some(nic) = self.nodes[to].responder.nics.get_mut(k) else {
+            return;
+        };
+        match proc_ {
             Proc::Down => return,
             Proc::Stopped => {
-                self.nodes[to].responder.inbox.push(frame);
+                nic.inbox.push(frame);
                 return;
             }
             Proc::Running => {}
         }
-        if !self.nodes[to].responder.carrier {
+        if !nic.carrier {
             return;
         }
         let proto = match frame.get(12..14) {
@@ -1074,20 +1133,29 @@ impl World {
             keys: Some(&n.claim_keys),
             peers: &self.peer_macs,
         };
-        n.responder.iface.handle_frame(mono, proto, &frame, &ctx);
-        self.drain_iface(to);
+        if let Some(nic) = n.responder.nics.get_mut(k) {
+            nic.iface.handle_frame(mono, proto, &frame, &ctx);
+        }
+        self.drain_iface(to, k);
     }
 
-    /// Carries out node `i`'s interface outputs as the responder task does: a leased frame
-    /// goes out only if the lease still allows it now; frames reach the other interfaces on the
+    /// Carries out the outputs of node `i`'s NIC `k` as the responder task does: a leased
+    /// frame goes out only if the lease still allows it now; frames reach the other NICs on the
     /// segment by Ethernet destination (broadcast and multicast: all). Every announcement is
-    /// recorded, and checked against I-announce: the node answers the IP at that instant.
-    fn drain_iface(&mut self, i: usize) {
+    /// recorded, and checked against I-announce: the node answers the IP there at that instant.
+    fn drain_iface(&mut self, i: usize, k: usize) {
         let mono = self.mono();
         let lease = self.nodes[i].responder.lease.map(|l| self.t0 + l);
         let mut frames = Vec::new();
         let mut rechecks = Vec::new();
-        while let Some(out) = self.nodes[i].responder.iface.poll_output() {
+        loop {
+            let Some(nic) = self.nodes[i].responder.nics.get_mut(k) else {
+                return;
+            };
+            let Some(out) = nic.iface.poll_output() else {
+                break;
+            };
+            let carrier = nic.carrier;
             let t = match out {
                 IfaceOutput::Transmit(t) => t,
                 IfaceOutput::PeerYield { until, .. } => {
@@ -1096,19 +1164,16 @@ impl World {
                 }
                 _ => continue,
             };
-            if t.leased && !lease_allows(lease, mono) {
-                continue;
-            }
-            if !self.nodes[i].responder.carrier {
+            if (t.leased && !lease_allows(lease, mono)) || !carrier {
                 continue;
             }
             if let (TransmitKind::GratuitousArp | TransmitKind::UnsolicitedNa, Some(ip)) =
                 (t.kind, t.ip)
             {
-                if self.answers_until(i, ip).is_none() {
+                if self.answers_on(i, k, ip).is_none() {
                     self.stray_announcements.push((self.now, i, ip));
                 }
-                if self.announcements.last() != Some(&(self.now, i, ip)) {
+                if k == 0 && self.announcements.last() != Some(&(self.now, i, ip)) {
                     self.announcements.push((self.now, i, ip));
                 }
             }
@@ -1118,37 +1183,37 @@ impl World {
             self.push(at, Event::Recheck);
         }
         for frame in frames {
-            self.send_frame(Some(i), frame);
+            self.send_frame(Some(i), k, frame);
         }
     }
 
-    /// Puts `frame` on the segment from node `from` (`None`: an outsider).
-    fn send_frame(&mut self, from: Option<usize>, frame: Vec<u8>) {
+    /// Puts `frame` on segment `k` from node `from`'s NIC there (`None`: an outsider).
+    fn send_frame(&mut self, from: Option<usize>, k: usize, frame: Vec<u8>) {
         let multicast = frame.first().is_some_and(|b| b & 1 == 1);
         let dst = frame
             .get(..6)
             .map(|d| MacAddr(d[0], d[1], d[2], d[3], d[4], d[5]));
         for to in 0..self.nodes.len() {
-            if Some(to) == from || (!multicast && dst != Some(mac(to))) {
+            if Some(to) == from || (!multicast && dst != Some(mac(to, k))) {
                 continue;
             }
             self.push(
                 self.now + L2_LATENCY,
                 Event::Frame {
                     to,
+                    nic: k,
                     frame: frame.clone(),
                 },
             );
         }
     }
 
-    /// Whether node `i` answers ARP/NDP for `ip` now, and until when at the latest (its lease).
-    fn answers_until(&self, i: usize, ip: IpAddr) -> Option<Duration> {
+    /// Whether node `i` answers ARP/NDP for `ip` on segment `k` now, and until when at the
+    /// latest (its lease).
+    fn answers_on(&self, i: usize, k: usize, ip: IpAddr) -> Option<Duration> {
         let n = &self.nodes[i];
-        if n.proc_ != Proc::Running || !n.responder.carrier {
-            return None;
-        }
-        if !n.responder.iface.answers(ip, self.mono()) {
+        let nic = n.responder.nics.get(k)?;
+        if n.proc_ != Proc::Running || !nic.carrier || !nic.iface.answers(ip, self.mono()) {
             return None;
         }
         match n.responder.lease {
@@ -1156,6 +1221,11 @@ impl World {
             Some(_) => None,
             None => Some(Duration::MAX),
         }
+    }
+
+    /// Whether node `i` answers `ip` for the clients (on segment 0), and until when at most.
+    fn answers_until(&self, i: usize, ip: IpAddr) -> Option<Duration> {
+        self.answers_on(i, 0, ip)
     }
 
     /// One outsider claim of `ip` to every node: a gratuitous ARP whose sender MAC is a peer's
@@ -1169,17 +1239,17 @@ impl World {
         let n = self.nodes.len();
         let wall_ms = self.clock().wall_ms;
         for to in 0..n {
-            let as_peer = mac((to + 1) % n);
+            let as_peer = mac((to + 1) % n, 0);
             let mut frame = build_gratuitous_arp(as_peer, v4, GratuitousForm::Request);
             if replayed {
                 let proof = self.claim_keys.sign(as_peer, ip, wall_ms);
                 claim_proof::append_to_arp(&mut frame, &proof);
             }
-            let m = mac(to);
+            let m = mac(to, 0);
             if let Some(dst) = frame.get_mut(..6) {
                 dst.copy_from_slice(&[m.0, m.1, m.2, m.3, m.4, m.5]);
             }
-            self.push(self.now + L2_LATENCY, Event::Frame { to, frame });
+            self.push(self.now + L2_LATENCY, Event::Frame { to, nic: 0, frame });
         }
     }
 
@@ -1209,7 +1279,9 @@ impl World {
     /// it). Cached until the view or a process or carrier changes.
     fn oracle(&mut self) -> &BTreeMap<IpAddr, Option<usize>> {
         let running: BTreeSet<String> = (0..self.nodes.len())
-            .filter(|i| self.nodes[*i].proc_ != Proc::Down && self.nodes[*i].responder.carrier)
+            .filter(|i| {
+                self.nodes[*i].proc_ != Proc::Down && self.nodes[*i].responder.reaches_clients()
+            })
             .map(name)
             .collect();
         let key = (self.version, running);

@@ -58,6 +58,11 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     // isolation does (its datagrams are refused, it refuses theirs): an isolated owner learns
     // it is in the minority ~N/2 probe periods after the majority replaced it.
     (FaultClass::Clock, 10, "I-bounded"),
+    // Two NICs: the client-facing NIC of the owner loses carrier while the other keeps it; the
+    // carrier check passes on any interface, so the IP stays there unanswered.
+    (FaultClass::TwoNics, 3, "I-failover"),
+    (FaultClass::TwoNics, 5, "I-failover"),
+    (FaultClass::TwoNics, 10, "I-failover"),
     // A key rotation with a step skipped (one scenario in three of the class) splits the
     // membership by key during the roll: two answerers and silence; the documented order
     // finds nothing (`the_documented_key_rotation_keeps_one_answerer`).
@@ -134,6 +139,7 @@ fn isolation(seed: u64, nodes: usize) -> Scenario {
         latency_us: (100, 600),
         loss_ppm: 0,
         task_delay_us: (0, 0),
+        nics: 1,
         faults: vec![
             Timed {
                 at_ms: 5_000,
@@ -485,4 +491,40 @@ fn a_key_rotation_with_a_step_skipped_splits_the_membership() {
         v.iter().any(|v| v.window >= Duration::from_secs(1)),
         "{v:#?}"
     );
+}
+
+/// Carrier loss on one of several interfaces (a candidate fault of the code read, confirmed):
+/// with two NICs on two segments, the owner's NIC towards the clients loses carrier while its
+/// other NIC keeps it. The speaker's carrier check passes while any interface of the default
+/// set has carrier, so the node stays eligible and keeps the IP, and nobody answers the
+/// clients for as long as the link is down. Losing the other NIC changes nothing.
+#[test]
+fn carrier_loss_on_the_client_nic_of_a_two_nic_owner_silences_its_ips() {
+    let down = |nic| {
+        let mut s = Scenario::quiet(2, 3, 4)
+            .with(
+                6_000,
+                Fault::NicCarrier {
+                    node: 0,
+                    nic,
+                    up: false,
+                },
+            )
+            .with(
+                11_000,
+                Fault::NicCarrier {
+                    node: 0,
+                    nic,
+                    up: true,
+                },
+            );
+        s.nics = 2;
+        s
+    };
+    let v = assert_violates(&down(0), &["I-failover"]);
+    assert!(
+        v.iter().any(|v| v.window >= Duration::from_millis(4_900)),
+        "silent while the link is down: {v:#?}"
+    );
+    assert_violates(&down(1), &[]);
 }
