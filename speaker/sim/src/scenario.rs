@@ -21,6 +21,9 @@ pub struct Scenario {
     pub latency_us: (u64, u64),
     /// Loss of every membership datagram, in parts per million.
     pub loss_ppm: u32,
+    /// Duplication of membership datagrams, in parts per million: the copy takes its own
+    /// latency (so it may arrive first).
+    pub dup_ppm: u32,
     /// Delay of each hop between the speaker's tasks (µs, uniform in the range): the daemon
     /// waking on a membership change, the responder applying a new owned set, the signal
     /// handler acting on SIGTERM. `(0, 0)` runs every task at once; CPU starvation is a large
@@ -170,6 +173,9 @@ pub enum Fault {
         /// Duration.
         for_ms: u64,
     },
+    /// The membership paths between two nodes are cut both ways; both still reach every other
+    /// node (a non-transitive partition: SWIM's indirect probes route around it).
+    CutPair(usize, usize),
     /// NIC `nic` of the node loses (`false`) or regains carrier; its other NICs keep theirs.
     NicCarrier {
         /// The node.
@@ -228,6 +234,8 @@ impl Fault {
             | Fault::Stop { .. }
             | Fault::Heal => true,
             Fault::Isolate(_) => nodes >= 3,
+            // Every node still reaches a majority, directly or through one other node.
+            Fault::CutPair(..) => nodes >= 3,
             Fault::Partition(side) => {
                 let a = side.len();
                 let b = nodes.saturating_sub(a);
@@ -275,6 +283,7 @@ impl Scenario {
             profile: Profile::Fast,
             latency_us: (100, 600),
             loss_ppm: 0,
+            dup_ppm: 0,
             task_delay_us: (0, 0),
             nics: 1,
             faults: Vec::new(),
@@ -312,6 +321,10 @@ impl Scenario {
                             cut.insert((a, b));
                         }
                     }
+                }
+                Fault::CutPair(a, b) => {
+                    cut.insert((*a, *b));
+                    cut.insert((*b, *a));
                 }
                 Fault::Heal => cut.clear(),
                 _ => continue,
@@ -355,13 +368,14 @@ impl Scenario {
             })
             .collect();
         format!(
-            "Scenario {{ seed: {}, nodes: {}, ips: {}, profile: Profile::{:?}, latency_us: {:?}, loss_ppm: {}, task_delay_us: {:?}, nics: {}, faults: vec![{}], end_ms: {} }}",
+            "Scenario {{ seed: {}, nodes: {}, ips: {}, profile: Profile::{:?}, latency_us: {:?}, loss_ppm: {}, dup_ppm: {}, task_delay_us: {:?}, nics: {}, faults: vec![{}], end_ms: {} }}",
             self.seed,
             self.nodes,
             self.ips,
             self.profile,
             self.latency_us,
             self.loss_ppm,
+            self.dup_ppm,
             self.task_delay_us,
             self.nics,
             faults.join(", "),

@@ -13,7 +13,8 @@ use crate::scenario::{Fault, Scenario};
 pub enum FaultClass {
     /// Crash, restart, SIGTERM, SIGSTOP: one process at a time, always restarted/resumed.
     Process,
-    /// Isolating one node's membership, or a partition that leaves a majority, then a heal.
+    /// Isolating one node's membership, a partition that leaves a majority, or the paths
+    /// between two nodes only (non-transitive), then a heal.
     Partition,
     /// One-way loss, then a heal: one directed path, or everything a node sends, or
     /// everything it receives.
@@ -165,7 +166,9 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                 }
             },
             FaultClass::Partition => {
-                let fault = if rng.random_bool(0.5) || nodes < 4 {
+                let fault = if nodes >= 3 && rng.random_bool(0.2) {
+                    Fault::CutPair(victim, other)
+                } else if rng.random_bool(0.5) || nodes < 4 {
                     Fault::Isolate(victim)
                 } else {
                     let minority = rng.random_range(1..=(nodes - 1) / 2);

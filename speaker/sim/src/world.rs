@@ -633,6 +633,10 @@ impl World {
             Fault::CutOneWay { from, to } => {
                 self.cut.insert((from, to));
             }
+            Fault::CutPair(a, b) => {
+                self.cut.insert((a, b));
+                self.cut.insert((b, a));
+            }
             Fault::Heal => self.cut.clear(),
             Fault::NodeReady { node, ready } => {
                 let since = i64::try_from(self.clock().wall_ms / 1000).unwrap_or(i64::MAX);
@@ -871,6 +875,18 @@ impl World {
             self.datagrams += 1;
             let (lo, hi) = self.scenario.latency_us;
             let latency = Duration::from_micros(self.rng.random_range(lo..=hi.max(lo)));
+            let dup = self.scenario.dup_ppm;
+            if dup > 0 && self.rng.random_range(0..1_000_000u32) < dup {
+                let again = Duration::from_micros(self.rng.random_range(lo..=hi.max(lo)));
+                self.push(
+                    self.now + again,
+                    Event::Datagram {
+                        from: i,
+                        to,
+                        bytes: o.datagram.clone(),
+                    },
+                );
+            }
             self.push(
                 self.now + latency,
                 Event::Datagram {

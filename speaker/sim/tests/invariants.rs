@@ -138,6 +138,7 @@ fn isolation(seed: u64, nodes: usize) -> Scenario {
         profile: Profile::Fast,
         latency_us: (100, 600),
         loss_ppm: 0,
+        dup_ppm: 0,
         task_delay_us: (0, 0),
         nics: 1,
         faults: vec![
@@ -527,4 +528,34 @@ fn carrier_loss_on_the_client_nic_of_a_two_nic_owner_silences_its_ips() {
         "silent while the link is down: {v:#?}"
     );
     assert_violates(&down(1), &[]);
+}
+
+/// Duplicated (5 %) and reordered membership datagrams on a quiet cluster: the replay guard
+/// drops the copies, nothing changes about who answers.
+#[test]
+fn duplicated_and_reordered_datagrams_change_nothing() {
+    let s = Scenario {
+        dup_ppm: 50_000,
+        latency_us: (100, 5_000),
+        ..Scenario::quiet(4, 5, 4)
+    };
+    let r = run(&s);
+    assert_eq!(check(&s, &r), vec![]);
+    assert!(
+        r.drops.keys().any(|k| k.contains("Replay")),
+        "{:?}",
+        r.drops
+    );
+}
+
+/// A non-transitive partition: the two nodes cannot reach each other but both reach the rest.
+/// SWIM's indirect probes route around the cut; nobody is declared down, one answerer each.
+#[test]
+fn a_cut_between_two_nodes_only_changes_nothing() {
+    for nodes in [3, 5] {
+        let s = Scenario::quiet(6, nodes, 4)
+            .with(5_000, Fault::CutPair(0, 1))
+            .with(15_000, Fault::Heal);
+        assert_eq!(check(&s, &run(&s)), vec![], "{nodes} nodes");
+    }
 }
