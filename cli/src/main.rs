@@ -39,9 +39,10 @@ enum Command {
     Migrate(MigrateArgs),
     /// Uninstall ferrolb and leave no Service status of ours behind: scale the controller to 0,
     /// wait until no replica leads, release every status it wrote (Normal IPReleased Events),
-    /// then delete the namespace, the cluster RBAC labelled app.kubernetes.io/part-of=ferrolb
-    /// and the ferrolb.io CRDs. Exit status 0: done; 2: a status was not released (nothing
-    /// deleted, run it again); 1: error.
+    /// then delete what is provably the install's: the namespace (only ferrolb-system labelled
+    /// app.kubernetes.io/part-of=ferrolb; another is kept, and then everything else too), the
+    /// cluster RBAC with that label and ferrolb's CRDs with that label. Exit status 0: done; 2:
+    /// a status was not released (nothing deleted, run it again); 1: error.
     Uninstall(UninstallArgs),
 }
 

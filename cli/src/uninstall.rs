@@ -36,13 +36,17 @@
 //!    namespace (label `app.kubernetes.io/managed-by=ferrolb-controller`,
 //!    [`ferrolb_controller::k8s::memberlist_secret::MANAGED_BY`]; a key the user made is never
 //!    touched) — no install tool knows of it, so this happens in a shared namespace too. Then,
-//!    unless the namespace lacks the label `app.kubernetes.io/part-of=ferrolb` (a shared
-//!    namespace is never deleted, nor anything else): the namespace
-//!    (with the speakers, the controller, a membership Secret of the user's, the Lease), the
-//!    ClusterRoleBindings labelled `app.kubernetes.io/part-of=ferrolb` that bind a ServiceAccount
-//!    of the namespace and the labelled ClusterRoles they refer to, and — unless `--keep-crds` —
-//!    the CRDs of the `ferrolb.io` group (every IPAddressPool, L2Advertisement and L2Announcement
-//!    with them); then wait until they are gone.
+//!    only if the namespace is provably the install's own ([`namespace_is_ours`], issue #27 item
+//!    10: its name is the install's, [`INSTALL_NAMESPACE`], *and* it carries the label
+//!    `app.kubernetes.io/part-of=ferrolb` the install put there; a kustomize overlay with
+//!    `namespace:` renames the base's Namespace object and so labels a shared namespace too,
+//!    which is why the label alone proves nothing; otherwise nothing else is deleted): the
+//!    namespace (with the speakers, the controller, a membership Secret of the user's, the
+//!    Lease), the ClusterRoleBindings labelled `app.kubernetes.io/part-of=ferrolb` that bind a
+//!    ServiceAccount of the namespace and the labelled ClusterRoles they refer to, and — unless
+//!    `--keep-crds` — the CRDs that are provably ferrolb's ([`crd_is_ours`]: one of the names
+//!    ferrolb installs and the install's label; every IPAddressPool, L2Advertisement and
+//!    L2Announcement with them); then wait until they are gone.
 //!
 //! With `--release-only` the install stays (controller at 0 replicas) for `helm uninstall` or
 //! `kubectl delete -k deploy/` to remove. Nothing here is MetalLB behaviour: MetalLB leaves its
@@ -85,6 +89,10 @@ pub const HOLDER: &str = "ferrolb-uninstall";
 
 /// The label value marking an object as part of an install (`app.kubernetes.io/part-of`).
 const PART_OF: (&str, &str) = ("app.kubernetes.io/part-of", "ferrolb");
+
+/// The namespace the install creates (`deploy/namespace.yaml`, the chart's default
+/// `namespace.name`): the only namespace this command deletes ([`namespace_is_ours`]).
+pub const INSTALL_NAMESPACE: &str = "ferrolb-system";
 
 /// The end of each `IPReleased` Event message this command writes (R14).
 pub const WHY: &str = "ferrolb is being uninstalled (ferrolb uninstall)";
@@ -239,7 +247,7 @@ pub async fn run(
     outcome.deleted = delete_controller_key(client, &opts.namespace).await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if let Some(ns) = namespaces.get_opt(&opts.namespace).await?
-        && !is_part_of(&ns.metadata)
+        && !namespace_is_ours(&ns.metadata)
     {
         let key = if outcome.deleted.is_empty() {
             String::new()
@@ -249,9 +257,20 @@ pub async fn run(
                 outcome.deleted.join(", ")
             )
         };
+        let why = if is_part_of(&ns.metadata) {
+            format!(
+                "labelled {}={}, but not named {INSTALL_NAMESPACE}: an overlay or a chart value pointed the install at it, and it may hold more than ferrolb",
+                PART_OF.0, PART_OF.1
+            )
+        } else {
+            format!(
+                "no {}={} label: installed into a shared namespace?",
+                PART_OF.0, PART_OF.1
+            )
+        };
         say(format!(
-            "namespace {} is not ferrolb's own (no {}={} label: installed into a shared namespace?): {key}nothing else deleted; remove the install with the tool that made it (helm uninstall)",
-            opts.namespace, PART_OF.0, PART_OF.1
+            "namespace {} is not ferrolb's own ({why}): {key}nothing else deleted; remove the install with the tool that made it (helm uninstall; for a kustomize overlay, drop the Namespace object from it first, or `kubectl delete -k` deletes the namespace)",
+            opts.namespace
         ));
         give_back_lease(client, opts, held).await?;
         return Ok(outcome);
@@ -269,6 +288,27 @@ pub fn is_part_of(meta: &ObjectMeta) -> bool {
         .as_ref()
         .and_then(|l| l.get(PART_OF.0))
         .is_some_and(|v| v == PART_OF.1)
+}
+
+/// Whether a namespace is provably the install's own, so deleting it deletes nothing else
+/// (issue #27 item 10): named [`INSTALL_NAMESPACE`] *and* labelled [`PART_OF_SELECTOR`]. The
+/// label alone is no proof: a kustomize overlay with `namespace: shared` renames the base's
+/// Namespace object to `shared`, and `kubectl apply` then adds the label to that existing,
+/// shared namespace. Pure.
+pub fn namespace_is_ours(meta: &ObjectMeta) -> bool {
+    meta.name.as_deref() == Some(INSTALL_NAMESPACE) && is_part_of(meta)
+}
+
+/// Whether a CRD is provably ferrolb's (issue #27 item 10): its name is one of those ferrolb
+/// installs ([`ferrolb_crds::manifests::crds`]) *and* it carries the install's label
+/// [`PART_OF_SELECTOR`]. Another CRD of the `ferrolb.io` group (a later version's, someone
+/// else's), or ours applied by hand without the label, is kept. Pure.
+pub fn crd_is_ours(crd: &CustomResourceDefinition) -> bool {
+    let name = crd.metadata.name.as_deref().unwrap_or_default();
+    is_part_of(&crd.metadata)
+        && ferrolb_crds::manifests::crds()
+            .iter()
+            .any(|(_, c)| c.metadata.name.as_deref() == Some(name))
 }
 
 /// `namespace/name` of every controller Deployment outside `namespace`.
@@ -496,10 +536,10 @@ async fn delete_controller_key(client: &Client, namespace: &str) -> anyhow::Resu
     Ok(deleted)
 }
 
-/// Deletes the namespace, the ClusterRoleBindings labelled part-of=ferrolb that bind a
-/// ServiceAccount of the namespace and the labelled ClusterRoles they refer to, and (unless
-/// `keep_crds`) the CRDs of the `ferrolb.io` group; returns `kind/name` of each one deleted
-/// (not-found skipped).
+/// Deletes the namespace (the caller checked [`namespace_is_ours`]), the ClusterRoleBindings
+/// labelled part-of=ferrolb that bind a ServiceAccount of the namespace and the labelled
+/// ClusterRoles they refer to, and (unless `keep_crds`) the CRDs that are ours
+/// ([`crd_is_ours`]); returns `kind/name` of each one deleted (not-found skipped).
 async fn delete_install(client: &Client, opts: &Options) -> anyhow::Result<Vec<String>> {
     let mut deleted = Vec::new();
     let dp = DeleteParams::background();
@@ -533,7 +573,7 @@ async fn delete_install(client: &Client, opts: &Options) -> anyhow::Result<Vec<S
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for c in crds.list(&ListParams::default()).await?.items {
             let name = c.name_any();
-            if c.spec.group == GROUP && gone_if_404(crds.delete(&name, &dp).await)? {
+            if crd_is_ours(&c) && gone_if_404(crds.delete(&name, &dp).await)? {
                 deleted.push(format!("customresourcedefinition/{name}"));
             }
         }
@@ -662,6 +702,47 @@ mod tests {
             &binding(serde_json::json!(null)),
             "ferrolb-system"
         ));
+    }
+
+    #[test]
+    fn only_the_install_namespace_with_its_label_is_ours() {
+        let ns = |name: &str, labelled: bool| -> ObjectMeta {
+            serde_json::from_value(serde_json::json!({
+                "name": name,
+                "labels": if labelled {
+                    serde_json::json!({"app.kubernetes.io/part-of": "ferrolb"})
+                } else {
+                    serde_json::json!({})
+                },
+            }))
+            .unwrap()
+        };
+        assert!(namespace_is_ours(&ns("ferrolb-system", true)));
+        assert!(!namespace_is_ours(&ns("ferrolb-system", false)));
+        // An overlay's `namespace: team-a` labels the shared namespace it points at.
+        assert!(!namespace_is_ours(&ns("team-a", true)));
+        assert!(!namespace_is_ours(&ns("default", true)));
+    }
+
+    #[test]
+    fn only_our_crd_names_with_the_label_are_ours() {
+        let crd = |name: &str, labelled: bool| -> CustomResourceDefinition {
+            let mut c = ferrolb_crds::manifests::crds().remove(0).1;
+            c.metadata.name = Some(name.into());
+            if labelled {
+                c.metadata.labels = Some([(PART_OF.0.into(), PART_OF.1.into())].into());
+            }
+            c
+        };
+        for ours in [
+            "ipaddresspools.ferrolb.io",
+            "l2advertisements.ferrolb.io",
+            "l2announcements.ferrolb.io",
+        ] {
+            assert!(crd_is_ours(&crd(ours, true)), "{ours}");
+            assert!(!crd_is_ours(&crd(ours, false)), "{ours} without the label");
+        }
+        assert!(!crd_is_ours(&crd("widgets.ferrolb.io", true)));
     }
 
     #[test]

@@ -209,6 +209,23 @@ pub fn we_own_ingress(svc: &Service) -> bool {
         })
 }
 
+/// Field managers other than ours that own `status.loadBalancer.ingress` too (shared ownership:
+/// another server-side applier wrote the same entries), read from `metadata.managedFields`.
+/// On uninstall such entries are left alone (issue #27 item 10): clearing them would undo the
+/// other writer's. Empty when nobody else owns the field (or managedFields were stripped).
+pub fn ingress_co_owners(svc: &Service) -> Vec<String> {
+    svc.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.manager.as_deref().is_some_and(|n| n != FIELD_MANAGER)
+                && m.fields_v1.as_ref().is_some_and(|f| owns(f, OWNED_INGRESS))
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
 /// The other field manager that owns `status.loadBalancer` (any of its fields), if one can be
 /// identified from `metadata.managedFields`: not ours, the most recent entry first (R8, the
 /// `StatusWriteConflict` Event). `None` when no other manager owns it (e.g. managedFields were

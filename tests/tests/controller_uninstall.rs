@@ -28,6 +28,11 @@
 //! the install. (Its whole run on real pods is in `tests/tests/real_nodes.rs`.) It also deletes
 //! the membership-key Secret the controller made (issue #27) — in a shared namespace too, where
 //! nothing else is deleted — and never a Secret the user made; `--release-only` deletes nothing.
+//! It deletes only what it can prove is the install's (issue #27 item 10): the namespace only
+//! when it is `ferrolb-system` with the install's label, CRDs only of ferrolb's names with that
+//! label; the fourth test installs through an overlay into a shared namespace (labelled by the
+//! overlay's renamed Namespace object) and checks that nothing of the namespace, its other
+//! tenants or the CRDs is deleted, and that a status another writer co-owns is left.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::process::{Command, ExitStatus};
@@ -374,7 +379,20 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
     create_pool(&client, "pool", &["198.51.100.0/28"])
         .await
         .unwrap();
-    let home = namespace::fresh(&client, "ferrolb-home").await.unwrap();
+    // The install's own namespace by name (issue #27 item 10: no other is ever deleted; the
+    // test cluster makes it, unlabelled); each test has a cluster of its own.
+    let home = "ferrolb-system".to_owned();
+    match Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": home}})).unwrap(),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating {home}: {e}"),
+    }
     let apps = namespace::fresh(&client, "apps").await.unwrap();
     let names = ["web", "foreign"];
     create_service(
@@ -592,6 +610,22 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
         )
         .await
         .unwrap();
+    // The CRDs as an install labels them (the test cluster installed them unlabelled) — but
+    // for one of ferrolb's applied by hand, and beside a CRD of the group that is not one of
+    // ferrolb's names (issue #27 item 10: neither is proven ours, both are kept).
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    for ours in ["ipaddresspools.ferrolb.io", "l2announcements.ferrolb.io"] {
+        crds.patch(
+            ours,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
+        .await
+        .unwrap();
+    }
+    crds.create(&PostParams::default(), &widgets_crd())
+        .await
+        .unwrap();
     let (code, err) = ferrolb_uninstall(&cluster, &["--namespace", &home, "--timeout", "3s"]);
     assert_eq!(code, 1, "{err}");
     assert!(
@@ -633,21 +667,235 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
             .is_some(),
         "{err}"
     );
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
     poll::until(
-        "the ferrolb.io CRDs gone",
+        "the labelled ferrolb CRDs gone",
         Duration::from_secs(20),
         || async {
-            !crds
+            let left: Vec<String> = crds
                 .list(&Default::default())
                 .await
                 .unwrap()
                 .items
                 .iter()
-                .any(|c| c.spec.group == "ferrolb.io")
+                .filter(|c| c.spec.group == "ferrolb.io")
+                .map(|c| c.name_any())
+                .collect();
+            left == ["l2advertisements.ferrolb.io", "widgets.ferrolb.io"]
         },
     )
     .await
     .unwrap();
     assert_eq!(snapshot(&client, &apps, &names).await[1], before[1]);
+}
+
+/// A CRD of the `ferrolb.io` group that is not one of ferrolb's, with the install's label.
+fn widgets_crd() -> CustomResourceDefinition {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "widgets.ferrolb.io",
+                     "labels": {"app.kubernetes.io/part-of": "ferrolb"}},
+        "spec": {
+            "group": "ferrolb.io",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object",
+                              "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .unwrap()
+}
+
+/// Issue #27 item 10: ferrolb installed with a kustomize overlay whose `namespace:` points at a
+/// namespace other tenants use. Kustomize renames the base's Namespace object to it, so
+/// `kubectl apply -k` leaves the install's label on the shared namespace — the label proves
+/// nothing. `ferrolb uninstall --namespace <it>` releases our statuses (but not one another
+/// writer co-owns), deletes the key the controller made, and nothing else: not the namespace,
+/// not its other tenants' objects, not the cluster RBAC, not the CRDs.
+#[tokio::test]
+async fn an_overlay_into_a_shared_namespace_deletes_nothing_but_the_key() {
+    let _serial = SERIAL.lock().await;
+    let cluster = TestCluster::start().await.expect("test cluster");
+    let client = cluster.client().await.unwrap();
+    create_pool(&client, "pool", &["198.51.100.0/28"])
+        .await
+        .unwrap();
+    let shared = namespace::fresh(&client, "team-shared").await.unwrap();
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let label =
+        serde_json::json!({"metadata": {"labels": {"app.kubernetes.io/part-of": "ferrolb"}}});
+    namespaces
+        .patch(
+            &shared,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
+        .await
+        .unwrap();
+    // Another tenant's object in the shared namespace.
+    let configmaps =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &shared);
+    configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "tenant-config"}, "data": {"k": "v"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // The install's objects, labelled as the overlay labels them.
+    Api::<Deployment>::namespaced(client.clone(), &shared)
+        .create(&PostParams::default(), &controller_deployment())
+        .await
+        .unwrap();
+    let roles = Api::<ClusterRole>::all(client.clone());
+    roles
+        .create(
+            &PostParams::default(),
+            &labelled_role("ferrolb-test-ours", true),
+        )
+        .await
+        .unwrap();
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+    bindings
+        .create(
+            &PostParams::default(),
+            &binding("ferrolb-test-ours", "ferrolb-test-ours", &shared),
+        )
+        .await
+        .unwrap();
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    for ours in [
+        "ipaddresspools.ferrolb.io",
+        "l2advertisements.ferrolb.io",
+        "l2announcements.ferrolb.io",
+    ] {
+        crds.patch(
+            ours,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
+        .await
+        .unwrap();
+    }
+
+    let apps = namespace::fresh(&client, "apps").await.unwrap();
+    let names = ["web", "co-owned"];
+    for name in names {
+        create_service(&client, &lb_service(&apps, name, &[("TCP", 80)], "Cluster"))
+            .await
+            .unwrap();
+    }
+    let ctl = start(&cluster, "shared-1", &shared);
+    wait_holder(&client, &shared, "shared-1").await;
+    poll::until("both have an address", Duration::from_secs(20), || async {
+        snapshot(&client, &apps, &names)
+            .await
+            .iter()
+            .all(|(ips, _)| ips.len() == 1)
+    })
+    .await
+    .unwrap();
+    let (status, _) = terminate(&ctl).await;
+    assert!(
+        status.success(),
+        "{status}:
+{}",
+        ctl.log_tail(40)
+    );
+    // Another writer applies the very entries ferrolb wrote: both own the field now.
+    let services = Api::<Service>::namespaced(client.clone(), &apps);
+    let written = services
+        .get("co-owned")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .load_balancer
+        .unwrap()
+        .ingress
+        .unwrap();
+    let same = serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "status": {"loadBalancer": {"ingress": written}}
+    });
+    services
+        .patch_status(
+            "co-owned",
+            &kube::api::PatchParams::apply("other-lb"),
+            &kube::api::Patch::Apply(&same),
+        )
+        .await
+        .unwrap();
+    let co_owned = services.get("co-owned").await.unwrap();
+    let owners: Vec<String> = co_owned
+        .managed_fields()
+        .iter()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.pointer("/f:status/f:loadBalancer/f:ingress").is_some())
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        owners.contains(&"ferrolb-controller".to_owned())
+            && owners.contains(&"other-lb".to_owned()),
+        "{owners:?}"
+    );
+    let before = snapshot(&client, &apps, &names).await;
+
+    let (code, err) = ferrolb_uninstall(&cluster, &["--namespace", &shared, "--timeout", "20s"]);
+    assert_eq!(code, 0, "{err}");
+    let after = snapshot(&client, &apps, &names).await;
+    assert!(
+        after[0].0.is_empty(),
+        "web released: {after:?}
+{err}"
+    );
+    assert_eq!(
+        after[1], before[1],
+        "the co-owned status is untouched
+{err}"
+    );
+    assert!(released_events(&client, &apps, "co-owned").await.is_empty());
+    assert!(
+        err.contains(&format!(
+            "namespace {shared} is not ferrolb's own (labelled app.kubernetes.io/part-of=ferrolb, but not named ferrolb-system"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "deleted only the membership key the controller made (secret/{shared}/ferrolb-memberlist)"
+        )),
+        "{err}"
+    );
+    let ns = namespaces.get(&shared).await.unwrap();
+    assert!(ns.metadata.deletion_timestamp.is_none(), "{err}");
+    assert!(
+        configmaps.get_opt("tenant-config").await.unwrap().is_some(),
+        "{err}"
+    );
+    assert!(
+        bindings
+            .get_opt("ferrolb-test-ours")
+            .await
+            .unwrap()
+            .is_some(),
+        "{err}"
+    );
+    assert!(
+        roles.get_opt("ferrolb-test-ours").await.unwrap().is_some(),
+        "{err}"
+    );
+    for ours in [
+        "ipaddresspools.ferrolb.io",
+        "l2advertisements.ferrolb.io",
+        "l2announcements.ferrolb.io",
+    ] {
+        let crd = crds.get(ours).await.unwrap();
+        assert!(crd.metadata.deletion_timestamp.is_none(), "{ours}: {err}");
+    }
 }

@@ -17,7 +17,8 @@
 //! `resourceVersion` it was listed at so that an entry another writer put there since is never
 //! cleared ([`release_service_status_at`]), and a
 //! Normal `IPReleased` Event per Service (R14). A Service whose ingress another writer owns (of
-//! another class, or contested, R8) is not touched. Everything is bounded by [`RELEASE_DEADLINE`],
+//! another class, or contested, R8), or co-owns with us (it applied the same entries: shared
+//! ownership in server-side apply, issue #27 item 10), is not touched. Everything is bounded by [`RELEASE_DEADLINE`],
 //! below the pod's `terminationGracePeriodSeconds` (10 s in `deploy/controller.yaml`); what is
 //! left when it passes is logged.
 //!
@@ -96,10 +97,12 @@ pub async fn namespace_verdict(client: &Client, namespace: &str) -> Verdict {
 }
 
 /// The addresses to release from a Service on uninstall (issue #14): its ingress IPs when our
-/// field manager owns `status.loadBalancer.ingress` (so every entry is ours, as for R6), else
-/// `None` (nothing of ours, or another writer's entries: never touched). Pure.
+/// field manager owns `status.loadBalancer.ingress` (so every entry is ours, as for R6) and no
+/// other field manager co-owns it ([`crate::service::ingress_co_owners`], issue #27 item 10:
+/// another writer applied the same entries, and clearing them would undo its write), else
+/// `None` (nothing of ours, or entries another writer has or shares: never touched). Pure.
 pub fn owned_ingress(svc: &Service) -> Option<Vec<String>> {
-    if !we_own_ingress(svc) {
+    if !we_own_ingress(svc) || !crate::service::ingress_co_owners(svc).is_empty() {
         return None;
     }
     Some(
@@ -341,6 +344,19 @@ mod tests {
             Some(vec!["198.51.100.1".into(), "2001:db8::1".into()])
         );
         assert_eq!(owned_ingress(&svc("other-lb", &["192.0.2.9"])), None);
+        // Co-owned with another server-side applier (issue #27 item 10): left alone.
+        let mut shared = ours.clone();
+        let mut theirs = shared.metadata.managed_fields.as_ref().unwrap()[0].clone();
+        theirs.manager = Some("other-lb".into());
+        shared
+            .metadata
+            .managed_fields
+            .as_mut()
+            .unwrap()
+            .push(theirs);
+        assert_eq!(owned_ingress(&shared), None);
+        assert_eq!(crate::service::ingress_co_owners(&shared), ["other-lb"]);
+        assert!(crate::service::ingress_co_owners(&ours).is_empty());
         assert_eq!(
             owned_ingress(&svc(crate::service::FIELD_MANAGER, &[])),
             None,

@@ -22,7 +22,6 @@ pub fn check(k: &Kubectl) {
         ("list", "l2advertisements.ferrolb.io", &[][..]),
         ("create", "events.events.k8s.io", &in_default[..]),
         ("patch", "events.events.k8s.io", &in_default[..]),
-        ("create", "events", &in_default[..]),
         ("get", "secrets/ferrolb-memberlist", &in_ns[..]),
         ("watch", "secrets/ferrolb-memberlist", &in_ns[..]),
         ("patch", "l2announcements.ferrolb.io", &in_ns[..]),
@@ -56,6 +55,13 @@ pub fn check(k: &Kubectl) {
         ("delete", "events", &in_default[..]),
         ("patch", "l2announcements.ferrolb.io", &in_default[..]),
         ("patch", "services", &in_ns[..]),
+        // Issue #27 item 12: read through watch caches only, and Events only of events.k8s.io.
+        ("get", "services", &all[..]),
+        ("get", "nodes", &[][..]),
+        ("get", "endpointslices.discovery.k8s.io", &all[..]),
+        ("get", "ipaddresspools.ferrolb.io", &[][..]),
+        ("create", "events", &in_default[..]),
+        ("patch", "events", &in_default[..]),
     ] {
         assert!(
             !k.can_i(SPEAKER_SA, verb, resource, extra),
@@ -75,7 +81,8 @@ pub fn check(k: &Kubectl) {
             &["--subresource=status"][..],
         ),
         ("create", "events.events.k8s.io", &in_default[..]),
-        ("create", "events", &in_default[..]),
+        // SIGTERM during an uninstall: is its own namespace being deleted?
+        ("get", "namespaces", &[][..]),
         ("get", "leases.coordination.k8s.io", &in_ns[..]),
         ("create", "leases.coordination.k8s.io", &in_ns[..]),
         ("update", "leases.coordination.k8s.io", &in_ns[..]),
@@ -115,6 +122,12 @@ pub fn check(k: &Kubectl) {
         ("list", "endpointslices.discovery.k8s.io", &all[..]),
         ("patch", "nodes", &[][..]),
         ("list", "pods", &all[..]),
+        // Issue #27 item 12: read through watch caches only, and Events only of events.k8s.io.
+        ("get", "services", &all[..]),
+        ("get", "nodes", &[][..]),
+        ("get", "l2advertisements.ferrolb.io", &[][..]),
+        ("create", "events", &in_default[..]),
+        ("patch", "events", &in_default[..]),
     ] {
         assert!(
             !k.can_i(CONTROLLER_SA, verb, resource, extra),
@@ -124,30 +137,29 @@ pub fn check(k: &Kubectl) {
 
     // --- RBAC: nothing more. Everything each ServiceAccount may do, minus what any
     // authenticated identity may do, is exactly the granted set. ---
-    let read = ["get", "list", "watch"];
+    // Watch caches only (list + watch); `get` where a single object is read.
+    let watch = ["list", "watch"];
     let emit = ["create", "patch"];
     let speaker_everywhere = [
-        rule("services", &[], &read),
-        rule("nodes", &[], &read),
-        rule("endpointslices.discovery.k8s.io", &[], &read),
-        rule("ipaddresspools.ferrolb.io", &[], &read),
-        rule("l2advertisements.ferrolb.io", &[], &read),
-        rule("events", &[], &emit),
+        rule("services", &[], &watch),
+        rule("nodes", &[], &watch),
+        rule("endpointslices.discovery.k8s.io", &[], &watch),
+        rule("ipaddresspools.ferrolb.io", &[], &watch),
+        rule("l2advertisements.ferrolb.io", &[], &watch),
         rule("events.events.k8s.io", &[], &emit),
     ];
     let controller_everywhere = [
-        rule("services", &[], &read),
-        rule("namespaces", &[], &read),
-        rule("nodes", &[], &read),
-        rule("ipaddresspools.ferrolb.io", &[], &read),
-        rule("l2advertisements.ferrolb.io", &[], &read),
+        rule("services", &[], &watch),
+        rule("namespaces", &[], &["get", "list", "watch"]),
+        rule("nodes", &[], &watch),
+        rule("ipaddresspools.ferrolb.io", &[], &watch),
+        rule("l2advertisements.ferrolb.io", &[], &watch),
         rule("services/status", &[], &["update", "patch"]),
         rule(
             "ipaddresspools.ferrolb.io/status",
             &[],
             &["update", "patch"],
         ),
-        rule("events", &[], &emit),
         // The speakers' IPConflict Events become the pool condition AddressConflict.
         rule(
             "events.events.k8s.io",
