@@ -186,6 +186,12 @@ impl Collector for SpeakerMetrics {
         )?;
         counter(
             &mut encoder,
+            "responder_task_panics",
+            "Interface responder tasks that panicked and were restarted",
+            l2.task_panics,
+        )?;
+        counter(
+            &mut encoder,
             "multicast_errors",
             "Failed solicited-node multicast joins or leaves",
             l2.multicast_errors,

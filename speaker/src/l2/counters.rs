@@ -29,6 +29,8 @@ pub struct Counters {
     pub send_errors: AtomicU64,
     /// Socket (re)open failures of interface responders.
     pub socket_errors: AtomicU64,
+    /// Interface responder tasks that panicked and were restarted (issue #27 item 11).
+    pub task_panics: AtomicU64,
     /// Failed joins/leaves of solicited-node multicast groups.
     pub multicast_errors: AtomicU64,
     /// Defensive announcements sent for an IP another host claimed (RFC 5227 §2.4; each counts
@@ -71,6 +73,8 @@ pub struct CounterSnapshot {
     pub send_errors: u64,
     /// See [`Counters::socket_errors`].
     pub socket_errors: u64,
+    /// See [`Counters::task_panics`].
+    pub task_panics: u64,
     /// See [`Counters::multicast_errors`].
     pub multicast_errors: u64,
     /// See [`Counters::conflict_defenses`].
@@ -128,6 +132,7 @@ impl Counters {
             unsolicited_na_sent: get(&self.unsolicited_na_sent),
             send_errors: get(&self.send_errors),
             socket_errors: get(&self.socket_errors),
+            task_panics: get(&self.task_panics),
             multicast_errors: get(&self.multicast_errors),
             conflict_defenses: get(&self.conflict_defenses),
             address_probes_sent: get(&self.address_probes_sent),

@@ -647,7 +647,9 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
     }
 }
 
-/// One interface, forever: serve, and on error log, count, back off and retry.
+/// One interface, forever: serve, and on error or panic log, count, back off and retry (issue
+/// #27 item 11: an interface task is never left dead while the node owns IPs; a new attempt
+/// re-reads the owned set, as `serve` marks it changed).
 async fn run_interface(
     selected: Selected,
     rx: watch::Receiver<Arc<OwnedHere>>,
@@ -657,19 +659,65 @@ async fn run_interface(
 ) {
     let mut backoff = inner.config.retry_min;
     loop {
-        let err = match serve(&selected, rx.clone(), &mut defend_rx, &inner, &status).await {
-            Ok(()) => return,
-            Err(e) => e,
+        let outcome = guarded(serve(
+            &selected,
+            rx.clone(),
+            &mut defend_rx,
+            &inner,
+            &status,
+        ))
+        .await;
+        let Some(err) = failure(outcome, &selected.info.name, backoff, &inner.counters) else {
+            return;
         };
-        Counters::inc(&inner.counters.socket_errors);
-        tracing::warn!(interface = %selected.info.name, error = %err, retry_in = ?backoff, "responder failed; retrying");
         {
             let mut st = lock(&status);
             st.running = false;
-            st.last_error = Some(err.to_string());
+            st.last_error = Some(err);
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(inner.config.retry_max);
+    }
+}
+
+/// Runs `attempt`, turning a panic inside it into `Err(message)` instead of ending the task.
+async fn guarded(
+    attempt: impl std::future::Future<Output = io::Result<()>>,
+) -> Result<io::Result<()>, String> {
+    use futures::FutureExt as _;
+    std::panic::AssertUnwindSafe(attempt)
+        .catch_unwind()
+        .await
+        .map_err(|panic| {
+            panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into())
+        })
+}
+
+/// What one attempt of an interface task ended with: `None` when it ended on purpose (the
+/// responder dropped the interface); otherwise the error for the status, logged and counted
+/// ([`Counters::socket_errors`], or [`Counters::task_panics`] for a panic).
+fn failure(
+    outcome: Result<io::Result<()>, String>,
+    interface: &str,
+    retry_in: Duration,
+    counters: &Counters,
+) -> Option<String> {
+    match outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => {
+            Counters::inc(&counters.socket_errors);
+            tracing::warn!(%interface, error = %e, ?retry_in, "responder failed; retrying");
+            Some(e.to_string())
+        }
+        Err(panic) => {
+            Counters::inc(&counters.task_panics);
+            tracing::error!(%interface, %panic, ?retry_in, "responder task panicked (a bug: please report this line); restarting it");
+            Some(format!("panicked: {panic}"))
+        }
     }
 }
 
@@ -1099,4 +1147,44 @@ fn note_probes(
 ) {
     lock(status).probing = probing.iter().copied().collect();
     lock(&inner.held).retain(|(ip, iface), _| iface != interface || probing.contains(ip));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #27 item 11: a panic inside an interface task's attempt is caught (the task lives
+    /// on to retry), counted and reported; an error is counted as a socket error; a clean end
+    /// is no failure.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_panicking_interface_task_is_caught_counted_and_retried() {
+        let counters = Counters::default();
+        let d = Duration::from_millis(500);
+        let panicked = guarded(async {
+            if counters.snapshot().task_panics == 0 {
+                panic!("injected");
+            }
+            Ok(())
+        })
+        .await;
+        assert!(
+            matches!(&panicked, Err(m) if m == "injected"),
+            "{panicked:?}"
+        );
+        assert_eq!(
+            failure(panicked, "eth0", d, &counters).as_deref(),
+            Some("panicked: injected")
+        );
+        assert_eq!(counters.snapshot().task_panics, 1);
+        let failed = guarded(async { Err(io::Error::other("socket gone")) }).await;
+        assert_eq!(
+            failure(failed, "eth0", d, &counters).as_deref(),
+            Some("socket gone")
+        );
+        assert_eq!(counters.snapshot().socket_errors, 1);
+        assert_eq!(
+            failure(guarded(async { Ok(()) }).await, "eth0", d, &counters),
+            None
+        );
+    }
 }
