@@ -1097,7 +1097,14 @@ impl World {
         )
     }
 
-    fn iface_timer(&mut self, i: usize, k: usize) {
+    /// Runs `input` on the `IfaceCore` of node `i`'s NIC `k` with its [`Context`] now, then
+    /// carries out what it produced.
+    fn iface_input(
+        &mut self,
+        i: usize,
+        k: usize,
+        input: impl FnOnce(&mut IfaceCore, Instant, &Context<'_>),
+    ) {
         let mono = self.mono();
         let (lease, wall_ms) = self.iface_context(i);
         let n = &mut self.nodes[i];
@@ -1108,9 +1115,13 @@ impl World {
             peers: &self.peer_macs,
         };
         if let Some(nic) = n.responder.nics.get_mut(k) {
-            nic.iface.handle_timeout(mono, &ctx);
+            input(&mut nic.iface, mono, &ctx);
         }
         self.drain_iface(i, k);
+    }
+
+    fn iface_timer(&mut self, i: usize, k: usize) {
+        self.iface_input(i, k, |iface, now, ctx| iface.handle_timeout(now, ctx));
         if self.iface_due(i, k).is_some_and(|d| d <= self.now) {
             // Nothing more can happen at this instant (a schedule caught up): look again later.
             self.nodes[i].responder.hold_until = self.now + Duration::from_micros(1);
@@ -1140,19 +1151,9 @@ impl World {
             Some([0x86, 0xdd]) => Proto::Ndp,
             _ => return,
         };
-        let mono = self.mono();
-        let (lease, wall_ms) = self.iface_context(to);
-        let n = &mut self.nodes[to];
-        let ctx = Context {
-            lease,
-            wall_ms,
-            keys: Some(&n.claim_keys),
-            peers: &self.peer_macs,
-        };
-        if let Some(nic) = n.responder.nics.get_mut(k) {
-            nic.iface.handle_frame(mono, proto, &frame, &ctx);
-        }
-        self.drain_iface(to, k);
+        self.iface_input(to, k, |iface, now, ctx| {
+            iface.handle_frame(now, proto, &frame, ctx);
+        });
     }
 
     /// Carries out the outputs of node `i`'s NIC `k` as the responder task does: a leased
