@@ -214,16 +214,25 @@ pub fn we_own_ingress(svc: &Service) -> bool {
 /// On uninstall such entries are left alone (issue #27 item 10): clearing them would undo the
 /// other writer's. Empty when nobody else owns the field (or managedFields were stripped).
 pub fn ingress_co_owners(svc: &Service) -> Vec<String> {
+    others_owning(svc, OWNED_INGRESS)
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
+/// The `managedFields` entries of field managers other than ours that own the field at
+/// `pointer` (a `fieldsV1` JSON pointer such as [`OWNED_INGRESS`]) or a part of it.
+fn others_owning<'a>(
+    svc: &'a Service,
+    pointer: &'a str,
+) -> impl Iterator<Item = &'a ManagedFieldsEntry> {
     svc.metadata
         .managed_fields
         .iter()
         .flatten()
-        .filter(|m| {
+        .filter(move |m| {
             m.manager.as_deref().is_some_and(|n| n != FIELD_MANAGER)
-                && m.fields_v1.as_ref().is_some_and(|f| owns(f, OWNED_INGRESS))
+                && m.fields_v1.as_ref().is_some_and(|f| owns(f, pointer))
         })
-        .filter_map(|m| m.manager.clone())
-        .collect()
 }
 
 /// The other field manager that owns `status.loadBalancer` (any of its fields), if one can be
@@ -231,16 +240,7 @@ pub fn ingress_co_owners(svc: &Service) -> Vec<String> {
 /// `StatusWriteConflict` Event). `None` when no other manager owns it (e.g. managedFields were
 /// stripped).
 pub fn status_writer(svc: &Service) -> Option<String> {
-    svc.metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.manager.as_deref().is_some_and(|n| n != FIELD_MANAGER)
-                && m.fields_v1
-                    .as_ref()
-                    .is_some_and(|f| owns(f, OWNED_LOAD_BALANCER))
-        })
+    others_owning(svc, OWNED_LOAD_BALANCER)
         .max_by_key(|m| m.time.as_ref().map(|t| t.0))
         .and_then(|m| m.manager.clone())
 }
