@@ -508,8 +508,10 @@ fn forged_down_gossip(to: &SpeakerId, victim: &SpeakerId, keys: &KeyRing, wall_m
     foca.gossip(&mut rt).unwrap();
     let (dst, payload) = rt.to_send().unwrap();
     assert_eq!(&dst, to);
+    let mut plain = vec![ferrolb_speaker::membership::lease::KIND_SWIM];
+    plain.extend_from_slice(&payload);
     Sealer::new(keys.primary())
-        .seal(&payload, wall_ms, &mut StdRng::seed_from_u64(8))
+        .seal(&plain, wall_ms, &mut StdRng::seed_from_u64(8))
         .unwrap()
 }
 

@@ -378,6 +378,55 @@ pub fn has_quorum(alive: &BTreeSet<String>, expected: &BTreeSet<String>) -> bool
     }
 }
 
+/// The quorum lease (issue #32 G2): the instant until which this speaker (`me`) may answer on
+/// the two-way evidence it holds — per peer name, until when its latest lease grant counts
+/// ([`crate::membership::lease`]) — that is, the first instant at or after `now` at which the
+/// voters with valid evidence, `me` included, are no longer a majority of `voters`
+/// ([`has_quorum`]); `Some(now)` when they are not one now. `None` (no limit) with one or two
+/// voters, which always claim. The lease always wins: the responder stops answering at this
+/// instant whatever the member list says and whether or not the daemon steps again.
+pub fn quorum_until(
+    evidence: &BTreeMap<String, Instant>,
+    voters: &BTreeSet<String>,
+    me: &str,
+    now: Instant,
+) -> Option<Instant> {
+    let total = voters.len();
+    if total <= 2 {
+        return None;
+    }
+    // The same rule as `has_quorum`, counted without building sets: it runs at every send.
+    let first = voters.first().map(String::as_str);
+    let me_votes = voters.contains(me);
+    let mut valid: Vec<(Instant, bool)> = voters
+        .iter()
+        .filter(|v| v.as_str() != me)
+        .filter_map(|v| {
+            let until = evidence.get(v).filter(|t| **t > now)?;
+            Some((*until, Some(v.as_str()) == first))
+        })
+        .collect();
+    valid.sort_unstable();
+    let mut seen = valid.len() + usize::from(me_votes);
+    let mut first_seen = (me_votes && first == Some(me)) || valid.iter().any(|(_, f)| *f);
+    let majority = |seen: usize, first_seen: bool| match (seen * 2).cmp(&total) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Equal => first_seen,
+        std::cmp::Ordering::Less => false,
+    };
+    if !majority(seen, first_seen) {
+        return Some(now);
+    }
+    for (until, is_first) in valid {
+        seen -= 1;
+        first_seen &= !is_first;
+        if !majority(seen, first_seen) {
+            return Some(until);
+        }
+    }
+    Some(now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,6 +553,30 @@ mod tests {
         now += Duration::from_millis(400);
         assert!(gate.tick(now, &all, &all).stalled.is_some());
         assert!(gate.declared_down(now), "nor one seen by a tick");
+    }
+
+    #[test]
+    fn the_quorum_lease_ends_when_the_evidence_of_a_majority_has() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let voters = set(&["a", "b", "c", "d", "e"]);
+        let evidence: BTreeMap<String, Instant> = [("b", 50), ("c", 120), ("d", 90), ("x", 500)]
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), ms(t)))
+            .collect();
+        // a + b, c, d valid: the third to lapse (b at 50, d at 90) leaves a, c: 2 of 5.
+        assert_eq!(quorum_until(&evidence, &voters, "a", t0), Some(ms(90)));
+        assert_eq!(quorum_until(&evidence, &voters, "a", ms(60)), Some(ms(90)));
+        assert_eq!(quorum_until(&evidence, &voters, "a", ms(95)), Some(ms(95)));
+        assert_eq!(
+            quorum_until(&evidence, &set(&["a", "b"]), "a", ms(600)),
+            None,
+            "two voters always claim"
+        );
+        // Exactly half decides by the smallest voter: a, b of a, b, c, d.
+        let four = set(&["a", "b", "c", "d"]);
+        assert_eq!(quorum_until(&evidence, &four, "a", t0), Some(ms(120)));
+        assert_eq!(quorum_until(&evidence, &four, "d", t0), Some(ms(50)));
     }
 
     #[test]

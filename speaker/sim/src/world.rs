@@ -15,12 +15,13 @@ use ferrolb_l2::answer::iface::{
     Context, IfaceConfig, IfaceCore, IfaceOutput, OwnedIp, Proto, TransmitKind, lease_allows,
 };
 use ferrolb_l2::answer::probe::ProbeSettings;
-use ferrolb_l2::claim::ClaimSettings;
+use ferrolb_l2::claim::{ClaimSettings, quorum_until};
 use ferrolb_l2::eligibility::{
     EXCLUDE_LB_LABEL, EndpointFacts, Interfaces, NodeFacts, PoolRef, ServiceFacts, TrafficPolicy,
 };
 use ferrolb_l2::membership::{
     Clock, Counters, KeyRing, MembershipConfig, MembershipCore, MembershipEvent, SpeakerId,
+    envelope,
 };
 use ferrolb_l2::node::{
     MembershipCommand, MembershipObservation, NodeConfig, Observation, Output, SpeakerCore, Wake,
@@ -146,6 +147,8 @@ struct Nic {
 struct Responder {
     nics: Vec<Nic>,
     lease: Option<Duration>,
+    /// The voters of the quorum lease (`Output::SetVoters`).
+    voters: BTreeSet<String>,
     /// The owned set with each IP's interfaces and announcement epoch, as
     /// `Responder::set_owned` keeps it.
     desired: BTreeMap<IpAddr, (Interfaces, u64)>,
@@ -175,6 +178,7 @@ impl Responder {
         Responder {
             nics,
             lease: None,
+            voters: BTreeSet::new(),
             desired: BTreeMap::new(),
             next_epoch: 0,
             fresh: BTreeSet::new(),
@@ -261,6 +265,8 @@ enum Event {
 }
 
 struct World {
+    /// `SIM_TRACE` set: owned sets, notes, membership commands and yields go to stderr.
+    trace: bool,
     t0: Instant,
     now: Duration,
     rng: StdRng,
@@ -323,6 +329,7 @@ impl World {
         };
         let claim = ClaimSettings::for_membership(probe_period, suspect_timeout);
         let mut w = World {
+            trace: std::env::var_os("SIM_TRACE").is_some(),
             t0: Instant::now(),
             now: Duration::ZERO,
             rng: StdRng::seed_from_u64(s.seed),
@@ -935,15 +942,16 @@ impl World {
         }
     }
 
-    /// One millisecond of spoofed datagrams: framed like a member's (`FLBm`, version 1), sealed
-    /// with no key, each from another member's address to a running node's membership port.
+    /// One millisecond of spoofed datagrams: framed like a member's (`FLBm`, the current
+    /// envelope version), sealed with no key, each from another member's address to a running node's membership port.
     fn flood(&mut self, per_ms: u32, until: Duration) {
         let n = self.scenario.nodes;
         if n >= 2 {
             for k in 0..per_ms {
                 let to = self.rng.random_range(0..n);
                 let as_node = (to + self.rng.random_range(1..n)) % n;
-                let mut bytes = b"FLBm\x01".to_vec();
+                let mut bytes = envelope::MAGIC.to_vec();
+                bytes.push(envelope::VERSION);
                 bytes.extend(
                     (0..8 + 24 + 96 + 16).map(|i: u32| (i as u8).wrapping_mul(151) ^ (k as u8)),
                 );
@@ -982,6 +990,7 @@ impl World {
             membership: n.membership.as_ref().map(|m| MembershipObservation {
                 alive: m.alive().clone(),
                 self_rejoins: m.counters().snapshot().self_rejoins,
+                evidence: m.evidence().clone(),
             }),
             wall_secs,
             held_reported: BTreeSet::new(),
@@ -1001,10 +1010,25 @@ impl World {
     }
 
     fn apply(&mut self, i: usize, output: Output) {
+        if self.trace {
+            match &output {
+                Output::SetOwned(o) => eprintln!(
+                    "{:>10.6} node {i} owns {:?}",
+                    self.now.as_secs_f64(),
+                    o.keys().collect::<Vec<_>>()
+                ),
+                Output::Note(n) => eprintln!("{:>10.6} node {i} {n:?}", self.now.as_secs_f64()),
+                Output::Membership(c) => {
+                    eprintln!("{:>10.6} node {i} {c:?}", self.now.as_secs_f64())
+                }
+                _ => {}
+            }
+        }
         match output {
             Output::SetLease(until) => {
                 self.nodes[i].responder.lease = until.map(|u| u.saturating_duration_since(self.t0));
             }
+            Output::SetVoters(voters) => self.nodes[i].responder.voters = voters,
             Output::SetOwned(owned) => {
                 // As `Responder::set_owned`: an IP keeps its epoch while its interfaces stay.
                 let r = &mut self.nodes[i].responder;
@@ -1080,8 +1104,23 @@ impl World {
     /// The lease of node `i` (monotonic) and its wall clock now: the [`Context`] of its
     /// interfaces besides the claim keys and the peer MACs.
     fn iface_context(&self, i: usize) -> (Option<Instant>, u64) {
-        let lease = self.nodes[i].responder.lease.map(|l| self.t0 + l);
-        (lease, self.clock_of(i).wall_ms)
+        (self.lease_of(i), self.clock_of(i).wall_ms)
+    }
+
+    /// Node `i`'s lease as its responder applies it (monotonic): the step's lease, cut at the
+    /// end of the evidence of a majority of its voters (the quorum lease, kept current as grants
+    /// arrive, as the executor does). It changes only at events (a step, a grant), so it is
+    /// exact until the next one.
+    fn lease_of(&self, i: usize) -> Option<Instant> {
+        let n = &self.nodes[i];
+        let step = n.responder.lease.map(|l| self.t0 + l);
+        let empty = BTreeMap::new();
+        let evidence = n.membership.as_ref().map_or(&empty, |m| m.evidence());
+        let quorum = quorum_until(evidence, &n.responder.voters, &name(i), self.mono());
+        match (step, quorum) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// When the timers of node `i`'s NIC `k` are due (virtual time), if the process runs.
@@ -1162,7 +1201,7 @@ impl World {
     /// recorded, and checked against I-announce: the node answers the IP there at that instant.
     fn drain_iface(&mut self, i: usize, k: usize) {
         let mono = self.mono();
-        let lease = self.nodes[i].responder.lease.map(|l| self.t0 + l);
+        let lease = self.lease_of(i);
         let mut frames = Vec::new();
         let mut rechecks = Vec::new();
         loop {
@@ -1175,7 +1214,14 @@ impl World {
             let carrier = nic.carrier;
             let t = match out {
                 IfaceOutput::Transmit(t) => t,
-                IfaceOutput::PeerYield { until, .. } => {
+                IfaceOutput::PeerYield { until, ip, .. } => {
+                    if self.trace {
+                        eprintln!(
+                            "{:>10.6} node {i} nic {k} yields {ip} until {:.6}",
+                            self.now.as_secs_f64(),
+                            until.saturating_duration_since(self.t0).as_secs_f64()
+                        );
+                    }
                     rechecks.push(until.saturating_duration_since(self.t0));
                     continue;
                 }
@@ -1233,7 +1279,10 @@ impl World {
         if n.proc_ != Proc::Running || !nic.carrier || !nic.iface.answers(ip, self.mono()) {
             return None;
         }
-        match n.responder.lease {
+        match self
+            .lease_of(i)
+            .map(|l| l.saturating_duration_since(self.t0))
+        {
             Some(l) if l > self.now => Some(l),
             Some(_) => None,
             None => Some(Duration::MAX),

@@ -12,30 +12,25 @@ use ferrolb_sim::scenario::Profile;
 use ferrolb_sim::search::{FaultClass, scenario};
 use ferrolb_sim::{Fault, Scenario, Timed, check, run};
 
-/// Seeds per fault class and cluster size in the sweep.
-const SEEDS: u64 = 8;
+/// Seeds per fault class, per cluster size, in the sweep: fewer at 10 nodes, whose scenarios
+/// cost about four times those at 5 (the quorum lease's heartbeats grow with N²), to keep the
+/// simulator within its 3 CPU-minute share of the README's test command (issue #26).
+const SEEDS: [(usize, u64); 3] = [(3, 8), (5, 8), (10, 3)];
 
 /// `(class, nodes, invariant)` that today's protocol violates in the sweep: see the findings
 /// table in `docs/speaker.md` ("The cluster simulator") for the mechanism of each.
 const EXPECTED: &[(FaultClass, usize, &str)] = &[
-    // Failback after a restart: the returning owner claims before the current one has
-    // processed its return; two answer until the yield or the membership (≤ 1 datagram).
-    (FaultClass::Process, 3, "I-safe"),
-    (FaultClass::Process, 5, "I-safe"),
-    (FaultClass::Process, 10, "I-safe"),
-    // A minority node declares its peers down one probe period at a time and claims their IPs
-    // while it still counts a majority (F-1 turned around); its proven announcement makes the
-    // rightful owner yield for 2.5 s, then it withdraws: two answerers, then none.
-    (FaultClass::Partition, 3, "I-safe"),
-    (FaultClass::Partition, 5, "I-safe"),
-    (FaultClass::Partition, 10, "I-safe"),
+    // Fixed by the quorum lease, two-way evidence and break-before-make (issue #32 G1, G2),
+    // each kept as a regression case below: failback after a restart (process, starved: I-safe),
+    // an isolated or one-way-cut node claiming its peers' IPs and silencing them through the
+    // yield (partition, one-way: I-safe, I-failover), a wall-clock step isolating an owner
+    // (clock: I-bounded), the split of a key rotation with a step skipped (I-bounded).
+    //
+    // Partitions: after a partition that isolates the owner *and* heals before it is declared
+    // down, its lease ran out meanwhile; a minority node whose suspicions were held is declared
+    // down itself and rejoins; 50 µs of two answerers and silences over T_fo remain at 3 and 5.
     (FaultClass::Partition, 3, "I-failover"),
-    (FaultClass::Partition, 5, "I-failover"),
-    (FaultClass::Partition, 10, "I-failover"),
-    // The same yield after a node that cannot send (or receive) declared its peers down.
-    (FaultClass::OneWay, 3, "I-failover"),
-    (FaultClass::OneWay, 5, "I-failover"),
-    (FaultClass::OneWay, 10, "I-failover"),
+    (FaultClass::Partition, 5, "I-safe"),
     // A replayed signed claim (within the proof's 2 s skew) makes the owner yield: I-auth, and
     // the yield's silence.
     (FaultClass::Adversary, 3, "I-auth"),
@@ -48,32 +43,21 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     // move without any fault.
     (FaultClass::Loss, 3, "I-failover"),
     (FaultClass::Loss, 3, "I-flap"),
-    (FaultClass::Loss, 10, "I-flap"),
-    // Late task wake-ups stretch the failback window (the newcomer's claim and the old owner's
-    // withdrawal both wait for a hop).
-    (FaultClass::Starved, 3, "I-safe"),
-    (FaultClass::Starved, 5, "I-safe"),
-    (FaultClass::Starved, 10, "I-safe"),
-    // A wall-clock step beyond the membership's replay window cuts the node off as an
-    // isolation does (its datagrams are refused, it refuses theirs): an isolated owner learns
-    // it is in the minority ~N/2 probe periods after the majority replaced it.
-    (FaultClass::Clock, 10, "I-bounded"),
+    (FaultClass::Loss, 5, "I-flap"),
+    // A clock step beyond the replay window at 3 nodes: the stepped node is cut off and the
+    // other two need detection plus break-before-make (over T_fo = 0.8 s at 3 nodes).
+    (FaultClass::Clock, 3, "I-failover"),
     // Two NICs: the client-facing NIC of the owner loses carrier while the other keeps it; the
-    // carrier check passes on any interface, so the IP stays there unanswered.
+    // carrier check passes on any interface, so the IP stays there unanswered (issue #32 G5.5;
+    // at 10 nodes too, in more seeds than the sweep runs there).
     (FaultClass::TwoNics, 3, "I-failover"),
     (FaultClass::TwoNics, 5, "I-failover"),
-    (FaultClass::TwoNics, 10, "I-failover"),
     // A key rotation with a step skipped (one scenario in three of the class) splits the
-    // membership by key during the roll: two answerers and silence; the documented order
-    // finds nothing (`the_documented_key_rotation_keeps_one_answerer`).
-    (FaultClass::Rotation, 3, "I-bounded"),
+    // membership by key during the roll: the nodes on the other ring see a minority and stay
+    // silent; the documented order finds nothing (`the_documented_key_rotation_keeps_one_answerer`).
     (FaultClass::Rotation, 3, "I-failover"),
-    (FaultClass::Rotation, 5, "I-bounded"),
     (FaultClass::Rotation, 5, "I-failover"),
-    (FaultClass::Rotation, 10, "I-bounded"),
     (FaultClass::Rotation, 10, "I-failover"),
-    // Carrier loss: nothing found. API changes: none in these seeds (1–3 % of 200 seeds per
-    // size); the regression cases below keep two of them.
 ];
 
 #[test]
@@ -99,9 +83,9 @@ fn a_quiet_cluster_converges_with_one_answerer_per_ip() {
 fn the_sweep_finds_exactly_the_expected_violations() {
     let mut found: BTreeSet<(FaultClass, usize, &str)> = BTreeSet::new();
     let mut examples = Vec::new();
-    for nodes in [3, 5, 10] {
+    for (nodes, seeds) in SEEDS {
         for class in FaultClass::ALL {
-            for seed in 0..SEEDS {
+            for seed in 0..seeds {
                 let s = scenario(seed, nodes, 4, class);
                 for v in check(&s, &run(&s)) {
                     if found.insert((class, nodes, v.invariant)) {
@@ -155,27 +139,27 @@ fn isolation(seed: u64, nodes: usize) -> Scenario {
     }
 }
 
-/// F-1 turned around: an isolated node declares its peers down one probe period at a time and,
-/// while it still counts a majority, claims the IPs of those it declared down; its proven
-/// gratuitous ARP makes their owners yield for 2.5 s (`YIELD_FOR`), and once it sees a minority
-/// it withdraws: two answerers for one frame, then nobody for the rest of the yield.
+/// F-1 turned around, fixed (issue #32 G1, G2). Before the quorum lease an isolated node
+/// declared its peers down one probe period at a time and, while it still counted a majority,
+/// claimed their IPs; its proven gratuitous ARP made their owners yield for 2.5 s, then it
+/// withdrew: two answerers for one frame, then nobody for the rest of the yield. Now it counts
+/// only peers that answer its lease requests, so it sees a minority within the lease (150 ms),
+/// before it could declare anybody down, and, hearing fewer than half of its members, it holds
+/// its suspicions instead of gossiping down notices at the heal.
 #[test]
-fn an_isolated_node_claims_its_peers_ips_and_silences_them_through_the_yield() {
-    let v = assert_violates(&isolation(1, 5), &["I-safe", "I-failover"]);
-    let worst_none = v
-        .iter()
-        .filter(|v| v.invariant == "I-failover")
-        .map(|v| v.window)
-        .max()
-        .unwrap();
-    assert!(worst_none >= Duration::from_secs(2), "{v:#?}");
+fn an_isolated_node_claims_nothing_and_silences_nobody() {
+    for nodes in [3, 5, 10] {
+        assert_violates(&isolation(1, nodes), &[]);
+    }
 }
 
-/// A crashed owner's restart (failback): it claims as soon as it has converged, while the
-/// current owner is still answering until it processes the membership change or the
-/// newcomer's gratuitous ARP: two answerers for up to one frame's travel.
+/// A crashed owner's restart (failback), fixed (issue #32 G2, break before make). It used to
+/// claim as soon as it had converged while the current owner still answered until it processed
+/// the membership change or the newcomer's gratuitous ARP: two answerers for up to one frame's
+/// travel. Now the newcomer waits one stall threshold for the holder, which has it in its
+/// membership by then (its lease grant is what let the newcomer converge).
 #[test]
-fn a_failback_after_a_restart_double_answers_until_the_yield() {
+fn a_failback_after_a_restart_never_double_answers() {
     let s = Scenario {
         faults: vec![
             Timed {
@@ -190,11 +174,7 @@ fn a_failback_after_a_restart_double_answers_until_the_yield() {
         end_ms: 20_000,
         ..Scenario::quiet(18, 5, 8)
     };
-    let v = assert_violates(&s, &["I-safe"]);
-    assert!(
-        v.iter().all(|v| v.window <= Duration::from_micros(100)),
-        "{v:#?}"
-    );
+    assert_violates(&s, &[]);
 }
 
 /// The lab attacks A15 and A16 (DESIGN S15, issue #32 G4) in the simulator: forged ARP claims
@@ -229,11 +209,13 @@ fn outsiders_without_the_key_change_nothing() {
     }
 }
 
-/// After a heal, two nodes whose views still differ gain the same IP within `PEER_SETTLE` of
-/// each other: each takes the other's announcement for a handover frame, and both answer until
-/// their membership views agree (found by the sweep, N = 5, seed 38, shrunk).
+/// A heal, fixed (issue #32 G1, G2). Two nodes whose views still differed used to gain the same
+/// IP within `PEER_SETTLE` of each other, each took the other's announcement for a handover
+/// frame, and both answered for up to 400 ms until their views agreed (found by the sweep,
+/// N = 5, seed 38, shrunk). Now the minority side holds its down notices and the returning
+/// owners wait one stall threshold for the holders.
 #[test]
-fn after_a_heal_two_nodes_claim_within_the_settle_time_and_both_answer() {
+fn after_a_heal_one_node_answers_each_ip() {
     let s = Scenario {
         faults: vec![
             Timed {
@@ -248,14 +230,7 @@ fn after_a_heal_two_nodes_claim_within_the_settle_time_and_both_answer() {
         end_ms: 20_885,
         ..Scenario::quiet(38, 5, 8)
     };
-    let v = assert_violates(&s, &["I-safe"]);
-    let worst = v
-        .iter()
-        .filter(|v| v.invariant == "I-safe")
-        .map(|v| v.window)
-        .max()
-        .unwrap();
-    assert!(worst >= Duration::from_millis(300), "{v:#?}");
+    assert_violates(&s, &[]);
 }
 
 /// A Node deleted and created again while one node's watch lags 483 ms (F-2 of the review, watch
@@ -323,7 +298,9 @@ fn a_lagging_watch_and_the_yield_leave_an_ip_unanswered() {
 /// Steady loss of 2 % of the membership datagrams, no other fault, 3 healthy nodes (found by a
 /// fresh reviewer): false declarations of death make a node leave for a hold-off that doubles
 /// within a minute (0.6, 1.2, 2.4, 4.8 s); while one node is out and another converges after
-/// its own rejoin, the third sees a minority and everything goes silent for seconds.
+/// its own rejoin, the third sees a minority and everything goes silent for seconds (up to
+/// 32.8 s before the quorum lease; 1.8 s in this seed with it: a node cut off by loss no longer
+/// declares the others down, but false declarations of it still happen).
 #[test]
 fn two_percent_membership_loss_silences_a_healthy_three_node_cluster() {
     let s = Scenario {
@@ -333,7 +310,7 @@ fn two_percent_membership_loss_silences_a_healthy_three_node_cluster() {
     };
     let v = assert_violates(&s, &["I-failover", "I-flap"]);
     assert!(
-        v.iter().any(|v| v.window >= Duration::from_secs(5)),
+        v.iter().any(|v| v.window >= Duration::from_secs(1)),
         "{v:#?}"
     );
 }
@@ -361,21 +338,18 @@ fn a_replayed_signed_claim_still_makes_the_owner_yield() {
 
 /// A wall-clock step (an NTP step, a VM resumed from a snapshot) of 31.5 s on the owner of an IP,
 /// corrected 3 s later, 10 nodes: the membership refuses datagrams stamped outside its replay
-/// window, so the node is cut off both ways, as by an isolation: the majority declares it down
-/// and claims its IP while it still counts a majority (F-1), and both answer for ~0.5 s. Found
-/// by seed 47 of the clock class. A step within the window changes nothing about who answers.
+/// window, so the node is cut off both ways, as by an isolation. Before the quorum lease the
+/// majority claimed its IP while it still counted a majority, and both answered for ~0.5 s
+/// (seed 47 of the clock class); now its lease ends within 150 ms, before anyone can declare it
+/// down. A step within the window changes nothing about who answers.
 #[test]
-fn a_wall_clock_step_isolates_the_owner_and_two_answer() {
+fn a_wall_clock_step_isolates_the_owner_who_stops_first() {
     let step = |ms| {
         Scenario::quiet(47, 10, 4)
             .with(11_000, Fault::ClockStep { node: 5, ms })
             .with(14_000, Fault::ClockStep { node: 5, ms: -ms })
     };
-    let v = assert_violates(&step(31_544), &["I-bounded"]);
-    assert!(
-        v.iter().any(|v| v.window >= Duration::from_millis(300)),
-        "{v:#?}"
-    );
+    assert_violates(&step(31_544), &[]);
     assert_violates(&step(1_500), &[]);
     assert_violates(&step(-1_500), &[]);
 }

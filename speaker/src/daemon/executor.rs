@@ -48,6 +48,8 @@ pub(super) struct Executor {
     reporting: Reporting,
     /// The live set the last observation showed.
     observed_alive: BTreeSet<String>,
+    /// The voting set the core last named (`Output::SetVoters`).
+    voters: BTreeSet<String>,
 }
 
 impl Executor {
@@ -173,6 +175,7 @@ impl Executor {
             peer_macs: Default::default(),
             reporting,
             observed_alive: BTreeSet::new(),
+            voters: BTreeSet::new(),
         };
         let membership = Membership::start(executor.settings())
             .await
@@ -201,6 +204,18 @@ impl Executor {
         self.members = Some(m.members());
         self.member_events = Some(m.events());
         self.membership = Some(m);
+        self.set_quorum();
+    }
+
+    /// Hands the responder what its quorum lease is computed from: the voters and the current
+    /// membership's evidence (none while out of it).
+    fn set_quorum(&self) {
+        self.responder
+            .set_quorum(Some(crate::l2::responder::Quorum {
+                me: self.config.node_name.clone(),
+                voters: self.voters.clone(),
+                evidence: self.membership.as_ref().map(Membership::evidence),
+            }));
     }
 
     /// Waits for the next wake-up: a view change, a membership change or event, or `timeout`.
@@ -269,6 +284,7 @@ impl Executor {
                 .map(|rx| rx.borrow().clone())
                 .unwrap_or_default(),
             self_rejoins: m.counters().self_rejoins,
+            evidence: m.evidence().borrow().clone(),
         });
         self.observed_alive = membership
             .as_ref()
@@ -298,6 +314,10 @@ impl Executor {
         while let Some(output) = core.poll_output() {
             match output {
                 Output::SetLease(until) => self.responder.set_lease(until),
+                Output::SetVoters(voters) => {
+                    self.voters = voters;
+                    self.set_quorum();
+                }
                 Output::SetFresh(fresh) => self.responder.set_fresh(fresh),
                 Output::SetOwned(owned) => self.responder.set_owned(owned),
                 Output::Reannounce => self.responder.reannounce(),
@@ -365,6 +385,7 @@ impl Executor {
         }
         self.members = None;
         self.member_events = None;
+        self.set_quorum();
     }
 
     /// Withdraws everything and leaves the membership (SIGTERM, or a supervised task ended).

@@ -40,6 +40,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::claim::quorum_until;
 use crate::eligibility::Interfaces;
 use crate::wire::MacAddr;
 use crate::wire::claim_proof::ClaimKeys;
@@ -170,6 +171,8 @@ struct Inner {
     state: Mutex<State>,
     /// Serve owned IPs only before this instant; `None` = no lease (always serve).
     lease: Mutex<Option<std::time::Instant>>,
+    /// The quorum lease ([`Responder::set_quorum`]), applied on top of `lease`.
+    quorum: Mutex<Option<Quorum>>,
     /// Conflicts seen on owned IPs (only while they are owned).
     conflicts: Mutex<Sightings>,
     /// Owned IPs held back after a probe, per (IP, interface): the MAC that answered.
@@ -186,6 +189,38 @@ struct Inner {
     /// verify the proofs of other speakers' claims; without them nothing is signed and no claim
     /// makes this node yield.
     claim_keys: Mutex<Option<ClaimKeys>>,
+}
+
+/// What the quorum lease (issue #32 G2, [`ferrolb_l2::claim::quorum_until`]) is computed from
+/// at each send: this node's name, the voters the core last named, and the membership's two-way
+/// evidence as it stands (`None` while out of the membership: no evidence at all).
+pub struct Quorum {
+    /// This node's name.
+    pub me: String,
+    /// The voting set (`Output::SetVoters`).
+    pub voters: BTreeSet<String>,
+    /// The membership's evidence (`Membership::evidence`).
+    pub evidence: Option<watch::Receiver<BTreeMap<String, std::time::Instant>>>,
+}
+
+impl Inner {
+    /// The lease in force at `now`: the daemon's, cut at the end of the evidence of a majority
+    /// of the voters. Read right before each leased send, so grants that arrived since the
+    /// daemon's last step count, and evidence that ran out since counts no more.
+    fn lease_at(&self, now: std::time::Instant) -> Option<std::time::Instant> {
+        let step = *lock(&self.lease);
+        let quorum = lock(&self.quorum).as_ref().and_then(|q| {
+            let empty = BTreeMap::new();
+            match &q.evidence {
+                Some(rx) => quorum_until(&rx.borrow(), &q.voters, &q.me, now),
+                None => quorum_until(&empty, &q.voters, &q.me, now),
+            }
+        });
+        match (step, quorum) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// How long an IP found in use is remembered after this node stopped owning it.
@@ -218,6 +253,7 @@ impl Responder {
             counters,
             state: Mutex::new(State::default()),
             lease: Mutex::new(None),
+            quorum: Mutex::new(None),
             conflicts: Mutex::new(Sightings::default()),
             peers: Mutex::new(BTreeMap::new()),
             claim_keys: Mutex::new(None),
@@ -352,6 +388,13 @@ impl Responder {
     /// [`LEASE_EXPIRED`] drops) until the daemon has re-checked the membership.
     pub fn set_lease(&self, until: Option<std::time::Instant>) {
         *lock(&self.inner.lease) = until;
+    }
+
+    /// Sets what the quorum lease is computed from ([`Quorum`]); `None` lifts it (a node that
+    /// runs no membership). The lease in force is the earlier of [`Self::set_lease`]'s and the
+    /// quorum lease at the instant of each send.
+    pub fn set_quorum(&self, quorum: Option<Quorum>) {
+        *lock(&self.inner.quorum) = quorum;
     }
 
     /// Announce every owned IP again from the start of the schedule (DESIGN S4).
@@ -964,7 +1007,8 @@ impl Serving<'_> {
         while let Some(out) = self.core.poll_output() {
             match out {
                 IfaceOutput::Transmit(t) => {
-                    if t.leased && !lease_allows(*lock(&inner.lease), std::time::Instant::now()) {
+                    let now = std::time::Instant::now();
+                    if t.leased && !lease_allows(inner.lease_at(now), now) {
                         counters.drop_frame(LEASE_EXPIRED);
                         continue;
                     }
@@ -1026,7 +1070,7 @@ fn with_context<R>(inner: &Inner, f: impl FnOnce(&Context<'_>) -> R) -> R {
     let keys = lock(&inner.claim_keys);
     let peers = lock(&inner.peers);
     let ctx = Context {
-        lease: *lock(&inner.lease),
+        lease: inner.lease_at(std::time::Instant::now()),
         wall_ms: wall_ms(),
         keys: keys.as_ref(),
         peers: &peers,

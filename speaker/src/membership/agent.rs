@@ -9,7 +9,7 @@
 //!                       └───────────────┘
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, SocketAddrV6};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -107,6 +107,7 @@ pub struct Membership {
     commands: mpsc::Sender<Command>,
     peers: watch::Sender<BTreeSet<SocketAddr>>,
     members: watch::Receiver<BTreeSet<String>>,
+    evidence: watch::Receiver<BTreeMap<String, std::time::Instant>>,
     events: broadcast::Sender<MembershipEvent>,
     counters: Arc<Counters>,
     identity: SpeakerId,
@@ -158,6 +159,7 @@ impl Membership {
         let (commands, command_rx) = mpsc::channel(4);
         let (peers, peers_rx) = watch::channel(BTreeSet::new());
         let (members_tx, members) = watch::channel(core.alive().clone());
+        let (evidence_tx, evidence) = watch::channel(BTreeMap::new());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             batch: RecvBatch::new(slot_len),
@@ -167,6 +169,7 @@ impl Membership {
             command_rx,
             peers_rx,
             members_tx,
+            evidence_tx,
             events: events.clone(),
         };
         tracing::info!(identity = ?identity, %local_addr, "membership: started");
@@ -175,6 +178,7 @@ impl Membership {
             commands,
             peers,
             members,
+            evidence,
             events,
             counters,
             identity,
@@ -210,6 +214,13 @@ impl Membership {
     /// the complete current set; use it level-triggered.
     pub fn members(&self) -> watch::Receiver<BTreeSet<String>> {
         self.members.clone()
+    }
+
+    /// The two-way evidence, per peer name: until when its latest lease grant counts
+    /// ([`MembershipCore::evidence`]). Updated as grants arrive; nobody is woken by it (the
+    /// responder reads it at each send to compute the quorum lease).
+    pub fn evidence(&self) -> watch::Receiver<BTreeMap<String, std::time::Instant>> {
+        self.evidence.clone()
     }
 
     /// Subscribes to transition events from now on.
@@ -376,6 +387,7 @@ struct Driver {
     command_rx: mpsc::Receiver<Command>,
     peers_rx: watch::Receiver<BTreeSet<SocketAddr>>,
     members_tx: watch::Sender<BTreeSet<String>>,
+    evidence_tx: watch::Sender<BTreeMap<String, std::time::Instant>>,
     events: broadcast::Sender<MembershipEvent>,
 }
 
@@ -505,6 +517,15 @@ impl Driver {
             // No receiver is fine: the member set is the source of truth.
             let _ = self.events.send(event);
         }
+        let evidence = self.core.evidence();
+        self.evidence_tx.send_if_modified(|current| {
+            if current == evidence {
+                false
+            } else {
+                current.clone_from(evidence);
+                true
+            }
+        });
         let alive = self.core.alive();
         self.members_tx.send_if_modified(|current| {
             if current == alive {

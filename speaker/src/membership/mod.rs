@@ -41,7 +41,7 @@
 pub mod agent;
 pub mod key_source;
 pub use ferrolb_l2::membership::{
-    budget, config, counters, envelope, identity, key, machine, replay, timers,
+    budget, config, counters, envelope, identity, key, lease, machine, replay, timers,
 };
 
 pub use agent::{Membership, MembershipSettings, StartError};

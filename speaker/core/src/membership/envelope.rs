@@ -1,6 +1,8 @@
 //! The sealed datagram format of the membership protocol (DESIGN §5 S3). Pure.
 //!
-//! Every UDP datagram is one envelope around one foca message:
+//! Every UDP datagram is one envelope around one message: a foca (SWIM) message or a lease
+//! message ([`super::lease`]), told apart by the first plaintext byte (version 2; version 1 had
+//! no kind byte and is refused as malformed):
 //!
 //! ```text
 //! offset  size  field
@@ -8,7 +10,8 @@
 //!      4     1  version (1)
 //!      5     8  sent_at: sender's wall clock, milliseconds since the Unix epoch, big-endian
 //!     13    24  nonce: random per datagram (XChaCha20 extended nonce)
-//!     37     n  ciphertext of the foca message (postcard-encoded SWIM header, updates)
+//!     37     n  ciphertext of: kind (1 byte: 0 SWIM, 1 lease), then the postcard-encoded
+//!                 foca message (SWIM header, updates) or lease message
 //!   37+n    16  Poly1305 tag
 //! ```
 //!
@@ -26,7 +29,7 @@ use super::key::{Key, KeyRing};
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"FLBm";
 /// Envelope format version.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the random nonce.
 pub const NONCE_LEN: usize = 24;
 /// Length of the Poly1305 tag.
@@ -243,8 +246,12 @@ mod tests {
         let mut sealed = Sealer::new(&key(1)).seal(b"", 5, &mut rng).unwrap();
         assert_eq!(sealed.len(), OVERHEAD);
         assert!(opener.open(&sealed).is_ok(), "empty payload is well-formed");
-        sealed[4] = 2;
-        assert_eq!(opener.open(&sealed), Err(OpenError::Malformed));
+        sealed[4] = 1;
+        assert_eq!(
+            opener.open(&sealed),
+            Err(OpenError::Malformed),
+            "version 1 (no kind byte) is refused"
+        );
     }
 
     proptest! {

@@ -12,7 +12,7 @@
 //!    [`MembershipCore::alive`] / [`MembershipCore::take_events`];
 //! 5. on shutdown call [`MembershipCore::leave`] and send what it produced.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,10 +28,16 @@ use super::counters::{Counter, Counters};
 use super::envelope::{OVERHEAD, OpenError, Opener, Sealer, check_framing};
 use super::identity::{MAX_NODE_NAME_LEN, SpeakerId};
 use super::key::KeyRing;
+use super::lease::{Evidence, KIND_LEASE, KIND_SWIM, LeaseMsg};
 use super::replay::{ReplayError, ReplayGuard};
 use super::timers::TimerQueue;
 
 type Swim = Foca<SpeakerId, PostcardCodec, StdRng, NoCustomBroadcast>;
+
+/// Whether `timer` would declare a suspect member down.
+fn is_suspicion(timer: &Timer<SpeakerId>) -> bool {
+    matches!(timer, Timer::ChangeSuspectToDown { .. })
+}
 
 /// Most times one suspicion is postponed because it ran out while this speaker was not running
 /// ([`MembershipCore::handle_timers`]).
@@ -128,6 +134,10 @@ pub struct MembershipCore {
     events: Vec<MembershipEvent>,
     outbox: Vec<Outgoing>,
     left: bool,
+    /// Grants received, per peer (issue #32 G1, G2; see [`super::lease`]).
+    evidence: Evidence,
+    /// When the next round of lease requests is due (`None` until the first `process`).
+    next_heartbeat: Option<Instant>,
 }
 
 impl MembershipCore {
@@ -207,6 +217,8 @@ impl MembershipCore {
             events: Vec::new(),
             outbox: Vec::new(),
             left: false,
+            evidence: Evidence::default(),
+            next_heartbeat: None,
             config,
         })
     }
@@ -220,6 +232,12 @@ impl MembershipCore {
     /// Alive members by node name, ourselves included; empty after [`MembershipCore::leave`].
     pub fn alive(&self) -> &BTreeSet<String> {
         &self.alive
+    }
+
+    /// The two-way evidence this speaker holds: per peer name, until when its latest lease grant
+    /// counts ([`super::lease`]). Empty after a rejoin or [`MembershipCore::leave`].
+    pub fn evidence(&self) -> &BTreeMap<String, Instant> {
+        self.evidence.until()
     }
 
     /// Whether [`MembershipCore::leave`] was called.
@@ -337,13 +355,19 @@ impl MembershipCore {
             OpenError::Malformed => DropReason::Malformed,
             OpenError::AuthFailed => DropReason::AuthFailed,
         })?;
+        match opened.payload.split_first() {
+            Some((&KIND_SWIM, _)) => {}
+            Some((&KIND_LEASE, body)) => return self.handle_lease(body, now),
+            _ => return Err(DropReason::Malformed),
+        }
         self.replay
             .check(&opened.nonce, opened.sent_at_ms, now.wall_ms)
             .map_err(|e| match e {
                 ReplayError::Stale => DropReason::Stale,
                 ReplayError::Replayed => DropReason::Replayed,
             })?;
-        let header = Codec::<SpeakerId>::decode_header(&mut PostcardCodec, &opened.payload[..])
+        let swim = opened.payload.get(1..).unwrap_or_default();
+        let header = Codec::<SpeakerId>::decode_header(&mut PostcardCodec, swim)
             .map_err(|_| DropReason::Rejected)?;
         if header.src.name.is_empty() || header.src.name.len() > MAX_NODE_NAME_LEN {
             return Err(DropReason::Rejected);
@@ -361,7 +385,7 @@ impl MembershipCore {
             return Err(DropReason::Misdirected);
         }
         self.foca
-            .handle_data(&opened.payload, &mut self.runtime)
+            .handle_data(swim, &mut self.runtime)
             .map_err(|error| {
                 tracing::debug!(%error, from = ?header.src, "membership: datagram refused by foca");
                 DropReason::Rejected
@@ -370,10 +394,14 @@ impl MembershipCore {
 
     /// The earliest instant at which [`MembershipCore::handle_timers`] has work.
     pub fn next_deadline(&self) -> Option<Instant> {
-        match (self.timers.next_deadline(), self.next_peer_announce) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.timers.next_deadline(),
+            self.next_peer_announce,
+            self.next_heartbeat.filter(|_| !self.left),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Runs every timer due at `now.mono`: foca's protocol timers and the peer re-announce.
@@ -396,6 +424,17 @@ impl MembershipCore {
         let late_after = self.config.suspect_timeout / 2;
         while let Some((due, timer)) = self.timers.pop_due_with_deadline(now.mono) {
             let late = now.mono.saturating_duration_since(due) > late_after;
+            if self.cut_off(now.mono) && is_suspicion(&timer) {
+                // We hold two-way evidence from fewer than half of our members: the likelier
+                // story is that *we* are cut off, not that they all failed. A down notice of
+                // ours would spread the moment the link heals (foca's Down is final for an
+                // identity) and make healthy owners rejoin and lose their IPs; hold it until
+                // we hear a majority again (issue #32 G1).
+                self.counters.bump(Counter::SuspicionsPostponed);
+                self.timers
+                    .schedule(now.mono, self.config.suspect_timeout, timer);
+                continue;
+            }
             if self.postpone(&timer, late) {
                 self.counters.bump(Counter::SuspicionsPostponed);
                 tracing::debug!(late = ?now.mono.saturating_duration_since(due), "membership: suspicion ran out while this speaker was not running; postponed");
@@ -407,6 +446,10 @@ impl MembershipCore {
                 tracing::debug!(%error, "membership: timer handling reported an error");
             }
             self.process(now);
+        }
+        if !self.left && self.next_heartbeat.is_some_and(|at| at <= now.mono) {
+            self.next_heartbeat = Some(self.after(now.mono, self.config.lease_heartbeat()));
+            self.send_lease_requests(now);
         }
         if self.next_peer_announce.is_some_and(|at| at <= now.mono) {
             self.next_peer_announce =
@@ -424,6 +467,22 @@ impl MembershipCore {
                 }
             }
         }
+    }
+
+    /// Whether this speaker holds valid two-way evidence ([`super::lease`]) from fewer than half
+    /// of the members it lists, itself included, with at least three listed (with one or two,
+    /// a survivor cannot tell its peer's crash from a cut and must declare it down).
+    fn cut_off(&self, now: Instant) -> bool {
+        let listed = 1 + self.foca.iter_members().count();
+        if listed < 3 {
+            return false;
+        }
+        let heard = 1 + self
+            .foca
+            .iter_members()
+            .filter(|m| self.evidence.valid_at(&m.id().name, now))
+            .count();
+        heard * 2 < listed
     }
 
     /// Whether to postpone `timer` (see [`MembershipCore::handle_timers`]): a suspect→down timer
@@ -471,6 +530,7 @@ impl MembershipCore {
             }
         }
         self.left = true;
+        self.evidence.reset();
         self.process(now);
     }
 
@@ -509,16 +569,7 @@ impl MembershipCore {
         loop {
             let mut gossip_now = false;
             while let Some((to, data)) = self.runtime.to_send() {
-                match self.sealer.seal(&data, now.wall_ms, &mut self.nonce_rng) {
-                    Some(datagram) => {
-                        self.counters.bump(Counter::DatagramsOut);
-                        self.outbox.push(Outgoing {
-                            to: to.addr,
-                            datagram,
-                        });
-                    }
-                    None => self.counters.bump(Counter::SendErrors),
-                }
+                self.send_sealed(KIND_SWIM, &data, to.addr, now);
             }
             while let Some((after, timer)) = self.runtime.to_schedule() {
                 self.timers.schedule(now.mono, after, timer);
@@ -538,6 +589,8 @@ impl MembershipCore {
                         restarted.push(new.name);
                     }
                     OwnedNotification::Rejoin(id) => {
+                        // Grants were addressed to the old identity: they count no more.
+                        self.evidence.reset();
                         tracing::warn!(identity = ?id, "membership: we were declared down; rejoined with a new generation");
                         self.counters.bump(Counter::SelfRejoins);
                     }
@@ -559,7 +612,83 @@ impl MembershipCore {
             }
             break;
         }
+        if self.next_heartbeat.is_none() && !self.left {
+            // Lease requests start with the membership: first round at the next timer call.
+            self.next_heartbeat = Some(now.mono);
+        }
         self.refresh_alive(restarted);
+    }
+
+    /// Seals `body` behind the kind byte `kind` and queues it for `to`.
+    fn send_sealed(&mut self, kind: u8, body: &[u8], to: SocketAddr, now: Clock) {
+        let mut plain = Vec::with_capacity(body.len() + 1);
+        plain.push(kind);
+        plain.extend_from_slice(body);
+        match self.sealer.seal(&plain, now.wall_ms, &mut self.nonce_rng) {
+            Some(datagram) => {
+                self.counters.bump(Counter::DatagramsOut);
+                self.outbox.push(Outgoing { to, datagram });
+            }
+            None => self.counters.bump(Counter::SendErrors),
+        }
+    }
+
+    /// One round of lease requests: one to each active member's current identity.
+    fn send_lease_requests(&mut self, now: Clock) {
+        let seq = self.evidence.start_round(now.mono, self.config.lease());
+        let me = self.identity().clone();
+        let members: Vec<SpeakerId> = self.foca.iter_members().map(|m| m.id().clone()).collect();
+        for dst in members {
+            let to = dst.addr;
+            let msg = LeaseMsg::Request {
+                src: me.clone(),
+                dst,
+                seq,
+            };
+            if let Ok(body) = postcard::to_allocvec(&msg) {
+                self.send_sealed(KIND_LEASE, &body, to, now);
+            }
+        }
+    }
+
+    /// An authenticated lease message (see [`super::lease`]). Requests are granted only when
+    /// addressed to our current identity by an identity active in our view; grants count only
+    /// when addressed to our current identity by an active member. No replay check is needed
+    /// (the module docs say why) and no sender budget is spent: nothing here reaches foca.
+    fn handle_lease(&mut self, body: &[u8], now: Clock) -> Result<(), DropReason> {
+        let msg: LeaseMsg = postcard::from_bytes(body).map_err(|_| DropReason::Rejected)?;
+        let me = self.identity().clone();
+        let active = |id: &SpeakerId| self.foca.iter_members().any(|m| m.id() == id);
+        match msg {
+            LeaseMsg::Request { src, dst, seq } => {
+                if dst != me {
+                    return Err(DropReason::Misdirected);
+                }
+                if !active(&src) {
+                    return Err(DropReason::Rejected);
+                }
+                let to = src.addr;
+                let grant = LeaseMsg::Grant {
+                    src: me,
+                    dst: src,
+                    seq,
+                };
+                if let Ok(body) = postcard::to_allocvec(&grant) {
+                    self.send_sealed(KIND_LEASE, &body, to, now);
+                }
+                Ok(())
+            }
+            LeaseMsg::Grant { src, dst, seq } => {
+                if dst != me {
+                    return Err(DropReason::Misdirected);
+                }
+                if !active(&src) {
+                    return Err(DropReason::Rejected);
+                }
+                self.evidence.grant(&src.name, seq, self.config.lease());
+                Ok(())
+            }
+        }
     }
 
     fn refresh_alive(&mut self, restarted: Vec<String>) {
@@ -665,6 +794,76 @@ mod tests {
             for out in from_b.into_iter().filter(|o| o.to == addr_a) {
                 let _ = a.handle_datagram(&out.datagram, addr_b, now);
             }
+        }
+    }
+
+    /// Runs `nodes` for `ms` milliseconds from `from`, one timer pass per millisecond, every
+    /// datagram delivered at once unless `cut` says the path (from, to) is cut.
+    fn mesh(
+        nodes: &mut [MembershipCore],
+        t0: Instant,
+        from: u64,
+        ms: u64,
+        cut: impl Fn(usize, usize) -> bool,
+    ) {
+        for t in from..from + ms {
+            let now = clock(t0, t);
+            for n in nodes.iter_mut() {
+                n.handle_timers(now);
+            }
+            for _ in 0..10 {
+                let mut any = false;
+                for i in 0..nodes.len() {
+                    for out in nodes[i].take_outgoing() {
+                        any = true;
+                        let src = nodes[i].identity().addr;
+                        if let Some(j) = nodes.iter().position(|n| n.identity().addr == out.to)
+                            && !cut(i, j)
+                        {
+                            let _ = nodes[j].handle_datagram(&out.datagram, src, now);
+                        }
+                    }
+                }
+                if !any {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// G1/G2: lease grants give each member two-way evidence of the others; a member cut off
+    /// loses it within the lease (150 ms with `fast`) — before anyone can have declared it
+    /// down (300 ms) — and, hearing fewer than half of its members, holds its own suspicions
+    /// instead of declaring the majority down, while the majority declares it down.
+    #[test]
+    fn evidence_lapses_within_the_lease_and_a_cut_off_member_declares_nobody_down() {
+        let t0 = Instant::now();
+        let config = MembershipConfig::default();
+        let lease = config.lease();
+        assert_eq!(lease, Duration::from_millis(150));
+        let mut nodes: Vec<MembershipCore> = (1..=3)
+            .map(|i| core(i, config.clone(), u64::from(i)))
+            .collect();
+        let addrs: Vec<SocketAddr> = (1..=3).map(|i| addr(i, 7947)).collect();
+        for n in nodes.iter_mut() {
+            n.set_peers(addrs.iter().copied(), clock(t0, 0));
+        }
+        mesh(&mut nodes, t0, 0, 2000, |_, _| false);
+        let now = t0 + Duration::from_millis(2000);
+        for n in &nodes {
+            assert_eq!(n.alive().len(), 3);
+            let valid = n.evidence().values().filter(|t| now < **t).count();
+            assert_eq!(valid, 2, "{:?}", n.evidence());
+        }
+        // Cut node-1 off both ways.
+        mesh(&mut nodes, t0, 2000, 2000, |a, b| a == 0 || b == 0);
+        let cut_at = t0 + Duration::from_millis(2000);
+        let lapsed = nodes[0].evidence().values().max().copied().unwrap();
+        assert!(lapsed <= cut_at + lease, "{lapsed:?} vs {cut_at:?}");
+        assert_eq!(nodes[0].alive().len(), 3, "declared nobody down");
+        assert!(nodes[0].counters().snapshot().suspicions_postponed > 0);
+        for n in &nodes[1..] {
+            assert!(!n.alive().contains("node-1"), "{:?}", n.alive());
         }
     }
 
@@ -801,7 +1000,13 @@ mod tests {
                     assert_ne!(reason, DropReason::RateLimited);
                     member_drops += 1;
                 }
-                captured.get_or_insert(out.datagram);
+                // A SWIM datagram: lease messages are not replay-checked (`super::lease`).
+                let swim = Opener::new(&ring())
+                    .open(&out.datagram)
+                    .is_ok_and(|o| o.payload.first() == Some(&KIND_SWIM));
+                if swim {
+                    captured.get_or_insert(out.datagram);
+                }
             }
             for out in a.take_outgoing() {
                 let _ = b.handle_datagram(&out.datagram, a.identity().addr, now);

@@ -10,6 +10,7 @@
 //! - [`config`]: [`MembershipConfig`] timings and their foca mapping;
 //! - [`counters`]: [`Counters`] for metrics;
 //! - [`timers`]: the deadline queue for foca timers;
+//! - [`lease`]: two-way evidence and the quorum lease's heartbeats;
 //! - [`machine`]: [`MembershipCore`], the sans-IO state machine.
 
 pub mod budget;
@@ -18,6 +19,7 @@ pub mod counters;
 pub mod envelope;
 pub mod identity;
 pub mod key;
+pub mod lease;
 pub mod machine;
 pub mod replay;
 pub mod timers;

@@ -1,8 +1,9 @@
 //! What the executor observes and hands to [`super::SpeakerCore::step`]: one value per wake-up,
 //! with every clock reading and every piece of I/O state already taken (sans-IO).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::time::Instant;
 
 /// Why the executor woke the core.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +40,11 @@ pub struct MembershipObservation {
     /// started: it grows when the others declared this node down (the counter
     /// `self_rejoins` of [`crate::membership::CountersSnapshot`]).
     pub self_rejoins: u64,
+    /// Two-way evidence: per peer name, until when its latest lease grant counts
+    /// ([`crate::membership::MembershipCore::evidence`], issue #32 G1). Only peers with valid
+    /// evidence count toward convergence and the majority, and the lease ends with the evidence
+    /// of a majority of the voters ([`crate::claim::quorum_until`]).
+    pub evidence: BTreeMap<String, Instant>,
 }
 
 /// Everything one step needs besides the API view: taken by the executor right before

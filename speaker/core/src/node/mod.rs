@@ -42,6 +42,11 @@ use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
 use crate::eligibility::Interfaces;
 use crate::fresh::FreshIps;
 use crate::plan::plan;
+
+/// The plan over `alive` without this node's carrier (who held each IP before).
+fn plan_without_carrier(view: &View, alive: &BTreeSet<String>, me: &str) -> crate::plan::Plan {
+    plan(view, alive, me, None)
+}
 use crate::view::View;
 
 /// The core's timings and identity.
@@ -105,8 +110,13 @@ pub struct SpeakerCore {
     last_step: Option<Instant>,
     last_plan: Option<Instant>,
     last_alive: BTreeSet<String>,
+    /// The voting set last sent with [`Output::SetVoters`].
+    last_voters: BTreeSet<String>,
     /// What the last `SetOwned` asked for.
     owned: BTreeMap<IpAddr, Interfaces>,
+    /// Gains held back until their previous holder has stopped ([`Self::hold_handovers`]):
+    /// the holder's name and when this speaker may start.
+    handovers: BTreeMap<IpAddr, (String, Instant)>,
     fresh: FreshIps,
     counters: CoreCounters,
     outputs: VecDeque<Output>,
@@ -133,7 +143,9 @@ impl SpeakerCore {
             last_step: None,
             last_plan: None,
             last_alive: BTreeSet::new(),
+            last_voters: BTreeSet::new(),
             owned: BTreeMap::new(),
+            handovers: BTreeMap::new(),
             fresh: FreshIps::default(),
             counters: CoreCounters::default(),
             outputs: VecDeque::new(),
@@ -179,7 +191,12 @@ impl SpeakerCore {
     /// a step takes counts toward the gap the stall detector sees, as it always did (the
     /// simulator applies outputs at once: both agree there).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.last_step.and_then(|t| t.checked_add(self.config.tick))
+        let tick = self.last_step.and_then(|t| t.checked_add(self.config.tick));
+        let handover = self.handovers.values().map(|(_, due)| *due).min();
+        match (tick, handover) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The next command for the executor, in order.
@@ -235,9 +252,29 @@ impl SpeakerCore {
             self.voters_seeded = true;
             self.voters.seed(now, obs.wall_secs, &self.view.cluster);
         }
-        self.voters.observe(now, &alive);
+        // G1: a peer counts toward convergence, the majority and the voter memory only while it
+        // has answered this speaker's own lease requests (two-way evidence), not because gossip
+        // says it is alive.
+        let evidence = obs
+            .membership
+            .as_ref()
+            .filter(|_| self.in_membership)
+            .map(|m| &m.evidence);
+        let evidenced: BTreeSet<String> = alive
+            .iter()
+            .filter(|n| {
+                **n == self.config.me
+                    || evidence.is_some_and(|e| e.get(*n).is_some_and(|t| now < *t))
+            })
+            .cloned()
+            .collect();
+        self.voters.observe(now, &evidenced);
         let expected = self.voters.voters(&self.view.cluster, &self.config.me);
-        let tick = self.gate.tick(now, &alive, &expected);
+        if expected != self.last_voters {
+            self.last_voters = expected.clone();
+            self.outputs.push_back(Output::SetVoters(expected.clone()));
+        }
+        let tick = self.gate.tick(now, &evidenced, &expected);
         if let Some(gap) = tick.stalled {
             // F4: we were not running for longer than the others need to take our IPs. Stop
             // answering now, and stay out of the membership for the resync: the others may not
@@ -255,9 +292,12 @@ impl SpeakerCore {
         }
         self.ever_converged |= !matches!(tick.standing, Standing::Converging { .. });
         self.standing = tick.standing;
-        let replan = obs.wake.is_event() || standing_changed || self.replan_due(now);
+        let handover_due = self.handovers.values().any(|(_, due)| *due <= now);
+        let replan =
+            obs.wake.is_event() || standing_changed || handover_due || self.replan_due(now);
         self.last_standing = label;
         if !self.standing.may_claim() {
+            self.handovers.clear();
             self.set_owned(BTreeMap::new());
             self.outputs.push_back(Output::Withdrawn);
             // What was assigned meanwhile was announced by the others: not new to us.
@@ -265,7 +305,9 @@ impl SpeakerCore {
             self.last_alive.clear();
             return;
         }
-        // The gate is open: serve what we own for one more lease period.
+        // The gate is open: serve what we own for one more stall threshold. The quorum lease
+        // (G2: never beyond the evidence of a majority of the voters) is the executor's to apply
+        // on top, with the evidence as it stands at each send ([`Output::SetVoters`]).
         self.outputs.push_back(Output::SetLease(
             now.checked_add(self.config.claim.stall_threshold),
         ));
@@ -295,9 +337,10 @@ impl SpeakerCore {
         );
         let mut probe_first = self.fresh.fresh(now);
         probe_first.extend(obs.held_reported.iter().copied());
-        self.outputs.push_back(Output::SetFresh(probe_first));
         let previously_owned = std::mem::take(&mut self.owned);
-        self.set_owned(plan.owned.clone());
+        let owned = self.hold_handovers(now, &plan, &alive, &previously_owned, &probe_first);
+        self.outputs.push_back(Output::SetFresh(probe_first));
+        self.set_owned(owned);
         if alive != self.last_alive || restarted_peer {
             // S4: re-confirm ownership after any membership change.
             if plan
@@ -312,6 +355,68 @@ impl SpeakerCore {
             }
             self.last_alive = alive;
         }
+    }
+
+    /// Break before make (issue #32 G2, failback): an IP the plan newly gives this speaker
+    /// while the node that held it — its owner under the previous plan's membership, or, for a
+    /// speaker that has no previous plan (start, rejoin), its owner without this speaker — is
+    /// still alive is held back for [`ClaimSettings::stall_threshold`] after the gain. That node
+    /// answered this speaker's lease requests (its grant is what let this speaker converge), so
+    /// it had this speaker in its membership then; from then on it either steps, re-plans and
+    /// drops the IP, or does not step and its own lease (one stall threshold after its last
+    /// step) ends. Either way it has stopped answering when this speaker starts. An IP whose
+    /// previous holder is down (failover), and a fresh IP (probed first), are claimed at once.
+    /// Returns the owned set to apply now.
+    fn hold_handovers(
+        &mut self,
+        now: Instant,
+        plan: &crate::plan::Plan,
+        alive: &BTreeSet<String>,
+        previously_owned: &BTreeMap<IpAddr, Interfaces>,
+        probe_first: &BTreeSet<IpAddr>,
+    ) -> BTreeMap<IpAddr, Interfaces> {
+        let me = self.config.me.clone();
+        let gains: Vec<IpAddr> = plan
+            .owned
+            .keys()
+            .filter(|ip| !previously_owned.contains_key(*ip) && !probe_first.contains(*ip))
+            .copied()
+            .collect();
+        self.handovers.retain(|ip, _| plan.owned.contains_key(ip));
+        if !gains.is_empty() {
+            let before: BTreeSet<String> = if self.last_alive.is_empty() {
+                alive.iter().filter(|n| **n != me).cloned().collect()
+            } else {
+                self.last_alive.clone()
+            };
+            let previous = plan_without_carrier(&self.view, &before, &me);
+            for ip in gains {
+                let holder = previous
+                    .ips
+                    .get(&ip)
+                    .and_then(|p| p.owner.clone())
+                    .filter(|q| *q != me && alive.contains(q));
+                match holder {
+                    Some(q) => {
+                        let due = now
+                            .checked_add(self.config.claim.stall_threshold)
+                            .unwrap_or(now);
+                        self.handovers.entry(ip).or_insert((q, due));
+                    }
+                    None => {
+                        self.handovers.remove(&ip);
+                    }
+                }
+            }
+        }
+        // A holder that has gone down meanwhile hands over nothing: claim at once.
+        self.handovers
+            .retain(|_, (q, due)| *due > now && alive.contains(q.as_str()));
+        plan.owned
+            .iter()
+            .filter(|(ip, _)| !self.handovers.contains_key(*ip))
+            .map(|(ip, i)| (*ip, i.clone()))
+            .collect()
     }
 
     /// Phases 1 and 2: declared down, carrier.

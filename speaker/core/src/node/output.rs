@@ -16,7 +16,12 @@ use crate::plan::Plan;
 pub enum Output {
     /// The responder answers for owned IPs until this instant (`Some(now)`: stop at once), then
     /// goes silent unless renewed: the bound on answering after this process stops stepping.
+    /// The executor also cuts it at the quorum lease ([`Output::SetVoters`]).
     SetLease(Option<Instant>),
+    /// The voting set changed: the executor keeps the responder's quorum lease
+    /// ([`crate::claim::quorum_until`] over the membership's evidence and these voters) current
+    /// between steps, as grants arrive, besides the step's own [`Output::SetLease`].
+    SetVoters(BTreeSet<String>),
     /// Probe these IPs before their first announcement (RFC 5227 probes; issue #10 item 5).
     SetFresh(BTreeSet<IpAddr>),
     /// Answer for exactly these IPs, on these interfaces (empty: withdraw everything).

@@ -1,0 +1,165 @@
+//! Two-way evidence and the quorum lease (issue #32 G1, G2). Pure: time comes in as an argument.
+//!
+//! SWIM tells a speaker which members are alive, but not that *they* can hear *it*: a node whose
+//! outgoing or incoming path is cut still lists its peers as alive until it has probed each of
+//! them, one probe period at a time, so an isolated owner used to keep answering (and counting a
+//! majority) for about ⌈N/2⌉ probe periods after the others had replaced it. The lease fixes that
+//! with a direct, timed exchange:
+//!
+//! - every [`lease_heartbeat`](super::MembershipConfig::lease_heartbeat) a speaker sends each
+//!   active member a [`LeaseMsg::Request`] addressed to that member's current identity, and
+//!   remembers the monotonic instant `p` at which it sent round `seq`;
+//! - a member answers with a [`LeaseMsg::Grant`] only if the request is addressed to its own
+//!   current identity and comes from an identity that is active in its own SWIM view (a peer
+//!   that has declared the requester down grants nothing);
+//! - a grant for round `seq`, addressed to the requester's current identity, is **evidence**
+//!   about the granting member that is valid until `p + L`
+//!   ([`lease`](super::MembershipConfig::lease)). The lease runs from when the *request* was
+//!   sent, not from when the grant arrived, so a grant delayed in the network never extends it
+//!   (the leader-lease argument of Chubby and Raft: the granter considered the requester alive at
+//!   some instant after `p`).
+//!
+//! A speaker counts a peer toward convergence and the majority only while it holds evidence
+//! from it ([`Evidence::valid_at`]; hearing of a peer through third-party gossip is not
+//! evidence: G1), and it answers for its IPs only while evidence from a majority of the voters
+//! is valid ([`crate::claim::quorum_until`]: G2), whatever its member list says. With `L`
+//! shorter than the quickest declaration of death (one probe period plus the suspicion
+//! timeout), an owner cut off from the majority has stopped answering before anyone can have
+//! declared it down and claimed its IPs.
+//!
+//! Replays need no cache here: a replayed grant names a round that is either still outstanding
+//! (then it proves nothing new: the same `p`) or forgotten, and a replayed request only makes
+//! its addressee send one more grant to the real requester.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::identity::SpeakerId;
+
+/// A lease message, carried in a sealed envelope (kind byte [`KIND_LEASE`], postcard body).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeaseMsg {
+    /// "Do you still consider me alive?", sent to one member's current identity.
+    Request {
+        /// The requester's current identity.
+        src: SpeakerId,
+        /// The addressee's identity as the requester knows it.
+        dst: SpeakerId,
+        /// The requester's heartbeat round.
+        seq: u64,
+    },
+    /// "Yes", the reply to a [`LeaseMsg::Request`], addressed to the requester's identity.
+    Grant {
+        /// The granter's current identity.
+        src: SpeakerId,
+        /// The requester's identity, copied from the request.
+        dst: SpeakerId,
+        /// The round of the request answered.
+        seq: u64,
+    },
+}
+
+/// First plaintext byte of a sealed foca message.
+pub const KIND_SWIM: u8 = 0;
+/// First plaintext byte of a sealed [`LeaseMsg`].
+pub const KIND_LEASE: u8 = 1;
+
+/// The evidence one speaker holds about its peers: rounds of requests still within the lease,
+/// and per peer name the instant until which its latest grant counts.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    next_seq: u64,
+    /// Rounds sent within the last lease: `(seq, sent at)`, oldest first.
+    rounds: VecDeque<(u64, Instant)>,
+    until: BTreeMap<String, Instant>,
+}
+
+impl Evidence {
+    /// Starts a new round at `now` and returns its number; rounds older than `lease` are
+    /// forgotten (a grant for them could not count any more).
+    pub fn start_round(&mut self, now: Instant, lease: Duration) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        while self
+            .rounds
+            .front()
+            .is_some_and(|(_, at)| now.saturating_duration_since(*at) >= lease)
+        {
+            self.rounds.pop_front();
+        }
+        self.rounds.push_back((seq, now));
+        seq
+    }
+
+    /// A grant of round `seq` from `peer` arrived: its evidence runs until the round's send
+    /// instant plus `lease`. Returns whether that extended it (unknown or forgotten rounds do
+    /// nothing).
+    pub fn grant(&mut self, peer: &str, seq: u64, lease: Duration) -> bool {
+        let Some((_, sent)) = self.rounds.iter().find(|(s, _)| *s == seq) else {
+            return false;
+        };
+        let Some(until) = sent.checked_add(lease) else {
+            return false;
+        };
+        match self.until.get_mut(peer) {
+            Some(t) if *t >= until => false,
+            Some(t) => {
+                *t = until;
+                true
+            }
+            None => {
+                self.until.insert(peer.to_owned(), until);
+                true
+            }
+        }
+    }
+
+    /// Forgets everything (our identity changed: grants to the old one count no more; or we
+    /// left).
+    pub fn reset(&mut self) {
+        self.rounds.clear();
+        self.until.clear();
+    }
+
+    /// Per peer name, the instant until which its evidence counts (possibly past).
+    pub fn until(&self) -> &BTreeMap<String, Instant> {
+        &self.until
+    }
+
+    /// Whether `peer`'s evidence is valid at `now`.
+    pub fn valid_at(&self, peer: &str, now: Instant) -> bool {
+        self.until.get(peer).is_some_and(|t| now < *t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_grant_counts_from_when_its_request_was_sent() {
+        let t0 = Instant::now();
+        let lease = 150 * MS;
+        let mut e = Evidence::default();
+        let s0 = e.start_round(t0, lease);
+        let s1 = e.start_round(t0 + 50 * MS, lease);
+        assert!(e.grant("b", s1, lease));
+        assert_eq!(e.until()["b"], t0 + 200 * MS);
+        assert!(
+            !e.grant("b", s0, lease),
+            "an older round never shortens nor extends"
+        );
+        assert!(e.valid_at("b", t0 + 199 * MS));
+        assert!(!e.valid_at("b", t0 + 200 * MS));
+        assert!(!e.valid_at("c", t0));
+        assert!(!e.grant("b", 99, lease), "unknown round");
+        e.start_round(t0 + 200 * MS, lease);
+        assert!(!e.grant("c", s0, lease), "forgotten round");
+        e.reset();
+        assert!(!e.valid_at("b", t0));
+    }
+}
