@@ -702,6 +702,7 @@ async fn run_interface(
 ) {
     let mut backoff = inner.config.retry_min;
     loop {
+        let started = tokio::time::Instant::now();
         let outcome = guarded(serve(
             &selected,
             rx.clone(),
@@ -717,6 +718,12 @@ async fn run_interface(
             let mut st = lock(&status);
             st.running = false;
             st.last_error = Some(err);
+        }
+        // An attempt that served for longer than the longest backoff was healthy: the next
+        // failure is a new one, retried after the shortest delay again, not after the
+        // longest a few old failures grew it to.
+        if started.elapsed() > inner.config.retry_max {
+            backoff = inner.config.retry_min;
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(inner.config.retry_max);
@@ -902,6 +909,9 @@ async fn serve(
                 serving.sync_groups();
             }
             () = sleep_until(next_due) => {
+                // An owned set published since the last look applies first (S5): a withdrawn
+                // IP's due announcement, or a probe's verdict on it, must not go out.
+                serving.sync_owned(&mut rx);
                 let core = &mut serving.core;
                 with_context(inner, |ctx| core.handle_timeout(std::time::Instant::now(), ctx));
                 serving.flush(arp.as_ref(), ndp.as_ref());

@@ -177,13 +177,13 @@ impl IfaceCore {
 
     /// Judges one received frame (`proto` = the socket it came from): answers a request for an
     /// answerable IP, reports claims by other MACs, yields to a peer's proven claim, feeds
-    /// answers to running probes. A frame that arrives after the lease expired is dropped
-    /// ([`LEASE_EXPIRED`]) before it is looked at.
+    /// answers to running probes. A frame that arrives after the lease expired is not answered
+    /// ([`LEASE_EXPIRED`]), but a peer's proven claim still starts a yield and an answer still
+    /// reaches a running probe: both only make this node say less, and a lease that lapses for
+    /// a moment (the quorum lease) must not make it miss the handover it would otherwise have
+    /// yielded to, nor a probe miss the host that holds the IP.
     pub fn handle_frame(&mut self, now: Instant, proto: Proto, frame: &[u8], ctx: &Context<'_>) {
-        if !lease_allows(ctx.lease, now) {
-            self.outputs.push_back(IfaceOutput::Dropped(LEASE_EXPIRED));
-            return;
-        }
+        let leased = lease_allows(ctx.lease, now);
         self.yields.retain(|_, until| *until > now);
         let (owned, probes, yields) = (&self.owned, &self.probes, &self.yields);
         let answerable = |ip: IpAddr| {
@@ -196,7 +196,11 @@ impl IfaceCore {
             inspected.claim = inspect(&self.config, proto, frame, claimable).claim;
         }
         self.peer_claim(&mut inspected, now, ctx);
-        self.act(inspected, proto);
+        if leased {
+            self.act(inspected, proto);
+        } else {
+            self.outputs.push_back(IfaceOutput::Dropped(LEASE_EXPIRED));
+        }
         if !self.probes.is_empty() {
             let probes = &self.probes;
             let claim = inspect(&self.config, proto, frame, |ip| probes.contains_key(&ip)).claim;

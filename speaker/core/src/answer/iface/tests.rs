@@ -284,6 +284,39 @@ fn a_probe_answered_by_another_host_holds_the_ip() {
     assert!(c.probing().contains(&VIP));
 }
 
+/// A proven peer claim that arrives while the lease has lapsed for a moment (the quorum lease,
+/// issue #32 G2) still starts the yield: when the lease comes back the node does not answer
+/// next to the peer it would have yielded to (review of the IfaceCore extraction, finding 4).
+#[test]
+fn a_proven_claim_during_a_lapsed_lease_still_yields() {
+    let mut env = Env::new();
+    let t0 = Instant::now();
+    let mut c = core(0);
+    c.set_owned(t0, &owned(&[(VIP, 1, false)]), |_| None);
+    c.handle_timeout(t0, &env.ctx(WALL));
+    drain(&mut c);
+    let t = t0 + PEER_SETTLE;
+    env.lease = Some(t);
+    c.handle_frame(
+        t,
+        Proto::Arp,
+        &claim(PEER, VIP, Some((&env.keys, WALL))),
+        &env.ctx(WALL),
+    );
+    let out = drain(&mut c);
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, IfaceOutput::PeerYield { ip, .. } if *ip == VIP)),
+        "{out:?}"
+    );
+    assert!(
+        out.contains(&IfaceOutput::Dropped(LEASE_EXPIRED)),
+        "{out:?}"
+    );
+    env.lease = None;
+    assert!(!c.answers(VIP, t + Duration::from_millis(1)), "yielding");
+}
+
 #[test]
 fn a_settled_owner_yields_to_a_proven_peer_claim_only() {
     let env = Env::new();
