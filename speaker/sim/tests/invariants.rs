@@ -25,12 +25,9 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     // an isolated or one-way-cut node claiming its peers' IPs and silencing them through the
     // yield (partition, one-way: I-safe, I-failover), a wall-clock step isolating an owner
     // (clock: I-bounded), the split of a key rotation with a step skipped (I-bounded).
-    //
-    // Partitions: after a partition that isolates the owner *and* heals before it is declared
-    // down, its lease ran out meanwhile; a minority node whose suspicions were held is declared
-    // down itself and rejoins; 50 µs of two answerers and silences over T_fo remain at 3 and 5.
-    (FaultClass::Partition, 3, "I-failover"),
-    (FaultClass::Partition, 5, "I-safe"),
+    // A suspect that answered our own lease request within the lease is not declared down
+    // either, so a member that heals from an isolation no longer declares its peers down on the
+    // way back: the partition class holds in the sweep.
     // A replayed signed claim (within the proof's 2 s skew) makes the owner yield: I-auth, and
     // the yield's silence.
     (FaultClass::Adversary, 3, "I-auth"),
@@ -39,14 +36,10 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     (FaultClass::Adversary, 3, "I-failover"),
     (FaultClass::Adversary, 5, "I-failover"),
     (FaultClass::Adversary, 10, "I-failover"),
-    // Steady membership loss: false declarations, doubling hold-offs, a minority, owners that
-    // move without any fault.
-    (FaultClass::Loss, 3, "I-failover"),
+    // Steady membership loss: false declarations move owners without any fault (silences over
+    // T_fo remain in 6 of 50 seeds at 3 nodes, none in the sweep's 8).
     (FaultClass::Loss, 3, "I-flap"),
     (FaultClass::Loss, 5, "I-flap"),
-    // A clock step beyond the replay window at 3 nodes: the stepped node is cut off and the
-    // other two need detection plus break-before-make (over T_fo = 0.8 s at 3 nodes).
-    (FaultClass::Clock, 3, "I-failover"),
     // Two NICs: the client-facing NIC of the owner loses carrier while the other keeps it; the
     // carrier check passes on any interface, so the IP stays there unanswered (issue #32 G5.5;
     // at 10 nodes too, in more seeds than the sweep runs there).
@@ -299,20 +292,17 @@ fn a_lagging_watch_and_the_yield_leave_an_ip_unanswered() {
 /// fresh reviewer): false declarations of death make a node leave for a hold-off that doubles
 /// within a minute (0.6, 1.2, 2.4, 4.8 s); while one node is out and another converges after
 /// its own rejoin, the third sees a minority and everything goes silent for seconds (up to
-/// 32.8 s before the quorum lease; 1.8 s in this seed with it: a node cut off by loss no longer
-/// declares the others down, but false declarations of it still happen).
+/// 32.8 s before the quorum lease). With it, a suspect that answered our lease requests within
+/// the lease is not declared down, so most false declarations are gone: in this seed owners
+/// still move (I-flap) but nothing goes silent.
 #[test]
-fn two_percent_membership_loss_silences_a_healthy_three_node_cluster() {
+fn two_percent_membership_loss_on_three_healthy_nodes_only_moves_owners() {
     let s = Scenario {
         loss_ppm: 20_000,
         end_ms: 60_000,
         ..Scenario::quiet(5, 3, 8)
     };
-    let v = assert_violates(&s, &["I-failover", "I-flap"]);
-    assert!(
-        v.iter().any(|v| v.window >= Duration::from_secs(1)),
-        "{v:#?}"
-    );
+    assert_violates(&s, &["I-flap"]);
 }
 
 /// The claim proof's known limit (`speaker/core/src/wire/claim_proof.rs`): a keyless host that

@@ -424,12 +424,16 @@ impl MembershipCore {
         let late_after = self.config.suspect_timeout / 2;
         while let Some((due, timer)) = self.timers.pop_due_with_deadline(now.mono) {
             let late = now.mono.saturating_duration_since(due) > late_after;
-            if self.cut_off(now.mono) && is_suspicion(&timer) {
+            if is_suspicion(&timer)
+                && (self.cut_off(now.mono) || self.answered_lately(&timer, now.mono))
+            {
                 // We hold two-way evidence from fewer than half of our members: the likelier
                 // story is that *we* are cut off, not that they all failed. A down notice of
                 // ours would spread the moment the link heals (foca's Down is final for an
                 // identity) and make healthy owners rejoin and lose their IPs; hold it until
-                // we hear a majority again (issue #32 G1).
+                // we hear a majority again (issue #32 G1). Nor is a suspect that has answered
+                // our own lease request within the lease declared down: that is direct proof it
+                // is alive, fresher than its refutation, which travels by gossip.
                 self.counters.bump(Counter::SuspicionsPostponed);
                 self.timers
                     .schedule(now.mono, self.config.suspect_timeout, timer);
@@ -483,6 +487,13 @@ impl MembershipCore {
             .filter(|m| self.evidence.valid_at(&m.id().name, now))
             .count();
         heard * 2 < listed
+    }
+
+    /// Whether the suspect of a suspect→down `timer` holds valid two-way evidence: it granted a
+    /// lease request of ours sent within the lease.
+    fn answered_lately(&self, timer: &Timer<SpeakerId>, now: Instant) -> bool {
+        matches!(timer, Timer::ChangeSuspectToDown { member_id, .. }
+            if self.evidence.valid_at(&member_id.name, now))
     }
 
     /// Whether to postpone `timer` (see [`MembershipCore::handle_timers`]): a suspect→down timer

@@ -293,8 +293,15 @@ impl SpeakerCore {
         self.ever_converged |= !matches!(tick.standing, Standing::Converging { .. });
         self.standing = tick.standing;
         let handover_due = self.handovers.values().any(|(_, due)| *due <= now);
-        let replan =
-            obs.wake.is_event() || standing_changed || handover_due || self.replan_due(now);
+        // A step that sees another membership than the last plan's re-plans, whatever woke
+        // it: renewing the lease on a plan made for an older membership would let this node
+        // answer, for one more lease, an IP that a newcomer has been told it may claim once
+        // its break-before-make wait is over (the wake-up for the change may come later).
+        let replan = obs.wake.is_event()
+            || standing_changed
+            || handover_due
+            || alive != self.last_alive
+            || self.replan_due(now);
         self.last_standing = label;
         if !self.standing.may_claim() {
             self.handovers.clear();
@@ -376,10 +383,16 @@ impl SpeakerCore {
         probe_first: &BTreeSet<IpAddr>,
     ) -> BTreeMap<IpAddr, Interfaces> {
         let me = self.config.me.clone();
+        // A gain already held back keeps its holder and its start: the previous plan of a later
+        // step already names this speaker, so recomputing would find no holder.
         let gains: Vec<IpAddr> = plan
             .owned
             .keys()
-            .filter(|ip| !previously_owned.contains_key(*ip) && !probe_first.contains(*ip))
+            .filter(|ip| {
+                !previously_owned.contains_key(*ip)
+                    && !probe_first.contains(*ip)
+                    && !self.handovers.contains_key(*ip)
+            })
             .copied()
             .collect();
         self.handovers.retain(|ip, _| plan.owned.contains_key(ip));

@@ -538,3 +538,39 @@ fn a_failback_waits_for_the_holder_a_failover_does_not() {
     back.step(t, obs(Wake::MembersChanged, &[me.as_str(), third], 0));
     assert!(back.owned().contains_key(&ip), "the holder went down");
 }
+
+/// A bare tick that observes another membership than the last plan's re-plans before it renews
+/// the lease: the owner never answers one more lease on a plan made for an older membership
+/// (the change's own wake-up may come later, e.g. under CPU starvation).
+#[test]
+fn a_tick_that_sees_a_new_membership_replans() {
+    let (t0, mut core) = converged_drained();
+    let me = core.config().me.clone();
+    let rest: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
+    let t = t0 + Duration::from_millis(200);
+    core.step(t, obs(Wake::Tick, &[me.as_str(), rest[0]], 0));
+    let outs = drain(&mut core);
+    assert!(
+        outs.iter().any(|o| matches!(o, Output::Planned { .. })),
+        "{outs:?}"
+    );
+}
+
+/// A held-back gain stays held across later steps until its start (the later steps' previous
+/// plan already names this speaker, which must not read as "no holder").
+#[test]
+fn a_held_back_gain_stays_held_across_steps() {
+    let t0 = Instant::now();
+    let me = owner(&NODES);
+    let ip: IpAddr = IP.parse().unwrap();
+    let mut core = SpeakerCore::new(NodeConfig::new(me.clone(), settings()), t0);
+    core.set_view(view(&NODES));
+    let ms = Duration::from_millis;
+    core.step(t0 + ms(100), obs(Wake::MembersChanged, &NODES, 0));
+    assert!(!core.owned().contains_key(&ip), "held back");
+    core.step(t0 + ms(102), obs(Wake::ViewChanged, &NODES, 0));
+    core.step(t0 + ms(200), obs(Wake::MembersChanged, &NODES, 0));
+    assert!(!core.owned().contains_key(&ip), "still held back");
+    core.step(t0 + ms(400), obs(Wake::Tick, &NODES, 0));
+    assert!(core.owned().contains_key(&ip), "claimed at the start");
+}
