@@ -517,23 +517,20 @@ impl Driver {
             // No receiver is fine: the member set is the source of truth.
             let _ = self.events.send(event);
         }
-        let evidence = self.core.evidence();
-        self.evidence_tx.send_if_modified(|current| {
-            if current == evidence {
-                false
-            } else {
-                current.clone_from(evidence);
-                true
-            }
-        });
-        let alive = self.core.alive();
-        self.members_tx.send_if_modified(|current| {
-            if current == alive {
-                false
-            } else {
-                current.clone_from(alive);
-                true
-            }
-        });
+        publish(&self.evidence_tx, self.core.evidence());
+        publish(&self.members_tx, self.core.alive());
     }
+}
+
+/// Sends `value` on `tx` only if it differs from what the channel holds (receivers that wait for
+/// a change are woken only by a real one).
+fn publish<T: PartialEq + Clone>(tx: &watch::Sender<T>, value: &T) {
+    tx.send_if_modified(|current| {
+        if current == value {
+            false
+        } else {
+            current.clone_from(value);
+            true
+        }
+    });
 }
