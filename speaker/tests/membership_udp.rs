@@ -219,8 +219,11 @@ fn forged_down_gossip(to: &SpeakerId, victim: &SpeakerId, keys: &KeyRing) -> Vec
             .as_millis(),
     )
     .unwrap();
+    // Envelope v2: the plaintext starts with the kind byte.
+    let mut plain = vec![ferrolb_speaker::membership::lease::KIND_SWIM];
+    plain.extend_from_slice(&payload);
     Sealer::new(keys.primary())
-        .seal(&payload, now_ms, &mut rand::make_rng::<StdRng>())
+        .seal(&plain, now_ms, &mut rand::make_rng::<StdRng>())
         .unwrap()
 }
 
