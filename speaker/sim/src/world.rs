@@ -225,6 +225,8 @@ struct Node {
     /// The key ring the running process uses, and the claim keys derived from it.
     keys: KeyRing,
     claim_keys: ClaimKeys,
+    /// The MACs of this node's NICs ([`Context::own`]).
+    own_macs: BTreeSet<MacAddr>,
 }
 
 enum Event {
@@ -376,6 +378,7 @@ impl World {
                 mounted_keys: vec![0],
                 keys: key_ring(),
                 claim_keys: ClaimKeys::from_ring(&key_ring()),
+                own_macs: (0..s.nics.max(1)).map(|k| mac(i, k)).collect(),
             });
             w.start(i);
         }
@@ -1152,6 +1155,7 @@ impl World {
             wall_ms,
             keys: Some(&n.claim_keys),
             peers: &self.peer_macs,
+            own: &n.own_macs,
         };
         if let Some(nic) = n.responder.nics.get_mut(k) {
             input(&mut nic.iface, mono, &ctx);

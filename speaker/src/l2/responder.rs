@@ -189,6 +189,9 @@ struct Inner {
     /// verify the proofs of other speakers' claims; without them nothing is signed and no claim
     /// makes this node yield.
     claim_keys: Mutex<Option<ClaimKeys>>,
+    /// The MACs of every interface of this host (the last scan): a claim from one of them is
+    /// this node's own announcement heard on another NIC ([`Context::own`]).
+    own: Mutex<BTreeSet<MacAddr>>,
 }
 
 /// What the quorum lease (issue #32 G2, [`ferrolb_l2::claim::quorum_until`]) is computed from
@@ -256,6 +259,7 @@ impl Responder {
             quorum: Mutex::new(None),
             conflicts: Mutex::new(Sightings::default()),
             peers: Mutex::new(BTreeMap::new()),
+            own: Mutex::new(BTreeSet::new()),
             claim_keys: Mutex::new(None),
             held: Mutex::new(BTreeMap::new()),
             memory: Mutex::new(BTreeMap::new()),
@@ -553,6 +557,7 @@ fn same_sockets(a: &Selected, b: &Selected) -> bool {
 
 /// Converge tasks and their owned sets to `state.desired` × `state.scanned`.
 fn reconcile(inner: &Arc<Inner>, state: &mut State) {
+    *lock(&inner.own) = state.scanned.iter().filter_map(|i| i.mac).collect();
     // Every interface any owned IP may use, plus the default set (so sockets are ready early).
     let mut selections: BTreeMap<&Interfaces, Vec<Selected>> = BTreeMap::new();
     let node_addresses = &state.node_addresses;
@@ -1074,16 +1079,18 @@ impl Serving<'_> {
     }
 }
 
-/// Runs `f` with the [`Context`] read now: the lease, the wall clock, the claim keys and the
-/// peer MACs.
+/// Runs `f` with the [`Context`] read now: the lease, the wall clock, the claim keys, the
+/// peer MACs and this host's own MACs.
 fn with_context<R>(inner: &Inner, f: impl FnOnce(&Context<'_>) -> R) -> R {
     let keys = lock(&inner.claim_keys);
     let peers = lock(&inner.peers);
+    let own = lock(&inner.own);
     let ctx = Context {
         lease: inner.lease_at(std::time::Instant::now()),
         wall_ms: wall_ms(),
         keys: keys.as_ref(),
         peers: &peers,
+        own: &own,
     };
     f(&ctx)
 }

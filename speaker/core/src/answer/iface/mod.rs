@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 pub use output::{IfaceOutput, Proto, Transmit, TransmitKind};
 
 use crate::answer::announce::AnnounceSchedule;
-use crate::answer::decide::{ClaimKind, Decision, Inspected, inspect_arp, inspect_ndp};
+use crate::answer::decide::{Claim, ClaimKind, Decision, Inspected, inspect_arp, inspect_ndp};
 use crate::answer::peers::{PEER_SETTLE, YIELD_FOR, yields_to};
 use crate::answer::probe::{Probe, ProbeSettings, Verdict};
 use crate::wire::MacAddr;
@@ -82,6 +82,12 @@ pub struct Context<'a> {
     pub keys: Option<&'a ClaimKeys>,
     /// MACs of peer speakers ([`crate::answer::peers::peer_macs`]).
     pub peers: &'a BTreeMap<MacAddr, String>,
+    /// MACs of this node's own interfaces (every interface the responder serves). A claim from
+    /// one of them is this node's own announcement heard on another of its NICs on the same
+    /// segment: no yield, no conflict, no probe answer (review of the IfaceCore extraction,
+    /// finding 3: two NICs of one node yielded to each other's signed claims and left the IP
+    /// silent).
+    pub own: &'a BTreeSet<MacAddr>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -195,6 +201,7 @@ impl IfaceCore {
             let claimable = |ip: IpAddr| owned.contains_key(&ip) && !probes.contains_key(&ip);
             inspected.claim = inspect(&self.config, proto, frame, claimable).claim;
         }
+        inspected.claim = not_own(inspected.claim, ctx);
         self.peer_claim(&mut inspected, now, ctx);
         if leased {
             self.act(inspected, proto);
@@ -204,7 +211,7 @@ impl IfaceCore {
         if !self.probes.is_empty() {
             let probes = &self.probes;
             let claim = inspect(&self.config, proto, frame, |ip| probes.contains_key(&ip)).claim;
-            self.probe_answer(now, claim);
+            self.probe_answer(now, not_own(claim, ctx));
         }
     }
 
@@ -486,6 +493,11 @@ fn yielding(yields: &BTreeMap<IpAddr, Instant>, ip: IpAddr, now: Instant) -> boo
 }
 
 /// [`inspect_arp`] or [`inspect_ndp`] with `owned` over [`IpAddr`].
+/// `claim`, unless it comes from one of this node's own MACs ([`Context::own`]).
+fn not_own(claim: Option<Claim>, ctx: &Context<'_>) -> Option<Claim> {
+    claim.filter(|c| !ctx.own.contains(&c.mac))
+}
+
 fn inspect(
     config: &IfaceConfig,
     proto: Proto,

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
@@ -66,6 +66,7 @@ fn owned(ips: &[(IpAddr, u64, bool)]) -> BTreeMap<IpAddr, OwnedIp> {
 struct Env {
     keys: ClaimKeys,
     peers: BTreeMap<MacAddr, String>,
+    own: BTreeSet<MacAddr>,
     lease: Option<Instant>,
 }
 
@@ -74,6 +75,7 @@ impl Env {
         Env {
             keys: keys(),
             peers: BTreeMap::from([(PEER, "node-b".to_string())]),
+            own: BTreeSet::new(),
             lease: None,
         }
     }
@@ -83,6 +85,7 @@ impl Env {
             wall_ms,
             keys: Some(&self.keys),
             peers: &self.peers,
+            own: &self.own,
         }
     }
 }
@@ -463,4 +466,53 @@ fn malformed_frames_are_dropped_with_their_reason() {
         out.iter().all(|o| matches!(o, IfaceOutput::Dropped(_))),
         "{out:?}"
     );
+}
+
+/// Two NICs of one node on one segment hear each other's signed announcements: a claim from a
+/// MAC of this node ([`Context::own`]) neither yields, nor is a conflict, nor answers a probe;
+/// the same frame from a peer's MAC does yield (review finding 3).
+#[test]
+fn a_claim_from_another_nic_of_this_node_is_not_a_peer_claim() {
+    const SIBLING: MacAddr = MacAddr(0x02, 0, 0, 0, 0, 0x03);
+    let mut env = Env::new();
+    env.own = BTreeSet::from([MAC, SIBLING]);
+    let t0 = Instant::now();
+    let mut c = core(0);
+    c.set_owned(t0, &owned(&[(VIP, 1, false)]), |_| None);
+    c.handle_timeout(t0, &env.ctx(WALL));
+    drain(&mut c);
+    let t = t0 + PEER_SETTLE;
+    let signed = claim(SIBLING, VIP, Some((&env.keys, WALL)));
+    c.handle_frame(t, Proto::Arp, &signed, &env.ctx(WALL));
+    let out = drain(&mut c);
+    assert!(
+        !out.iter().any(|o| matches!(
+            o,
+            IfaceOutput::PeerYield { .. }
+                | IfaceOutput::Conflict { .. }
+                | IfaceOutput::UnprovenClaim(_)
+        )),
+        "{out:?}"
+    );
+    assert!(c.answers(VIP, t));
+    // A fresh IP probed on this NIC is not held by the sibling NIC's announcement either.
+    let mut fresh = core(2);
+    fresh.set_owned(t0, &owned(&[(VIP, 1, true)]), |_| None);
+    fresh.handle_timeout(t0, &env.ctx(WALL));
+    drain(&mut fresh);
+    fresh.handle_frame(t0, Proto::Arp, &signed, &env.ctx(WALL));
+    assert!(
+        !drain(&mut fresh)
+            .iter()
+            .any(|o| matches!(o, IfaceOutput::ProbeVerdict { .. })),
+    );
+    // The control: the same signed frame from a MAC that is not ours yields.
+    env.own = BTreeSet::from([MAC]);
+    c.handle_frame(t, Proto::Arp, &signed, &env.ctx(WALL));
+    assert!(
+        drain(&mut c)
+            .iter()
+            .any(|o| matches!(o, IfaceOutput::PeerYield { .. }))
+    );
+    assert!(!c.answers(VIP, t));
 }
