@@ -1,5 +1,6 @@
 //! Watches the objects the speaker reads (Services, EndpointSlices, Nodes, IPAddressPools,
-//! L2Advertisements, and the L2Announcement reports it writes) into kube-runtime reflector stores, each object trimmed to what the speaker
+//! L2Advertisements, the speaker Pods and DaemonSet of its namespace, and the L2Announcement
+//! reports it writes) into kube-runtime reflector stores, each object trimmed to what the speaker
 //! reads first ([`crate::trim`], DESIGN S13). Every event wakes the daemon through one
 //! [`Notify`]; the daemon then recomputes its plan from the stores (level-triggered), never from
 //! the single event that arrived.
@@ -7,8 +8,9 @@
 use std::sync::Arc;
 
 use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
-use ferrolb_runtime::reflector::spawn;
-use k8s_openapi::api::core::v1::{Node, Service};
+use ferrolb_runtime::reflector::{spawn, spawn_filtered};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
 use kube::{Api, Client};
@@ -16,7 +18,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::trim;
-use crate::view::{View, ViewSettings, build};
+use crate::view::{SPEAKER_DAEMONSET, View, ViewSettings, build, dropped_voters, speaker_nodes};
 
 /// The reflector stores.
 #[derive(Clone)]
@@ -33,11 +35,17 @@ pub struct Stores {
     pub advertisements: Store<L2Advertisement>,
     /// The L2Announcement reports in the speakers' namespace (written, never decided from).
     pub announcements: Store<L2Announcement>,
+    /// The Pods of the speakers' namespace: which Nodes run a speaker, so vote (issue #32 G3,
+    /// [`crate::view::speaker_nodes`]).
+    pub pods: Store<Pod>,
+    /// The speaker DaemonSet, for its dropped-voters annotation (issue #32 G3; never waited
+    /// for: speakers outside a DaemonSet have none).
+    pub daemon_sets: Store<DaemonSet>,
 }
 
 impl Stores {
-    /// Starts all watches; `changed` is notified on every event. L2Announcements are watched in
-    /// `namespace` only.
+    /// Starts all watches; `changed` is notified on every event. L2Announcements and Pods are
+    /// watched in `namespace` only.
     pub fn start(
         client: &Client,
         changed: &Arc<Notify>,
@@ -61,6 +69,17 @@ impl Stores {
             changed.clone(),
             trim::announcement,
         );
+        let (pods, g) = spawn(
+            Api::namespaced(client.clone(), namespace),
+            changed.clone(),
+            trim::pod,
+        );
+        let (daemon_sets, h) = spawn_filtered(
+            Api::namespaced(client.clone(), namespace),
+            Some(&format!("metadata.name={SPEAKER_DAEMONSET}")),
+            changed.clone(),
+            trim::daemon_set,
+        );
         (
             Stores {
                 services,
@@ -69,12 +88,16 @@ impl Stores {
                 pools,
                 advertisements,
                 announcements,
+                pods,
+                daemon_sets,
             },
-            vec![a, b, c, d, e, f],
+            vec![a, b, c, d, e, f, g, h],
         )
     }
 
-    /// Waits until every store the speaker decides from has its initial list. The
+    /// Waits until every store the speaker decides from has its initial list — the Pods too,
+    /// so the voters seeded from the first view are the Nodes that run a speaker (issue #32
+    /// G3). The
     /// L2Announcement reports are not waited for: a cluster without their CRD (an upgrade that
     /// skipped it) or without the RBAC for them must still be served; see
     /// [`Stores::announcements_ready`].
@@ -86,6 +109,7 @@ impl Stores {
         self.slices.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.pools.wait_until_ready().await?;
+        self.pods.wait_until_ready().await?;
         self.advertisements.wait_until_ready().await
     }
 
@@ -109,14 +133,21 @@ impl Stores {
         let nodes = self.nodes.state();
         let pools = self.pools.state();
         let advertisements = self.advertisements.state();
-        build(
+        let pods = self.pods.state();
+        let mut view = build(
             settings,
             &services.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
             &slices.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
             &nodes.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
             &pools.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
             &advertisements.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
-        )
+        );
+        view.cluster.speaker_nodes =
+            speaker_nodes(&pods.iter().map(AsRef::as_ref).collect::<Vec<_>>());
+        let daemon_sets = self.daemon_sets.state();
+        view.cluster.dropped_voters =
+            dropped_voters(&daemon_sets.iter().map(AsRef::as_ref).collect::<Vec<_>>());
+        view
     }
 
     /// A Service by `namespace/name`.

@@ -264,17 +264,24 @@ impl ClaimGate {
 }
 
 /// The speakers that should exist and vote in the majority rule: every Node of the API view
-/// whose `Ready` condition is not `False`/`Unknown` and that could announce something — not
-/// excluded by the `node.kubernetes.io/exclude-from-external-load-balancers` label (unless
-/// `--ignore-exclude-lb`) and selected by the `nodeSelectors` of at least one L2Advertisement
-/// (when there is any) — plus `me` (a speaker always counts itself). Nodes that can announce
-/// nothing often run no speaker (a narrowed DaemonSet); counting them would make the survivors
-/// of one crash a minority. Every speaker computes the same set from the same API view, which is
-/// what keeps the majority rule to one side of a partition.
+/// that a speaker Pod of ours is bound to ([`Cluster::speaker_nodes`], issue #32 G3: a Node that
+/// runs no speaker — a Windows node, a node outside the DaemonSet's `nodeSelector`, one whose
+/// speaker cannot be scheduled — never votes; when no speaker Pod is visible at all, every Node
+/// counts), whose `Ready` condition is not `False`/`Unknown` and that could announce something
+/// — not excluded by the `node.kubernetes.io/exclude-from-external-load-balancers` label
+/// (unless `--ignore-exclude-lb`) and selected by the `nodeSelectors` of at least one
+/// L2Advertisement (when there is any) — plus `me` (a speaker always counts itself). Nodes that
+/// can announce nothing often run no speaker (a narrowed DaemonSet); counting them would make
+/// the survivors of one crash a minority. Every speaker computes the same set from the same API
+/// view, which is what keeps the majority rule to one side of a partition; a speaker Pod
+/// deleted and re-created by a roll-out keeps its node's vote through [`Voters`]' memory.
 pub fn expected_speakers(cluster: &Cluster, me: &str) -> BTreeSet<String> {
+    let pods = &cluster.speaker_nodes;
     cluster
         .nodes
         .iter()
+        .filter(|(name, _)| pods.is_empty() || pods.contains(*name))
+        .filter(|(name, _)| !cluster.dropped_voters.contains(*name))
         .filter(|(_, facts)| !facts.not_ready)
         .filter(|(name, _)| cluster.may_announce_anything(name))
         .map(|(name, _)| name.clone())
@@ -287,17 +294,19 @@ pub fn expected_speakers(cluster: &Cluster, me: &str) -> BTreeSet<String> {
 /// Pods from a NotReady or unreachable Node (`tolerationSeconds: 300`; DaemonSet Pods such as
 /// the speaker's are never evicted) — by then the cluster has moved its workloads away from the
 /// silent Nodes, and the survivors serve again. A partition that lasts longer, with the isolated
-/// side keeping the API server, can give two answerers after it (docs/speaker.md, Known faults).
+/// side keeping the API server, can give two answerers after it (docs/speaker.md, F3).
 pub const VOTER_MEMORY: Duration = Duration::from_secs(300);
 
 /// The voting set of the majority rule, remembered across API changes: [`expected_speakers`]
-/// (Ready Nodes that could announce something, and this speaker) plus every speaker heard alive
-/// in the membership within the last [`VOTER_MEMORY`] whose Node still exists and could announce
-/// something. Without the memory, a Node turning `NotReady` (its kubelet lost the API server,
+/// (Ready Nodes that run a speaker Pod and could announce something, and this speaker) plus
+/// every speaker heard alive in the membership within the last [`VOTER_MEMORY`] whose Node could
+/// announce something or was deleted (issue #32 G3), less the Nodes an operator dropped
+/// ([`Cluster::dropped_voters`]). Without the memory, a Node turning `NotReady` (its kubelet lost the API server,
 /// say) would shrink the set on one side of a partition only, and an isolated owner that keeps
 /// the API server would find itself a majority of one next to the others' new owner (the lab
 /// attacks A1, A2, A11). The price: when a majority of the speakers crash at once, the survivors
-/// claim nothing for up to [`VOTER_MEMORY`] (deleting the dead Nodes ends it at once).
+/// claim nothing for up to [`VOTER_MEMORY`] (dropping the dead Nodes with
+/// [`crate::eligibility::DROPPED_VOTERS_ANNOTATION`] ends it at once).
 #[derive(Clone, Debug)]
 pub struct Voters {
     memory: Duration,
@@ -318,9 +327,16 @@ impl Voters {
     /// memory ago (or at an unknown time), counts as heard at `now`. So a speaker that restarts
     /// during a partition does not forget the voters on the far side (their Nodes turned
     /// NotReady a moment ago), while Nodes dead for longer do not silence a restarted survivor.
+    /// Only Nodes a speaker Pod is bound to are seeded when any is ([`Cluster::speaker_nodes`]):
+    /// a Node that runs no speaker is never heard, and seeding it would make it vote for the
+    /// whole memory after every restart.
     pub fn seed(&mut self, now: Instant, wall_secs: i64, cluster: &Cluster) {
         let memory = i64::try_from(self.memory.as_secs()).unwrap_or(i64::MAX);
+        let pods = &cluster.speaker_nodes;
         for (name, facts) in &cluster.nodes {
+            if !pods.is_empty() && !pods.contains(name) {
+                continue;
+            }
             let recent = !facts.not_ready
                 || facts
                     .not_ready_since
@@ -347,13 +363,17 @@ impl Voters {
             .retain(|_, t| now.saturating_duration_since(*t) <= memory);
     }
 
-    /// The voting set now (see the type docs).
+    /// The voting set now (see the type docs). A heard speaker whose Node was deleted keeps
+    /// its vote for the memory (issue #32 G3): views of a deletion differ between speakers,
+    /// and one side of a partition must not shrink its voters alone (lab attack A11, `delete`).
+    /// [`Cluster::dropped_voters`] ends a vote at once.
     pub fn voters(&self, cluster: &Cluster, me: &str) -> BTreeSet<String> {
         let mut set = expected_speakers(cluster, me);
         set.extend(
             self.heard
                 .keys()
-                .filter(|n| cluster.nodes.contains_key(*n) && cluster.may_announce_anything(n))
+                .filter(|n| !cluster.dropped_voters.contains(*n))
+                .filter(|n| !cluster.nodes.contains_key(*n) || cluster.may_announce_anything(n))
                 .cloned(),
         );
         set
@@ -579,8 +599,39 @@ mod tests {
         assert_eq!(quorum_until(&evidence, &four, "d", t0), Some(ms(50)));
     }
 
+    /// Issue #32 G3: with speaker Pods visible, a Ready Node without one never votes, neither
+    /// through the API view nor through the memory seeded at start; a speaker heard in the
+    /// membership still does; without any Pod visible every Node votes as before.
     #[test]
-    fn voters_remember_heard_speakers_while_their_node_exists() {
+    fn only_nodes_running_a_speaker_pod_vote() {
+        let t0 = Instant::now();
+        let mut cluster = Cluster::default();
+        for n in ["a", "b", "c", "d", "e"] {
+            cluster.nodes.insert(n.into(), NodeFacts::default());
+        }
+        assert_eq!(
+            expected_speakers(&cluster, "a"),
+            set(&["a", "b", "c", "d", "e"])
+        );
+        // Speakers on a and b only (c, d, e: Windows nodes, say): a and b are a majority.
+        cluster.speaker_nodes = set(&["a", "b"]);
+        assert_eq!(expected_speakers(&cluster, "a"), set(&["a", "b"]));
+        let mut voters = Voters::new(VOTER_MEMORY);
+        voters.seed(t0, 1_000_000, &cluster);
+        voters.observe(t0, &set(&["a", "b"]));
+        let v = voters.voters(&cluster, "a");
+        assert_eq!(v, set(&["a", "b"]));
+        assert!(has_quorum(&set(&["a", "b"]), &v));
+        // b's Pod is deleted by a roll-out: b keeps its vote through the memory.
+        cluster.speaker_nodes = set(&["a"]);
+        assert_eq!(voters.voters(&cluster, "a"), set(&["a", "b"]));
+        // A speaker heard in the membership votes even before its Pod is seen.
+        voters.observe(t0, &set(&["a", "b", "c"]));
+        assert_eq!(voters.voters(&cluster, "a"), set(&["a", "b", "c"]));
+    }
+
+    #[test]
+    fn voters_remember_heard_speakers_for_the_memory() {
         let t0 = Instant::now();
         let mut cluster = Cluster::default();
         for n in ["a", "b", "c"] {
@@ -605,9 +656,13 @@ mod tests {
             set(&["a"]),
             "without the memory"
         );
-        // A deleted Node stops voting at once; a silent one after the memory.
+        // A deleted Node keeps its vote for the memory (issue #32 G3), unless an operator drops
+        // it; a silent one stops after the memory.
         cluster.nodes.remove("c");
+        assert_eq!(voters.voters(&cluster, "a"), set(&["a", "b", "c"]));
+        cluster.dropped_voters = set(&["c"]);
         assert_eq!(voters.voters(&cluster, "a"), set(&["a", "b"]));
+        cluster.dropped_voters.clear();
         voters.observe(t0 + Duration::from_secs(301), &set(&["a"]));
         assert_eq!(voters.voters(&cluster, "a"), set(&["a"]));
 

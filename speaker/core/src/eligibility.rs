@@ -69,6 +69,33 @@ pub struct Cluster {
     pub advertisements: BTreeMap<String, L2AdvertisementSpec>,
     /// `--ignore-exclude-lb`: do not honour [`EXCLUDE_LB_LABEL`].
     pub ignore_exclude_lb: bool,
+    /// Nodes a speaker Pod of ours is bound to ([`crate::view::speaker_nodes`], issue #32 G3):
+    /// only these vote in the majority rule ([`crate::claim::expected_speakers`]). Empty when
+    /// the Pod watch shows none — speakers run outside Pods (development, the netns lab) or the
+    /// permission to list Pods is missing — and then every Node votes, as before G3.
+    pub speaker_nodes: BTreeSet<String>,
+    /// Nodes an operator dropped from the voters at once ([`DROPPED_VOTERS_ANNOTATION`] on the
+    /// speaker DaemonSet, issue #32 G3): they neither vote through a speaker Pod nor through
+    /// the voter memory ([`crate::claim::Voters`]).
+    pub dropped_voters: BTreeSet<String>,
+}
+
+/// The annotation on the speaker DaemonSet (`ferrolb-speaker` in the speakers' namespace) whose
+/// value, node names separated by commas, drops those Nodes from the voters at once (issue #32
+/// G3): for Nodes whose speaker is gone for good and whose vote would otherwise last the voter
+/// memory (`kubectl -n ferrolb-system annotate daemonset ferrolb-speaker
+/// ferrolb.io/dropped-voters=node-a,node-b --overwrite`; `docs/speaker.md`).
+pub const DROPPED_VOTERS_ANNOTATION: &str = "ferrolb.io/dropped-voters";
+
+/// The node names of a [`DROPPED_VOTERS_ANNOTATION`] value: split at commas, blanks trimmed,
+/// empty entries skipped.
+pub fn dropped_voters(value: &str) -> BTreeSet<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The pool an IP was allocated from.

@@ -19,10 +19,12 @@
 
 use ferrolb_crds::annotations::{ADDRESS_POOL, address_pool};
 use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Service};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodSpec, PodStatus, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::eligibility::DROPPED_VOTERS_ANNOTATION;
 use crate::view::SERVICE_NAME_LABEL;
 
 /// The identity fields of `meta`; labels and annotations are left to the caller.
@@ -89,6 +91,37 @@ pub fn node(node: &mut Node) {
         }),
         ..NodeStatus::default()
     });
+}
+
+/// Trims a Pod of the speakers' namespace in place to what [`crate::view::speaker_nodes`]
+/// reads: labels, `spec.nodeName`, `status.phase`.
+pub fn pod(pod: &mut Pod) {
+    let mut meta = identity(&pod.metadata);
+    meta.labels = pod.metadata.labels.take();
+    pod.metadata = meta;
+    pod.spec = pod.spec.take().map(|s| PodSpec {
+        node_name: s.node_name,
+        ..PodSpec::default()
+    });
+    pod.status = pod.status.take().map(|s| PodStatus {
+        phase: s.phase,
+        ..PodStatus::default()
+    });
+}
+
+/// Trims the speaker DaemonSet in place to its [`DROPPED_VOTERS_ANNOTATION`] (issue #32 G3);
+/// its spec and status are never read.
+pub fn daemon_set(ds: &mut DaemonSet) {
+    let dropped = ds
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DROPPED_VOTERS_ANNOTATION))
+        .cloned();
+    ds.metadata = identity(&ds.metadata);
+    ds.metadata.annotations = dropped.map(|v| [(DROPPED_VOTERS_ANNOTATION.to_owned(), v)].into());
+    ds.spec = Default::default();
+    ds.status = None;
 }
 
 /// Trims an IPAddressPool in place (see the module docs).

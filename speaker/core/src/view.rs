@@ -22,7 +22,7 @@
 //! Status IPs are read with [`ferrolb_crds::service::ingress_ips`] and the class with
 //! [`ClassFilter`], both shared with the controller.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use ferrolb_crds::addresses::{Family, forbidden_block};
@@ -31,13 +31,64 @@ use ferrolb_crds::node::address_map;
 use ferrolb_crds::ownership::Layout;
 use ferrolb_crds::service::{ClassFilter, ingress_ips, key};
 use ferrolb_crds::{IPAddressPool, L2Advertisement};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::eligibility::{Cluster, EndpointFacts, NodeFacts, PoolRef, ServiceFacts, TrafficPolicy};
 
 /// The label EndpointSlices carry with their Service's name (Kubernetes API reference).
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// The labels every speaker Pod of ours carries (`deploy/speaker.yaml`, the Helm chart): a Pod
+/// in the speakers' namespace with both is a speaker Pod ([`speaker_nodes`]).
+pub const SPEAKER_POD_LABELS: [(&str, &str); 2] = [
+    ("app.kubernetes.io/name", "ferrolb"),
+    ("app.kubernetes.io/component", "speaker"),
+];
+
+/// The Nodes a speaker Pod of ours is bound to (issue #32 G3): the `spec.nodeName` of every Pod
+/// of `pods` (the speakers' namespace) that carries [`SPEAKER_POD_LABELS`] and has not ended
+/// (`status.phase` neither `Succeeded` nor `Failed`). A Pod being deleted still counts until it
+/// is gone: its speaker may still run. Bound is what matters, not Running: a speaker whose Pod
+/// is Pending on its node is one a roll-out is about to start, and the speaker itself is heard
+/// through the membership ([`crate::claim::Voters`]).
+pub fn speaker_nodes(pods: &[&Pod]) -> BTreeSet<String> {
+    pods.iter()
+        .filter(|p| {
+            let labels = p.metadata.labels.as_ref();
+            SPEAKER_POD_LABELS
+                .iter()
+                .all(|(k, v)| labels.and_then(|l| l.get(*k)).is_some_and(|x| x == v))
+        })
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect()
+}
+
+/// The name of the speaker DaemonSet (`deploy/speaker.yaml`, the Helm chart), in the speakers'
+/// namespace: its [`crate::eligibility::DROPPED_VOTERS_ANNOTATION`] is read ([`dropped_voters`]).
+pub const SPEAKER_DAEMONSET: &str = "ferrolb-speaker";
+
+/// The Nodes dropped from the voters by the speaker DaemonSet's
+/// [`crate::eligibility::DROPPED_VOTERS_ANNOTATION`] (issue #32 G3); empty without the
+/// DaemonSet (speakers outside Pods) or the annotation.
+pub fn dropped_voters(daemon_sets: &[&DaemonSet]) -> BTreeSet<String> {
+    daemon_sets
+        .iter()
+        .filter(|d| d.metadata.name.as_deref() == Some(SPEAKER_DAEMONSET))
+        .filter_map(|d| {
+            d.metadata
+                .annotations
+                .as_ref()?
+                .get(crate::eligibility::DROPPED_VOTERS_ANNOTATION)
+        })
+        .flat_map(|v| crate::eligibility::dropped_voters(v))
+        .collect()
+}
 
 /// Settings that shape the view.
 #[derive(Clone, Debug, Default)]
@@ -255,6 +306,32 @@ fn endpoints_by_service(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(name: &str, node: Option<&str>, component: &str, phase: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "labels": {
+                "app.kubernetes.io/name": "ferrolb",
+                "app.kubernetes.io/component": component,
+            }},
+            "spec": { "nodeName": node, "containers": [] },
+            "status": { "phase": phase },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn speaker_nodes_are_the_nodes_of_bound_live_speaker_pods() {
+        let pods = [
+            pod("s-1", Some("node-1"), "speaker", "Running"),
+            pod("s-2", Some("node-2"), "speaker", "Pending"),
+            pod("s-3", Some("node-3"), "speaker", "Failed"),
+            pod("s-4", None, "speaker", "Pending"),
+            pod("c-1", Some("node-4"), "controller", "Running"),
+        ];
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let nodes: Vec<String> = speaker_nodes(&refs).into_iter().collect();
+        assert_eq!(nodes, ["node-1", "node-2"]);
+    }
     use ferrolb_crds::IPAddressPoolSpec;
     use k8s_openapi::api::core::v1::{
         LoadBalancerIngress, LoadBalancerStatus, NodeAddress, NodeStatus, ServiceSpec,

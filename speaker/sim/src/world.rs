@@ -82,6 +82,8 @@ pub fn view(nodes: usize, ips: usize) -> View {
     let mut v = View::default();
     for i in 0..nodes {
         v.cluster.nodes.insert(name(i), node_facts(i));
+        // Every node runs a speaker Pod, as the DaemonSet places them (issue #32 G3).
+        v.cluster.speaker_nodes.insert(name(i));
     }
     v.cluster
         .advertisements
@@ -668,9 +670,12 @@ impl World {
             }),
             Fault::DeleteNode(node) => self.change_api(|v| {
                 v.cluster.nodes.remove(&name(node));
+                // Deleting a Node garbage-collects the Pods bound to it.
+                v.cluster.speaker_nodes.remove(&name(node));
             }),
             Fault::RecreateNode(node) => self.change_api(|v| {
                 v.cluster.nodes.insert(name(node), node_facts(node));
+                v.cluster.speaker_nodes.insert(name(node));
             }),
             Fault::AdvertiseOn(nodes) => self.change_api(|v| {
                 let selectors = if nodes.is_empty() {

@@ -26,6 +26,10 @@ pub fn check(k: &Kubectl) {
         ("watch", "secrets/ferrolb-memberlist", &in_ns[..]),
         ("patch", "l2announcements.ferrolb.io", &in_ns[..]),
         ("delete", "l2announcements.ferrolb.io", &in_ns[..]),
+        // Issue #32 G3: the speaker Pods of its namespace say which Nodes vote.
+        ("list", "pods", &in_ns[..]),
+        ("watch", "pods", &in_ns[..]),
+        ("watch", "daemonsets.apps/ferrolb-speaker", &in_ns[..]),
     ] {
         assert!(
             k.can_i(SPEAKER_SA, verb, resource, extra),
@@ -52,6 +56,10 @@ pub fn check(k: &Kubectl) {
         ),
         ("create", "leases.coordination.k8s.io", &in_ns[..]),
         ("list", "pods", &all[..]),
+        ("get", "pods", &in_ns[..]),
+        ("delete", "pods", &in_ns[..]),
+        ("watch", "daemonsets.apps/other", &in_ns[..]),
+        ("patch", "daemonsets.apps/ferrolb-speaker", &in_ns[..]),
         ("delete", "events", &in_default[..]),
         ("patch", "l2announcements.ferrolb.io", &in_default[..]),
         ("patch", "services", &in_ns[..]),
@@ -180,6 +188,13 @@ pub fn check(k: &Kubectl) {
                 "l2announcements.ferrolb.io",
                 &[],
                 &["get", "list", "watch", "create", "patch", "delete"],
+            ));
+            // Issue #32 G3: which Nodes run a speaker, and the dropped-voters annotation.
+            speaker.insert(rule("pods", &[], &["list", "watch"]));
+            speaker.insert(rule(
+                "daemonsets.apps",
+                &["ferrolb-speaker"],
+                &["list", "watch"],
             ));
             controller.insert(rule(
                 "leases.coordination.k8s.io",
