@@ -253,3 +253,61 @@ pub async fn announced_service(
     create_service(client, &lb_service("default", service, &[("TCP", 80)], etp)).await?;
     set_ingress(client, "default", service, ips).await
 }
+
+/// Creates, if absent, namespace `namespace` and in it a speaker Pod bound to `node`
+/// (`spec.nodeName` set, the labels of `deploy/speaker.yaml`): what the DaemonSet makes on a real
+/// cluster, so the lab's speakers see which Nodes run a speaker (issue #32 G3). No kubelet runs
+/// it: the lab's speakers are processes, the Pod stays Pending.
+///
+/// # Errors
+/// The API server refused it.
+pub async fn create_speaker_pod(
+    client: &Client,
+    namespace: &str,
+    node: &str,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+    let exists = |r: Result<_, kube::Error>| match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    };
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": namespace }
+    }))?;
+    exists(
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .map(|_| ()),
+    )?;
+    // No controller-manager makes the namespace's `default` ServiceAccount in the test cluster.
+    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "default" }
+    }))?;
+    exists(
+        Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &sa)
+            .await
+            .map(|_| ()),
+    )?;
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": format!("ferrolb-speaker-{node}"),
+            "labels": {
+                "app.kubernetes.io/name": "ferrolb",
+                "app.kubernetes.io/component": "speaker",
+            },
+        },
+        "spec": {
+            "nodeName": node,
+            "hostNetwork": true,
+            "automountServiceAccountToken": false,
+            "containers": [{ "name": "speaker", "image": "ferrolb:lab" }],
+        },
+    }))?;
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pod)
+        .await?;
+    Ok(())
+}
