@@ -46,5 +46,5 @@ pub mod world;
 
 pub use invariants::{Violation, check};
 pub use observer::Report;
-pub use scenario::{Fault, Scenario, Timed};
+pub use scenario::{Cpus, Fault, Scenario, Timed};
 pub use world::run;

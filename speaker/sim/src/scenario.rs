@@ -29,6 +29,12 @@ pub struct Scenario {
     /// handler acting on SIGTERM. `(0, 0)` runs every task at once; CPU starvation is a large
     /// range.
     pub task_delay_us: (u64, u64),
+    /// The CPUs the speakers share, or `None` for a CPU per task (the default). With `Some`,
+    /// every task hop above also queues for one of [`Cpus::count`] CPUs and holds it for a
+    /// run drawn from [`Cpus::run_us`], first come first served: what makes a graceful
+    /// failover slower when ten speakers wake on two CPUs at once (validation against the lab,
+    /// `ferrolb-sim failover --cpus`).
+    pub cpus: Option<Cpus>,
     /// NICs per node, NIC `k` of every node on L2 segment `k`; the clients are on segment 0.
     /// The speaker's default interface set serves every segment (one interface per segment),
     /// and its carrier check passes while any of them has carrier.
@@ -37,6 +43,17 @@ pub struct Scenario {
     pub faults: Vec<Timed>,
     /// Simulated time, ms from the start.
     pub end_ms: u64,
+}
+
+/// A shared machine: `count` CPUs, each task run holding one for a time uniform in `run_us`
+/// (µs). A simple first-come-first-served model of the kernel's scheduler: no preemption, no
+/// priorities, no per-datagram cost (only the hops of [`Scenario::task_delay_us`] queue).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cpus {
+    /// CPUs shared by every speaker (at least 1).
+    pub count: usize,
+    /// CPU time of one task run, uniform in this range (µs).
+    pub run_us: (u64, u64),
 }
 
 /// `--timing-profile`.
@@ -285,6 +302,7 @@ impl Scenario {
             loss_ppm: 0,
             dup_ppm: 0,
             task_delay_us: (0, 0),
+            cpus: None,
             nics: 1,
             faults: Vec::new(),
             end_ms: 30_000,
@@ -368,7 +386,7 @@ impl Scenario {
             })
             .collect();
         format!(
-            "Scenario {{ seed: {}, nodes: {}, ips: {}, profile: Profile::{:?}, latency_us: {:?}, loss_ppm: {}, dup_ppm: {}, task_delay_us: {:?}, nics: {}, faults: vec![{}], end_ms: {} }}",
+            "Scenario {{ seed: {}, nodes: {}, ips: {}, profile: Profile::{:?}, latency_us: {:?}, loss_ppm: {}, dup_ppm: {}, task_delay_us: {:?}, cpus: {:?}, nics: {}, faults: vec![{}], end_ms: {} }}",
             self.seed,
             self.nodes,
             self.ips,
@@ -377,6 +395,7 @@ impl Scenario {
             self.loss_ppm,
             self.dup_ppm,
             self.task_delay_us,
+            self.cpus,
             self.nics,
             faults.join(", "),
             self.end_ms

@@ -304,6 +304,8 @@ struct World {
     drops: BTreeMap<String, u64>,
     datagrams: u64,
     steps: u64,
+    /// When each shared CPU of [`Scenario::cpus`] is next free (empty without the model).
+    cpu_free: Vec<Duration>,
 }
 
 /// Runs a scenario to its end and reports what the observer saw.
@@ -360,6 +362,7 @@ impl World {
             drops: BTreeMap::new(),
             datagrams: 0,
             steps: 0,
+            cpu_free: Vec::new(),
         };
         for i in 0..s.nodes {
             let seed = w.rng.random::<u64>();
@@ -390,13 +393,38 @@ impl World {
         w
     }
 
-    /// One hop between the speaker's tasks ([`Scenario::task_delay_us`]).
+    /// One hop between the speaker's tasks, from now to the instant the woken task acts: the
+    /// hop itself ([`Scenario::task_delay_us`]) and, with [`Scenario::cpus`], the wait for the
+    /// first CPU to come free and the task's run on it (the CPU is booked now, so wake-ups are
+    /// served in the order they were made).
     fn task_delay(&mut self) -> Duration {
         let (lo, hi) = self.scenario.task_delay_us;
-        if hi == 0 {
-            return Duration::ZERO;
+        let hop = if hi == 0 {
+            Duration::ZERO
+        } else {
+            Duration::from_micros(self.rng.random_range(lo..=hi.max(lo)))
+        };
+        let Some(cpus) = self.scenario.cpus else {
+            return hop;
+        };
+        if self.cpu_free.is_empty() {
+            self.cpu_free = vec![Duration::ZERO; cpus.count.max(1)];
         }
-        Duration::from_micros(self.rng.random_range(lo..=hi.max(lo)))
+        let (run_lo, run_hi) = cpus.run_us;
+        let run = Duration::from_micros(self.rng.random_range(run_lo..=run_hi.max(run_lo)));
+        let ready = self.now + hop;
+        let (k, free) = self
+            .cpu_free
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|(_, free)| *free)
+            .unwrap_or((0, Duration::ZERO));
+        let done = ready.max(free) + run;
+        if let Some(slot) = self.cpu_free.get_mut(k) {
+            *slot = done;
+        }
+        done - self.now
     }
 
     fn mono(&self) -> Instant {

@@ -117,6 +117,7 @@ fn isolation(seed: u64, nodes: usize) -> Scenario {
         loss_ppm: 0,
         dup_ppm: 0,
         task_delay_us: (0, 0),
+        cpus: None,
         nics: 1,
         faults: vec![
             Timed {

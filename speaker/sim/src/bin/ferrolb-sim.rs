@@ -10,10 +10,12 @@
 //!     The scenario `search` generated for that seed, shrunk to the fewest faults that still
 //!     break invariant I with a window of at least W µs; prints it as a Rust literal and who
 //!     answered the worst IP when.
-//! ferrolb-sim failover [--nodes N] [--trials K] [--signal kill|term] [--task-delay-us D]
-//!     The owner of one IP is killed (or sent SIGTERM) K times, once per seed; milliseconds from
+//! ferrolb-sim failover [--nodes N] [--trials K] [--first-seed S] [--signal kill|term]
+//!     [--task-delay-us D] [--cpus C --task-run-us R]
+//!     The owner of one IP is killed (or sent SIGTERM) K times, once per seed from S (default 0;
+//!     `--first-seed S --trials 1` replays one trial, with `SIM_TRACE=1` traced); milliseconds from
 //!     the signal to the first gratuitous ARP of another node (what `ferrolb-bench-lab failover`
-//!     measures on real frames): p50, p90, p99, max.
+//!     measures on real frames): p50, p90, p99, max and the seed of the slowest trial.
 //! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use ferrolb_sim::search::{FaultClass, scenario};
 use ferrolb_sim::world::{ip, name, view};
-use ferrolb_sim::{Fault, Scenario, check, run};
+use ferrolb_sim::{Cpus, Fault, Scenario, check, run};
 
 fn arg<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> T {
     args.iter()
@@ -180,6 +182,8 @@ fn failover(args: &[String]) {
     let trials: u64 = arg(args, "--trials", 100);
     let signal: String = arg(args, "--signal", "kill".to_string());
     let delay: u64 = arg(args, "--task-delay-us", 0);
+    let cpus: usize = arg(args, "--cpus", 0);
+    let run_us: u64 = arg(args, "--task-run-us", 0);
     let v = view(nodes, 1);
     let all = (0..nodes).map(name).collect();
     let owner_name = ferrolb_l2::plan::plan(&v, &all, &name(0), Some(true))
@@ -191,7 +195,9 @@ fn failover(args: &[String]) {
     let owner = (0..nodes).find(|i| name(*i) == owner_name).unwrap_or(0);
     let mut ms = Vec::new();
     let mut failures = 0;
-    for seed in 0..trials {
+    let mut worst: Option<(f64, u64)> = None;
+    let first: u64 = arg(args, "--first-seed", 0);
+    for seed in first..first + trials {
         // The signal at a point of SWIM's probe cycle drawn from the seed.
         let at = 5_000 + (seed * 7_919) % 1_000;
         let fault = if signal == "term" {
@@ -201,6 +207,10 @@ fn failover(args: &[String]) {
         };
         let mut s = Scenario::quiet(seed, nodes, 1).with(at, fault);
         s.task_delay_us = (0, delay);
+        s.cpus = (cpus > 0).then_some(Cpus {
+            count: cpus,
+            run_us: (0, run_us),
+        });
         s.end_ms = at + 10_000;
         let r = run(&s);
         let t = Duration::from_millis(at);
@@ -209,7 +219,13 @@ fn failover(args: &[String]) {
             .iter()
             .find(|(when, node, addr)| *when >= t && *node != owner && *addr == ip(0))
         {
-            Some((when, _, _)) => ms.push((*when - t).as_secs_f64() * 1000.0),
+            Some((when, _, _)) => {
+                let took = (*when - t).as_secs_f64() * 1000.0;
+                if worst.is_none_or(|(w, _)| took > w) {
+                    worst = Some((took, seed));
+                }
+                ms.push(took);
+            }
             None => failures += 1,
         }
     }
@@ -219,11 +235,12 @@ fn failover(args: &[String]) {
         ms.get(i).copied().unwrap_or(f64::NAN)
     };
     println!(
-        "nodes {nodes}, signal {signal}, trials {trials}, failures {failures}: p50 {:.1} ms, p90 {:.1}, p99 {:.1}, max {:.1}, min {:.1}",
+        "nodes {nodes}, signal {signal}, trials {trials}, failures {failures}: p50 {:.1} ms, p90 {:.1}, p99 {:.1}, max {:.1} (seed {}), min {:.1}",
         pct(0.5),
         pct(0.9),
         pct(0.99),
         ms.last().copied().unwrap_or(f64::NAN),
+        worst.map_or(0, |(_, seed)| seed),
         ms.first().copied().unwrap_or(f64::NAN),
     );
 }
