@@ -352,6 +352,36 @@ fn membership_explicit_leave_is_seen_without_failure_detection() {
 }
 
 #[test]
+fn membership_leave_reaches_every_member_directly() {
+    // A graceful hand-over waits for the rendezvous successor to learn of the leave; a member
+    // told only second-hand learns it a gossip period later (50 ms instead of ~5 ms in
+    // `ferrolb-sim failover --nodes 10 --signal term`). So within one network latency of the
+    // leave, every member has it, for every seed, at 12 members.
+    let n = 12;
+    let all: Vec<usize> = (0..n).collect();
+    let rest: Vec<usize> = (0..n - 1).collect();
+    for seed in 0..20 {
+        let mut sim = Sim::new(n, &calm(), &ring(1), 1_000 + seed);
+        sim.run_until(Duration::from_secs(10), |s| {
+            s.all_see(&all, &Sim::names(&all))
+        })
+        .unwrap();
+        let clock = sim.clock();
+        sim.node(n - 1).leave(clock);
+        sim.flush(n - 1);
+        let within = sim.latency + Duration::from_micros(1);
+        assert!(
+            sim.run_until(within, |s| s.all_see(&rest, &Sim::names(&rest)))
+                .is_some(),
+            "seed {seed}: members still counting the leaver one latency after the leave: {:?}",
+            rest.iter()
+                .filter(|i| sim.alive(**i).contains(&name(n - 1)))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
 fn membership_restart_with_new_generation_rejoins() {
     let config = MembershipConfig::default();
     let keys = ring(1);

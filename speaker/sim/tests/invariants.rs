@@ -37,9 +37,10 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     (FaultClass::Adversary, 5, "I-failover"),
     (FaultClass::Adversary, 10, "I-failover"),
     // Steady membership loss: false declarations move owners without any fault (silences over
-    // T_fo remain in 6 of 50 seeds at 3 nodes, none in the sweep's 8).
+    // T_fo remain in 6 of 50 seeds at 3 nodes, none in the sweep's 8). At 5 nodes and more
+    // the longer seed runs of the findings table still show it; the sweep's seeds stopped
+    // showing it at 5 once a leave reached every member directly.
     (FaultClass::Loss, 3, "I-flap"),
-    (FaultClass::Loss, 5, "I-flap"),
     // Two NICs: the client-facing NIC of the owner loses carrier while the other keeps it; the
     // carrier check passes on any interface, so the IP stays there unanswered (issue #32 G5.5;
     // at 10 nodes too, in more seeds than the sweep runs there).
