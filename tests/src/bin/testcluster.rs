@@ -101,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
                 state_dir: Some(dir.clone()),
                 detach: true,
                 install_crds: true,
+                apiserver_args: Vec::new(),
             })
             .await;
             let cluster = match started {

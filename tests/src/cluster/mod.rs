@@ -52,6 +52,9 @@ pub struct ClusterOptions {
     pub detach: bool,
     /// Install the ferrolb CRDs and wait until they are Established.
     pub install_crds: bool,
+    /// Extra `kube-apiserver` arguments, e.g. `--feature-gates=WatchList=false` (an API server
+    /// that refuses streaming lists, as 1.33's default, issue #27 item 7).
+    pub apiserver_args: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -62,6 +65,7 @@ impl Default for ClusterOptions {
             state_dir: None,
             detach: false,
             install_crds: true,
+            apiserver_args: Vec::new(),
         }
     }
 }
@@ -159,31 +163,33 @@ impl TestCluster {
         } else {
             opts.bind_address
         };
+        let mut apiserver_args = vec![
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            format!("--bind-address={}", opts.bind_address),
+            format!("--advertise-address={advertise}"),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", certs.server_cert.display()),
+            format!("--tls-private-key-file={}", certs.server_key.display()),
+            format!("--client-ca-file={}", certs.ca.display()),
+            format!("--service-account-key-file={}", certs.sa_pub.display()),
+            format!(
+                "--service-account-signing-key-file={}",
+                certs.sa_key.display()
+            ),
+            "--service-account-issuer=https://kubernetes.default.svc".into(),
+            format!("--service-cluster-ip-range={SERVICE_CIDR_V4},{SERVICE_CIDR_V6}"),
+            "--authorization-mode=RBAC".into(),
+            "--endpoint-reconciler-type=none".into(),
+            "--allow-privileged=true".into(),
+            "--profiling=false".into(),
+            format!("--cert-dir={}", dir.join("cert-dir").display()),
+            "--v=1".into(),
+        ];
+        apiserver_args.extend(opts.apiserver_args.iter().cloned());
         let apiserver = Supervised::spawn(
             "kube-apiserver",
             &k8s_bin("kube-apiserver")?,
-            &[
-                format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
-                format!("--bind-address={}", opts.bind_address),
-                format!("--advertise-address={advertise}"),
-                format!("--secure-port={port}"),
-                format!("--tls-cert-file={}", certs.server_cert.display()),
-                format!("--tls-private-key-file={}", certs.server_key.display()),
-                format!("--client-ca-file={}", certs.ca.display()),
-                format!("--service-account-key-file={}", certs.sa_pub.display()),
-                format!(
-                    "--service-account-signing-key-file={}",
-                    certs.sa_key.display()
-                ),
-                "--service-account-issuer=https://kubernetes.default.svc".into(),
-                format!("--service-cluster-ip-range={SERVICE_CIDR_V4},{SERVICE_CIDR_V6}"),
-                "--authorization-mode=RBAC".into(),
-                "--endpoint-reconciler-type=none".into(),
-                "--allow-privileged=true".into(),
-                "--profiling=false".into(),
-                format!("--cert-dir={}", dir.join("cert-dir").display()),
-                "--v=1".into(),
-            ],
+            &apiserver_args,
             &dir.join("kube-apiserver.log"),
             opts.detach,
         )?;

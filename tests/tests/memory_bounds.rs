@@ -1,0 +1,275 @@
+//! Issue #27 item 7 — a tenant's large objects cannot push the speaker (or the controller) past
+//! its memory limit: every watched object is trimmed before it is stored (`speaker/core/src/trim.rs`,
+//! `controller/src/service.rs`), and the initial state is read one object at a time (streaming
+//! list) or in pages of `LIST_PAGE_SIZE` objects, never in pages of kube-rs's default 500 objects
+//! (`runtime/src/reflector.rs`). Real processes against the real API server of the lab.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferrolb_runtime::reflector::LIST_PAGE_SIZE;
+use ferrolb_tests::cluster::{ClusterOptions, TestCluster};
+use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
+use ferrolb_tests::lab::Lab;
+use ferrolb_tests::lab::bench::proc_status_kib;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use kube::api::{ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+
+/// Services created, each with [`ANNOTATION_BYTES`] of an annotation nobody reads.
+const SERVICES: usize = 500;
+/// 100 KiB: well under the API server's 256 KiB limit on an object's annotations.
+const ANNOTATION_BYTES: usize = 100 * 1024;
+/// What the speaker and the controller keep of one such Service, with room to spare: the trimmed
+/// object (name, namespace, uid, resourceVersion, creationTimestamp, spec with one port; no
+/// annotation) is a few hundred bytes of strings and structs, plus the store's map entry.
+const STORED_PER_SERVICE: u64 = 4 * 1024;
+/// What a process may hold beyond what it stores while it reads: at most one page of
+/// [`LIST_PAGE_SIZE`] untrimmed objects, about three times (the response body, its text, the
+/// decoded objects) — rounded up to four. A streaming list holds one object at a time, far less.
+const IN_FLIGHT: u64 = 4 * LIST_PAGE_SIZE as u64 * ANNOTATION_BYTES as u64;
+/// Allocator and runtime noise between two starts of the same binary (arenas, thread stacks,
+/// TLS sessions), measured well under this.
+const NOISE: u64 = 4 * 1024 * 1024;
+
+/// Headless Service `big-<i>` in `default`, with `annotation_bytes` of an annotation nobody reads.
+fn service(i: usize, annotation_bytes: usize) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some(format!("big-{i:04}")),
+            namespace: Some("default".into()),
+            annotations: (annotation_bytes >= 4).then(|| {
+                [(
+                    "example.com/tenant-blob".to_owned(),
+                    // Differs per Service, so no layer can share it.
+                    format!("{i:04}{}", "x".repeat(annotation_bytes - 4)),
+                )]
+                .into()
+            }),
+            ..ObjectMeta::default()
+        },
+        // Headless: the lab's ClusterIP range (a /26) has room for 62 Services only.
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// Polls `ready` every 100 ms until it is true (60 s at most).
+async fn until<F, Fut>(what: &str, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !ready().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} not ready after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts node-1's speaker, waits until it is ready (its watch stores hold their initial
+/// state), and returns its peak resident memory (`VmHWM`) in bytes; the speaker is stopped.
+async fn speaker_peak(lab: &mut Lab) -> u64 {
+    lab.start_speaker("node-1", &[]).unwrap();
+    until("speaker", || async {
+        matches!(lab.speaker_http("node-1", "/readyz").await, Ok((200, _)))
+    })
+    .await;
+    let pid = lab.speaker_pid("node-1").unwrap();
+    let peak = proc_status_kib(pid, "VmHWM:").unwrap() * 1024;
+    lab.signal_speaker("node-1", "TERM").unwrap();
+    peak
+}
+
+/// The same for a controller.
+async fn controller_peak(lab: &Lab, identity: &str) -> u64 {
+    let controller = ControllerProcess::start(
+        lab.cluster().kubeconfig(),
+        lab.dir(),
+        &ControllerOptions::new(identity),
+    )
+    .unwrap();
+    until("controller", || async {
+        matches!(controller.get("/readyz").await, Some((200, _)))
+    })
+    .await;
+    let pid = controller.process().pid().unwrap();
+    let peak = proc_status_kib(pid, "VmHWM:").unwrap() * 1024;
+    controller.stop(Duration::from_secs(5));
+    peak
+}
+
+/// Creates `n` Services ([`service`]), eight requests at a time.
+async fn create_services(client: &Client, n: usize, annotation_bytes: usize) {
+    let api: Api<Service> = Api::namespaced(client.clone(), "default");
+    let created: Vec<_> = futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &service(i, annotation_bytes))
+                    .await
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    for c in created {
+        c.expect("create a Service");
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// The speaker's and the controller's peak RSS after reading 500 Services of 100 KiB each
+/// (49 MiB the API server holds) stays within what they store plus one page in flight: each is
+/// started once with no such Service (its own baseline) and once with all of them, and the second
+/// peak may exceed the first by at most `SERVICES × STORED_PER_SERVICE + IN_FLIGHT + NOISE`
+/// (≈ 14 MiB), a quarter of the annotations' size. Storing the annotations, or reading the list
+/// in pages of 500 (kube-rs's default, before the fix: one 49 MiB response here), exceeds it
+/// (issue #27 item 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speaker_memory_stays_bounded_by_what_it_stores() {
+    let allowance = SERVICES as u64 * STORED_PER_SERVICE + IN_FLIGHT + NOISE;
+    let annotations = (SERVICES * ANNOTATION_BYTES) as u64;
+    assert!(
+        allowance * 3 < annotations,
+        "the test must tell storing the annotations from not"
+    );
+    let mut lab = Lab::start(1, 0).await.expect("lab");
+    let client = lab.client().await.unwrap();
+
+    let speaker_before = speaker_peak(&mut lab).await;
+    let controller_before = controller_peak(&lab, "mem-a").await;
+
+    create_services(&client, SERVICES, ANNOTATION_BYTES).await;
+
+    let speaker_after = speaker_peak(&mut lab).await;
+    let controller_after = controller_peak(&lab, "mem-b").await;
+
+    println!(
+        "MEASURED peak RSS (VmHWM), MiB: speaker {:.1} → {:.1}, controller {:.1} → {:.1}; \
+         {SERVICES} Services × {} KiB of annotation = {:.1} MiB; allowance {:.1} MiB",
+        mib(speaker_before),
+        mib(speaker_after),
+        mib(controller_before),
+        mib(controller_after),
+        ANNOTATION_BYTES / 1024,
+        mib(annotations),
+        mib(allowance),
+    );
+    assert!(
+        speaker_after <= speaker_before + allowance,
+        "speaker peak {:.1} MiB > {:.1} MiB without the Services + {:.1} MiB",
+        mib(speaker_after),
+        mib(speaker_before),
+        mib(allowance)
+    );
+    assert!(
+        controller_after <= controller_before + allowance,
+        "controller peak {:.1} MiB > {:.1} MiB without the Services + {:.1} MiB",
+        mib(controller_after),
+        mib(controller_before),
+        mib(allowance)
+    );
+}
+
+/// A client of `cluster` that records the path and query of every request it sends.
+async fn recording_client(cluster: &TestCluster) -> (Client, Arc<Mutex<Vec<String>>>) {
+    let kubeconfig = Kubeconfig::read_from(cluster.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&log);
+    let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        record.lock().unwrap().push(req.uri().to_string());
+        req
+    });
+    let client = kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&layer)
+        .build();
+    (client, log)
+}
+
+/// Runs one watch of every Service (the reflector both binaries use) against an API server
+/// started with `apiserver_args` holding 45 small Services (and `default/kubernetes`) until its
+/// store holds the initial state; returns the requests it sent and the objects it stored.
+async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize) {
+    let cluster = TestCluster::start_with(ClusterOptions {
+        install_crds: false,
+        apiserver_args: apiserver_args.iter().map(ToString::to_string).collect(),
+        ..ClusterOptions::default()
+    })
+    .await
+    .expect("test cluster");
+    create_services(&cluster.client().await.unwrap(), 45, 0).await;
+    let (client, log) = recording_client(&cluster).await;
+    let (store, task) = ferrolb_runtime::reflector::spawn(
+        Api::<Service>::all(client),
+        Arc::new(tokio::sync::Notify::new()),
+        |_| {},
+    );
+    tokio::time::timeout(Duration::from_secs(30), store.wait_until_ready())
+        .await
+        .expect("the store holds its initial state within 30 s")
+        .unwrap();
+    let stored = store.state().len();
+    task.abort();
+    let requests = log.lock().unwrap().clone();
+    (requests, stored)
+}
+
+/// The initial state is never read in large pages: where the API server streams
+/// lists (`WatchList`, the default of 1.32 and of 1.34 on) it is read from one watch with
+/// `sendInitialEvents=true`, one object per event, and no LIST; where it refuses them
+/// (`WatchList=false`, the default of 1.33), from LISTs of `LIST_PAGE_SIZE` objects each, never
+/// with `resourceVersion=0` (for which the API server ignores `limit`). Issue #27 item 7.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_state_is_streamed_or_paged_never_read_whole() {
+    let is_list = |r: &String| !r.contains("watch=true");
+    let (requests, stored) = initial_read(&[]).await;
+    println!("WatchList on: {requests:#?}");
+    assert_eq!(stored, 46, "45 Services and default/kubernetes");
+    assert!(
+        requests[0].contains("watch=true") && requests[0].contains("sendInitialEvents=true"),
+        "a streaming list first: {requests:?}"
+    );
+    assert!(
+        !requests.iter().any(is_list),
+        "no LIST where lists stream: {requests:?}"
+    );
+
+    let (requests, stored) = initial_read(&["--feature-gates=WatchList=false"]).await;
+    println!("WatchList off: {requests:#?}");
+    assert_eq!(stored, 46);
+    assert!(
+        requests[0].contains("sendInitialEvents=true"),
+        "a streaming list is tried first: {requests:?}"
+    );
+    let lists: Vec<&String> = requests.iter().filter(|r| is_list(r)).collect();
+    assert_eq!(
+        lists.len(),
+        stored.div_ceil(LIST_PAGE_SIZE as usize),
+        "pages of {LIST_PAGE_SIZE}: {lists:?}"
+    );
+    for l in &lists {
+        assert!(l.contains(&format!("limit={LIST_PAGE_SIZE}")), "{l}");
+        assert!(!l.contains("resourceVersion=0"), "{l}");
+    }
+}
