@@ -15,7 +15,8 @@
 //! - `owned_ips` (gauge), `no_eligible_node_ips` (gauge), `forbidden_ips` (gauge),
 //!   `kernel_arp_conflicts` (gauge), `members` (gauge),
 //!   `membership_transitions_total{direction="up"|"down"}`,
-//!   `membership_datagrams_dropped_total{reason}`, `membership_suspicions_postponed_total`.
+//!   `membership_datagrams_dropped_total{reason}`, `membership_suspicions_postponed_total`,
+//!   `membership_receive_buffer_bytes` (gauge, issue #27 item 9).
 //!
 //! Every name is listed with its type, labels and meaning in `docs/metrics.md`; the test
 //! `tests/tests/monitoring.rs` fails when an exported name is missing there.
@@ -41,6 +42,9 @@ pub struct SpeakerMetrics {
     pub l2: Arc<l2::Counters>,
     /// Membership counters (replaced when the membership restarts).
     pub membership: std::sync::Mutex<Option<Arc<membership::Counters>>>,
+    /// The membership socket's receive buffer as granted, bytes of kernel accounting
+    /// ([`membership::ReceiveBuffer::granted`]; 0 before the membership started).
+    pub membership_receive_buffer: AtomicU64,
     /// IPs this node owns now.
     pub owned_ips: AtomicU64,
     /// IPs nobody may announce (no eligible node) whose reporter is this speaker
@@ -333,6 +337,12 @@ impl Collector for SpeakerMetrics {
         let membership = self.membership.lock().ok().and_then(|m| m.clone());
         if let Some(m) = membership {
             let m = m.snapshot();
+            gauge(
+                &mut encoder,
+                "membership_receive_buffer_bytes",
+                "Receive buffer of the membership UDP socket as granted by the kernel (getsockopt SO_RCVBUF: twice the size set, at most twice net.core.rmem_max)",
+                self.membership_receive_buffer.load(Ordering::Relaxed),
+            )?;
             gauge(
                 &mut encoder,
                 "members",

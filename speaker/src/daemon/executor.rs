@@ -66,6 +66,7 @@ impl Executor {
         let metrics = Arc::new(SpeakerMetrics {
             l2: l2_counters.clone(),
             membership: std::sync::Mutex::new(None),
+            membership_receive_buffer: Default::default(),
             owned_ips: Default::default(),
             no_eligible_node_ips: Default::default(),
             forbidden_ips: Default::default(),
@@ -201,6 +202,10 @@ impl Executor {
         if let Ok(mut slot) = self.metrics.membership.lock() {
             *slot = Some(m.counters_handle());
         }
+        self.metrics.membership_receive_buffer.store(
+            u64::try_from(m.receive_buffer().granted).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         self.members = Some(m.members());
         self.member_events = Some(m.events());
         self.membership = Some(m);

@@ -28,14 +28,42 @@ use super::machine::{Clock, MembershipCore, MembershipEvent};
 /// (the member set in [`Membership::members`] stays exact).
 pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
 
-/// Requested kernel receive buffer of the membership socket: 16 MiB, room for thousands of
-/// queued datagrams, so that while the task is not scheduled (a few milliseconds on a busy node)
-/// a flood does not overflow the queue and take member datagrams with it (at ~450,000
-/// datagrams/s of ~700 bytes, 16 MiB of kernel accounting is ~10–20 ms). Set with
-/// `SO_RCVBUFFORCE` when the process has `CAP_NET_ADMIN` (the speaker normally does), else with
-/// `SO_RCVBUF`, which Linux clamps to `net.core.rmem_max` (often 208 KiB; raise the sysctl). Linux
-/// reports double the granted size (socket(7)); the effective value is logged at start.
-pub const SOCKET_RECV_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+/// Where Linux publishes `net.core.rmem_max`: the largest receive buffer (`SO_RCVBUF`) a
+/// process without `CAP_NET_ADMIN` can set (socket(7)). The speaker holds only `CAP_NET_RAW`
+/// (DESIGN §1), so `SO_RCVBUFFORCE`, which may exceed it, is refused; this file is read once at
+/// start (of the speaker's network namespace: the host's, `hostNetwork`).
+pub const RMEM_MAX_PATH: &str = "/proc/sys/net/core/rmem_max";
+
+/// The membership socket's receive buffer, as asked for and as granted
+/// ([`Membership::receive_buffer`]; logged at start, `/metrics`
+/// `ferrolb_speaker_membership_receive_buffer_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiveBuffer {
+    /// `net.core.rmem_max` in bytes, read from [`RMEM_MAX_PATH`] at start; `None` when it could
+    /// not be read (the request is then the configured size and the kernel still caps it).
+    pub rmem_max: Option<usize>,
+    /// Bytes asked for with `SO_RCVBUF` (never `SO_RCVBUFFORCE`): the smaller of
+    /// [`MembershipConfig::socket_receive_buffer`] and `rmem_max`.
+    ///
+    /// [`MembershipConfig::socket_receive_buffer`]: super::MembershipConfig::socket_receive_buffer
+    pub requested: usize,
+    /// What `getsockopt(SO_RCVBUF)` reports: the bytes of kernel accounting (each datagram
+    /// counts its data plus ~0.5–1 KiB of buffer overhead) the queue may hold before the kernel
+    /// drops arrivals. Linux doubles the value set (socket(7)), so this is `2 × requested`.
+    pub granted: usize,
+}
+
+/// The size to ask for: `wanted`, capped by `rmem_max` when known (what the kernel grants a
+/// process without `CAP_NET_ADMIN` anyway, so the speaker never counts on more). Pure.
+pub fn receive_buffer_request(wanted: usize, rmem_max: Option<usize>) -> usize {
+    rmem_max.map_or(wanted, |max| wanted.min(max))
+}
+
+/// `net.core.rmem_max` parsed from the text of [`RMEM_MAX_PATH`] (one decimal number and a
+/// newline); `None` for anything else. Pure.
+pub fn parse_rmem_max(text: &str) -> Option<usize> {
+    text.trim().parse().ok()
+}
 
 /// Most datagrams read in one turn of the task (one `recvmmsg(2)` call) before it yields to the
 /// runtime and checks its timers again, so a flood cannot delay the probes by more than one
@@ -112,6 +140,7 @@ pub struct Membership {
     counters: Arc<Counters>,
     identity: SpeakerId,
     local_addr: SocketAddr,
+    receive_buffer: ReceiveBuffer,
     task: Option<JoinHandle<()>>,
 }
 
@@ -124,10 +153,13 @@ impl Membership {
     /// address.
     pub async fn start(settings: MembershipSettings) -> Result<Self, StartError> {
         settings.config.validate()?;
-        let socket = bind_socket(settings.bind_addr).map_err(|source| StartError::Bind {
-            addr: settings.bind_addr,
-            source,
-        })?;
+        let (socket, receive_buffer) =
+            bind_socket(settings.bind_addr, settings.config.socket_receive_buffer).map_err(
+                |source| StartError::Bind {
+                    addr: settings.bind_addr,
+                    source,
+                },
+            )?;
         let local_addr = socket.local_addr().map_err(|source| StartError::Bind {
             addr: settings.bind_addr,
             source,
@@ -183,6 +215,7 @@ impl Membership {
             counters,
             identity,
             local_addr,
+            receive_buffer,
             task: Some(task),
         })
     }
@@ -249,6 +282,11 @@ impl Membership {
         self.task.as_ref().is_some_and(|t| !t.is_finished())
     }
 
+    /// The membership socket's receive buffer as asked for and granted at start.
+    pub fn receive_buffer(&self) -> ReceiveBuffer {
+        self.receive_buffer
+    }
+
     /// The address the UDP socket is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
@@ -287,9 +325,9 @@ impl Drop for Membership {
 }
 
 /// Binds the membership UDP socket: non-blocking, dual-stack when bound to an IPv6 address,
-/// with a [`SOCKET_RECV_BUFFER_BYTES`] receive buffer (best effort: a refused size is logged,
-/// not fatal).
-fn bind_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+/// with a receive buffer of `wanted` bytes capped by `net.core.rmem_max` ([`ReceiveBuffer`]; a
+/// refused size is logged, not fatal).
+fn bind_socket(addr: SocketAddr, wanted: usize) -> std::io::Result<(UdpSocket, ReceiveBuffer)> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
@@ -297,29 +335,36 @@ fn bind_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
         // whatever the system's `net.ipv6.bindv6only`.
         socket.set_only_v6(false)?;
     }
-    let forced = nix::sys::socket::setsockopt(
-        &socket,
-        nix::sys::socket::sockopt::RcvBufForce,
-        &SOCKET_RECV_BUFFER_BYTES,
+    let rmem_max = match std::fs::read_to_string(RMEM_MAX_PATH) {
+        Ok(text) => parse_rmem_max(&text),
+        Err(error) => {
+            tracing::warn!(%error, path = RMEM_MAX_PATH, "membership: cannot read net.core.rmem_max");
+            None
+        }
+    };
+    let requested = receive_buffer_request(wanted, rmem_max);
+    // Plain SO_RCVBUF, never SO_RCVBUFFORCE: the speaker has no CAP_NET_ADMIN, and a test or a
+    // privileged run must not be granted a buffer the DaemonSet would not get.
+    if let Err(error) = socket.set_recv_buffer_size(requested) {
+        tracing::warn!(%error, requested, "membership: cannot set the UDP receive buffer size");
+    }
+    let granted = socket.recv_buffer_size().unwrap_or(0);
+    let buffer = ReceiveBuffer {
+        rmem_max,
+        requested,
+        granted,
+    };
+    tracing::info!(
+        rmem_max = ?rmem_max,
+        wanted,
+        requested,
+        granted,
+        "membership: UDP receive buffer (SO_RCVBUF, capped by net.core.rmem_max; \
+         granted is the kernel's accounting, twice the size set)"
     );
-    if forced.is_err()
-        && let Err(error) = socket.set_recv_buffer_size(SOCKET_RECV_BUFFER_BYTES)
-    {
-        tracing::warn!(%error, "membership: cannot set the UDP receive buffer size");
-    }
-    match socket.recv_buffer_size() {
-        Ok(effective) => tracing::info!(
-            requested = SOCKET_RECV_BUFFER_BYTES,
-            effective,
-            forced = forced.is_ok(),
-            "membership: UDP receive buffer (Linux reports twice the granted size; \
-             unless forced, capped by net.core.rmem_max)"
-        ),
-        Err(error) => tracing::debug!(%error, "membership: cannot read the receive buffer size"),
-    }
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
-    UdpSocket::from_std(socket.into())
+    Ok((UdpSocket::from_std(socket.into())?, buffer))
 }
 
 /// Buffers for one `recvmmsg(2)` call: [`MAX_DATAGRAMS_PER_TURN`] slots of `slot_len` bytes.
@@ -533,4 +578,24 @@ fn publish<T: PartialEq + Clone>(tx: &watch::Sender<T>, value: &T) {
             true
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_rmem_max, receive_buffer_request};
+
+    #[test]
+    fn the_request_never_exceeds_rmem_max() {
+        assert_eq!(receive_buffer_request(16 << 20, Some(212_992)), 212_992);
+        assert_eq!(receive_buffer_request(65_536, Some(212_992)), 65_536);
+        assert_eq!(receive_buffer_request(16 << 20, None), 16 << 20);
+    }
+
+    #[test]
+    fn rmem_max_parses_the_proc_file_only() {
+        assert_eq!(parse_rmem_max("212992\n"), Some(212_992));
+        assert_eq!(parse_rmem_max(""), None);
+        assert_eq!(parse_rmem_max("-1\n"), None);
+        assert_eq!(parse_rmem_max("4194304 1\n"), None);
+    }
 }

@@ -44,8 +44,10 @@ pub use ferrolb_l2::membership::{
     budget, config, counters, envelope, identity, key, lease, machine, replay, timers,
 };
 
-pub use agent::{Membership, MembershipSettings, StartError};
-pub use config::{ConfigError, DEFAULT_PORT, MembershipConfig, TimingProfile};
+pub use agent::{Membership, MembershipSettings, ReceiveBuffer, StartError};
+pub use config::{
+    ConfigError, DEFAULT_PORT, DEFAULT_RECV_BUFFER_BYTES, MembershipConfig, TimingProfile,
+};
 pub use counters::{Counters, CountersSnapshot};
 pub use identity::SpeakerId;
 pub use key::{Key, KeyError, KeyRing};

@@ -105,7 +105,18 @@ pub struct MembershipConfig {
     /// one announce per second each, plus one reply per announce we send. Over budget →
     /// `dropped_rate_limited`.
     pub max_other_opens_per_second: u32,
+    /// Most bytes of kernel receive buffer the membership socket asks for (`SO_RCVBUF`). The
+    /// speaker holds only `CAP_NET_RAW` (DESIGN §1), so Linux grants at most
+    /// `net.core.rmem_max` (208 KiB unless raised) whatever is asked: the socket asks for the
+    /// smaller of this and `rmem_max`, read at start. Default [`DEFAULT_RECV_BUFFER_BYTES`];
+    /// the flood figures of `docs/membership.md` were taken at 208 KiB. Must be > 0.
+    pub socket_receive_buffer: usize,
 }
+
+/// Default [`MembershipConfig::socket_receive_buffer`]: 16 MiB, the size asked for before the
+/// buffer was sized for `rmem_max`; it matters only where an operator raised
+/// `net.core.rmem_max` that far (see `docs/membership.md`, *Receive buffer*).
+pub const DEFAULT_RECV_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
 impl Default for MembershipConfig {
     fn default() -> Self {
@@ -128,6 +139,7 @@ impl Default for MembershipConfig {
             admit_only_peers: true,
             max_opens_per_second: 2000,
             max_other_opens_per_second: 500,
+            socket_receive_buffer: DEFAULT_RECV_BUFFER_BYTES,
         }
     }
 }
@@ -193,7 +205,7 @@ impl MembershipConfig {
     /// Checks the combination of settings.
     ///
     /// # Errors
-    /// A [`ConfigError`] for zero durations, counts or sender budgets, `probe_rtt >= probe_period`, or a packet
+    /// A [`ConfigError`] for zero durations, counts, sender budgets or receive buffer, `probe_rtt >= probe_period`, or a packet
     /// size outside 512..=65 000 bytes (foca needs room for a header and a few updates; UDP
     /// cannot carry more).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -239,6 +251,9 @@ impl MembershipConfig {
         }
         if self.replay_cache_capacity == 0 {
             return Err(err("replay_cache_capacity", "must be at least 1"));
+        }
+        if self.socket_receive_buffer == 0 {
+            return Err(err("socket_receive_buffer", "must be at least 1"));
         }
         if !(512..=65_000 - OVERHEAD).contains(&self.max_packet_size) {
             return Err(err(

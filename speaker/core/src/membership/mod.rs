@@ -24,7 +24,9 @@ pub mod machine;
 pub mod replay;
 pub mod timers;
 
-pub use config::{ConfigError, DEFAULT_PORT, MembershipConfig, TimingProfile};
+pub use config::{
+    ConfigError, DEFAULT_PORT, DEFAULT_RECV_BUFFER_BYTES, MembershipConfig, TimingProfile,
+};
 pub use counters::{Counters, CountersSnapshot};
 pub use identity::SpeakerId;
 pub use key::{Key, KeyError, KeyRing};
