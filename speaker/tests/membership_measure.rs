@@ -323,7 +323,8 @@ async fn flood_cluster(config: &MembershipConfig) -> Vec<Membership> {
 /// timings) while one blocking loop floods node-0 with keyless datagrams, against idle; and, for
 /// comparison, the same flood with the early drops turned off (every datagram authenticated).
 /// The flooder thread's own CPU (RUSAGE_THREAD) is subtracted from the process's
-/// (RUSAGE_SELF). `FLOOD_SECONDS` sets the phase length (default 5).
+/// (RUSAGE_SELF). `FLOOD_SECONDS` sets the phase length (default 5), `FLOOD_RCVBUF` the receive
+/// buffer asked for (default 212,992 bytes, Linux's default `net.core.rmem_max`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement; run with --ignored --nocapture"]
 async fn membership_measure_keyless_flood_cpu() {
@@ -331,12 +332,21 @@ async fn membership_measure_keyless_flood_cpu() {
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(5.0);
-    let protected = MembershipConfig::default();
+    // The receive buffer asked for (capped by net.core.rmem_max): by default 212,992 bytes,
+    // Linux's default rmem_max, what a speaker gets on a host nobody tuned (issue #27 item 9).
+    let rcvbuf: usize = std::env::var("FLOOD_RCVBUF")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(212_992);
+    let protected = MembershipConfig {
+        socket_receive_buffer: rcvbuf,
+        ..MembershipConfig::default()
+    };
     let unprotected = MembershipConfig {
         admit_only_peers: false,
         max_opens_per_second: u32::MAX,
         max_other_opens_per_second: u32::MAX,
-        ..MembershipConfig::default()
+        ..protected.clone()
     };
     let mut phases = Vec::new();
     let members = flood_cluster(&protected).await;
@@ -378,6 +388,16 @@ async fn membership_measure_keyless_flood_cpu() {
         m.abort().await;
     }
     let idle = phases[0].membership_cpu / phases[0].seconds;
+    println!(
+        "receive buffer: asked {rcvbuf} B (FLOOD_RCVBUF), granted {} B of kernel accounting",
+        2 * rcvbuf.min(
+            ferrolb_speaker::membership::agent::parse_rmem_max(
+                &std::fs::read_to_string(ferrolb_speaker::membership::agent::RMEM_MAX_PATH)
+                    .unwrap_or_default()
+            )
+            .unwrap_or(usize::MAX)
+        )
+    );
     println!(
         "{:<36} {:>9} {:>9} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>7} {:>8} {:>6}",
         "phase",
