@@ -157,6 +157,10 @@ pub fn report(
     out
 }
 
+/// (index of the converted pool, address) → sharing key → the Services (`namespace`, `name`)
+/// whose status holds the address with that key.
+type SharesByAddress = BTreeMap<(usize, IpAddr), BTreeMap<String, BTreeSet<(String, String)>>>;
+
 /// One [`Level::Warning`] per converted pool with addresses that Services of our class in
 /// different namespaces share today by one sharing key ([`ALLOW_SHARED_IP`], read as the
 /// controller reads it): MetalLB shares by the key alone, ferrolb only where the pool sets
@@ -167,9 +171,7 @@ pub fn report(
 /// replaced, an address of their own) and where to set it. The pool of an address is the first
 /// converted pool containing it.
 fn across_namespaces(conversion: &Conversion, class: &ClassFilter) -> Vec<Finding> {
-    // (pool index, ip) -> (sharing key -> Services `namespace/name`).
-    let mut shared: BTreeMap<(usize, IpAddr), BTreeMap<String, BTreeSet<(String, String)>>> =
-        BTreeMap::new();
+    let mut shared: SharesByAddress = BTreeMap::new();
     for (_, svc) in &conversion.services {
         if !class.handles(svc) {
             continue;
