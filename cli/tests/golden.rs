@@ -197,7 +197,7 @@ fn minikube_addon_config_map_converts_cleanly() {
             serde_json::json!({
                 "apiVersion": "ferrolb.io/v1beta1", "kind": "IPAddressPool",
                 "metadata": {"name": "default"},
-                "spec": {"addresses": ["192.168.49.100-192.168.49.120"], "autoAssign": true, "avoidBuggyIPs": false}
+                "spec": {"addresses": ["192.168.49.100-192.168.49.120"], "autoAssign": true, "avoidBuggyIPs": false, "allowSharingAcrossNamespaces": false}
             }),
             serde_json::json!({
                 "apiVersion": "ferrolb.io/v1beta1", "kind": "L2Advertisement",

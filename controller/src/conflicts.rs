@@ -4,10 +4,13 @@
 //!
 //! The speaker that owns an IP writes the Event when another MAC claims it (on an announced IP,
 //! or in answer to the probe before the first announcement), and again every 5 minutes while the
-//! conflict lasts (`ferrolb_speaker::l2::conflict`). An IP is *in conflict* while such an Event
-//! was last observed less than [`CONFLICT_MEMORY`] ago; the pool condition `AddressConflict`
-//! lists those IPs ([`crate::pool_status`]). Events from other reporters, or whose note does not
-//! start with [`ferrolb_crds::conflict_event::note_head`], are ignored.
+//! conflict lasts (`ferrolb_speaker::l2::conflict`), at most 3 per IP and 20 per speaker in any
+//! 5 minutes. An IP is *in conflict* while such an Event was last observed less than
+//! [`CONFLICT_MEMORY`] ago; the pool condition `AddressConflict` lists those IPs
+//! ([`crate::pool_status`]), at most [`MAX_IPS_LISTED`] of them with at most [`MAX_MACS_LISTED`]
+//! MACs each, and counts the rest ([`listed`], issue #27 item 4), so its message stays short
+//! however many MACs a host on the LAN forges. Events from other reporters, or whose note does
+//! not start with [`ferrolb_crds::conflict_event::note_head`], are ignored.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -24,6 +27,43 @@ pub const SPEAKER_REPORTER: &str = "ferrolb.io/speaker";
 /// How long after the last report an IP counts as in conflict: two of the speaker's report
 /// periods (5 minutes), so one lost report does not clear the condition.
 pub const CONFLICT_MEMORY: Duration = Duration::from_secs(600);
+
+/// Most addresses the condition `AddressConflict` names per pool; the rest are counted.
+pub const MAX_IPS_LISTED: usize = 8;
+/// Most foreign MACs the condition names per address; the rest are counted.
+pub const MAX_MACS_LISTED: usize = 3;
+
+/// The entries of a pool's `AddressConflict` message, from its claimed addresses (ascending) and
+/// their foreign MACs: `198.51.100.70 (by 02:…:66, 02:…:77, 02:…:88 and 5 more MACs)`, at most
+/// [`MAX_IPS_LISTED`] of them, then `and N more addresses`. Each entry is at most ~110
+/// characters, so the message stays under 1 KiB whatever the input.
+pub fn listed(claimed: &[(IpAddr, &BTreeSet<String>)]) -> Vec<String> {
+    let mut out: Vec<String> = claimed
+        .iter()
+        .take(MAX_IPS_LISTED)
+        .map(|(ip, macs)| {
+            let named: Vec<&str> = macs
+                .iter()
+                .take(MAX_MACS_LISTED)
+                .map(String::as_str)
+                .collect();
+            match macs.len().saturating_sub(MAX_MACS_LISTED) {
+                0 => format!("{ip} (by {})", named.join(", ")),
+                more => format!(
+                    "{ip} (by {} and {more} more MAC{})",
+                    named.join(", "),
+                    if more == 1 { "" } else { "s" }
+                ),
+            }
+        })
+        .collect();
+    match claimed.len().saturating_sub(MAX_IPS_LISTED) {
+        0 => {}
+        1 => out.push("and 1 more address".into()),
+        more => out.push(format!("and {more} more addresses")),
+    }
+    out
+}
 
 /// The foreign MACs per IP of the speakers' `IPConflict` Events last observed within
 /// [`CONFLICT_MEMORY`] before `now`.
@@ -62,6 +102,33 @@ pub fn recent_conflicts(events: &[Arc<Event>], now: &Time) -> BTreeMap<IpAddr, B
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Issue #27 item 4: 500 addresses, each claimed by 60 MACs, make a condition message of at
+    /// most [`MAX_IPS_LISTED`] addresses with at most [`MAX_MACS_LISTED`] MACs each, and the
+    /// counts of the rest — under 1 KiB, where the unbounded list was about 9 MB.
+    #[test]
+    fn the_condition_lists_a_few_addresses_and_macs_and_counts_the_rest() {
+        let macs: BTreeSet<String> = (0..60).map(|i| format!("02:5e:00:00:00:{i:02x}")).collect();
+        let claimed: Vec<(IpAddr, &BTreeSet<String>)> = (0..500u32)
+            .map(|i| (IpAddr::V4(std::net::Ipv4Addr::from(0xc633_6400 + i)), &macs))
+            .collect();
+        let entries = listed(&claimed);
+        assert_eq!(entries.len(), MAX_IPS_LISTED + 1);
+        assert_eq!(
+            entries[0],
+            "198.51.100.0 (by 02:5e:00:00:00:00, 02:5e:00:00:00:01, 02:5e:00:00:00:02 and 57 more MACs)"
+        );
+        assert_eq!(entries[MAX_IPS_LISTED], "and 492 more addresses");
+        assert!(entries.join(", ").len() < 1024);
+        // A few: every one named, nothing counted.
+        let two: BTreeSet<String> = ["02:00:00:00:00:66".into(), "02:00:00:00:00:77".into()].into();
+        let ip: IpAddr = "198.51.100.70".parse().unwrap();
+        assert_eq!(
+            listed(&[(ip, &two)]),
+            ["198.51.100.70 (by 02:00:00:00:00:66, 02:00:00:00:00:77)"]
+        );
+        assert!(listed(&[]).is_empty());
+    }
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
     fn at(second: i64) -> k8s_openapi::jiff::Timestamp {

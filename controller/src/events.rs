@@ -15,6 +15,9 @@ pub const REALLOCATED: &str = "Reallocated";
 pub const ALLOCATION_FAILED: &str = "AllocationFailed";
 /// Reason: a foreign or invalid status was replaced (R8).
 pub const STATUS_REPLACED: &str = "StatusReplaced";
+/// Reason: a Service with a sharing key did not join its group's address in another namespace,
+/// because the pool does not allow sharing across namespaces (issue #27 item 6).
+pub const NOT_SHARED: &str = "NotShared";
 /// Reason: our annotations and MetalLB's disagree; ours win.
 pub const ANNOTATION_CONFLICT: &str = "AnnotationConflict";
 
@@ -24,7 +27,7 @@ pub struct EventSpec {
     /// Normal or Warning.
     pub warning: bool,
     /// `IPAllocated`, `IPReleased`, `Reallocated`, `AllocationFailed`, `StatusReplaced`,
-    /// `AnnotationConflict`, `StatusWriteConflict` ([`crate::contest::STATUS_WRITE_CONFLICT`]).
+    /// `NotShared`, `AnnotationConflict`, `StatusWriteConflict` ([`crate::contest::STATUS_WRITE_CONFLICT`]).
     pub reason: &'static str,
     /// Human-readable message.
     pub message: String,
@@ -73,6 +76,13 @@ pub fn event_for(note: &Note) -> EventSpec {
             reason: ALLOCATION_FAILED,
             message: format!(
                 "PreferDualStack: {missing} address not available ({why}); serving the other family, {missing} follows when possible"
+            ),
+        },
+        Note::NotShared { ip, holder, why } => EventSpec {
+            warning: true,
+            reason: NOT_SHARED,
+            message: format!(
+                "not sharing {ip} with {holder}: {why}; this Service got an address of its own"
             ),
         },
         Note::StatusReplaced { discarded } => EventSpec {
@@ -129,6 +139,7 @@ mod tests {
             Failure::RequestedHeld {
                 ip,
                 holder: ServiceKey::new("default", "a"),
+                why: "no common key".into(),
             },
             Failure::RequestedInNoPool {
                 ip,
@@ -148,11 +159,13 @@ mod tests {
                 .parse()
                 .unwrap_or(IpAddr::from([0, 0, 0, 0])),
             holder: ServiceKey::new("default", "svc-b"),
+            why: "default/svc-b and default/svc-c do not carry the same sharing key".into(),
         }));
         assert!(
             e.warning
                 && e.reason == "AllocationFailed"
-                && e.message.contains("held by default/svc-b")
+                && e.message.contains("held by default/svc-b: ")
+                && e.message.ends_with("do not carry the same sharing key")
         );
         let e = event_for(&Note::Failed(Failure::NoPool(crate::ipam::NoPool::NoPools)));
         assert!(e.message.starts_with("no pool can serve this Service"));

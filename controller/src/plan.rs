@@ -464,16 +464,17 @@ impl Planner {
             .collect();
         // Addresses another host claims, by the pool they were handed out from.
         let claimed = crate::conflicts::recent_conflicts(&snap.conflict_events, wall);
-        let mut conflicts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut by_pool: BTreeMap<&str, Vec<(IpAddr, &BTreeSet<String>)>> = BTreeMap::new();
         for (ip, pool, _) in self.ipam.held() {
             if let Some(macs) = claimed.get(&ip) {
-                let macs: Vec<&str> = macs.iter().map(String::as_str).collect();
-                conflicts
-                    .entry(pool.to_owned())
-                    .or_default()
-                    .push(format!("{ip} (by {})", macs.join(", ")));
+                by_pool.entry(pool).or_default().push((ip, macs));
             }
         }
+        // Bounded whatever the number of addresses and MACs (issue #27 item 4).
+        let conflicts: BTreeMap<String, Vec<String>> = by_pool
+            .into_iter()
+            .map(|(pool, claimed)| (pool.to_owned(), crate::conflicts::listed(&claimed)))
+            .collect();
         for report in self.ipam.pool_reports() {
             plan.tally.pools.push((
                 report.name.clone(),

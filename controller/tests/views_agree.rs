@@ -85,6 +85,7 @@ fn pool_object(i: usize, g: &PoolGen) -> IPAddressPool {
             addresses: addresses.iter().map(|a| a.as_str().into()).collect(),
             auto_assign: true,
             avoid_buggy_ips: g.avoid_buggy,
+            allow_sharing_across_namespaces: false,
             service_allocation: None,
         },
     );

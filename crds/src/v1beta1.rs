@@ -84,6 +84,14 @@ pub struct IPAddressPoolSpec {
     /// Never hand out IPv4 addresses ending in `.0` or `.255`. Default false.
     #[serde(default, rename = "avoidBuggyIPs")]
     pub avoid_buggy_ips: bool,
+    /// Let Services of different namespaces share an address of this pool when they carry the
+    /// same sharing key (`ferrolb.io/allow-shared-ip`). Default false: only Services of one
+    /// namespace share an address (MetalLB lets the key alone share across namespaces). Set it
+    /// only when the namespaces this pool serves trust each other: whoever can read a Service can
+    /// copy its key, and a Service that joins an address can take it off the wire for all its
+    /// sharers (`externalTrafficPolicy: Local` without ready endpoints on any node).
+    #[serde(default)]
+    pub allow_sharing_across_namespaces: bool,
     /// Restricts which Services this pool serves, and in which order pools are tried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_allocation: Option<ServiceAllocation>,

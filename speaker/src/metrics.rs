@@ -7,7 +7,7 @@
 //!   `gratuitous_arp_sent_total`, `unsolicited_na_sent_total`, `frames_dropped_total{reason}`,
 //!   `send_errors_total`, `socket_errors_total`, `multicast_errors_total`;
 //! - conflicts (issue #10 item 5): `ip_conflict_frames_total{kind}`, `conflict_defenses_total`,
-//!   `ip_conflicts` (gauge); probing new IPs: `address_probes_sent_total`,
+//!   `ip_conflicts` (gauge), `ip_conflict_reports_withheld_total` (issue #27 item 4); probing new IPs: `address_probes_sent_total`,
 //!   `probe_conflicts_total`, `held_ips` (gauge); `peer_claim_yields_total` (a peer
 //!   announced an owned IP with a valid claim proof, `l2::peers`), `unproven_claims_total`;
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`,
@@ -58,6 +58,9 @@ pub struct SpeakerMetrics {
     pub kernel_arp_conflicts: AtomicU64,
     /// Owned IPs another host claimed within the last [`crate::l2::conflict::HOLD`].
     pub ip_conflicts: AtomicU64,
+    /// `IPConflict` reports the Event budget refused
+    /// ([`crate::l2::conflict::EventBudget::withheld`]).
+    pub ip_conflict_reports_withheld: AtomicU64,
     /// Owned IPs not announced because another host answered the probe ([`crate::l2::probe`]).
     pub held_ips: AtomicU64,
     /// Event writer outcomes.
@@ -252,6 +255,12 @@ impl Collector for SpeakerMetrics {
             "ip_conflicts",
             "IPs this node owns that another host claimed within the last 60 s",
             self.ip_conflicts.load(Ordering::Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "ip_conflict_reports_withheld",
+            "IPConflict Event reports not written because the bound was reached (at most 3 per IP and 20 per speaker in any 5 minutes); each is tried again 10 s later",
+            self.ip_conflict_reports_withheld.load(Ordering::Relaxed),
         )?;
         counter(
             &mut encoder,

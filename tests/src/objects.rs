@@ -21,6 +21,7 @@ pub async fn create_pool(client: &Client, name: &str, addresses: &[&str]) -> any
             addresses: addresses.iter().map(|a| (*a).into()).collect(),
             auto_assign: true,
             avoid_buggy_ips: false,
+            allow_sharing_across_namespaces: false,
             service_allocation: None,
         },
     );

@@ -299,6 +299,92 @@ async fn c02_sharing_groups_survive_restarts_and_recreation() {
     drop(ctl);
 }
 
+/// Issue #27 item 6 on the real API server: one sharing key in two namespaces shares an address
+/// only where the pool sets `spec.allowSharingAcrossNamespaces`. Without it, a Service of the
+/// holder's namespace shares; a tenant's `Local` twin (same key, same selector, another port)
+/// requesting the holder's address stays pending with a Warning Event naming the rule and the
+/// field, and one without a request gets an address of its own with a `NotShared` Warning. With
+/// the field, the twin joins; taking it back moves the twin, not the holders.
+#[tokio::test]
+async fn r2_sharing_across_namespaces_needs_the_pools_opt_in() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    apply_pool(&client, "pool", json!({ "addresses": ["198.51.100.0/28"] })).await;
+    let shop = namespace::fresh(&client, "shop").await.unwrap();
+    let tenant = namespace::fresh(&client, "tenant").await.unwrap();
+    let member = |ns: &str, name: &str, port: i32, request: Option<&str>| {
+        let mut pairs = vec![("ferrolb.io/allow-shared-ip", "k1")];
+        if let Some(ip) = request {
+            pairs.push(("ferrolb.io/loadBalancerIPs", ip));
+        }
+        let mut s = annotate(lb_service(ns, name, &[("TCP", port)], "Local"), &pairs);
+        s.spec.as_mut().unwrap().selector =
+            Some(BTreeMap::from([("app".to_string(), "web".to_string())]));
+        s
+    };
+    let ctl = start_controller(&cluster, "xns-0", &[]);
+    create_service(&client, &member(&shop, "web", 80, None))
+        .await
+        .unwrap();
+    wait_ips(&client, &shop, "web", &["198.51.100.1"]).await;
+    create_service(&client, &member(&shop, "api", 443, None))
+        .await
+        .unwrap();
+    wait_ips(&client, &shop, "api", &["198.51.100.1"]).await;
+
+    create_service(
+        &client,
+        &member(&tenant, "twin", 8080, Some("198.51.100.1")),
+    )
+    .await
+    .unwrap();
+    let why = format!(
+        "{shop}/api and {tenant}/twin carry the same sharing key but are in different namespaces, and pool pool does not allow sharing across namespaces (spec.allowSharingAcrossNamespaces: true would)"
+    );
+    let note = wait_event(&client, &tenant, "twin", "AllocationFailed", &why).await;
+    assert!(
+        note.contains("requested IP 198.51.100.1 is held by"),
+        "{note}"
+    );
+    create_service(&client, &member(&tenant, "auto", 9090, None))
+        .await
+        .unwrap();
+    wait_ips(&client, &tenant, "auto", &["198.51.100.2"]).await;
+    let note = wait_event(
+        &client,
+        &tenant,
+        "auto",
+        "NotShared",
+        "not sharing 198.51.100.1 with ",
+    )
+    .await;
+    assert!(note.contains("different namespaces"), "{note}");
+    assert!(
+        events(&client, &tenant, "auto")
+            .await
+            .iter()
+            .any(|(t, r, _)| t == "Warning" && r == "NotShared")
+    );
+    assert!(ips(&client, &tenant, "twin").await.is_empty());
+
+    // The opt-in: the twin joins; the other tenant Service keeps its own address.
+    apply_pool(
+        &client,
+        "pool",
+        json!({ "addresses": ["198.51.100.0/28"], "allowSharingAcrossNamespaces": true }),
+    )
+    .await;
+    wait_ips(&client, &tenant, "twin", &["198.51.100.1"]).await;
+    assert_eq!(ips(&client, &tenant, "auto").await, vec!["198.51.100.2"]);
+
+    // Taken back: the twin (the newer, of the other namespace) leaves; the holders stay.
+    apply_pool(&client, "pool", json!({ "addresses": ["198.51.100.0/28"] })).await;
+    wait_ips(&client, &tenant, "twin", &[]).await;
+    assert_eq!(ips(&client, &shop, "web").await, vec!["198.51.100.1"]);
+    assert_eq!(ips(&client, &shop, "api").await, vec!["198.51.100.1"]);
+    drop(ctl);
+}
+
 async fn lease_holder_is(client: &Client, identity: &str) -> bool {
     holder(client).await.as_deref() == Some(identity)
 }
@@ -671,6 +757,7 @@ async fn c08_unusable_pool_entries_are_named() {
                 addresses: vec![bad.into()],
                 auto_assign: true,
                 avoid_buggy_ips: false,
+                allow_sharing_across_namespaces: false,
                 service_allocation: None,
             },
         );
@@ -756,6 +843,7 @@ async fn forbidden_entries_stored_before_the_rule_serve_nothing() {
             addresses: entries.iter().map(|a| (*a).into()).collect(),
             auto_assign: true,
             avoid_buggy_ips: false,
+            allow_sharing_across_namespaces: false,
             service_allocation: None,
         },
     );

@@ -106,6 +106,10 @@ async fn crds_admission() {
     let p = typed.get("v4-cidr").await.unwrap();
     assert!(p.spec.auto_assign, "autoAssign defaults to true");
     assert!(!p.spec.avoid_buggy_ips, "avoidBuggyIPs defaults to false");
+    assert!(
+        !p.spec.allow_sharing_across_namespaces,
+        "allowSharingAcrossNamespaces defaults to false (issue #27 item 6)"
+    );
 
     create(
         &pools,
@@ -115,6 +119,7 @@ async fn crds_admission() {
             "addresses": ["203.0.113.0/28"],
             "autoAssign": false,
             "avoidBuggyIPs": true,
+            "allowSharingAcrossNamespaces": true,
             "serviceAllocation": {
                 "priority": 1,
                 "namespaces": ["team-a"],
@@ -129,6 +134,15 @@ async fn crds_admission() {
     )
     .await
     .unwrap();
+    assert!(
+        typed
+            .get("with-allocation")
+            .await
+            .unwrap()
+            .spec
+            .allow_sharing_across_namespaces,
+        "allowSharingAcrossNamespaces: true is kept"
+    );
     create(
         &pools,
         "IPAddressPool",
@@ -306,6 +320,11 @@ async fn crds_admission() {
             vec!["spec.autoAssign".into(), "boolean".into()],
         ),
         (
+            "sharing-across-type",
+            json!({ "addresses": ["198.51.100.0/24"], "allowSharingAcrossNamespaces": "yes" }),
+            vec!["spec.allowSharingAcrossNamespaces".into(), "boolean".into()],
+        ),
+        (
             "bad-operator",
             json!({ "addresses": ["198.51.100.0/24"], "serviceAllocation": { "serviceSelectors": [
                 { "matchExpressions": [{ "key": "tier", "operator": "Equals", "values": ["web"] }] }] } }),
@@ -401,6 +420,7 @@ async fn crds_admission() {
                 "empty-list",
                 "sixty-five",
                 "auto-assign-type",
+                "sharing-across-type",
                 "bad-operator",
                 "in-without-values",
                 "exists-with-values",

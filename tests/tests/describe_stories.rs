@@ -27,6 +27,7 @@ async fn pool(client: &kube::Client, name: &str, addresses: &[&str], auto_assign
             addresses: addresses.iter().map(|a| (*a).into()).collect(),
             auto_assign,
             avoid_buggy_ips: false,
+            allow_sharing_across_namespaces: false,
             service_allocation: None,
         },
     );

@@ -102,7 +102,8 @@ struct Expected {
 
 /// Reads MetalLB's documented fields (docs/migration-from-metallb.md, "Resources: field by
 /// field"): a metallb.io `IPAddressPool` keeps its addresses (those ferrolb's API server accepts),
-/// `autoAssign` (default true), `avoidBuggyIPs` (default false) and `serviceAllocation` (a
+/// `autoAssign` (default true), `avoidBuggyIPs` (default false), `allowSharingAcrossNamespaces`
+/// false (MetalLB has no such field) and `serviceAllocation` (a
 /// priority only when above 0; listed namespaces next to namespace selectors become a selector on
 /// `kubernetes.io/metadata.name`); an `L2Advertisement` keeps its spec but `serviceSelectors`
 /// and `preferredNodeSelectors`; a legacy `protocol: layer2` pool gives a pool and an
@@ -139,6 +140,8 @@ fn walk(doc: &Value, out: &mut Expected) {
                 "addresses": addresses,
                 "autoAssign": spec["autoAssign"].as_bool().unwrap_or(true),
                 "avoidBuggyIPs": spec["avoidBuggyIPs"].as_bool().unwrap_or(false),
+                // MetalLB has no such switch; the conversion never opens it (issue #27 item 6).
+                "allowSharingAcrossNamespaces": false,
             });
             if let Some(sa) = spec["serviceAllocation"].as_object() {
                 let mut a = serde_json::Map::new();
@@ -208,6 +211,7 @@ fn legacy(config: &Value, out: &mut Expected) {
             "addresses": addresses,
             "autoAssign": pool["auto-assign"].as_bool().unwrap_or(true),
             "avoidBuggyIPs": pool["avoid-buggy-ips"].as_bool().unwrap_or(false),
+            "allowSharingAcrossNamespaces": false,
         }));
         out.advertisements
             .entry(name.clone())
@@ -374,7 +378,7 @@ async fn migrate_metallb() {
         ],
         None,
     );
-    for ns in ["metallb-system", "shop"] {
+    for ns in ["metallb-system", "shop", "tenant"] {
         Api::<Namespace>::all(client.clone())
             .create(
                 &PostParams::default(),
@@ -453,6 +457,24 @@ async fn migrate_metallb() {
             set_ingress(&client, "shop", name, &[ip]).await.unwrap();
         }
     }
+    // One address shared by key across namespaces, as MetalLB allows (issue #27 item 6): ferrolb
+    // keeps it for shop/shared (older, or first by namespace within the same second) and moves
+    // tenant/twin, as the report must say.
+    for (ns, name, port) in [("shop", "shared", 80), ("tenant", "twin", 8080)] {
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns,
+                         "annotations": {"metallb.universe.tf/allow-shared-ip": "k"}},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": port, "protocol": "TCP"}]}
+        }))
+        .unwrap();
+        Api::<Service>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &svc)
+            .await
+            .unwrap();
+        set_ingress(&client, ns, name, &["192.168.49.110"])
+            .await
+            .unwrap();
+    }
     let versions = |objs: &str| {
         kubectl_ok(
             &kc,
@@ -528,6 +550,14 @@ async fn migrate_metallb() {
         "{network}"
     );
     let fresh = line("cluster: info: Service shop/fresh: gets ");
+    line(
+        "cluster: warning: ConfigMap metallb-system/config data.config: address-pools[0]: spec.allowSharingAcrossNamespaces: Services of different namespaces share 192.168.49.110 (shop/shared, tenant/twin; key \"k\") by a sharing key",
+    );
+    line(
+        "cluster: info: Service shop/shared: keeps 192.168.49.110 (valid in the converted pools: adopted without a status write)",
+    );
+    let twin = line("cluster: warning: Service tenant/twin: changes 192.168.49.110 to ");
+    assert!(twin.contains("are in different namespaces"), "{twin}");
     // The addresses the report predicts.
     let predicted = |l: &str, after: &str| -> String {
         l.split(after)
@@ -544,6 +574,7 @@ async fn migrate_metallb() {
         ("other-class", "192.168.10.9".to_owned()),
         ("network", predicted(&network, " to ")),
         ("fresh", predicted(&fresh, "gets ")),
+        ("shared", "192.168.49.110".to_owned()),
     ]
     .into_iter()
     .collect();
@@ -561,7 +592,7 @@ async fn migrate_metallb() {
         Some(&stdout),
     );
     let mut rv: BTreeMap<&str, String> = BTreeMap::new();
-    for name in ["keep", "minikube", "other-class"] {
+    for name in ["keep", "minikube", "other-class", "shared"] {
         let version = svc_api.get(name).await.unwrap().resource_version().unwrap();
         rv.insert(name, version);
     }
@@ -594,11 +625,20 @@ async fn migrate_metallb() {
         }
         panic!("{e}: want {want:?}, have {now:?}\n{}", ctl.log_tail(40));
     }
-    // Two status writes (network, fresh) and none for the Services it adopted.
+    let tenant_api = Api::<Service>::namespaced(client.clone(), "tenant");
+    let twin_to = predicted(&twin, " to ");
     poll::until(
-        "the two status writes counted",
+        "tenant/twin as predicted",
+        Duration::from_secs(30),
+        || async { ips(&tenant_api.get("twin").await.unwrap()) == [twin_to.clone()] },
+    )
+    .await
+    .unwrap();
+    // Three status writes (network, fresh, twin) and none for the Services it adopted.
+    poll::until(
+        "the three status writes counted",
         Duration::from_secs(10),
-        || async { ctl.metric("ferrolb_controller_status_writes_total").await == Some(2.0) },
+        || async { ctl.metric("ferrolb_controller_status_writes_total").await == Some(3.0) },
     )
     .await
     .unwrap();
@@ -613,7 +653,7 @@ async fn migrate_metallb() {
     }
     assert_eq!(
         ctl.metric("ferrolb_controller_status_writes_total").await,
-        Some(2.0)
+        Some(3.0)
     );
     drop(ctl);
 

@@ -365,6 +365,138 @@ async fn a_foreign_host_claiming_an_lb_ip_is_reported_and_defended_once() {
     }
 }
 
+/// Issue #27 item 4: a host on the LAN claims 24 owned IPs with gratuitous ARPs, every frame from
+/// a random MAC never seen before (480 MACs in about 20 s). Whatever the number of MACs, the owner
+/// writes at most `MAX_REPORTS_PER_SPEAKER` `IPConflict` Events in all and at most
+/// `MAX_REPORTS_PER_IP` about each IP, as the API server counts them (series included); the pool
+/// condition `AddressConflict` names at most 8 addresses, each with at most 3 MACs, and counts the
+/// rest; the refused reports are counted, and the gauge still counts every IP in conflict. Without
+/// the bound: one Event per IP per 10 s (about 50 here) and a condition naming every address
+/// and MAC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gratuitous_arps_from_hundreds_of_random_macs_make_a_bounded_number_of_events() {
+    use ferrolb_speaker::l2::capture::Client;
+    use ferrolb_speaker::l2::conflict::{MAX_REPORTS_PER_IP, MAX_REPORTS_PER_SPEAKER};
+    use ferrolb_speaker::wire::MacAddr;
+    use ferrolb_speaker::wire::arp::{GratuitousForm, build_gratuitous_arp};
+    use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
+    use ferrolb_tests::lab::scenario::{lab_with_ips, metric_value};
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{Api, ListParams};
+    const MACS: u32 = 480;
+    let ips: Vec<Ipv4Addr> = (100..124).map(|i| Ipv4Addr::new(198, 51, 100, i)).collect();
+    let (mut lab, client) = lab_with_ips(1, &ips).await.expect("lab");
+    lab.start_speaker("node-1", &[]).unwrap();
+    let _controller = ControllerProcess::start(
+        lab.cluster().kubeconfig(),
+        lab.dir(),
+        &ControllerOptions::new("lab-controller"),
+    )
+    .unwrap();
+    for ip in &ips {
+        lab.wait_for_owner(0, *ip, Some("node-1"), SETTLE)
+            .await
+            .unwrap();
+    }
+
+    // The flood: client 0 sends each frame from a fresh random (locally administered, unicast)
+    // MAC, cycling over the owned IPs, both forms, 40 ms apart.
+    let netns = lab.clients[0].netns.clone();
+    let targets = ips.clone();
+    let sent = tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&netns, move || {
+            let c = Client::open("eth0")?;
+            let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+            let mut macs = BTreeSet::new();
+            for i in 0..MACS {
+                // xorshift64*: random bytes; the frame number keeps every MAC distinct.
+                state ^= state >> 12;
+                state ^= state << 25;
+                state ^= state >> 27;
+                let r = state.wrapping_mul(0x2545_f491_4f6c_dd1d).to_be_bytes();
+                let [_, _, hi, lo] = i.to_be_bytes();
+                let mac = MacAddr((r[0] & 0xfc) | 0x02, r[1], r[2], r[3], hi, lo);
+                macs.insert(mac);
+                let form = if i % 2 == 0 {
+                    GratuitousForm::Request
+                } else {
+                    GratuitousForm::Reply
+                };
+                let ip = targets[i as usize % targets.len()];
+                c.send_frame(&build_gratuitous_arp(mac, ip, form))?;
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            Ok(macs.len())
+        })
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(sent, MACS as usize);
+    // Every report that could be due has been tried (retries come 10 s apart) and written.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+
+    let events: Vec<Event> = Api::<Event>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("IPConflict"))
+        .collect();
+    let mut per_service: std::collections::BTreeMap<String, usize> = Default::default();
+    for e in &events {
+        let writes = e.series.as_ref().map_or(1, |s| s.count.max(1)) as usize;
+        let name = e.regarding.as_ref().and_then(|r| r.name.clone());
+        *per_service.entry(name.unwrap_or_default()).or_default() += writes;
+    }
+    let total: usize = per_service.values().sum();
+    let log = lab.speaker_log("node-1", 30);
+    assert!(total >= 1, "no IPConflict Event at all:\n{log}");
+    assert!(
+        total <= MAX_REPORTS_PER_SPEAKER,
+        "{total} IPConflict Events for {MACS} MACs: {per_service:?}\n{log}"
+    );
+    assert!(
+        per_service.values().all(|n| *n <= MAX_REPORTS_PER_IP),
+        "{per_service:?}"
+    );
+    let (_, body) = lab.speaker_http("node-1", "/metrics").await.unwrap();
+    assert!(
+        metric_value(&body, "ferrolb_speaker_ip_conflict_reports_withheld_total")
+            .is_some_and(|n| n >= 1.0),
+        "{body}"
+    );
+    assert_eq!(
+        metric_value(&body, "ferrolb_speaker_ip_conflicts"),
+        Some(ips.len() as f64),
+        "the gauge still counts every IP in conflict"
+    );
+
+    // The pool condition: a few addresses and MACs named, the rest counted.
+    let pools: kube::Api<ferrolb_crds::IPAddressPool> = kube::Api::all(client.clone());
+    let conflict = || async {
+        pools.get("pool").await.ok().and_then(|p| {
+            p.status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "AddressConflict" && c.status == "True")
+        })
+    };
+    until("the pool condition AddressConflict", SETTLE, || async {
+        conflict().await.is_some()
+    })
+    .await
+    .unwrap();
+    let message = conflict().await.unwrap().message;
+    let named = message.matches(" (by ").count();
+    assert!((1..=8).contains(&named), "{message}");
+    assert!(message.len() < 1024, "{} bytes: {message}", message.len());
+    if per_service.len() > 8 {
+        assert!(message.contains("more addresses"), "{message}");
+    }
+}
+
 /// Issue #10: a node with two NICs on the LAN's segment answers ARP for its IP with one MAC —
 /// the NIC holding the Node's InternalIP — not one per NIC (each reply would move the clients'
 /// neighbour entry to another MAC).

@@ -49,6 +49,7 @@ pub(crate) fn pool(obj: &Map<String, Value>, sink: &mut Sink<'_>) -> Option<IPAd
         addresses: Vec::new(),
         auto_assign: true,
         avoid_buggy_ips: false,
+        allow_sharing_across_namespaces: false,
         service_allocation: None,
     };
     for (key, value) in spec {

@@ -144,6 +144,7 @@ fn pool(
         addresses: Vec::new(),
         auto_assign: true,
         avoid_buggy_ips: false,
+        allow_sharing_across_namespaces: false,
         service_allocation: None,
     };
     for (key, value) in obj {

@@ -14,6 +14,11 @@
 //! Service's addresses change, it stays pending, an Event is a Warning, or an annotation is one
 //! ferrolb does not read; [`Level::Info`] otherwise.
 //!
+//! Before those, one [`Level::Warning`] per converted pool in which Services of different
+//! namespaces share an address by their sharing key today, as MetalLB allowed by the key alone:
+//! ferrolb shares across namespaces only in a pool with `spec.allowSharingAcrossNamespaces: true`,
+//! which `ferrolb migrate` never sets (issue #27 item 6; [`across_namespaces`]).
+//!
 //! Without the cluster (files only), Namespaces not in the input are known only by the label the
 //! API server sets on each, `kubernetes.io/metadata.name`, and Nodes not in the input are unknown.
 
@@ -25,7 +30,7 @@ use std::time::Instant;
 use ferrolb_controller::contest::Policy;
 use ferrolb_controller::plan::{Planner, Snapshot};
 use ferrolb_crds::addresses::AddressEntry;
-use ferrolb_crds::annotations::{ADDRESS_POOL, ALLOW_SHARED_IP, LOAD_BALANCER_IPS};
+use ferrolb_crds::annotations::{ADDRESS_POOL, ALLOW_SHARED_IP, LOAD_BALANCER_IPS, lookup};
 use ferrolb_crds::service::{ClassFilter, ServiceClass, ingress_ips};
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -74,7 +79,7 @@ pub fn report(
     // The wall clock only stamps pool conditions, which the report does not show.
     let plan = planner.plan(&snap, now, &Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
 
-    let mut out = Vec::new();
+    let mut out = across_namespaces(conversion, class);
     for ((source, svc), planned) in conversion.services.iter().zip(&services) {
         let subject = format!(
             "Service {}/{}",
@@ -150,6 +155,100 @@ pub fn report(
         }
     }
     out
+}
+
+/// (index of the converted pool, address) → sharing key → the Services (`namespace`, `name`)
+/// whose status holds the address with that key.
+type SharesByAddress = BTreeMap<(usize, IpAddr), BTreeMap<String, BTreeSet<(String, String)>>>;
+
+/// One [`Level::Warning`] per converted pool with addresses that Services of our class in
+/// different namespaces share today by one sharing key ([`ALLOW_SHARED_IP`], read as the
+/// controller reads it): MetalLB shares by the key alone, ferrolb only where the pool sets
+/// `spec.allowSharingAcrossNamespaces` (DESIGN R2, issue #27 item 6). The migration leaves that
+/// field false — it lets any namespace the pool serves join another's address by copying its key,
+/// a decision about trust between namespaces — so the finding names the addresses, the Services
+/// and the key, says what happens without the field (the Services' own lines show it: a status
+/// replaced, an address of their own) and where to set it. The pool of an address is the first
+/// converted pool containing it.
+fn across_namespaces(conversion: &Conversion, class: &ClassFilter) -> Vec<Finding> {
+    let mut shared: SharesByAddress = BTreeMap::new();
+    for (_, svc) in &conversion.services {
+        if !class.handles(svc) {
+            continue;
+        }
+        let Some(key) = svc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| lookup(a, &ALLOW_SHARED_IP).0)
+        else {
+            continue;
+        };
+        let ns = svc
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let name = svc.metadata.name.clone().unwrap_or_default();
+        for ip in ingress_ips(svc) {
+            if let Some(pool) = pool_containing(conversion, ip) {
+                shared
+                    .entry((pool, ip))
+                    .or_default()
+                    .entry(key.clone())
+                    .or_default()
+                    .insert((ns.clone(), name.clone()));
+            }
+        }
+    }
+    // Pool index -> one text per shared address.
+    let mut by_pool: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for ((pool, ip), keys) in shared {
+        for (key, members) in keys {
+            let namespaces: BTreeSet<&str> = members.iter().map(|(ns, _)| ns.as_str()).collect();
+            if namespaces.len() < 2 {
+                continue;
+            }
+            let names: Vec<String> = members.iter().map(|(ns, n)| format!("{ns}/{n}")).collect();
+            by_pool
+                .entry(pool)
+                .or_default()
+                .push(format!("{ip} ({}; key {key:?})", names.join(", ")));
+        }
+    }
+    by_pool
+        .into_iter()
+        .filter_map(|(pool, addresses)| {
+            let p = conversion.pools.get(pool)?;
+            if p.object.spec.allow_sharing_across_namespaces {
+                return None;
+            }
+            let name = p.object.metadata.name.as_deref().unwrap_or_default();
+            Some(Finding {
+                level: Level::Warning,
+                source: p.source.clone(),
+                subject: p.origin.clone(),
+                field: Some("spec.allowSharingAcrossNamespaces".into()),
+                message: format!(
+                    "Services of different namespaces share {} by a sharing key, which MetalLB allows by the key alone; ferrolb shares across namespaces only in a pool with allowSharingAcrossNamespaces: true, and the converted pool {name} has false, so only the Services in the namespace of an address's oldest holder keep it and the others lose it (their lines below). Set it to true only if the namespaces this pool serves trust each other: whoever can read a Service can copy its key and join its address",
+                    addresses.join(", ")
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The index of the first converted pool with an entry containing `ip` (network and broadcast
+/// addresses included).
+fn pool_containing(conversion: &Conversion, ip: IpAddr) -> Option<usize> {
+    conversion.pools.iter().position(|p| {
+        p.object
+            .spec
+            .addresses
+            .iter()
+            .filter_map(|e| AddressEntry::parse(e.as_ref()).ok())
+            .any(|e| e.range.contains(ip))
+    })
 }
 
 /// What happens to the addresses, from the status now and the write the planner wants (`None`:
@@ -256,14 +355,7 @@ fn network_or_broadcast(conversion: &Conversion, ip: IpAddr) -> Option<String> {
 /// Whether `ip` is inside an entry of a converted pool (network and broadcast addresses
 /// included).
 fn in_pools(conversion: &Conversion, ip: IpAddr) -> bool {
-    conversion.pools.iter().any(|p| {
-        p.object
-            .spec
-            .addresses
-            .iter()
-            .filter_map(|e| AddressEntry::parse(e.as_ref()).ok())
-            .any(|e| e.range.contains(ip))
-    })
+    pool_containing(conversion, ip).is_some()
 }
 
 /// `namespaces`, plus one Namespace for each namespace of a Service that is not among them,
@@ -411,6 +503,94 @@ mod tests {
             lines[4],
             "in.yaml: warning: Service web/nopool: metallb.universe.tf/foo: not an annotation ferrolb reads; what MetalLB did with it does not carry over"
         );
+    }
+
+    /// Issue #27 item 6: a MetalLB share across namespaces is named, with the field that would
+    /// keep it; the newer Service's line says it loses the address and why; a share within one
+    /// namespace, and a Service of another namespace with the key but its own address, are not
+    /// named; a pending Service of a third namespace with the key is told it does not join.
+    #[test]
+    fn sharing_across_namespaces_is_named_with_the_field_that_would_keep_it() {
+        let shared = |ns: &str, name: &str, created: &str, port: u16, ip: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\n  creationTimestamp: '{created}'\n  annotations: {{metallb.io/allow-shared-ip: k}}\nspec: {{type: LoadBalancer, ports: [{{port: {port}, protocol: TCP}}]}}\n{}",
+                if ip.is_empty() {
+                    String::new()
+                } else {
+                    format!("status: {{loadBalancer: {{ingress: [{{ip: {ip}, ipMode: VIP}}]}}}}\n")
+                }
+            )
+        };
+        let input = [
+            CONFIG.to_owned(),
+            shared("shop", "web", "2024-01-01T00:00:00Z", 80, "192.168.49.7"),
+            shared("shop", "api", "2024-01-02T00:00:00Z", 443, "192.168.49.7"),
+            shared(
+                "tenant",
+                "twin",
+                "2024-01-03T00:00:00Z",
+                8080,
+                "192.168.49.7",
+            ),
+            shared("other", "own", "2024-01-04T00:00:00Z", 80, "192.168.49.9"),
+            shared("late", "new", "2024-01-05T00:00:00Z", 9090, ""),
+        ]
+        .concat();
+        let lines = lines(&input);
+        let want = "in.yaml: warning: ConfigMap metallb-system/config data.config: address-pools[0]: spec.allowSharingAcrossNamespaces: Services of different namespaces share 192.168.49.7 (shop/api, shop/web, tenant/twin; key \"k\") by a sharing key, which MetalLB allows by the key alone; ferrolb shares across namespaces only in a pool with allowSharingAcrossNamespaces: true, and the converted pool default has false, so only the Services in the namespace of an address's oldest holder keep it and the others lose it (their lines below). Set it to true only if the namespaces this pool serves trust each other: whoever can read a Service can copy its key and join its address";
+        assert_eq!(lines[0], want, "{lines:#?}");
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.contains("allowSharingAcrossNamespaces: Services"))
+                .count(),
+            1,
+            "{lines:#?}"
+        );
+        let line = |name: &str| {
+            lines
+                .iter()
+                .find(|l| {
+                    l.contains(&format!(": Service {name}: "))
+                        && !l.contains("metallb.io/allow-shared-ip=")
+                })
+                .unwrap_or_else(|| panic!("{name}: {lines:#?}"))
+                .clone()
+        };
+        assert!(
+            line("shop/web").starts_with("in.yaml: info: Service shop/web: keeps 192.168.49.7")
+        );
+        assert!(
+            line("shop/api").starts_with("in.yaml: info: Service shop/api: keeps 192.168.49.7")
+        );
+        assert!(
+            line("other/own").starts_with("in.yaml: info: Service other/own: keeps 192.168.49.9")
+        );
+        let twin = line("tenant/twin");
+        assert!(
+            twin.starts_with("in.yaml: warning: Service tenant/twin: changes 192.168.49.7 to ")
+                && twin.contains("Event Warning StatusReplaced")
+                && twin.contains("are in different namespaces, and pool default does not allow sharing across namespaces"),
+            "{twin}"
+        );
+        let new = line("late/new");
+        assert!(
+            new.starts_with("in.yaml: warning: Service late/new: gets ")
+                && new.contains("Event Warning NotShared: not sharing 192.168.49."),
+            "{new}"
+        );
+    }
+
+    /// With the field set (by hand, after the migration), the same share is not named.
+    #[test]
+    fn a_pool_that_allows_it_is_not_named() {
+        let c = convert(&parse_documents("in.yaml", &format!(
+            "{CONFIG}---\napiVersion: v1\nkind: Service\nmetadata: {{name: a, namespace: shop, annotations: {{metallb.io/allow-shared-ip: k}}}}\n{LB}status: {{loadBalancer: {{ingress: [{{ip: 192.168.49.7}}]}}}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: b, namespace: tenant, annotations: {{metallb.io/allow-shared-ip: k}}}}\nspec: {{type: LoadBalancer, ports: [{{port: 81, protocol: TCP}}]}}\nstatus: {{loadBalancer: {{ingress: [{{ip: 192.168.49.7}}]}}}}\n"
+        )).unwrap());
+        assert_eq!(across_namespaces(&c, &ClassFilter::default()).len(), 1);
+        let mut open = c.clone();
+        open.pools[0].object.spec.allow_sharing_across_namespaces = true;
+        assert!(across_namespaces(&open, &ClassFilter::default()).is_empty());
     }
 
     #[test]

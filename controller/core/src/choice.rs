@@ -30,7 +30,7 @@ impl Ipam {
             }
             if self.holdings.contains_key(&r) {
                 return match self.blocker(req, r, None) {
-                    Some((holder, _)) => Err(Failure::RequestedHeld { ip: r, holder }),
+                    Some((holder, why)) => Err(Failure::RequestedHeld { ip: r, holder, why }),
                     None => Ok(Pick::Join(r)),
                 };
             }

@@ -23,7 +23,7 @@ use super::outcome::{Failure, Note, ServiceNote};
 use super::pick::Pick;
 use super::pool::PoolConfig;
 use super::request::{FamilyPolicy, ServiceKey, ServiceRequest};
-use super::sharing::incompatibility;
+use super::sharing::{SharingScope, incompatibility};
 
 /// The addresses a Service holds, all from one pool, in the order of its wanted families.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -444,6 +444,17 @@ impl Ipam {
         ip: IpAddr,
         before: Option<&(bool, i64, ServiceKey)>,
     ) -> Option<(ServiceKey, String)> {
+        self.blocker_in(req, ip, before, self.sharing_scope(req, ip))
+    }
+
+    /// [`Ipam::blocker`] under the sharing rules of `scope`.
+    fn blocker_in(
+        &self,
+        req: &ServiceRequest,
+        ip: IpAddr,
+        before: Option<&(bool, i64, ServiceKey)>,
+        scope: SharingScope<'_>,
+    ) -> Option<(ServiceKey, String)> {
         let h = self.holdings.get(&ip)?;
         if h.members.len() == 1 && h.members.contains(&req.key) {
             return None;
@@ -455,8 +466,76 @@ impl Ipam {
             .filter(|m| before.is_none_or(|b| self.validation_rank(m) < *b))
             .find_map(|m| {
                 let other = self.services.get(m)?;
-                incompatibility(other, req).map(|why| (m.clone(), why))
+                incompatibility(other, req, scope).map(|why| (m.clone(), why))
             })
+    }
+
+    /// The sharing rules for `req` joining the holders of `ip`: Services of different namespaces
+    /// may share only when every pool involved — the one the holders are served from and the one
+    /// `req` would be served from — sets `spec.allowSharingAcrossNamespaces` (issue #27 item 6);
+    /// the first that does not is the one named.
+    fn sharing_scope(&self, req: &ServiceRequest, ip: IpAddr) -> SharingScope<'_> {
+        let held_from = self.holdings.get(&ip).map(|h| h.pool.as_str());
+        let pools: Vec<&str> = held_from
+            .into_iter()
+            .chain(self.pool_for(req, ip))
+            .collect();
+        let refusing = pools.iter().find(|p| {
+            !self
+                .pools
+                .get(**p)
+                .is_some_and(|c| c.sharing_across_namespaces)
+        });
+        match (refusing, pools.first()) {
+            (None, Some(first)) => SharingScope {
+                pool: first,
+                across_namespaces: true,
+            },
+            (Some(p), _) => SharingScope {
+                pool: p,
+                across_namespaces: false,
+            },
+            (None, None) => SharingScope {
+                pool: "(none)",
+                across_namespaces: false,
+            },
+        }
+    }
+
+    /// When `req`, which got `own`, carries a sharing key that a group holds on another address
+    /// it could have joined but for the namespace rule (the holders are in another namespace and
+    /// the pool does not allow sharing across namespaces): that address, its holder and why. The
+    /// Warning Event `NotShared` says so, so a Service that shared across namespaces under
+    /// MetalLB does not silently get an address of its own (issue #27 item 6).
+    fn refused_across_namespaces(
+        &self,
+        req: &ServiceRequest,
+        own: &[IpAddr],
+    ) -> Option<(IpAddr, ServiceKey, String)> {
+        let key = req.sharing_key.as_ref()?;
+        let ns = self.namespaces.get(&*req.key.namespace);
+        self.groups.get(key)?.keys().find_map(|ip| {
+            if own.contains(ip) {
+                return None;
+            }
+            let pool = self.pool_for(req, *ip)?;
+            if !self.pools.get(pool).is_some_and(|p| p.admits(req, ns)) {
+                return None;
+            }
+            let scope = self.sharing_scope(req, *ip);
+            if scope.across_namespaces {
+                return None;
+            }
+            let open = SharingScope {
+                across_namespaces: true,
+                ..scope
+            };
+            if self.blocker_in(req, *ip, None, open).is_some() {
+                return None; // another rule refuses too: not the namespaces' doing
+            }
+            self.blocker_in(req, *ip, None, scope)
+                .map(|(holder, why)| (*ip, holder, why))
+        })
     }
 
     fn node_or_pool_why(&self, ip: IpAddr) -> String {
@@ -700,7 +779,7 @@ impl Ipam {
                         Some(format!("{ip}: the Service requests another address"))
                     }
                     Some(p) => match self.blocker(req, *ip, None) {
-                        Some((holder, _)) => Some(format!("{ip}: held by {holder}")),
+                        Some((holder, why)) => Some(format!("{ip}: held by {holder} ({why})")),
                         None => {
                             pool = Some(p);
                             by_family.insert(family, *ip);
@@ -798,6 +877,7 @@ impl Ipam {
                             },
                         );
                         self.pending.remove(&key);
+                        let refused = self.refused_across_namespaces(&req, &ips);
                         let note = match moved.remove(&key) {
                             Some((from, why)) => Note::Reallocated {
                                 from,
@@ -813,6 +893,12 @@ impl Ipam {
                             key: key.clone(),
                             note,
                         });
+                        if let Some((ip, holder, why)) = refused {
+                            notes.push(ServiceNote {
+                                key: key.clone(),
+                                note: Note::NotShared { ip, holder, why },
+                            });
+                        }
                         match plan.missing {
                             Some((missing, why)) => {
                                 self.partial.insert(key.clone(), why.clone());

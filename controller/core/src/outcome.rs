@@ -23,12 +23,15 @@ pub enum Failure {
         pools: Vec<String>,
     },
     /// The requested address is held by a Service it may not share with (R3).
-    #[error("requested IP {ip} is held by {holder}")]
+    #[error("requested IP {ip} is held by {holder}: {why}")]
     RequestedHeld {
         /// The requested address.
         ip: IpAddr,
         /// The oldest holder.
         holder: ServiceKey,
+        /// Why they may not share ([`crate::sharing::incompatibility`]): no common sharing key,
+        /// different namespaces in a pool that does not allow it, a common port, backends.
+        why: String,
     },
     /// The requested address is in no pool that admits the Service (R3).
     #[error("requested IP {ip} is in no pool that admits this Service: {detail}")]
@@ -150,6 +153,17 @@ pub enum Note {
         missing: Family,
         /// Why it is missing.
         why: Failure,
+    },
+    /// The Service carries a sharing key a group in another namespace holds an address with,
+    /// and would have joined it but for the namespace rule; it got addresses of its own
+    /// (`NotShared`, Warning; issue #27 item 6).
+    NotShared {
+        /// The address it did not join.
+        ip: IpAddr,
+        /// The oldest holder there.
+        holder: ServiceKey,
+        /// Why (names the pool and `spec.allowSharingAcrossNamespaces`).
+        why: String,
     },
     /// The status found on the Service could not be kept and was replaced (R8, Warning).
     StatusReplaced {

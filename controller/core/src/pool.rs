@@ -27,6 +27,9 @@ pub struct PoolConfig {
     pub auto_assign: bool,
     /// `spec.serviceAllocation`, with `{}` read as absent.
     pub allocation: Option<ServiceAllocation>,
+    /// `spec.allowSharingAcrossNamespaces`: Services of different namespaces may share its
+    /// addresses (R2; issue #27 item 6).
+    pub sharing_across_namespaces: bool,
 }
 
 impl PoolConfig {
@@ -38,6 +41,7 @@ impl PoolConfig {
             addresses: PoolAddresses::parse(&spec.addresses, spec.avoid_buggy_ips),
             auto_assign: spec.auto_assign,
             allocation: spec.effective_service_allocation().cloned(),
+            sharing_across_namespaces: spec.allow_sharing_across_namespaces,
         }
     }
 
@@ -49,6 +53,7 @@ impl PoolConfig {
             addresses: PoolAddresses::parse(entries, avoid_buggy),
             auto_assign: true,
             allocation: None,
+            sharing_across_namespaces: false,
         }
     }
 
@@ -109,6 +114,7 @@ mod tests {
             addresses: vec!["198.51.100.0/28".into()],
             auto_assign: true,
             avoid_buggy_ips: false,
+            allow_sharing_across_namespaces: false,
             service_allocation: Some(ServiceAllocation::default()),
         };
         let p = PoolConfig::from_spec("p", 0, &spec);

@@ -131,6 +131,123 @@ fn r2_sharing_rules_and_group_survives_recreation() {
     assert_eq!(fresh.holders(ip("198.51.100.1")).len(), 2);
 }
 
+/// Issue #27 item 6: one sharing key in two namespaces shares an address only where the pool
+/// sets `allowSharingAcrossNamespaces`. A tenant's endpoint-less `Local` twin of a victim's
+/// Service (same key, same selector, another port) requesting the victim's address stays pending
+/// with a reason naming the rule; without a request it gets an address of its own and a
+/// `NotShared` note; a Service of the victim's namespace still shares. The opt-in lets the twin
+/// in; taking it back moves the newer (the twin) out, and a restart never adopts such a share.
+#[test]
+fn r2_sharing_across_namespaces_needs_the_pools_opt_in() {
+    let mut ipam = Ipam::new();
+    ipam.upsert_pool(pool("p", 0, &["198.51.100.0/28"]));
+    let member = |ns: &str, name: &str, created, port, requested: Option<&str>| {
+        let mut s = svc(name, created);
+        s.key = ServiceKey::new(ns, name);
+        s.sharing_key = Some("k1".into());
+        s.ports = [("TCP".to_string(), port)].into();
+        s.backend = Backend::Local([("app".to_string(), "web".to_string())].into());
+        s.requested = requested.map(ip).into_iter().collect();
+        s
+    };
+    let web = ServiceKey::new("shop", "web");
+    let twin = ServiceKey::new("tenant", "twin");
+    ipam.upsert_service(member("shop", "web", 1, 80, Some("198.51.100.5")));
+    ipam.reconcile();
+    assert_eq!(ipam.desired_ips(&web), vec![ip("198.51.100.5")]);
+
+    ipam.upsert_service(member("tenant", "twin", 2, 8080, Some("198.51.100.5")));
+    ipam.upsert_service(member("tenant", "auto", 3, 9090, None));
+    ipam.upsert_service(member("shop", "api", 4, 443, None));
+    let notes = ipam.reconcile();
+    let why = "shop/web and tenant/twin carry the same sharing key but are in different namespaces, and pool p does not allow sharing across namespaces (spec.allowSharingAcrossNamespaces: true would)";
+    let of = |key: &ServiceKey| -> Vec<&Note> {
+        notes
+            .iter()
+            .filter(|n| n.key == *key)
+            .map(|n| &n.note)
+            .collect()
+    };
+    assert_eq!(
+        of(&twin),
+        vec![&Note::Failed(Failure::RequestedHeld {
+            ip: ip("198.51.100.5"),
+            holder: web.clone(),
+            why: why.into(),
+        })]
+    );
+    assert!(ipam.desired_ips(&twin).is_empty());
+    let auto = ServiceKey::new("tenant", "auto");
+    let auto_ips = ipam.desired_ips(&auto);
+    assert_eq!(auto_ips.len(), 1);
+    assert_ne!(auto_ips, vec![ip("198.51.100.5")]);
+    assert_eq!(
+        of(&auto),
+        vec![
+            &Note::Allocated {
+                ips: auto_ips.clone(),
+                pool: "p".into()
+            },
+            &Note::NotShared {
+                ip: ip("198.51.100.5"),
+                holder: web.clone(),
+                why: why.replace("tenant/twin", "tenant/auto"),
+            }
+        ]
+    );
+    let api = ServiceKey::new("shop", "api");
+    assert_eq!(ipam.desired_ips(&api), vec![ip("198.51.100.5")]);
+    assert!(ipam.reconcile().is_empty(), "a second pass is quiet");
+
+    // The opt-in: the twin joins; the other tenant Service keeps its own address (R7).
+    let mut open = pool("p", 0, &["198.51.100.0/28"]);
+    open.sharing_across_namespaces = true;
+    ipam.upsert_pool(open);
+    ipam.reconcile();
+    assert_eq!(ipam.desired_ips(&twin), vec![ip("198.51.100.5")]);
+    assert_eq!(ipam.desired_ips(&auto), auto_ips);
+    assert_eq!(ipam.holders(ip("198.51.100.5")).len(), 3);
+
+    // Taken back: the newer sharer from the other namespace leaves, the older ones stay.
+    ipam.upsert_pool(pool("p", 0, &["198.51.100.0/28"]));
+    let notes = ipam.reconcile();
+    assert!(ipam.desired_ips(&twin).is_empty());
+    assert_eq!(ipam.desired_ips(&web), vec![ip("198.51.100.5")]);
+    assert_eq!(ipam.desired_ips(&api), vec![ip("198.51.100.5")]);
+    let twin_notes: Vec<&Note> = notes
+        .iter()
+        .filter(|n| n.key == twin)
+        .map(|n| &n.note)
+        .collect();
+    assert!(
+        matches!(&twin_notes[..], [Note::Reallocated { why: w, to, .. }, Note::Failed(_)] if to.is_empty() && w.contains("different namespaces")),
+        "{twin_notes:?}"
+    );
+
+    // A restart with both statuses on the address: the older is adopted, the twin's replaced.
+    let mut fresh = Ipam::new();
+    fresh.upsert_pool(pool("p", 0, &["198.51.100.0/28"]));
+    fresh.upsert_service(with_status(
+        member("tenant", "twin", 2, 8080, Some("198.51.100.5")),
+        &["198.51.100.5"],
+    ));
+    fresh.upsert_service(with_status(
+        member("shop", "web", 1, 80, Some("198.51.100.5")),
+        &["198.51.100.5"],
+    ));
+    let notes = fresh.reconcile();
+    assert_eq!(fresh.desired_ips(&web), vec![ip("198.51.100.5")]);
+    assert!(fresh.desired_ips(&twin).is_empty());
+    let replaced = notes.iter().find_map(|n| match &n.note {
+        Note::StatusReplaced { discarded } if n.key == twin => Some(discarded.join("; ")),
+        _ => None,
+    });
+    assert_eq!(
+        replaced.as_deref(),
+        Some(format!("198.51.100.5: held by shop/web ({why})").as_str())
+    );
+}
+
 #[test]
 fn r3_requested_ip_waits_for_its_holder_then_is_granted() {
     // C-04 at the allocator level.
@@ -149,16 +266,18 @@ fn r3_requested_ip_waits_for_its_holder_then_is_granted() {
         notes_for(&notes, "svc-d"),
         vec![&Note::Failed(Failure::RequestedHeld {
             ip: ip("198.51.100.11"),
-            holder: key("svc-b")
+            holder: key("svc-b"),
+            why: "default/svc-b and default/svc-d do not carry the same sharing key".into(),
         })]
     );
     assert!(
         Failure::RequestedHeld {
             ip: ip("198.51.100.11"),
-            holder: key("svc-b")
+            holder: key("svc-b"),
+            why: "default/svc-b and default/svc-d do not carry the same sharing key".into(),
         }
         .to_string()
-        .contains("held by default/svc-b")
+        .contains("held by default/svc-b: default/svc-b and default/svc-d do not carry")
     );
     // (1) svc-a becomes ClusterIP: svc-c gets its IP in the same pass.
     let freed = ipam.remove_service(&key("svc-a"), Gone::NotHandled);
@@ -676,6 +795,8 @@ mod props {
             slot: u8,
             entries: Vec<String>,
             avoid_buggy: bool,
+            /// `spec.allowSharingAcrossNamespaces` (issue #27 item 6).
+            across: bool,
         },
         DropPool(u8),
         Nodes(Vec<u8>),
@@ -744,14 +865,21 @@ mod props {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            3 => (0u8..3, proptest::collection::vec(entry(), 1..4), any::<bool>())
-                .prop_map(|(slot, entries, avoid_buggy)| Op::Pool { slot, entries, avoid_buggy }),
+            3 => (0u8..3, proptest::collection::vec(entry(), 1..4), any::<bool>(), any::<bool>())
+                .prop_map(|(slot, entries, avoid_buggy, across)| Op::Pool { slot, entries, avoid_buggy, across }),
             1 => (0u8..3).prop_map(Op::DropPool),
             1 => proptest::collection::vec(0u8..128, 0..4).prop_map(Op::Nodes),
             6 => (0u8..8, spec()).prop_map(|(slot, spec)| Op::Service { slot, spec }),
             2 => (0u8..8, any::<bool>()).prop_map(|(slot, deleted)| Op::DropService { slot, deleted }),
             4 => Just(Op::Reconcile),
         ]
+    }
+
+    /// Services of even slots live in `ns`, odd ones in `ns2`: sharing across namespaces is
+    /// exercised both ways (issue #27 item 6).
+    fn svc_key(slot: u8) -> ServiceKey {
+        let ns = if slot.is_multiple_of(2) { "ns" } else { "ns2" };
+        ServiceKey::new(ns, format!("s{slot}"))
     }
 
     fn request(slot: u8, created: i64, s: &SvcSpec) -> ServiceRequest {
@@ -766,7 +894,7 @@ mod props {
             FamilyPolicy::RequireDualStack,
         ][usize::from(s.dual)];
         let mut r = ServiceRequest {
-            key: ServiceKey::new("ns", format!("s{slot}")),
+            key: svc_key(slot),
             created,
             families,
             policy,
@@ -794,8 +922,8 @@ mod props {
     /// Independent model of "may `ip` be handed out": the oldest pool whose entries (each with
     /// its own network/broadcast rule) contain it owns it; that pool's avoidBuggyIPs applies;
     /// Node addresses never.
-    /// created, entries, avoidBuggyIPs.
-    type ModelPool = (i64, Vec<String>, bool);
+    /// created, entries, avoidBuggyIPs, allowSharingAcrossNamespaces.
+    type ModelPool = (i64, Vec<String>, bool, bool);
 
     struct Model {
         pools: BTreeMap<u8, ModelPool>,
@@ -820,10 +948,10 @@ mod props {
 
         fn owner(&self, ip: IpAddr) -> Option<u8> {
             let mut by_age: Vec<(&u8, &ModelPool)> = self.pools.iter().collect();
-            by_age.sort_by_key(|(slot, (created, _, _))| (*created, format!("pool{slot}")));
+            by_age.sort_by_key(|(slot, (created, _, _, _))| (*created, format!("pool{slot}")));
             by_age
                 .into_iter()
-                .find(|(_, (_, entries, _))| entries.iter().any(|e| Self::entry_usable(e, ip)))
+                .find(|(_, (_, entries, _, _))| entries.iter().any(|e| Self::entry_usable(e, ip)))
                 .map(|(slot, _)| *slot)
         }
 
@@ -864,12 +992,21 @@ mod props {
                 );
             }
         }
-        // Never two non-sharing Services on one IP.
+        // Never two non-sharing Services on one IP; across namespaces only where the pool
+        // allows it.
         for (i, holders) in &on_ip {
+            let Some(owner) = model.usable(*i) else {
+                continue;
+            };
+            let name = format!("pool{owner}");
+            let scope = sharing::SharingScope {
+                pool: &name,
+                across_namespaces: model.pools[&owner].3,
+            };
             for a in holders {
                 for b in holders {
                     if a.key < b.key {
-                        assert_eq!(sharing::incompatibility(a, b), None, "{i}");
+                        assert_eq!(sharing::incompatibility(a, b, scope), None, "{i}");
                     }
                 }
             }
@@ -878,7 +1015,13 @@ mod props {
         // request did not change.
         for (k, (req_before, ips_before, pool_before)) in before {
             let Some(now) = services.get(k) else { continue };
+            // A Service that shared with another namespace moves when its pool stops allowing
+            // it (the newer sharer does): not checked here.
+            let shared_across = before.iter().any(|(o, (_, o_ips, _))| {
+                o.namespace != k.namespace && o_ips.iter().any(|i| ips_before.contains(i))
+            });
             if now.clone() != req_before.clone()
+                || shared_across
                 || ips_before.iter().any(|i| model.usable(*i) != *pool_before)
             {
                 continue;
@@ -930,12 +1073,14 @@ mod props {
             for op in ops.into_iter().chain([Op::Reconcile]) {
                 clock += 1;
                 match op {
-                    Op::Pool { slot, entries, avoid_buggy } => {
-                        let c = *model.pools.get(&slot).map(|(c, _, _)| c).unwrap_or(&clock);
+                    Op::Pool { slot, entries, avoid_buggy, across } => {
+                        let c = *model.pools.get(&slot).map(|(c, _, _, _)| c).unwrap_or(&clock);
                         let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
-                        ipam.upsert_pool(PoolConfig::simple(&format!("pool{slot}"), c, &refs, avoid_buggy));
-                        full.upsert_pool(PoolConfig::simple(&format!("pool{slot}"), c, &refs, avoid_buggy));
-                        model.pools.insert(slot, (c, entries, avoid_buggy));
+                        let mut config = PoolConfig::simple(&format!("pool{slot}"), c, &refs, avoid_buggy);
+                        config.sharing_across_namespaces = across;
+                        ipam.upsert_pool(config.clone());
+                        full.upsert_pool(config);
+                        model.pools.insert(slot, (c, entries, avoid_buggy, across));
                     }
                     Op::DropPool(slot) => {
                         ipam.remove_pool(&format!("pool{slot}"));
@@ -956,7 +1101,7 @@ mod props {
                     }
                     Op::DropService { slot, deleted } => {
                         let gone = if deleted { Gone::Deleted } else { Gone::NotHandled };
-                        let key = ServiceKey::new("ns", format!("s{slot}"));
+                        let key = svc_key(slot);
                         prop_assert_eq!(ipam.remove_service(&key, gone), full.remove_service(&key, gone));
                         // Its addresses were released (R6): a later return is a new allocation.
                         snapshot.remove(&key);

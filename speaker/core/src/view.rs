@@ -379,6 +379,7 @@ mod tests {
                 addresses: addrs.iter().map(|a| (*a).into()).collect(),
                 auto_assign: true,
                 avoid_buggy_ips: false,
+                allow_sharing_across_namespaces: false,
                 service_allocation: None,
             },
         );

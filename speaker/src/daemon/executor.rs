@@ -72,6 +72,7 @@ impl Executor {
             forbidden_ips: Default::default(),
             kernel_arp_conflicts: Default::default(),
             ip_conflicts: Default::default(),
+            ip_conflict_reports_withheld: Default::default(),
             held_ips: Default::default(),
             events: event_counters.clone(),
             announcements: announcement_counters.clone(),
@@ -159,6 +160,7 @@ impl Executor {
             kernel_arp: Default::default(),
             conflicts: Default::default(),
             held_reports: Default::default(),
+            conflict_budget: Default::default(),
         };
         let mut executor = Executor {
             config,

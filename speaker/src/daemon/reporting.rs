@@ -43,6 +43,8 @@ pub(super) struct Reporting {
     pub(super) kernel_arp: KernelArpCheck,
     pub(super) conflicts: crate::l2::conflict::ConflictPolicy,
     pub(super) held_reports: crate::l2::conflict::HeldReports,
+    /// The bound on `IPConflict` Events, shared by both paths (issue #27 item 4).
+    pub(super) conflict_budget: crate::l2::conflict::EventBudget,
 }
 
 impl Reporting {
@@ -79,7 +81,9 @@ impl Reporting {
         self.kernel_arp
             .check(now, view, me, responder, &self.metrics, &self.sink);
         react_to_conflicts(
+            now,
             &mut self.conflicts,
+            &mut self.conflict_budget,
             view,
             me,
             &plan.owned,
@@ -88,7 +92,9 @@ impl Reporting {
             &self.sink,
         );
         report_held(
+            now,
             &mut self.held_reports,
+            &mut self.conflict_budget,
             view,
             me,
             responder,
@@ -96,6 +102,9 @@ impl Reporting {
             &self.sink,
             self.l2.probe.retry,
         );
+        self.metrics
+            .ip_conflict_reports_withheld
+            .store(self.conflict_budget.withheld(), Ordering::Relaxed);
         let statuses = responder.interfaces();
         // `--interfaces` replaces the default set: report what is really used.
         let owned: BTreeMap<IpAddr, Interfaces> = plan
@@ -230,11 +239,15 @@ impl KernelArpCheck {
 }
 
 /// Issue #10 item 5: another host claims an IP this node owns. Runs the conflict policy
-/// ([`crate::l2::conflict`]) on what the responder saw: one defensive announcement per IP per
-/// `DEFEND_INTERVAL`, a warning log line per IP per 10 s, a Warning Event `IPConflict` on the
-/// IP's Services per foreign MAC per 5 minutes, and the gauge `ip_conflicts`.
+/// ([`crate::l2::conflict`]) at `now` on what the responder saw: one defensive announcement per
+/// IP per `DEFEND_INTERVAL`, a warning log line per IP per 10 s, a Warning Event `IPConflict` on
+/// the IP's Services per foreign MAC per 5 minutes within `budget` (issue #27 item 4: at most 3
+/// per IP and 20 per speaker in any 5 minutes), and the gauge `ip_conflicts`.
+#[allow(clippy::too_many_arguments)]
 fn react_to_conflicts(
+    now: Instant,
     policy: &mut crate::l2::conflict::ConflictPolicy,
+    budget: &mut crate::l2::conflict::EventBudget,
     view: &View,
     node: &str,
     owned: &BTreeMap<IpAddr, Interfaces>,
@@ -242,9 +255,12 @@ fn react_to_conflicts(
     metrics: &SpeakerMetrics,
     sink: &EventSink,
 ) {
-    let reaction = policy.step(Instant::now(), &responder.conflicts(), |ip| {
-        owned.contains_key(&ip)
-    });
+    let reaction = policy.step(
+        now,
+        &responder.conflicts(),
+        |ip| owned.contains_key(&ip),
+        budget,
+    );
     metrics
         .ip_conflicts
         .store(reaction.in_conflict as u64, Ordering::Relaxed);
@@ -274,9 +290,13 @@ fn react_to_conflicts(
 
 /// Issue #10 item 5: owned IPs that another host answered the probe for are not announced
 /// ([`crate::l2::probe`]). Exports the gauge `held_ips` and says each one — a warning log line and
-/// a Warning Event `IPConflict` on the IP's Services — once per foreign MAC per 5 minutes.
+/// a Warning Event `IPConflict` on the IP's Services — once per foreign MAC per 5 minutes, within
+/// `budget` (shared with [`react_to_conflicts`]).
+#[allow(clippy::too_many_arguments)]
 fn report_held(
+    now: Instant,
     reports: &mut crate::l2::conflict::HeldReports,
+    budget: &mut crate::l2::conflict::EventBudget,
     view: &View,
     node: &str,
     responder: &Responder,
@@ -287,9 +307,10 @@ fn report_held(
     let held = responder.held();
     metrics.held_ips.store(held.len() as u64, Ordering::Relaxed);
     let due = reports.step(
-        Instant::now(),
+        now,
         held.iter()
             .map(|(ip, h)| (*ip, h.mac, h.interface.as_str(), h.since)),
+        budget,
     );
     for (ip, mac, interface) in due {
         tracing::warn!(%ip, %mac, %interface, "IP conflict: another host answered the probe for a newly assigned IP; not announcing it while it does");

@@ -23,7 +23,6 @@
 //! ```
 
 pub mod capture;
-pub mod conflict;
 pub mod counters;
 pub mod interfaces;
 pub mod neighbours;
@@ -31,7 +30,7 @@ pub mod preflight;
 pub mod responder;
 pub mod socket;
 
-pub use ferrolb_l2::answer::{announce, decide, iface, peers, probe};
+pub use ferrolb_l2::answer::{announce, conflict, decide, iface, peers, probe};
 
 pub use announce::AnnounceSchedule;
 pub use counters::{CounterSnapshot, Counters, IgnoreReason};
