@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README): checks formatting and lints, builds the pinned
 # etcd/kube-apiserver/kube-proxy/kubectl/kubelet/kube-controller-manager/kube-scheduler, helm,
-# containerd/runc/CNI plugins and the lab's images once into a cache outside the repository,
+# actionlint, containerd/runc/CNI plugins and the lab's images once into a cache outside the repository,
 # downloads MetalLB's Go module source into the Go module cache, builds ferrolb, then runs every
 # test of the workspace's fast tier (docs/testing.md, "Tiers").
 #
@@ -78,6 +78,9 @@ go_builds() {
   # The real-node lab (issue #14): containerd, runc and the CNI plugins.
   t0=$(date +%s); tests/nodes/build.sh | tail -n 1 >"$go_out/nodes"
   echo "go:containerd+runc+cni $(($(date +%s) - t0))" >>"$times"
+  # actionlint, which lints the release workflow (tests/tests/release.rs, issue #28).
+  t0=$(date +%s); tests/cluster/build-actionlint.sh | tail -n 1 >"$go_out/actionlint"
+  echo "go:actionlint $(($(date +%s) - t0))" >>"$times"
   if $extended; then
     # MetalLB's speaker and controller built from its Go module, with its CRDs (issue #11).
     t0=$(date +%s); tests/metallb/build.sh | tail -n 1 >"$go_out/metallb"
@@ -102,7 +105,8 @@ FERROLB_K8S_BIN=$(cat "$go_out/k8s")
 FERROLB_METALLB_DIR=$(cat "$go_out/metallb-src")
 FERROLB_HELM_BIN=$(cat "$go_out/helm")
 FERROLB_NODE_BIN=$(cat "$go_out/nodes")
-export FERROLB_K8S_BIN FERROLB_METALLB_DIR FERROLB_HELM_BIN FERROLB_NODE_BIN
+FERROLB_ACTIONLINT_BIN=$(cat "$go_out/actionlint")
+export FERROLB_K8S_BIN FERROLB_METALLB_DIR FERROLB_HELM_BIN FERROLB_NODE_BIN FERROLB_ACTIONLINT_BIN
 if $extended; then
   FERROLB_METALLB_BIN=$(cat "$go_out/metallb")
   export FERROLB_METALLB_BIN

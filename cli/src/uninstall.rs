@@ -90,8 +90,8 @@ pub const HOLDER: &str = "ferrolb-uninstall";
 /// The label value marking an object as part of an install (`app.kubernetes.io/part-of`).
 const PART_OF: (&str, &str) = ("app.kubernetes.io/part-of", "ferrolb");
 
-/// The namespace the install creates (`deploy/namespace.yaml`, the chart's default
-/// `namespace.name`): the only namespace this command deletes ([`namespace_is_ours`]).
+/// The namespace the install creates (`deploy/namespace.yaml`; the chart's `namespace.name` with
+/// `namespace.create: true`): the only namespace this command deletes ([`namespace_is_ours`]).
 pub const INSTALL_NAMESPACE: &str = "ferrolb-system";
 
 /// The end of each `IPReleased` Event message this command writes (R14).

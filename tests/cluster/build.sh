@@ -4,6 +4,10 @@
 # tests/cluster/go/go.mod into a cache outside the repository, keyed by the
 # hash of go.mod + go.sum. A second run with the same pins does nothing.
 #
+#   tests/cluster/build.sh              all of them
+#   tests/cluster/build.sh kubectl ...  only those named (release/build.sh needs kubectl alone);
+#                                       same directory, so a later full run adds the others
+#
 # Prints the bin directory on stdout (the last line). Environment:
 #   FERROLB_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ferrolb)
 set -euo pipefail
@@ -20,6 +24,16 @@ tools=(
   "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager"
   "kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
 )
+if [ $# -gt 0 ]; then
+  wanted=()
+  for name in "$@"; do
+    found=
+    for t in "${tools[@]}"; do [ "${t%%=*}" = "$name" ] && found=$t; done
+    [ -n "$found" ] || { echo "build.sh: unknown binary $name (known: ${tools[*]%%=*})" >&2; exit 2; }
+    wanted+=("$found")
+  done
+  tools=("${wanted[@]}")
+fi
 missing=()
 for t in "${tools[@]}"; do [ -x "$bin/${t%%=*}" ] || missing+=("$t"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -12,8 +12,10 @@
 //!   `app.kubernetes.io/part-of` plus Helm's standard labels; never selectors or pod templates,
 //!   like the base's `includeSelectors: false`); the namespace's name becomes
 //!   `ferrolb.namespace`, the membership-key Secret's name (the speaker's
-//!   `FERROLB_MEMBERLIST_SECRET`) `ferrolb.memberlistSecret`, the image `ferrolb.image`; the Namespace and the CRDs can be switched off (`namespace.create`,
-//!   `crds.create`) and the CRDs carry `helm.sh/resource-policy: keep` (`crds.keep`). In the
+//!   `FERROLB_MEMBERLIST_SECRET`) `ferrolb.memberlistSecret`, the image `ferrolb.image`; the Namespace and the CRDs can be
+//!   switched on and off (`namespace.create`, `crds.create`; the Namespace is off by default and
+//!   `ferrolb.namespace` is then the release namespace, so `helm install -n ferrolb-system
+//!   --create-namespace` works, issue #28) and the CRDs carry `helm.sh/resource-policy: keep` (`crds.keep`). In the
 //!   controller Deployment and the speaker DaemonSet, `resources`, `tolerations`,
 //!   `imagePullPolicy` and the speaker's `FERROLB_TIMING_PROFILE` become values, and
 //!   `imagePullSecrets`, `priorityClassName` and the optional environment (`lbClass`,
@@ -23,7 +25,7 @@
 //! - The chart creates **no** Secret: the controller creates the membership key when it is absent
 //!   (issue #27). A chart that drew one with `randBytes` rendered a new key on every
 //!   `helm template` (Argo CD, Flux) and split the membership on every sync.
-//! - `values.yaml`: the defaults that exist in the base are read from it (namespace, image
+//! - `values.yaml`: the defaults that exist in the base are read from it (image
 //!   repository and pull policy, resources, tolerations, timing profile).
 //! - `Chart.yaml`: `version` and `appVersion` are the workspace's crate version.
 //!
@@ -684,14 +686,19 @@ fn values_yaml(base: &Base, repository: &str, d: &Defaults) -> anyhow::Result<St
 # from the kustomize base deploy/ (the defaults the base has are read from it); never edit. Every
 # value is described in docs/install.md, \"Helm\".
 
-# The namespace of every namespaced object. The chart creates it (labelled Pod Security
-# \"privileged\": the speaker needs hostNetwork and CAP_NET_RAW), like `kubectl apply -k deploy/`, so
-# install the release into another namespace (e.g. `helm install ferrolb deploy/helm/ferrolb`, into
-# `default`). To install into an existing namespace instead (`helm install -n NS --create-namespace`),
-# set create: false and name: \"\" (= the release namespace), and label it yourself.
+# The namespace of every namespaced object. Empty: the release namespace, so
+#   helm install ferrolb deploy/helm/ferrolb -n {namespace} --create-namespace
+# (what `kubectl apply -k deploy/` uses). The chart does not create the namespace by default: Helm
+# refuses to install over a Namespace object it did not make, so a chart that templates one fails
+# with --create-namespace. The speaker needs hostNetwork and CAP_NET_RAW, which the Pod Security
+# levels \"baseline\" and \"restricted\" forbid: where the cluster enforces one of them by default,
+# label the namespace pod-security.kubernetes.io/enforce=privileged (docs/install.md, \"Helm\").
+# create: true makes the chart create namespace.name itself, labelled \"privileged\", as the
+# kustomize base does; then name it (e.g. {namespace}) and install the release into another,
+# existing namespace (e.g. default).
 namespace:
-  name: {namespace}
-  create: true
+  name: \"\"
+  create: false
 
 # The CRDs (ipaddresspools, l2advertisements, l2announcements.ferrolb.io) are templates, so
 # `helm upgrade` updates them. keep: `helm uninstall` leaves them, and every IPAddressPool and

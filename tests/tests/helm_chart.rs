@@ -2,10 +2,12 @@
 //! from the Go module proxy by `tests/cluster/build-helm.sh`) and the real `kubectl`:
 //!
 //! - `helm lint --strict` passes, with the default values and with every value changed, and
-//!   fails on misspelt or mistyped values (values.schema.json);
+//!   fails on misspelt or mistyped values (values.schema.json); `helm template` fails on
+//!   `namespace.create` without a `namespace.name` (the chart would create the release namespace);
 //! - `helm template` with the default values renders the objects of `kubectl kustomize deploy/`,
 //!   field for field, but for the differences docs/install.md ("Helm") documents, each asserted
-//!   here: Helm's four standard labels on every object's metadata, the image tag (the chart's
+//!   here: no Namespace object (the release namespace, made by `--create-namespace`; issue #28),
+//!   Helm's four standard labels on every object's metadata, the image tag (the chart's
 //!   appVersion instead of `latest`), the speaker's `priorityClassName: system-node-critical` and
 //!   `helm.sh/resource-policy: keep` on the CRDs. Like the base, the chart renders **no** Secret:
 //!   the controller creates the membership key (issue #27), so two `helm template` runs (what
@@ -15,13 +17,14 @@
 //!   `ferrolb-controller` and `ferrolb-speaker` read and accept; the metrics Services select the
 //!   workloads' pods and their `monitoring` ports, and the ServiceMonitor selects both Services;
 //!   that render passes the API server's server-side dry run;
-//! - on the test cluster: `helm install --dry-run=server` passes and creates nothing; `helm install`
-//!   creates every object without a warning; the deploy test's RBAC checks (`kubectl auth can-i`,
+//! - on the test cluster: `helm install -n ferrolb-system --create-namespace --dry-run=server`
+//!   passes and creates nothing; `helm install -n ferrolb-system --create-namespace` (the
+//!   convention MetalLB, Cilium and PureLB document, which failed while the chart made the
+//!   Namespace itself: issue #28) creates every object without a warning; the deploy test's RBAC checks (`kubectl auth can-i`,
 //!   yes and no, and the full `can-i --list`) hold; `helm upgrade` applies a changed value and
 //!   leaves the key the controller created alone; `helm uninstall` removes the workloads and RBAC
-//!   but keeps the CRDs (resource-policy keep) and never touches that key (on a real cluster the
-//!   namespace controller deletes it with the namespace, unless `namespace.create` is false —
-//!   the test cluster has none; `ferrolb uninstall` deletes it either way).
+//!   but keeps the CRDs (resource-policy keep) and never touches that key, nor the namespace
+//!   `--create-namespace` made (Helm never deletes it; `ferrolb uninstall` deletes the key).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 #[allow(dead_code)]
@@ -175,20 +178,41 @@ async fn helm_chart() {
             out.status
         );
     }
+    // Creating the release namespace itself, which `--create-namespace` (or any existing
+    // namespace) would refuse at install time: refused at render time with the way out (`helm
+    // lint` reports a template's `fail` only as INFO, so `helm template` is what is checked).
+    let out = helm.run(&[
+        "template",
+        "ferrolb",
+        chart,
+        "--set",
+        "namespace.create=true",
+    ]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains("namespace.create: true needs namespace.name"),
+        "helm template --set namespace.create=true: {}\n{text}",
+        out.status
+    );
 
     // --- defaults: the kustomize base, but for the documented differences ---
-    let (rendered, _) = helm.ok(&["template", "ferrolb", chart]);
+    let (rendered, _) = helm.ok(&["template", "ferrolb", chart, "--namespace", NS]);
     let (kustomized, _) = k.ok(&["kustomize", root.join("deploy").to_str().unwrap()], None);
     // Both parsed by kubectl, i.e. as the API server gets them: the templates keep the base's
     // YAML 1.1 octal `defaultMode: 0400`, which a YAML 1.2 parser would read as 400.
     let base = as_kubectl_reads(&k, &kustomized);
     // No key in the chart, so a second render (every GitOps sync renders again) is the same.
-    let (again, _) = helm.ok(&["template", "ferrolb", chart]);
+    let (again, _) = helm.ok(&["template", "ferrolb", chart, "--namespace", NS]);
     assert!(
         again == rendered,
         "two `helm template` runs differ: every Argo CD / Flux sync would apply new objects"
     );
     let chart_objs = without_documented_differences(as_kubectl_reads(&k, &rendered), &base);
+    // The base's Namespace is the one object the chart leaves to `--create-namespace`.
+    let base: Vec<Value> = base
+        .into_iter()
+        .filter(|o| o["kind"] != "Namespace")
+        .collect();
     let by_key = |objs: Vec<Value>| -> BTreeMap<ObjKey, Value> {
         let map: BTreeMap<ObjKey, Value> = objs.into_iter().map(|o| (key_of(&o), o)).collect();
         map
@@ -247,7 +271,8 @@ async fn helm_chart() {
         "ferrolb",
         chart,
         "--namespace",
-        "default",
+        NS,
+        "--create-namespace",
         "--dry-run=server",
     ]);
     assert!(dry.contains("kind: DaemonSet"), "helm dry run:\n{dry}");
@@ -256,16 +281,30 @@ async fn helm_chart() {
         !probe.status.success() && String::from_utf8_lossy(&probe.stderr).contains("NotFound"),
         "the dry run created the namespace"
     );
-    let (installed, warnings) = helm.ok(&["install", "ferrolb", chart, "--namespace", "default"]);
+    let (installed, warnings) = helm.ok(&[
+        "install",
+        "ferrolb",
+        chart,
+        "--namespace",
+        NS,
+        "--create-namespace",
+    ]);
     assert!(
         installed.contains("STATUS: deployed"),
         "helm install:\n{installed}"
+    );
+    // The namespace is not the chart's, so its notes say which Pod Security label it needs.
+    assert!(
+        installed.contains(&format!(
+            "kubectl label namespace {NS} pod-security.kubernetes.io/enforce=privileged"
+        )),
+        "helm install's notes do not give the Pod Security label:\n{installed}"
     );
     assert!(
         !warnings.to_lowercase().contains("warning"),
         "helm install warned:\n{warnings}"
     );
-    let (manifest, _) = helm.ok(&["get", "manifest", "ferrolb", "--namespace", "default"]);
+    let (manifest, _) = helm.ok(&["get", "manifest", "ferrolb", "--namespace", NS]);
     let manifest_objs = parse_docs(&manifest);
     let manifest_file = cluster.dir().join("helm-manifest.yaml");
     std::fs::write(&manifest_file, &manifest).unwrap();
@@ -329,7 +368,7 @@ async fn helm_chart() {
         "ferrolb",
         chart,
         "--namespace",
-        "default",
+        NS,
         "--set",
         "ignoreExcludeLb=true",
     ]);
@@ -369,7 +408,7 @@ async fn helm_chart() {
 
     // --- uninstall: everything goes but the CRDs (resource-policy keep); the controller's key is
     // not Helm's ---
-    let (uninstalled, _) = helm.ok(&["uninstall", "ferrolb", "--namespace", "default"]);
+    let (uninstalled, _) = helm.ok(&["uninstall", "ferrolb", "--namespace", NS]);
     assert!(
         uninstalled.contains("These resources were kept due to the resource policy:"),
         "helm uninstall:\n{uninstalled}"
@@ -415,6 +454,12 @@ fn without_documented_differences(mut objs: Vec<Value>, base: &[Value]) -> Vec<V
     assert!(
         find(&objs, "Secret").is_empty(),
         "the chart renders a Secret"
+    );
+    // No Namespace by default: `helm install -n NS --create-namespace` makes it, and Helm refuses
+    // to install over a Namespace it did not make (issue #28).
+    assert!(
+        find(&objs, "Namespace").is_empty(),
+        "the chart renders a Namespace by default"
     );
 
     for obj in &mut objs {

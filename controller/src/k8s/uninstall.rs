@@ -3,8 +3,9 @@
 //! announces any more.
 //!
 //! **The signal is the deletion of the controller's own namespace**, read once when the process
-//! is asked to stop (SIGTERM), never a guess from timing: `kubectl delete -k deploy/` and
-//! `helm uninstall` delete the namespace `ferrolb-system`, and a namespace gets its
+//! is asked to stop (SIGTERM), never a guess from timing: `kubectl delete -k deploy/` (and
+//! `helm uninstall` of the chart with `namespace.create: true`) delete the namespace
+//! `ferrolb-system`, and a namespace gets its
 //! `deletionTimestamp` before its pods are deleted, so a replica stopped by an uninstall finds its
 //! namespace terminating. A rolling update or a node drain stops the pod while the namespace is
 //! alive: then nothing is released (a restart must never cost an address, DESIGN R1).

@@ -5,8 +5,15 @@ this file, monitoring.yaml and NOTES.txt are written by hand. The chart renders 
 controller creates the speakers' membership key when it is absent (docs/membership.md).
 */}}
 
-{{/* The namespace of every namespaced object: namespace.name, else the release namespace. */}}
+{{/*
+The namespace of every namespaced object: namespace.name, else the release namespace. A chart that
+creates its namespace (namespace.create) must name it: creating the release namespace fails under
+`helm install -n NS --create-namespace` (Helm made it) and on any namespace that already exists.
+*/}}
 {{- define "ferrolb.namespace" -}}
+{{- if and .Values.namespace.create (not .Values.namespace.name) -}}
+{{- fail "namespace.create: true needs namespace.name (a namespace other than the release's, e.g. ferrolb-system with the release in default); or keep namespace.create: false and install with -n ferrolb-system --create-namespace" -}}
+{{- end -}}
 {{- .Values.namespace.name | default .Release.Namespace -}}
 {{- end }}
 
