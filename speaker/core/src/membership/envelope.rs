@@ -7,7 +7,7 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "FLBm"
-//!      4     1  version (1)
+//!      4     1  version (2)
 //!      5     8  sent_at: sender's wall clock, milliseconds since the Unix epoch, big-endian
 //!     13    24  nonce: random per datagram (XChaCha20 extended nonce)
 //!     37     n  ciphertext of: kind (1 byte: 0 SWIM, 1 lease), then the postcard-encoded
