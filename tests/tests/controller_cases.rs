@@ -338,12 +338,19 @@ async fn r2_sharing_across_namespaces_needs_the_pools_opt_in() {
     )
     .await
     .unwrap();
+    // Either holder may be the one named (both hold the address); the rule must be.
     let why = format!(
-        "{shop}/api and {tenant}/twin carry the same sharing key but are in different namespaces, and pool pool does not allow sharing across namespaces (spec.allowSharingAcrossNamespaces: true would)"
+        "and {tenant}/twin carry the same sharing key but are in different namespaces, and pool pool does not allow sharing across namespaces (spec.allowSharingAcrossNamespaces: true would)"
     );
     let note = wait_event(&client, &tenant, "twin", "AllocationFailed", &why).await;
     assert!(
         note.contains("requested IP 198.51.100.1 is held by"),
+        "{note}"
+    );
+    assert!(
+        [format!("{shop}/api {why}"), format!("{shop}/web {why}")]
+            .iter()
+            .any(|named| note.contains(named.as_str())),
         "{note}"
     );
     create_service(&client, &member(&tenant, "auto", 9090, None))
