@@ -98,7 +98,12 @@ async fn c10_one_ip_one_announcer() {
     let value = |name: &str| -> f64 {
         metrics
             .lines()
-            .find(|l| l.starts_with(name))
+            // The whole metric name: `ferrolb_speaker_members` must not match
+            // `ferrolb_speaker_membership_receive_buffer_bytes`.
+            .find(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
             .and_then(|l| l.split_whitespace().last())
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("{name} missing in:\n{metrics}"))
