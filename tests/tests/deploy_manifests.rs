@@ -23,27 +23,17 @@ mod deploy;
 
 use std::collections::BTreeSet;
 
-use ferrolb_tests::cluster::{ClusterOptions, TestCluster, repo_root};
-use serde_json::Value;
+use ferrolb_tests::cluster::repo_root;
 
 use deploy::NS;
 use deploy::examples::{check_examples, check_image_override};
-use deploy::kubectl::Kubectl;
 use deploy::objects::{ObjKey, find, key, key_of, parse_docs};
 use deploy::rbac;
 use deploy::workloads::{check_cli_contract, check_controller, check_speaker};
 
 #[tokio::test]
 async fn deploy_manifests() {
-    let cluster = TestCluster::start_with(ClusterOptions {
-        install_crds: false,
-        ..Default::default()
-    })
-    .await
-    .expect("test cluster");
-    let k = Kubectl {
-        kubeconfig: cluster.kubeconfig().to_path_buf(),
-    };
+    let (cluster, k) = deploy::cluster_without_crds().await;
     let root = repo_root();
     let deploy = root.join("deploy");
 
@@ -131,22 +121,7 @@ async fn deploy_manifests() {
     );
 
     // --- for real: accepted without any warning (deprecated API, Pod Security, …) ---
-    let (applied, warnings) = k.ok(&["apply", "--server-side", "-f", rendered_path], None);
-    assert_eq!(
-        applied
-            .lines()
-            .filter(|l| l.ends_with("serverside-applied"))
-            .count(),
-        objs.len(),
-        "apply output:\n{applied}"
-    );
-    assert!(
-        !warnings.to_lowercase().contains("warning"),
-        "apply warned:\n{warnings}"
-    );
-    let (live_json, _) = k.ok(&["get", "-f", rendered_path, "-o", "json"], None);
-    let live: Value = serde_json::from_str(&live_json).unwrap();
-    let live_items = live["items"].as_array().unwrap().clone();
+    let live_items = k.apply_cleanly(rendered_path, objs.len());
     let live_keys: BTreeSet<ObjKey> = live_items.iter().map(key_of).collect();
     assert_eq!(live_keys, expected, "objects read back");
     k.ok(

@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use ferrolb_tests::chart::{CHART_DIR, CHART_VERSION};
-use ferrolb_tests::cluster::{ClusterOptions, TestCluster, helm_bin, repo_root};
+use ferrolb_tests::cluster::{helm_bin, repo_root};
 use serde_json::{Value, json};
 
 use deploy::NS;
@@ -124,15 +124,7 @@ serviceMonitor: {enabled: true, interval: 15s, labels: {release: prom}}
 
 #[tokio::test]
 async fn helm_chart() {
-    let cluster = TestCluster::start_with(ClusterOptions {
-        install_crds: false,
-        ..Default::default()
-    })
-    .await
-    .expect("test cluster");
-    let k = Kubectl {
-        kubeconfig: cluster.kubeconfig().to_path_buf(),
-    };
+    let (cluster, k) = deploy::cluster_without_crds().await;
     let helm = Helm {
         bin: helm_bin().expect("helm"),
         home: tempfile::tempdir().unwrap(),

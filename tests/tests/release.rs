@@ -32,9 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use ferrolb_tests::chart::{CHART_DIR, CHART_VERSION};
-use ferrolb_tests::cluster::{
-    ClusterOptions, TestCluster, cached_bin_dir, helm_bin, k8s_bin, repo_root,
-};
+use ferrolb_tests::cluster::{cached_bin_dir, helm_bin, k8s_bin, repo_root};
 use serde_json::{Value, json};
 
 use deploy::NS;
@@ -115,15 +113,7 @@ fn by_key(objs: Vec<Value>) -> BTreeMap<ObjKey, Value> {
 
 #[tokio::test]
 async fn release_manifest_and_chart() {
-    let cluster = TestCluster::start_with(ClusterOptions {
-        install_crds: false,
-        ..Default::default()
-    })
-    .await
-    .expect("test cluster");
-    let k = Kubectl {
-        kubeconfig: cluster.kubeconfig().to_path_buf(),
-    };
+    let (_cluster, k) = deploy::cluster_without_crds().await;
     let root = repo_root();
     let work = tempfile::tempdir().unwrap();
     let dist = work.path().join("dist");
@@ -188,22 +178,7 @@ async fn release_manifest_and_chart() {
 
     // --- applied to the real API server: every object, no warning ---
     let manifest_arg = manifest_path.to_str().unwrap();
-    let (applied, warnings) = k.ok(&["apply", "--server-side", "-f", manifest_arg], None);
-    assert_eq!(
-        applied
-            .lines()
-            .filter(|l| l.ends_with("serverside-applied"))
-            .count(),
-        base.len(),
-        "apply output:\n{applied}"
-    );
-    assert!(
-        !warnings.to_lowercase().contains("warning"),
-        "apply warned:\n{warnings}"
-    );
-    let (live, _) = k.ok(&["get", "-f", manifest_arg, "-o", "json"], None);
-    let live: Value = serde_json::from_str(&live).unwrap();
-    let live = live["items"].as_array().unwrap().clone();
+    let live = k.apply_cleanly(manifest_arg, base.len());
     assert_eq!(
         live.iter().map(key_of).collect::<BTreeSet<_>>(),
         base.iter().map(key_of).collect::<BTreeSet<_>>(),

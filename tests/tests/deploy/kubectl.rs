@@ -27,6 +27,28 @@ impl Kubectl {
         (stdout, stderr)
     }
 
+    /// `kubectl apply --server-side -f FILE`, asserted clean: exactly `expected` objects
+    /// applied and no warning from the API server (deprecated API, Pod Security, …). Returns
+    /// the objects read back (`kubectl get -f FILE -o json`, its `items`).
+    pub fn apply_cleanly(&self, file: &str, expected: usize) -> Vec<serde_json::Value> {
+        let (applied, warnings) = self.ok(&["apply", "--server-side", "-f", file], None);
+        assert_eq!(
+            applied
+                .lines()
+                .filter(|l| l.ends_with("serverside-applied"))
+                .count(),
+            expected,
+            "apply output:\n{applied}"
+        );
+        assert!(
+            !warnings.to_lowercase().contains("warning"),
+            "apply warned:\n{warnings}"
+        );
+        let (live, _) = self.ok(&["get", "-f", file, "-o", "json"], None);
+        let live: serde_json::Value = serde_json::from_str(&live).expect("kubectl get -o json");
+        live["items"].as_array().expect("a List").clone()
+    }
+
     /// `kubectl auth can-i VERB RESOURCE [extra…] --as=SA`: true for "yes", false for "no".
     /// Anything else, or a warning that the resource type or verb is unknown (a typo here would
     /// make a "no" assertion pass vacuously), fails the test.
