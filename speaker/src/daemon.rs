@@ -12,6 +12,7 @@
 
 mod executor;
 mod lookups;
+mod mismatch;
 mod reporting;
 
 use std::net::{IpAddr, SocketAddr};

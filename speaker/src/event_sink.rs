@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferrolb_runtime::events::Publisher;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
 use tokio::sync::Notify;
@@ -54,9 +54,18 @@ pub struct EventCounters {
     pub coalesced: AtomicU64,
 }
 
+/// What an Event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    /// A Service, `namespace/name`.
+    Service(String),
+    /// A Node, by name (this speaker's own: membership reports).
+    Node(String),
+}
+
 #[derive(Debug)]
 struct Pending {
-    service: String,
+    target: Target,
     severity: Severity,
     reason: &'static str,
     note: String,
@@ -111,32 +120,53 @@ impl EventSink {
     /// Queues `intent` (one Event per Service in it). Never waits.
     pub fn send(&self, intent: EventIntent) {
         tracing::info!(reason = intent.reason, note = %intent.note, "event");
-        let counters = &self.shared.counters;
-        {
-            let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            for service in intent.services {
-                if let Some(queued) = queue
-                    .iter_mut()
-                    .find(|p| p.service == service && p.reason == intent.reason)
-                {
-                    queued.note.clone_from(&intent.note);
-                    queued.severity = intent.severity;
-                    counters.coalesced.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                if queue.len() >= self.shared.capacity {
-                    queue.pop_front();
-                    counters.dropped.fetch_add(1, Ordering::Relaxed);
-                }
-                queue.push_back(Pending {
-                    service,
-                    severity: intent.severity,
-                    reason: intent.reason,
-                    note: intent.note.clone(),
-                });
-            }
+        for service in intent.services {
+            self.queue(Pending {
+                target: Target::Service(service),
+                severity: intent.severity,
+                reason: intent.reason,
+                note: intent.note.clone(),
+            });
         }
         self.shared.wake.notify_one();
+    }
+
+    /// Queues one Event about the Node `node` (e.g. a membership mismatch this speaker
+    /// found, issue #32 G5.4), coalesced with a queued one of the same reason. Never waits.
+    pub fn send_about_node(
+        &self,
+        node: &str,
+        severity: Severity,
+        reason: &'static str,
+        note: String,
+    ) {
+        tracing::info!(reason, %note, "event");
+        self.queue(Pending {
+            target: Target::Node(node.to_owned()),
+            severity,
+            reason,
+            note,
+        });
+        self.shared.wake.notify_one();
+    }
+
+    fn queue(&self, pending: Pending) {
+        let counters = &self.shared.counters;
+        let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(queued) = queue
+            .iter_mut()
+            .find(|p| p.target == pending.target && p.reason == pending.reason)
+        {
+            queued.note = pending.note;
+            queued.severity = pending.severity;
+            counters.coalesced.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if queue.len() >= self.shared.capacity {
+            queue.pop_front();
+            counters.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        queue.push_back(pending);
     }
 
     /// Events waiting to be written.
@@ -156,8 +186,25 @@ async fn write(
     counters: &EventCounters,
     p: Pending,
 ) {
-    let Some(svc) = stores.service(&p.service) else {
-        return;
+    let reference = match &p.target {
+        Target::Service(key) => {
+            let Some(svc) = stores.service(key) else {
+                return;
+            };
+            Service::object_ref(&svc, &())
+        }
+        // As the kubelet does for its Node's Events: the uid is the Node's name.
+        Target::Node(name) => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.clone()),
+            uid: Some(name.clone()),
+            ..ObjectReference::default()
+        },
+    };
+    let about = match &p.target {
+        Target::Service(key) => key.as_str(),
+        Target::Node(name) => name.as_str(),
     };
     let event = Event {
         type_: match p.severity {
@@ -169,18 +216,17 @@ async fn write(
         action: "Announce".into(),
         secondary: None,
     };
-    let reference = Service::object_ref(&svc, &());
     match tokio::time::timeout(config.write_timeout, recorder.publish(&event, &reference)).await {
         Ok(Ok(())) => {
             counters.published.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Err(e)) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(service = %p.service, error = %e, "could not publish Event");
+            tracing::warn!(%about, error = %e, "could not publish Event");
         }
         Err(_) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(service = %p.service, timeout = ?config.write_timeout, "Event write timed out");
+            tracing::warn!(%about, timeout = ?config.write_timeout, "Event write timed out");
         }
     }
 }

@@ -16,7 +16,8 @@
 //!   `kernel_arp_conflicts` (gauge), `members` (gauge),
 //!   `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`, `membership_suspicions_postponed_total`,
-//!   `membership_receive_buffer_bytes` (gauge, issue #27 item 9).
+//!   `membership_receive_buffer_bytes` (gauge, issue #27 item 9),
+//!   `membership_refused_peers{reason}` (gauge, issue #32 G5.4).
 //!
 //! Every name is listed with its type, labels and meaning in `docs/metrics.md`; the test
 //! `tests/tests/monitoring.rs` fails when an exported name is missing there.
@@ -45,6 +46,9 @@ pub struct SpeakerMetrics {
     /// The membership socket's receive buffer as granted, bytes of kernel accounting
     /// ([`membership::ReceiveBuffer::granted`]; 0 before the membership started).
     pub membership_receive_buffer: AtomicU64,
+    /// Peers refused for a configuration mismatch, by reason `protocol`, `timings`, `key`
+    /// ([`membership::Mismatch`]), in that order.
+    pub membership_refused: [AtomicU64; 3],
     /// IPs this node owns now.
     pub owned_ips: AtomicU64,
     /// IPs nobody may announce (no eligible node) whose reporter is this speaker
@@ -352,6 +356,24 @@ impl Collector for SpeakerMetrics {
                 "Receive buffer of the membership UDP socket as granted by the kernel (getsockopt SO_RCVBUF: twice the size set, at most twice net.core.rmem_max)",
                 self.membership_receive_buffer.load(Ordering::Relaxed),
             )?;
+            {
+                let mut family = encoder.encode_descriptor(
+                    "membership_refused_peers",
+                    "Speakers this one refuses because their membership protocol, timings or key ring disagree with its own (issue #32 G5.4): not counted alive, no lease either way",
+                    None,
+                    prometheus_client::metrics::MetricType::Gauge,
+                )?;
+                for (cell, reason) in self
+                    .membership_refused
+                    .iter()
+                    .zip(["protocol", "timings", "key"])
+                {
+                    ConstGauge::new(
+                        i64::try_from(cell.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+                    )
+                    .encode(family.encode_family(&[("reason", reason)])?)?;
+                }
+            }
             gauge(
                 &mut encoder,
                 "members",

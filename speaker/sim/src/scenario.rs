@@ -228,6 +228,16 @@ pub enum Fault {
         /// Key numbers.
         ring: Vec<u8>,
     },
+    /// The node's speaker is configured with another timing profile (a DaemonSet edit rolled
+    /// out to this node, or one node's flags differing): read at its next start. The others
+    /// refuse it (issue #32 G5.4), so the oracle counts only speakers on the scenario's profile
+    /// as eligible.
+    SetProfile {
+        /// The node.
+        node: usize,
+        /// Its profile from its next start.
+        profile: Profile,
+    },
     /// The node's wall clock steps by `ms` (positive: ahead), as an NTP step or a VM resumed
     /// from a snapshot does; its monotonic clock does not. The wall clock stamps and checks the
     /// membership's replay window and the claim proofs (2 s skew), and seeds the voter memory.
@@ -263,7 +273,7 @@ impl Fault {
             | Fault::NicCarrier { .. }
             | Fault::ClockStep { .. } => false,
             // An operator's change: a wrong order splits the membership by key.
-            Fault::SetKeys { .. } => false,
+            Fault::SetKeys { .. } | Fault::SetProfile { .. } => false,
             Fault::ForgedClaims { .. }
             | Fault::SpoofFlood { .. }
             | Fault::ReplayedClaims { .. } => true,
@@ -383,6 +393,8 @@ impl Scenario {
                 .replace("Fault::Partition([", "Fault::Partition(vec![")
                 .replace("Fault::AdvertiseOn([", "Fault::AdvertiseOn(vec![")
                 .replace("ring: [", "ring: vec![")
+                .replace("profile: Fast", "profile: Profile::Fast")
+                .replace("profile: Safe", "profile: Profile::Safe")
             })
             .collect();
         format!(

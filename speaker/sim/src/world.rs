@@ -224,6 +224,10 @@ struct Node {
     /// The key ring the node's Secret holds now (key numbers, [`key_ring_of`]): read at the
     /// next process start, as today's speaker does.
     mounted_keys: Vec<u8>,
+    /// The timing profile the node's speaker is configured with now (read at its next start),
+    /// and the one its running process uses ([`Fault::SetProfile`]).
+    mounted_profile: crate::scenario::Profile,
+    profile: crate::scenario::Profile,
     /// The key ring the running process uses, and the claim keys derived from it.
     keys: KeyRing,
     claim_keys: ClaimKeys,
@@ -381,6 +385,8 @@ impl World {
                 seed,
                 clock_offset_ms: 0,
                 mounted_keys: vec![0],
+                mounted_profile: s.profile,
+                profile: s.profile,
                 keys: key_ring(),
                 claim_keys: ClaimKeys::from_ring(&key_ring()),
                 own_macs: (0..s.nics.max(1)).map(|k| mac(i, k)).collect(),
@@ -585,7 +591,14 @@ impl World {
     // --- processes -------------------------------------------------------------------------
 
     fn start(&mut self, i: usize) {
-        let node = NodeConfig::new(name(i), self.claim.clone());
+        self.nodes[i].profile = self.nodes[i].mounted_profile;
+        let claim = if self.nodes[i].profile == self.scenario.profile {
+            self.claim.clone()
+        } else {
+            let (probe_period, _, suspect_timeout) = self.nodes[i].profile.timing().timings();
+            ClaimSettings::for_membership(probe_period, suspect_timeout)
+        };
+        let node = NodeConfig::new(name(i), claim);
         let mut core = SpeakerCore::new(node, self.mono());
         // A start lists the API (unless it is unreachable: then the last view it had).
         if self.nodes[i].outage_until.is_none() {
@@ -603,6 +616,21 @@ impl World {
         self.step(i, Wake::Tick);
     }
 
+    /// Node `i`'s membership settings: the scenario's, or its own profile's timings.
+    fn membership_config(&self, i: usize) -> MembershipConfig {
+        let profile = self.nodes[i].profile;
+        if profile == self.scenario.profile {
+            return self.membership.clone();
+        }
+        let (probe_period, probe_rtt, suspect_timeout) = profile.timing().timings();
+        MembershipConfig {
+            probe_period,
+            probe_rtt,
+            suspect_timeout,
+            ..self.membership.clone()
+        }
+    }
+
     fn join(&mut self, i: usize) {
         self.nodes[i].seed = self.nodes[i].seed.wrapping_add(1);
         let generation = self.clock_of(i).wall_ms;
@@ -611,7 +639,7 @@ impl World {
             .and_then(|id| {
                 MembershipCore::with_seed(
                     id,
-                    self.membership.clone(),
+                    self.membership_config(i),
                     &self.nodes[i].keys,
                     Arc::new(Counters::default()),
                     self.nodes[i].seed,
@@ -771,6 +799,7 @@ impl World {
                 self.push(self.now, Event::Flood { per_ms, until });
             }
             Fault::SetKeys { node, ring } => self.nodes[node].mounted_keys = ring,
+            Fault::SetProfile { node, profile } => self.nodes[node].mounted_profile = profile,
             Fault::ClockStep { node, ms } => {
                 self.nodes[node].clock_offset_ms =
                     self.nodes[node].clock_offset_ms.saturating_add(ms);
@@ -1382,8 +1411,12 @@ impl World {
     /// it). Cached until the view or a process or carrier changes.
     fn oracle(&mut self) -> &BTreeMap<IpAddr, Option<usize>> {
         let running: BTreeSet<String> = (0..self.nodes.len())
+            // A speaker on another profile than the cluster's is refused by the others (issue
+            // #32 G5.4): not eligible.
             .filter(|i| {
-                self.nodes[*i].proc_ != Proc::Down && self.nodes[*i].responder.reaches_clients()
+                self.nodes[*i].proc_ != Proc::Down
+                    && self.nodes[*i].responder.reaches_clients()
+                    && self.nodes[*i].profile == self.scenario.profile
             })
             .map(name)
             .collect();

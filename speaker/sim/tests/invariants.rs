@@ -38,9 +38,11 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     (FaultClass::Adversary, 10, "I-failover"),
     // Steady membership loss: false declarations move owners without any fault (silences over
     // T_fo remain in 6 of 50 seeds at 3 nodes, none in the sweep's 8). At 5 nodes and more
-    // the longer seed runs of the findings table still show it; the sweep's seeds stopped
-    // showing it at 5 once a leave reached every member directly.
+    // the longer seed runs of the findings table show it too; the sweep's seeds stopped
+    // showing it at 5 once a leave reached every member directly, and show it again since the
+    // hello (issue #32 G5.4) changed the datagrams and with them the seeds' draws.
     (FaultClass::Loss, 3, "I-flap"),
+    (FaultClass::Loss, 5, "I-flap"),
     // Two NICs: the client-facing NIC of the owner loses carrier while the other keeps it; the
     // carrier check passes on any interface, so the IP stays there unanswered (issue #32 G5.5;
     // at 10 nodes too, in more seeds than the sweep runs there).
@@ -295,16 +297,31 @@ fn a_lagging_watch_and_the_yield_leave_an_ip_unanswered() {
 /// within a minute (0.6, 1.2, 2.4, 4.8 s); while one node is out and another converges after
 /// its own rejoin, the third sees a minority and everything goes silent for seconds (up to
 /// 32.8 s before the quorum lease). With it, a suspect that answered our lease requests within
-/// the lease is not declared down, so most false declarations are gone: in this seed owners
-/// still move (I-flap) but nothing goes silent.
+/// the lease is not declared down, so most false declarations are gone: over ten seeds owners
+/// still move (I-flap) in some, but nothing goes silent and nothing else breaks in any. (Over
+/// seeds, not one seed: a change of the datagrams sent, like the hello of issue #32 G5.4,
+/// changes which seed shows the flap.)
 #[test]
 fn two_percent_membership_loss_on_three_healthy_nodes_only_moves_owners() {
-    let s = Scenario {
-        loss_ppm: 20_000,
-        end_ms: 60_000,
-        ..Scenario::quiet(5, 3, 8)
-    };
-    assert_violates(&s, &["I-flap"]);
+    let mut flapped = 0;
+    for seed in 0..10 {
+        let s = Scenario {
+            loss_ppm: 20_000,
+            end_ms: 60_000,
+            ..Scenario::quiet(seed, 3, 8)
+        };
+        let v = check(&s, &run(&s));
+        assert!(
+            v.iter().all(|v| v.invariant == "I-flap"),
+            "{v:#?}\n{}",
+            s.literal()
+        );
+        flapped += usize::from(!v.is_empty());
+    }
+    assert!(
+        flapped > 0,
+        "no seed moves owners any more: take the case out"
+    );
 }
 
 /// The claim proof's known limit (`speaker/core/src/wire/claim_proof.rs`): a keyless host that
@@ -523,5 +540,55 @@ fn a_cut_between_two_nodes_only_changes_nothing() {
             .with(5_000, Fault::CutPair(0, 1))
             .with(15_000, Fault::Heal);
         assert_eq!(check(&s, &run(&s)), vec![], "{nodes} nodes");
+    }
+}
+
+/// A speaker restarted on another timing profile (a profile change rolled out to one node, or
+/// one node's flags differing) and then cut off (issue #32 G5.4). Counted alive by the others,
+/// it was planned IPs it did not answer for seconds (without the hello: two IPs unanswered for
+/// 7.0 s after its restart and 1.9 s after the heal, I-failover), and its quorum lease (3 s
+/// with `safe`) outlasts the others' declaration of death (0.3 s with `fast`). The hello makes
+/// the others refuse it and it refuse them, so it never owns anything: no violation at all,
+/// before, during and after the cut.
+#[test]
+fn a_speaker_on_another_timing_profile_is_refused_and_never_answers() {
+    for seed in 0..3 {
+        let s = Scenario {
+            seed,
+            nodes: 3,
+            ips: 6,
+            faults: vec![
+                Timed {
+                    at_ms: 3_000,
+                    fault: Fault::Terminate(2),
+                },
+                Timed {
+                    at_ms: 3_100,
+                    fault: Fault::SetProfile {
+                        node: 2,
+                        profile: Profile::Safe,
+                    },
+                },
+                Timed {
+                    at_ms: 3_500,
+                    fault: Fault::Restart(2),
+                },
+                Timed {
+                    at_ms: 12_000,
+                    fault: Fault::Isolate(2),
+                },
+                Timed {
+                    at_ms: 16_000,
+                    fault: Fault::Heal,
+                },
+            ],
+            end_ms: 24_000,
+            ..Scenario::quiet(seed, 3, 6)
+        };
+        let r = run(&s);
+        assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+        for (ip, answerers) in &r.final_answerers {
+            assert!(!answerers.contains(&2), "{ip} answered by the refused node");
+        }
     }
 }

@@ -50,6 +50,8 @@ pub(super) struct Executor {
     observed_alive: BTreeSet<String>,
     /// The voting set the core last named (`Output::SetVoters`).
     voters: BTreeSet<String>,
+    /// Refused peers last reported (issue #32 G5.4).
+    mismatches: super::mismatch::MismatchReports,
 }
 
 impl Executor {
@@ -67,6 +69,7 @@ impl Executor {
             l2: l2_counters.clone(),
             membership: std::sync::Mutex::new(None),
             membership_receive_buffer: Default::default(),
+            membership_refused: Default::default(),
             owned_ips: Default::default(),
             no_eligible_node_ips: Default::default(),
             forbidden_ips: Default::default(),
@@ -179,6 +182,7 @@ impl Executor {
             reporting,
             observed_alive: BTreeSet::new(),
             voters: BTreeSet::new(),
+            mismatches: Default::default(),
         };
         let membership = Membership::start(executor.settings())
             .await
@@ -360,6 +364,18 @@ impl Executor {
             &self.stores,
             &self.config.node_name,
             &self.responder,
+        );
+        let refused = self
+            .membership
+            .as_ref()
+            .map(|m| m.refused().borrow().clone())
+            .unwrap_or_default();
+        self.mismatches.update(
+            now,
+            &refused,
+            &self.metrics,
+            &self.reporting.sink,
+            &self.config.node_name,
         );
         let counters = core.counters();
         let claim = &self.metrics.claim;

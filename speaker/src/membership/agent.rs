@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::config::{ConfigError, MembershipConfig};
 use super::counters::{Counters, CountersSnapshot};
+use super::hello::Mismatch;
 use super::identity::{IdentityError, SpeakerId, generation_now};
 use super::key::KeyRing;
 use super::machine::{Clock, MembershipCore, MembershipEvent};
@@ -136,6 +137,7 @@ pub struct Membership {
     peers: watch::Sender<BTreeSet<SocketAddr>>,
     members: watch::Receiver<BTreeSet<String>>,
     evidence: watch::Receiver<BTreeMap<String, std::time::Instant>>,
+    refused: watch::Receiver<BTreeMap<String, Mismatch>>,
     events: broadcast::Sender<MembershipEvent>,
     counters: Arc<Counters>,
     identity: SpeakerId,
@@ -192,6 +194,7 @@ impl Membership {
         let (peers, peers_rx) = watch::channel(BTreeSet::new());
         let (members_tx, members) = watch::channel(core.alive().clone());
         let (evidence_tx, evidence) = watch::channel(BTreeMap::new());
+        let (refused_tx, refused) = watch::channel(BTreeMap::new());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             batch: RecvBatch::new(slot_len),
@@ -202,6 +205,7 @@ impl Membership {
             peers_rx,
             members_tx,
             evidence_tx,
+            refused_tx,
             events: events.clone(),
         };
         tracing::info!(identity = ?identity, %local_addr, "membership: started");
@@ -211,6 +215,7 @@ impl Membership {
             peers,
             members,
             evidence,
+            refused,
             events,
             counters,
             identity,
@@ -254,6 +259,12 @@ impl Membership {
     /// responder reads it at each send to compute the quorum lease).
     pub fn evidence(&self) -> watch::Receiver<BTreeMap<String, std::time::Instant>> {
         self.evidence.clone()
+    }
+
+    /// Peers refused for a configuration mismatch, by node name (issue #32 G5.4,
+    /// [`MembershipCore::refused`]): the executor reports them (Event, metric).
+    pub fn refused(&self) -> watch::Receiver<BTreeMap<String, Mismatch>> {
+        self.refused.clone()
     }
 
     /// Subscribes to transition events from now on.
@@ -433,6 +444,7 @@ struct Driver {
     peers_rx: watch::Receiver<BTreeSet<SocketAddr>>,
     members_tx: watch::Sender<BTreeSet<String>>,
     evidence_tx: watch::Sender<BTreeMap<String, std::time::Instant>>,
+    refused_tx: watch::Sender<BTreeMap<String, Mismatch>>,
     events: broadcast::Sender<MembershipEvent>,
 }
 
@@ -563,6 +575,7 @@ impl Driver {
             let _ = self.events.send(event);
         }
         publish(&self.evidence_tx, self.core.evidence());
+        publish(&self.refused_tx, &self.core.refused());
         publish(&self.members_tx, self.core.alive());
     }
 }

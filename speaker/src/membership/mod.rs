@@ -41,7 +41,7 @@
 pub mod agent;
 pub mod key_source;
 pub use ferrolb_l2::membership::{
-    budget, config, counters, envelope, identity, key, lease, machine, replay, timers,
+    budget, config, counters, envelope, hello, identity, key, lease, machine, replay, timers,
 };
 
 pub use agent::{Membership, MembershipSettings, ReceiveBuffer, StartError};
@@ -49,6 +49,7 @@ pub use config::{
     ConfigError, DEFAULT_PORT, DEFAULT_RECV_BUFFER_BYTES, MembershipConfig, TimingProfile,
 };
 pub use counters::{Counters, CountersSnapshot};
+pub use hello::Mismatch;
 pub use identity::SpeakerId;
 pub use key::{Key, KeyError, KeyRing};
 pub use key_source::KeySource;

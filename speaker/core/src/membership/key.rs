@@ -50,6 +50,19 @@ impl Key {
     pub fn as_bytes(&self) -> &[u8; KEY_LEN] {
         &self.0
     }
+
+    /// A public name of the key: the first 8 bytes of HMAC-SHA256 under the key of the label
+    /// `ferrolb membership key fingerprint v1`. It reveals nothing about the key (HMAC is a
+    /// PRF), tells keys apart with a collision chance of 2⁻⁶⁴, and is what speakers exchange
+    /// to find a peer whose ring lacks their primary key (issue #32 G5.4,
+    /// [`super::hello`]); logs and Events print it in hex.
+    pub fn fingerprint(&self) -> [u8; 8] {
+        let mac = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.0);
+        let tag = ring::hmac::sign(&mac, b"ferrolb membership key fingerprint v1");
+        let mut out = [0; 8];
+        out.copy_from_slice(&tag.as_ref()[..8]);
+        out
+    }
 }
 
 impl fmt::Debug for Key {

@@ -11,12 +11,14 @@
 //! - [`counters`]: [`Counters`] for metrics;
 //! - [`timers`]: the deadline queue for foca timers;
 //! - [`lease`]: two-way evidence and the quorum lease's heartbeats;
+//! - [`hello`]: protocol version, timings and key fingerprints exchanged, mismatched peers refused;
 //! - [`machine`]: [`MembershipCore`], the sans-IO state machine.
 
 pub mod budget;
 pub mod config;
 pub mod counters;
 pub mod envelope;
+pub mod hello;
 pub mod identity;
 pub mod key;
 pub mod lease;
