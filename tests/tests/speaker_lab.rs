@@ -769,3 +769,71 @@ async fn c12_responders_per_interface_are_independent() {
         BTreeSet::from([node1])
     );
 }
+
+/// Issue #32 G5.4 on real speakers: node-3's speaker runs another timing profile (`safe`
+/// beside two `fast` ones). The others refuse it and it refuses them: the IP whose rendezvous
+/// owner over all three would be node-3 is answered by the owner over node-1 and node-2 alone,
+/// node-1 writes a Warning Event `MembershipMismatch` about its Node naming node-3 and the
+/// reason, and the gauge `membership_refused_peers{reason="timings"}` is 1 on node-1 and 2 on
+/// node-3. Without the hello node-3 would be counted alive and planned the IP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g5_4_a_speaker_on_another_timing_profile_is_refused_and_reported() {
+    let all = ["node-1", "node-2", "node-3"];
+    let ip = (10..=250)
+        .map(|last| Ipv4Addr::new(198, 51, 100, last))
+        .find(|ip| expected_owner(*ip, &all) == "node-3")
+        .unwrap();
+    let mut lab = Lab::start(3, 1).await.expect("lab");
+    let client = lab.client().await.unwrap();
+    announced_service(
+        &client,
+        &["198.51.100.0/24"],
+        "svc-a",
+        "Cluster",
+        &[&ip.to_string()],
+    )
+    .await
+    .unwrap();
+    lab.start_speaker("node-1", &[]).unwrap();
+    lab.start_speaker("node-2", &[]).unwrap();
+    lab.start_speaker("node-3", &["--timing-profile", "safe"])
+        .unwrap();
+    let owner = expected_owner(ip, &["node-1", "node-2"]);
+    let answers = lab
+        .wait_for_owner(0, ip, Some(&owner), SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(answers, BTreeSet::from([lab.node(&owner).mac.clone()]));
+    let events = wait_for_event(
+        &client,
+        "default",
+        "node-1",
+        "MembershipMismatch",
+        "node-3 (timings",
+    )
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "MembershipMismatch" && n.contains("node-3 (timings")),
+        "{events:?}\n{}",
+        lab.speaker_log("node-1", 30)
+    );
+    let refused = |metrics: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with("ferrolb_speaker_membership_refused_peers{reason=\"timings\"}"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("refused_peers missing in:\n{metrics}"))
+    };
+    let (_, m1) = lab.speaker_http("node-1", "/metrics").await.unwrap();
+    assert_eq!(refused(&m1), 1.0, "{m1}");
+    let (_, m3) = lab.speaker_http("node-3", "/metrics").await.unwrap();
+    assert_eq!(refused(&m3), 2.0, "{m3}");
+    // Steady: the refused node never answers.
+    for _ in 0..5 {
+        let answers = lab.arp_answers(0, ip).await.unwrap();
+        assert_eq!(answers, BTreeSet::from([lab.node(&owner).mac.clone()]));
+    }
+}
