@@ -126,10 +126,10 @@ pub enum Fault {
         /// Duration.
         for_ms: u64,
     },
-    /// A host without the key replays, every `every_ms` for `for_ms`, a gratuitous ARP for IP
-    /// number `ip` that a speaker signed a moment ago (captured on the LAN, replayed within the
-    /// claim proof's clock-skew allowance of 2 s): the proof verifies. The limit documented in
-    /// `speaker/core/src/wire/claim_proof.rs`.
+    /// A host without the key on the clients' segment replays, every `every_ms` for `for_ms`,
+    /// to each node the latest gratuitous ARP for IP number `ip` that another speaker sent
+    /// there, as captured (nothing if none was sent yet): its proof verifies while within the claim proof's
+    /// clock-skew allowance of 2 s (`speaker/core/src/wire/claim_proof.rs`).
     ReplayedClaims {
         /// Index of the IP.
         ip: usize,

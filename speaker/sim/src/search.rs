@@ -195,6 +195,11 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
             }
             FaultClass::Adversary => {
                 let fault = if rng.random_bool(0.1) {
+                    // Across a failback, where a replay can hurt: the victim crashes and
+                    // restarts, and an interim owner's announcements are there to capture.
+                    s = s
+                        .with(t.saturating_sub(1_000), Fault::Crash(victim))
+                        .with(t, Fault::Restart(victim));
                     Fault::ReplayedClaims {
                         ip: rng.random_range(0..ips.max(1)),
                         every_ms: rng.random_range(10..1_000),

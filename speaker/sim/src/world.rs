@@ -29,7 +29,7 @@ use ferrolb_l2::node::{
 use ferrolb_l2::view::View;
 use ferrolb_l2::wire::MacAddr;
 use ferrolb_l2::wire::arp::{GratuitousForm, build_gratuitous_arp};
-use ferrolb_l2::wire::claim_proof::{self, ClaimKeys};
+use ferrolb_l2::wire::claim_proof::ClaimKeys;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -289,8 +289,6 @@ struct World {
     ips: Vec<IpAddr>,
     /// The IP of Service `k` now.
     service_ips: Vec<IpAddr>,
-    /// The claim keys every speaker derives from the key ring.
-    claim_keys: ClaimKeys,
     /// Every node's MAC and name (the responder's peer map).
     peer_macs: BTreeMap<MacAddr, String>,
     nodes: Vec<Node>,
@@ -303,6 +301,10 @@ struct World {
     #[allow(clippy::type_complexity)]
     oracle_cache: Option<((u64, BTreeSet<String>), BTreeMap<IpAddr, Option<usize>>)>,
     announcements: Vec<(Duration, usize, IpAddr)>,
+    /// Per IP and sending node, the latest gratuitous ARP (with its claim proof) sent on the
+    /// clients' segment and when: what an outsider there can capture and replay
+    /// ([`Fault::ReplayedClaims`]).
+    captured: BTreeMap<(IpAddr, usize), (Duration, Vec<u8>)>,
     /// Announcements sent while the node did not answer the IP (I-announce).
     stray_announcements: Vec<(Duration, usize, IpAddr)>,
     drops: BTreeMap<String, u64>,
@@ -346,7 +348,6 @@ impl World {
             scenario: s.clone(),
             membership,
             claim,
-            claim_keys: ClaimKeys::from_ring(&key_ring()),
             peer_macs: (0..s.nodes)
                 .flat_map(|i| (0..s.nics.max(1)).map(move |k| (mac(i, k), name(i))))
                 .collect(),
@@ -362,6 +363,7 @@ impl World {
             observer: Observer::default(),
             oracle_cache: None,
             announcements: Vec::new(),
+            captured: BTreeMap::new(),
             stray_announcements: Vec::new(),
             drops: BTreeMap::new(),
             datagrams: 0,
@@ -1305,6 +1307,9 @@ impl World {
                 if k == 0 && self.announcements.last() != Some(&(self.now, i, ip)) {
                     self.announcements.push((self.now, i, ip));
                 }
+                if k == 0 && t.kind == TransmitKind::GratuitousArp {
+                    self.captured.insert((ip, i), (self.now, t.frame.clone()));
+                }
             }
             frames.push(t.frame);
         }
@@ -1369,14 +1374,25 @@ impl World {
             return;
         };
         let n = self.nodes.len();
-        let wall_ms = self.clock().wall_ms;
         for to in 0..n {
-            let as_peer = mac((to + 1) % n, 0);
-            let mut frame = build_gratuitous_arp(as_peer, v4, GratuitousForm::Request);
-            if replayed {
-                let proof = self.claim_keys.sign(as_peer, ip, wall_ms);
-                claim_proof::append_to_arp(&mut frame, &proof);
-            }
+            let frame = if replayed {
+                // The worst replay for node `to`: the latest signed claim another speaker
+                // really sent for the IP, as captured (its proof verifies while within the
+                // 2 s clock-skew allowance). Nothing if no other speaker announced it yet.
+                let latest = self
+                    .captured
+                    .iter()
+                    .filter(|((i, from), _)| *i == ip && *from != to)
+                    .max_by_key(|(_, (at, _))| *at)
+                    .map(|(_, (_, frame))| frame.clone());
+                match latest {
+                    Some(frame) => frame,
+                    None => continue,
+                }
+            } else {
+                build_gratuitous_arp(mac((to + 1) % n, 0), v4, GratuitousForm::Request)
+            };
+            let mut frame = frame;
             let m = mac(to, 0);
             if let Some(dst) = frame.get_mut(..6) {
                 dst.copy_from_slice(&[m.0, m.1, m.2, m.3, m.4, m.5]);

@@ -7,11 +7,17 @@
 use ferrolb_sim::{Fault, Scenario, check, run};
 use proptest::prelude::*;
 
-/// An outsider's fault without the key: forged claims (a peer's MAC, no proof) or a spoofed
-/// membership flood. Replayed signed claims are left out: they are a known violation (I-auth,
-/// `a_replayed_signed_claim_still_makes_the_owner_yield`).
+/// An outsider's fault without the key: forged claims (a peer's MAC, no proof), replays of the
+/// signed claims speakers really sent, or a spoofed membership flood.
 fn outsider(ips: usize) -> impl Strategy<Value = Fault> {
     prop_oneof![
+        (0..ips, 10u64..1_000, 50u64..3_000).prop_map(|(ip, every_ms, for_ms)| {
+            Fault::ReplayedClaims {
+                ip,
+                every_ms,
+                for_ms,
+            }
+        }),
         (0..ips, 10u64..1_000, 50u64..3_000).prop_map(|(ip, every_ms, for_ms)| {
             Fault::ForgedClaims {
                 ip,
@@ -58,8 +64,8 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// I-auth, and every other invariant, under any mix of an outsider's forged claims and
-    /// spoofed floods.
+    /// I-auth, and every other invariant, under any mix of an outsider's forged claims, replayed
+    /// claims and spoofed floods.
     #[test]
     fn outsiders_without_the_key_change_nothing(
         seed in any::<u64>(),

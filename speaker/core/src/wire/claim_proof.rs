@@ -29,7 +29,9 @@
 //! **Freshness.** A proof counts only while `|now − at| ≤` [`MAX_CLOCK_SKEW`]. A proof binds the
 //! MAC and the IP, so nobody can re-point it; what a LAN host can do is replay a real
 //! announcement while it is fresh, which repeats a claim a speaker really made within the last
-//! [`MAX_CLOCK_SKEW`]. Speakers' wall clocks must agree within that (NTP); a speaker whose clock
+//! [`MAX_CLOCK_SKEW`]. The owner yields only to a claim signed after its own ownership began
+//! (`answer::iface`, issue #32 G4), so a replay of an earlier holder's announcement — the
+//! interim owner's, after a failback — yields nothing. Speakers' wall clocks must agree within that (NTP); a speaker whose clock
 //! is off by more sends proofs nobody accepts, and its peers fall back to the membership to hand
 //! the IP over (the yield only shortens a handover, it is never needed for one).
 

@@ -396,6 +396,15 @@ impl IfaceCore {
     /// a valid proof — a forged frame with a peer's MAC, a replay older than
     /// [`claim_proof::MAX_CLOCK_SKEW`], a speaker with another key — never yields: it is counted
     /// and reported as any host's conflict.
+    ///
+    /// **A claim signed before this node began to own the IP is no successor's** (issue #32 G4,
+    /// I-auth): it is handled as unproven. A successor claims an IP that this node already
+    /// owns, so its proof is signed after `owned_since`; a proof signed earlier is a replay of
+    /// an earlier holder's announcement — e.g. the interim owner's, captured on the LAN and
+    /// replayed, within the proof's 2 s clock-skew allowance, to the owner that failed back. The
+    /// comparison is on this node's wall clock: a successor whose clock runs behind ours by more
+    /// than we have owned the IP is not yielded to, and the hand-over waits for the membership
+    /// (as it does for any unproven claim).
     fn peer_claim(&mut self, inspected: &mut Inspected, now: Instant, ctx: &Context<'_>) {
         let Some(claim) = inspected.claim else {
             return;
@@ -405,14 +414,24 @@ impl IfaceCore {
         }
         let ip = claim.ip;
         let peer = ctx.peers.contains_key(&claim.mac);
+        let owned_for = self.owned_since.get(&ip).map_or(Duration::ZERO, |since| {
+            now.saturating_duration_since(*since)
+        });
+        let owned_since_ms = ctx
+            .wall_ms
+            .saturating_sub(u64::try_from(owned_for.as_millis()).unwrap_or(u64::MAX));
         let proven = match (claim.proof, ctx.keys) {
             (Some(proof), Some(keys)) => keys.verify(&proof, claim.mac, ip, ctx.wall_ms).is_ok(),
             _ => false,
         };
-        let owned_for = self.owned_since.get(&ip).map_or(Duration::ZERO, |since| {
-            now.saturating_duration_since(*since)
-        });
+        let signed_before_ours = claim.proof.is_some_and(|p| p.at_ms <= owned_since_ms);
         let settled = owned_for >= PEER_SETTLE;
+        if proven && signed_before_ours && settled {
+            // An earlier holder's announcement, replayed: no yield; reported and defended as
+            // any unproven claim. (Within the settle time it is a hand-over frame, below.)
+            self.outputs.push_back(IfaceOutput::UnprovenClaim(claim));
+            return;
+        }
         if !proven {
             if peer || claim.proof.is_some() {
                 self.outputs.push_back(IfaceOutput::UnprovenClaim(claim));

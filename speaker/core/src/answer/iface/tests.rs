@@ -516,3 +516,60 @@ fn a_claim_from_another_nic_of_this_node_is_not_a_peer_claim() {
     );
     assert!(!c.answers(VIP, t));
 }
+
+/// Issue #32 G4 / I-auth: a claim whose proof verifies but was signed before this node began to
+/// own the IP — an earlier holder's announcement replayed within the 2 s clock-skew allowance,
+/// e.g. the interim owner's after a failback — never yields: counted, reported and defended as
+/// an unproven claim. One signed after the ownership began still yields.
+#[test]
+fn a_proven_claim_signed_before_our_ownership_began_never_yields() {
+    let env = Env::new();
+    let t0 = Instant::now();
+    let mut c = core(0);
+    c.set_owned(t0, &owned(&[(VIP, 1, false)]), |_| None);
+    c.handle_timeout(t0, &env.ctx(WALL - 1_000));
+    drain(&mut c);
+    // Owned for 1 s at wall time WALL: ownership began at WALL - 1000.
+    let t = t0 + Duration::from_secs(1);
+    let replayed = WALL - 1_500;
+    assert!(
+        WALL - replayed < claim_proof::MAX_CLOCK_SKEW,
+        "within the skew"
+    );
+    c.handle_frame(
+        t,
+        Proto::Arp,
+        &claim(PEER, VIP, Some((&env.keys, replayed))),
+        &env.ctx(WALL),
+    );
+    let out = drain(&mut c);
+    assert!(
+        !out.iter()
+            .any(|o| matches!(o, IfaceOutput::PeerYield { .. })),
+        "{out:?}"
+    );
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, IfaceOutput::UnprovenClaim(_))),
+        "{out:?}"
+    );
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, IfaceOutput::Conflict { record: true, .. })),
+        "{out:?}"
+    );
+    assert!(c.answers(VIP, t));
+    // A successor's claim, signed after our ownership began: yields.
+    c.handle_frame(
+        t,
+        Proto::Arp,
+        &claim(PEER, VIP, Some((&env.keys, WALL - 500))),
+        &env.ctx(WALL),
+    );
+    assert!(
+        drain(&mut c)
+            .iter()
+            .any(|o| matches!(o, IfaceOutput::PeerYield { .. }))
+    );
+    assert!(!c.answers(VIP, t));
+}
