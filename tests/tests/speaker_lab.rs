@@ -10,7 +10,8 @@ use std::time::Duration;
 use ferrolb_crds::L2AdvertisementSpec;
 use ferrolb_crds::v1beta1::LabelSelector;
 use ferrolb_tests::lab::scenario::{
-    c12_links, capture_around, events_for, expected_owner, gratuitous_macs, node_names as names,
+    c12_links, capture_around, events_for, expected_owner, gratuitous_macs, metric_value,
+    node_names as names,
 };
 use ferrolb_tests::lab::{Implementation, Lab, Seen, case_c03};
 use ferrolb_tests::objects::{
@@ -819,18 +820,11 @@ async fn g5_4_a_speaker_on_another_timing_profile_is_refused_and_reported() {
         "{events:?}\n{}",
         lab.speaker_log("node-1", 30)
     );
-    let refused = |metrics: &str| -> f64 {
-        metrics
-            .lines()
-            .find(|l| l.starts_with("ferrolb_speaker_membership_refused_peers{reason=\"timings\"}"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("refused_peers missing in:\n{metrics}"))
-    };
+    let series = "ferrolb_speaker_membership_refused_peers{reason=\"timings\"}";
     let (_, m1) = lab.speaker_http("node-1", "/metrics").await.unwrap();
-    assert_eq!(refused(&m1), 1.0, "{m1}");
+    assert_eq!(metric_value(&m1, series), Some(1.0), "{m1}");
     let (_, m3) = lab.speaker_http("node-3", "/metrics").await.unwrap();
-    assert_eq!(refused(&m3), 2.0, "{m3}");
+    assert_eq!(metric_value(&m3, series), Some(2.0), "{m3}");
     // Steady: the refused node never answers.
     for _ in 0..5 {
         let answers = lab.arp_answers(0, ip).await.unwrap();
