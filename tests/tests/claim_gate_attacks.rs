@@ -1134,3 +1134,102 @@ async fn a16_spoofed_membership_flood_withdraws_nothing() {
         "probes not answered by the owner alone during the flood: {wrong:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A17 — signed claims captured and replayed across a failback (issue #32 G4, I-auth). A host on
+// the LAN without the key captures every gratuitous ARP the interim owner sends for the IP (with
+// its claim proof) and replays the latest one ten times a second while it is within the proof's
+// 2 s clock-skew allowance. The owner node-1 is killed, the interim owner takes the IP, node-1
+// restarts and takes it back. Before the rule "a claim signed before this node began to own the
+// IP never yields", the settled owner yielded to the replays for 2.5 s each and the IP went
+// unanswered; now, once node-1 answers again, every probe is answered by node-1 alone, and the
+// replays that reach it are counted as unproven claims, never a yield.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a17_replayed_claims_across_a_failback_never_silence_the_owner() {
+    use ferrolb_speaker::wire::arp::parse_arp;
+    use ferrolb_speaker::wire::claim_proof;
+    const ATTACK: Duration = Duration::from_secs(14);
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 1, |o| o == "node-1");
+    let ip = ips[0];
+    let interim = expected_owner(ip, &["node-2", "node-3"]);
+    let (mut lab, _client) = lab_with_ips(3, &ips).await.unwrap();
+    for n in &nodes {
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    wait_owner(&lab, ip, &all).await;
+    let interim_mac: ferrolb_speaker::wire::MacAddr = lab.node(&interim).mac.parse().unwrap();
+    let netns = lab.client_netns(0).unwrap();
+    let replayer = tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&netns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            let mut latest: Option<(std::time::Instant, Vec<u8>)> = None;
+            let mut last_sent = std::time::Instant::now();
+            let (mut captured, mut sent) = (0u32, 0u32);
+            c.each_arp_frame(ATTACK, |c, frame| {
+                if let Some(f) = frame
+                    && let Ok(m) = parse_arp(f)
+                    && m.is_gratuitous()
+                    && m.sender_mac == interim_mac
+                    && m.sender_ip == ip
+                    && claim_proof::from_arp(f).is_some()
+                {
+                    captured += 1;
+                    latest = Some((std::time::Instant::now(), f.to_vec()));
+                }
+                if let Some((at, f)) = &latest
+                    && at.elapsed() < Duration::from_millis(1_900)
+                    && last_sent.elapsed() >= Duration::from_millis(100)
+                {
+                    last_sent = std::time::Instant::now();
+                    if c.send_frame(f).is_ok() {
+                        sent += 1;
+                    }
+                }
+            })?;
+            Ok((captured, sent))
+        })
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    lab.signal_speaker("node-1", "KILL").unwrap();
+    wait_owner(&lab, ip, &["node-2", "node-3"]).await;
+    lab.start_speaker("node-1", &[]).unwrap();
+    let timeline = answer_timeline(&lab, 0, ip, Duration::from_secs(8), LISTEN)
+        .await
+        .unwrap();
+    let (captured, sent) = replayer.await.unwrap().unwrap();
+    let (_, body) = lab.speaker_http("node-1", "/metrics").await.unwrap();
+    let unproven = scenario::metric_value(&body, "ferrolb_speaker_unproven_claims_total");
+    let yields = scenario::metric_value(&body, "ferrolb_speaker_peer_claim_yields_total");
+    attack(
+        "A17",
+        "interim claims captured / replays sent",
+        (captured, sent),
+    );
+    attack("A17", "timeline", summary(&timeline, &lab));
+    attack("A17", "node-1 unproven claims / yields", (unproven, yields));
+    keep_logs(&lab, "a17");
+    let owner_mac = lab.node("node-1").mac.clone();
+    let alone = std::collections::BTreeSet::from([owner_mac]);
+    let back = timeline
+        .iter()
+        .position(|s| s.macs == alone)
+        .expect("node-1 answers again after its restart");
+    let wrong: Vec<&Sample> = timeline[back..]
+        .iter()
+        .filter(|s| s.macs != alone)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "after the failback, probes not answered by node-1 alone while the interim owner's claims were replayed: {wrong:?}\n{}",
+        lab.speaker_log("node-1", 30)
+    );
+    assert!(captured > 0 && sent > 0, "nothing captured or replayed");
+    assert!(
+        unproven.unwrap_or(0.0) > 0.0,
+        "no replay reached node-1 while it owned the IP: the attack did not happen"
+    );
+    assert_eq!(yields, Some(0.0), "no yield to a replayed claim");
+}

@@ -284,6 +284,38 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Hands every ARP frame that crosses the interface during `duration` to `on` as
+    /// `Some(frame)`, and calls `on(self, None)` at least every 50 ms besides, so that `on` can
+    /// also send ([`Client::send_frame`]) on its own schedule — for a test that replays what it
+    /// captures, as a keyless host on the LAN would (the lab attack A17).
+    ///
+    /// # Errors
+    /// `poll` failed.
+    pub fn each_arp_frame(
+        &self,
+        duration: Duration,
+        mut on: impl FnMut(&Client, Option<&[u8]>),
+    ) -> io::Result<()> {
+        let deadline = Instant::now() + duration;
+        let mut buf = [0u8; 1600];
+        while Instant::now() < deadline {
+            let mut fds = [PollFd::new(self.arp.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(50u16)) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            while let Ok(got) = self.arp.recv(&mut buf) {
+                if got.arrived_on(usize::try_from(self.info.index).unwrap_or(usize::MAX)) {
+                    on(self, buf.get(..got.len));
+                }
+            }
+            on(self, None);
+        }
+        Ok(())
+    }
+}
+
 fn unix_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
