@@ -115,6 +115,11 @@ pub fn check_speaker(daemonset: &Value) {
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert!(c["resources"]["requests"]["memory"].is_string());
     assert!(c["resources"]["limits"]["memory"].is_string());
+    // Issue #32 G5.11: a CPU request (CFS shares protect the speaker on a busy node) and no CPU
+    // limit (a quota throttles it past the stall threshold, and the quorum lease then fails it
+    // over by design; docs/speaker.md F4).
+    assert!(c["resources"]["requests"]["cpu"].is_string(), "{c}");
+    assert!(c["resources"]["limits"]["cpu"].is_null(), "{c}");
     // The SWIM key (issue #27): read through the API from the Secret the controller creates, so
     // nothing is mounted — no pod waits in ContainerCreating for a Secret that does not exist.
     let secret = env_value(c, "FERROLB_MEMBERLIST_SECRET").expect("speaker env");
