@@ -1233,3 +1233,120 @@ async fn a17_replayed_claims_across_a_failback_never_silence_the_owner() {
     );
     assert_eq!(yields, Some(0.0), "no yield to a replayed claim");
 }
+
+// ---------------------------------------------------------------------------------------------
+// A15 on IPv6 (issue #32 G4, G6): the same keyless host forges unsolicited Neighbor
+// Advertisements (O=1, to all-nodes) for an owned IPv6 address with a peer Node's MAC as
+// Ethernet source and Target Link-Layer Address, five times a second for 6 s, without a claim
+// proof. Every Neighbor Solicitation is answered by the owner alone, and the owner yields
+// nothing.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a15_ndp_forged_peer_advertisements_never_silence_the_owner() {
+    use ferrolb_speaker::wire::ndp::{
+        ALL_NODES, NeighborAdvertisement, build_neighbor_advertisement, multicast_mac,
+    };
+    use ferrolb_tests::lab::Seen;
+    use std::net::{IpAddr, Ipv6Addr};
+    const ATTACK: Duration = Duration::from_secs(6);
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let vip: Ipv6Addr = (0x100u16..0x1ff)
+        .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, i))
+        .find(|ip| {
+            ferrolb_speaker::election::owner(IpAddr::V6(*ip), all.iter().copied()) == Some("node-1")
+        })
+        .unwrap();
+    let mut lab = ferrolb_tests::lab::Lab::start(3, 1).await.unwrap();
+    let client = lab.client().await.unwrap();
+    ferrolb_tests::objects::announced_service(
+        &client,
+        &["2001:db8:0:8::/64"],
+        "svc-a",
+        "Cluster",
+        &[&vip.to_string()],
+    )
+    .await
+    .unwrap();
+    let client_ns = lab.clients[0].netns.clone();
+    lab.add_address(&client_ns, "2001:db8:0:8::1/64").unwrap();
+    for (i, n) in nodes.iter().enumerate() {
+        // The default NDP interface set needs a global address besides the link-local one.
+        let ns = lab.node(n).netns.clone();
+        lab.add_address(&ns, &format!("2001:db8:0:8::{}/64", 10 + i))
+            .unwrap();
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    let owner_mac = lab.node("node-1").mac.clone();
+    let answers = |seen: &[Seen]| -> std::collections::BTreeSet<String> {
+        seen.iter()
+            .filter(|s| matches!(s, Seen::NeighborAdvertisement { solicited: true, ip, .. } if *ip == vip))
+            .map(|s| s.mac().to_owned())
+            .collect()
+    };
+    let alone = std::collections::BTreeSet::from([owner_mac.clone()]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = lab.ndp_probe(0, vip, None, None, LISTEN).await.unwrap();
+        if answers(&seen) == alone {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node-1 never answered {vip} alone: {seen:?}\n{}",
+            lab.speaker_log("node-1", 30)
+        );
+    }
+    let peer_mac: ferrolb_speaker::wire::MacAddr = lab.node("node-2").mac.parse().unwrap();
+    let forged = build_neighbor_advertisement(&NeighborAdvertisement {
+        eth_dst: multicast_mac(ALL_NODES),
+        eth_src: peer_mac,
+        ip_src: "fe80::bad".parse().unwrap(),
+        ip_dst: ALL_NODES,
+        router: false,
+        solicited: false,
+        override_flag: true,
+        target: vip,
+        target_link_layer: Some(peer_mac),
+    });
+    let netns = lab.client_netns(0).unwrap();
+    let forger = tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&netns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            let start = std::time::Instant::now();
+            let mut sent = 0u32;
+            while start.elapsed() < ATTACK {
+                c.send_frame(&forged)?;
+                sent += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Ok(sent)
+        })
+    });
+    let start = tokio::time::Instant::now();
+    let mut samples = Vec::new();
+    while start.elapsed() < ATTACK {
+        let seen = lab.ndp_probe(0, vip, None, None, LISTEN).await.unwrap();
+        samples.push(answers(&seen));
+    }
+    let sent = forger.await.unwrap().unwrap();
+    let (_, body) = lab.speaker_http("node-1", "/metrics").await.unwrap();
+    let unproven = scenario::metric_value(&body, "ferrolb_speaker_unproven_claims_total");
+    let yields = scenario::metric_value(&body, "ferrolb_speaker_peer_claim_yields_total");
+    attack("A15v6", "forged NAs sent / probes", (sent, samples.len()));
+    attack(
+        "A15v6",
+        "owner's unproven claims / yields",
+        (unproven, yields),
+    );
+    let wrong: Vec<&std::collections::BTreeSet<String>> =
+        samples.iter().filter(|s| **s != alone).collect();
+    assert!(
+        wrong.is_empty(),
+        "Neighbor Solicitations not answered by the owner alone during forged NAs: {wrong:?}\n{}",
+        lab.speaker_log("node-1", 20)
+    );
+    assert!(samples.len() > 10, "too few probes: {}", samples.len());
+    assert!(unproven.unwrap_or(0.0) > 0.0, "the forged NAs were seen");
+    assert_eq!(yields, Some(0.0), "no yield to a forged NA");
+}
