@@ -605,3 +605,57 @@ fn a_speaker_on_another_timing_profile_is_refused_and_never_answers() {
         }
     }
 }
+
+/// G5.4 (found by a review): the refused speaker of the test above, not cut off but stopped
+/// (SIGSTOP, a CPU-starved or paused process) for 3 s. The fast side declares it down; at
+/// resume it learns that, foca renews its identity (generation + 1) and, since a pause of its
+/// own explains the declaration, the daemon keeps it in the membership
+/// (`Note::DeclaredDownAfterPause`) instead of leaving and rejoining. Before the fix the others
+/// held its hello under the old generation only and treated the renewed identity as unjudged,
+/// so they counted it alive and planned its IPs on it, and it sent no hello before its next
+/// 10 s round: its IPs went unanswered for 6.5 s (stopped at 14 s) or 10 s (stopped at 11 s)
+/// while two of three speakers were healthy. Now a peer is judged by name and a rejoin sends
+/// hellos at once.
+#[test]
+fn a_refused_speaker_renewed_after_a_pause_is_never_planned_ips() {
+    for at_ms in [11_000, 14_000] {
+        let s = Scenario {
+            seed: 0,
+            nodes: 3,
+            ips: 6,
+            faults: vec![
+                Timed {
+                    at_ms: 3_000,
+                    fault: Fault::Terminate(2),
+                },
+                Timed {
+                    at_ms: 3_100,
+                    fault: Fault::SetProfile {
+                        node: 2,
+                        profile: Profile::Safe,
+                    },
+                },
+                Timed {
+                    at_ms: 3_500,
+                    fault: Fault::Restart(2),
+                },
+                Timed {
+                    at_ms,
+                    fault: Fault::Stop {
+                        node: 2,
+                        for_ms: 3_000,
+                    },
+                },
+            ],
+            end_ms: 30_000,
+            ..Scenario::quiet(0, 3, 6)
+        };
+        let r = run(&s);
+        assert_eq!(
+            check(&s, &r),
+            vec![],
+            "stopped at {at_ms} ms: {}",
+            s.literal()
+        );
+    }
+}

@@ -26,10 +26,16 @@
 //!
 //! **Roll-outs.** A speaker of the previous protocol ([`MIN_PROTOCOL`], release 0.1.0) sends no
 //! hello and is accepted as it is: release N and N−1 interoperate for the length of one
-//! roll-out (docs/versioning.md). A peer is judged on its latest hello; a restarted peer (new
-//! generation) starts unjudged until its hello arrives, one datagram after it joins. A hello is
-//! replay-checked like SWIM (timestamp window and nonce cache), and an older hello never
-//! overrides a newer one, so a recorded hello cannot bring an old configuration back.
+//! roll-out (docs/versioning.md). A peer is judged, by node name, on its latest hello, whatever
+//! identity it holds now: a peer declared down and renewed (generation + 1), or restarted,
+//! keeps its judgement until its next hello says otherwise — and a speaker sends every member
+//! a hello as soon as its own identity changes (a rejoin) or the member's does, so the new one
+//! comes one datagram after the change. A hello is replay-checked like SWIM (timestamp window
+//! and nonce cache), and an older hello never overrides a newer one: older by the sender's
+//! [`Hello::seq`] within one process, by generation across processes unless the older-looking
+//! one comes from the identity the membership lists now (a restart after a wall-clock step
+//! back). A recorded hello therefore cannot bring an old configuration back, and a sender's
+//! clock step cannot hide a new one.
 
 use std::time::Duration;
 
@@ -101,6 +107,10 @@ pub struct Hello {
     /// The addressee's identity as the sender knows it (a hello replayed to another member is
     /// `misdirected`).
     pub dst: SpeakerId,
+    /// The sender's hello counter: one more for every hello it sends, from 0 when its process
+    /// starts. Orders the hellos of one process (its generation's start) whatever its wall
+    /// clock does: a step back must not make its newest statement look older.
+    pub seq: u64,
     /// Newest protocol the sender speaks.
     pub protocol: u16,
     /// Oldest protocol the sender interoperates with.
@@ -208,6 +218,7 @@ mod tests {
         Hello {
             src: id("a"),
             dst: id("b"),
+            seq: 1,
             min_protocol: protocol.0,
             protocol: protocol.1,
             timings,

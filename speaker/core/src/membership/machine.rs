@@ -39,6 +39,20 @@ use super::timers::TimerQueue;
 type Swim = Foca<SpeakerId, PostcardCodec, StdRng, NoCustomBroadcast>;
 
 /// Whether `timer` would declare a suspect member down.
+/// Whether `hello` supersedes `held`, the newest hello held for the same node name (issue #32
+/// G5.4). One identity numbers its hellos ([`Hello::seq`]), so from the same identity the
+/// higher number wins, whatever the sender's wall clock did. From another identity, the one the
+/// membership lists now wins (`listed`: foca settled which incarnation is current, e.g. a
+/// renewal, or a restart after a wall-clock step back that started with a smaller generation),
+/// or else the newer generation.
+fn hello_is_newer(hello: &Hello, held: &Hello, listed: bool) -> bool {
+    if hello.src == held.src {
+        hello.seq > held.seq
+    } else {
+        listed || hello.src.generation > held.src.generation
+    }
+}
+
 fn is_suspicion(timer: &Timer<SpeakerId>) -> bool {
     matches!(timer, Timer::ChangeSuspectToDown { .. })
 }
@@ -159,9 +173,14 @@ pub struct MembershipCore {
     /// fingerprints of our keys, the primary first.
     own_timings: Timings,
     own_keys: Vec<Fingerprint>,
-    /// Per peer name, the newest hello heard: its sealed timestamp, when it arrived, the hello.
+    /// Per peer name, the newest hello heard ([`hello_is_newer`]): when it arrived, the hello.
     /// At most [`MAX_HELLOS`] names; forgotten [`HELLO_MEMORY`] after the last one.
-    hellos: BTreeMap<String, (u64, Instant, Hello)>,
+    hellos: BTreeMap<String, (Instant, Hello)>,
+    /// The [`Hello::seq`] of our next hello.
+    hello_seq: u64,
+    /// How many times [`Self::process`] ran (what a datagram costs, in tests).
+    #[cfg(test)]
+    processed: u64,
     /// Member identities a hello went to since the last [`HELLO_INTERVAL`] round.
     greeted: std::collections::HashSet<SpeakerId>,
     /// When the next round of hellos is due.
@@ -259,6 +278,9 @@ impl MembershipCore {
                 .map(super::key::Key::fingerprint)
                 .collect(),
             hellos: BTreeMap::new(),
+            hello_seq: 0,
+            #[cfg(test)]
+            processed: 0,
             greeted: std::collections::HashSet::new(),
             next_hello_round: None,
             config,
@@ -315,37 +337,25 @@ impl MembershipCore {
 
     /// Peers refused for a configuration mismatch (issue #32 G5.4, [`super::hello`]), by node
     /// name: every peer whose latest hello (within [`HELLO_MEMORY`]) disagrees with ours,
-    /// unless it is a member under a newer identity than that hello's (restarted: unjudged
-    /// until its next hello). Members among them are left out of [`Self::alive`] and of the
-    /// lease; the others (e.g. a peer that cannot open our datagrams, which SWIM soon declares
-    /// down) are listed so that they can be reported.
+    /// whatever identity it holds now (a peer renewed after being declared down, or restarted,
+    /// keeps its judgement until its next hello, which it sends at once). Members among them
+    /// are left out of [`Self::alive`] and of the lease; the others (e.g. a peer that cannot
+    /// open our datagrams, which SWIM soon declares down) are listed so that they can be
+    /// reported.
     pub fn refused(&self) -> BTreeMap<String, Mismatch> {
         if self.left {
             return BTreeMap::new();
         }
-        let members: BTreeMap<&str, &SpeakerId> = self
-            .foca
-            .iter_members()
-            .map(|m| (m.id().name.as_str(), m.id()))
-            .collect();
         self.hellos
             .iter()
-            .filter(|(name, (_, _, hello))| {
-                members
-                    .get(name.as_str())
-                    .is_none_or(|id| **id == hello.src)
-            })
-            .filter_map(|(name, (_, _, hello))| Some((name.clone(), self.judge(hello)?)))
+            .filter_map(|(name, (_, hello))| Some((name.clone(), self.judge(hello)?)))
             .collect()
     }
 
-    /// Why the member `id` is refused, judged on its latest hello if that came from `id`
-    /// itself (a restarted peer is unjudged until its new hello arrives).
+    /// Why the member `id` is refused: judged by name on its latest hello (see
+    /// [`Self::refused`]).
     fn mismatch_of(&self, id: &SpeakerId) -> Option<Mismatch> {
-        let (_, _, hello) = self.hellos.get(&id.name)?;
-        if hello.src != *id {
-            return None;
-        }
+        let (_, hello) = self.hellos.get(&id.name)?;
         self.judge(hello)
     }
 
@@ -353,11 +363,14 @@ impl MembershipCore {
         hello.mismatch(self.own_timings, self.own_keys.first()?)
     }
 
-    /// Our hello to `dst` (a member's identity, or a placeholder for a peer address).
-    fn hello_to(&self, dst: SpeakerId) -> Hello {
+    /// Our next hello to `dst` (a member's identity, or a placeholder for a peer address).
+    fn hello_to(&mut self, dst: SpeakerId) -> Hello {
+        let seq = self.hello_seq;
+        self.hello_seq = self.hello_seq.wrapping_add(1);
         Hello {
             src: self.identity().clone(),
             dst,
+            seq,
             protocol: PROTOCOL,
             min_protocol: MIN_PROTOCOL,
             timings: self.own_timings,
@@ -414,10 +427,18 @@ impl MembershipCore {
             return Err(reason);
         }
         let result = self.accept(datagram, now);
-        if let Err(reason) = result {
-            self.count_drop(reason);
+        match result {
+            Ok(()) => self.process(now),
+            // foca refused it: it may have queued datagrams or timers before refusing.
+            Err(DropReason::Rejected) => {
+                self.count_drop(DropReason::Rejected);
+                self.process(now);
+            }
+            // Dropped before any state changed (a forgery, a replay, an exhausted budget, a
+            // misdirected one): nothing to process. A flood of them costs the tag check alone,
+            // not a pass over the members (issue #32 G4).
+            Err(reason) => self.count_drop(reason),
         }
-        self.process(now);
         result
     }
 
@@ -471,7 +492,7 @@ impl MembershipCore {
                 ReplayError::Replayed => DropReason::Replayed,
             })?;
         if let Some((&KIND_HELLO, body)) = opened.payload.split_first() {
-            return self.handle_hello(body, opened.sent_at_ms, now.mono);
+            return self.handle_hello(body, now.mono);
         }
         let swim = opened.payload.get(1..).unwrap_or_default();
         let header = Codec::<SpeakerId>::decode_header(&mut PostcardCodec, swim)
@@ -567,9 +588,8 @@ impl MembershipCore {
             self.next_hello_round = Some(self.after(now.mono, HELLO_INTERVAL));
             // Everyone hears from us again; hellos of names that are no members are forgotten.
             self.greeted.clear();
-            self.hellos.retain(|_, (_, heard, _)| {
-                now.mono.saturating_duration_since(*heard) < HELLO_MEMORY
-            });
+            self.hellos
+                .retain(|_, (heard, _)| now.mono.saturating_duration_since(*heard) < HELLO_MEMORY);
             self.process(now);
         }
         if self.next_peer_announce.is_some_and(|at| at <= now.mono) {
@@ -701,7 +721,8 @@ impl MembershipCore {
         {
             tracing::debug!(%error, %peer, "membership: announce failed");
         }
-        if let Ok(body) = postcard::to_allocvec(&self.hello_to(SpeakerId::placeholder(peer))) {
+        let hello = self.hello_to(SpeakerId::placeholder(peer));
+        if let Ok(body) = postcard::to_allocvec(&hello) {
             self.send_sealed(KIND_HELLO, &body, peer, now);
         }
         self.process(now);
@@ -718,6 +739,10 @@ impl MembershipCore {
     /// Drains foca's runtime: seal and queue datagrams, schedule timers, react to notifications;
     /// then recompute the alive set and derive events.
     fn process(&mut self, now: Clock) {
+        #[cfg(test)]
+        {
+            self.processed += 1;
+        }
         let mut restarted = Vec::new();
         loop {
             let mut gossip_now = false;
@@ -744,6 +769,8 @@ impl MembershipCore {
                     OwnedNotification::Rejoin(id) => {
                         // Grants were addressed to the old identity: they count no more.
                         self.evidence.reset();
+                        // Every member hears our new identity's hello now (G5.4).
+                        self.greeted.clear();
                         tracing::warn!(identity = ?id, "membership: we were declared down; rejoined with a new generation");
                         self.counters.bump(Counter::SelfRejoins);
                     }
@@ -790,7 +817,8 @@ impl MembershipCore {
         for dst in members {
             self.greeted.insert(dst.clone());
             let to = dst.addr;
-            if let Ok(body) = postcard::to_allocvec(&self.hello_to(dst)) {
+            let hello = self.hello_to(dst);
+            if let Ok(body) = postcard::to_allocvec(&hello) {
                 self.send_sealed(KIND_HELLO, &body, to, now);
             }
         }
@@ -798,13 +826,8 @@ impl MembershipCore {
 
     /// An authenticated, fresh hello (replay-checked by the caller), addressed to our identity
     /// or, like an `Announce`, to our address: remembered as the peer's newest unless it is
-    /// older (by generation, then sealed timestamp) than what we hold.
-    fn handle_hello(
-        &mut self,
-        body: &[u8],
-        sent_at_ms: u64,
-        now: Instant,
-    ) -> Result<(), DropReason> {
+    /// older than what we hold ([`hello_is_newer`]).
+    fn handle_hello(&mut self, body: &[u8], now: Instant) -> Result<(), DropReason> {
         let hello: Hello = postcard::from_bytes(body).map_err(|_| DropReason::Rejected)?;
         let me = self.identity();
         let for_us = hello.dst == *me || (hello.dst.name.is_empty() && hello.dst.addr == me.addr);
@@ -819,15 +842,14 @@ impl MembershipCore {
             return Err(DropReason::Rejected);
         }
         let held = self.hellos.get(&hello.src.name);
-        let newer = held.is_none_or(|(at, _, held)| {
-            (hello.src.generation, sent_at_ms) > (held.src.generation, *at)
-        });
+        let listed = self.foca.iter_members().any(|m| *m.id() == hello.src);
+        let newer = held.is_none_or(|(_, held)| hello_is_newer(&hello, held, listed));
         if held.is_none() && self.hellos.len() >= MAX_HELLOS {
             return Err(DropReason::Rejected);
         }
         if newer {
             let name = hello.src.name.clone();
-            let was = held.and_then(|(_, _, h)| self.judge(h));
+            let was = held.and_then(|(_, h)| self.judge(h));
             let now_mismatch = self.judge(&hello);
             if now_mismatch != was {
                 match &now_mismatch {
@@ -839,7 +861,7 @@ impl MembershipCore {
                     }
                 }
             }
-            self.hellos.insert(name, (sent_at_ms, now, hello));
+            self.hellos.insert(name, (now, hello));
         }
         Ok(())
     }
@@ -1155,6 +1177,150 @@ mod tests {
         assert!(nodes[2].evidence().values().all(|t| now >= *t));
     }
 
+    /// G5.4 (found by a review): a refused peer that is declared down and rejoins (foca renews
+    /// its identity: generation + 1, same process, same configuration) stays refused. Before
+    /// the fix the refusers held its hello under the old identity and treated the renewed one
+    /// as unjudged, and the rejoiner sent no hello until its next `HELLO_INTERVAL` round: it was
+    /// counted alive (IPs planned for it), got grants and its grants counted. Here: a 500 ms
+    /// cut, shorter than node-3's own suspicion, so node-3 keeps its peers as members and never
+    /// announces (an announce would carry a hello); every cut from 300 to 650 ms does it.
+    #[test]
+    fn a_refused_peer_that_rejoins_stays_refused() {
+        let t0 = Instant::now();
+        let fast = MembershipConfig::default();
+        let slow = MembershipConfig {
+            suspect_timeout: Duration::from_millis(400),
+            ..MembershipConfig::default()
+        };
+        let mut nodes = vec![
+            core_with(1, fast.clone(), &ring()),
+            core_with(2, fast, &ring()),
+            core_with(3, slow, &ring()),
+        ];
+        joined(&mut nodes, t0, 2000);
+        assert_eq!(
+            nodes[0].refused().get("node-3").map(Mismatch::label),
+            Some("timings")
+        );
+        let gen_before = nodes[2].identity().generation;
+        // node-3 is cut off for 500 ms: node-1 and node-2 declare it down, it renews.
+        mesh(&mut nodes, t0, 2000, 500, |a, b| a == 2 || b == 2);
+        let mut counted_alive_ms = Vec::new();
+        for t in 2500..12_000 {
+            mesh(&mut nodes, t0, t, 1, |_, _| false);
+            if nodes[0].alive().contains("node-3") {
+                counted_alive_ms.push(t);
+            }
+        }
+        assert!(
+            nodes[2].identity().generation > gen_before,
+            "node-3 rejoined under a renewed identity"
+        );
+        assert_eq!(
+            nodes[0].refused().get("node-3").map(Mismatch::label),
+            Some("timings"),
+            "refused again once its next hello round came"
+        );
+        assert!(
+            counted_alive_ms.is_empty(),
+            "node-1 counted the refused node-3 alive for {} ms after the heal ({:?}..={:?} ms)",
+            counted_alive_ms.len(),
+            counted_alive_ms.first(),
+            counted_alive_ms.last(),
+        );
+    }
+
+    /// Like [`mesh`] with no cut, each node's wall clock off by `skew[i]` ms (an NTP step).
+    fn mesh_skewed(nodes: &mut [MembershipCore], t0: Instant, from: u64, ms: u64, skew: &[i64]) {
+        let clock_of = |i: usize, t: u64| Clock {
+            mono: t0 + Duration::from_millis(t),
+            wall_ms: (WALL0 + t).saturating_add_signed(skew[i]),
+        };
+        for t in from..from + ms {
+            for (i, n) in nodes.iter_mut().enumerate() {
+                n.handle_timers(clock_of(i, t));
+            }
+            for _ in 0..10 {
+                let mut any = false;
+                for i in 0..nodes.len() {
+                    for out in nodes[i].take_outgoing() {
+                        any = true;
+                        let src = nodes[i].identity().addr;
+                        if let Some(j) = nodes.iter().position(|n| n.identity().addr == out.to) {
+                            let _ = nodes[j].handle_datagram(&out.datagram, src, clock_of(j, t));
+                        }
+                    }
+                }
+                if !any {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// G5.4 (found by a review): hellos of one identity are ordered by its sequence number,
+    /// not by the sender's wall clock (as they were). node-2's wall clock steps back 20 s (an
+    /// NTP step; inside the 30 s replay window, so SWIM and the lease carry on). Then the
+    /// documented rotation runs with `set_keys`: step 1 (old+new) on every node, and a second
+    /// later step 2 (new+old) on node-1. Ordered by clock, node-2's step-1 hello (and every
+    /// hello for 20 s) looked older than the one node-1 held and was ignored, so node-1 judged
+    /// node-2 on its pre-rotation hello ([old]), which lacks node-1's new primary: node-1
+    /// refused a consistent peer while node-2 kept node-1 alive, the two disagreeing on who is
+    /// alive (the recipe for two answerers, or none).
+    #[test]
+    fn a_senders_clock_step_back_never_hides_its_key_change() {
+        let old = ring();
+        let new_hex: String = (0..32u8)
+            .map(|i| format!("{:02x}", i.wrapping_mul(29).wrapping_add(3)))
+            .collect();
+        let new = KeyRing::parse(new_hex.as_bytes()).unwrap();
+        let both = |first: &KeyRing, second: &KeyRing| {
+            let text = format!(
+                "{}\n{}\n",
+                hex_of(first.primary()),
+                hex_of(second.primary())
+            );
+            KeyRing::parse(text.as_bytes()).unwrap()
+        };
+        let t0 = Instant::now();
+        let c = MembershipConfig::default();
+        let mut nodes = vec![
+            core_with(1, c.clone(), &old),
+            core_with(2, c.clone(), &old),
+            core_with(3, c, &old),
+        ];
+        joined(&mut nodes, t0, 2000);
+        assert!(
+            nodes
+                .iter()
+                .all(|n| n.alive().len() == 3 && n.refused().is_empty())
+        );
+        let skew = [0, -20_000, 0];
+        mesh_skewed(&mut nodes, t0, 2000, 100, &skew);
+        // Step 1 everywhere.
+        for n in nodes.iter_mut() {
+            n.set_keys(&both(&old, &new));
+        }
+        mesh_skewed(&mut nodes, t0, 2100, 900, &skew);
+        assert!(nodes.iter().all(|n| n.refused().is_empty()));
+        // Step 2 on node-1.
+        nodes[0].set_keys(&both(&new, &old));
+        mesh_skewed(&mut nodes, t0, 3000, 1000, &skew);
+        assert!(
+            nodes[1].alive().contains("node-1"),
+            "node-2 keeps node-1 alive: {:?}",
+            nodes[1].alive()
+        );
+        assert!(
+            nodes[0].refused().is_empty() && nodes[0].alive().len() == 3,
+            "node-1 refuses a consistent peer: refused {:?}, alive {:?}; node-1 holds node-2's \
+             hello saying {:?} (its ring is old+new)",
+            nodes[0].refused(),
+            nodes[0].alive(),
+            nodes[0].hellos.get("node-2").map(|h| h.1.keys.clone()),
+        );
+    }
+
     /// G5.4: during a key rotation, a peer whose ring lacks our primary key (a step skipped:
     /// it went straight to the new key alone) is refused, and named with reason `key`, by the
     /// side that can still open its datagrams; a peer holding both keys is accepted whichever
@@ -1208,40 +1374,54 @@ mod tests {
     }
 
     /// G5.4: an older hello (a recording, or one overtaken in the network) never overrides a
-    /// newer one, so a replayed hello cannot bring an old configuration back.
+    /// newer one, so a replayed hello cannot bring an old configuration back: from one identity
+    /// by its sequence number (not the sender's clock), across identities by generation unless
+    /// the older-looking identity is the one the membership lists.
     #[test]
     fn an_older_hello_never_overrides_a_newer_one() {
         let t0 = Instant::now();
         let mut a = core(1, MembershipConfig::default(), 1);
-        let b_id = SpeakerId::with_generation("node-2", addr(2, 7947), 1).unwrap();
-        let hello = |timings: Timings| Hello {
-            src: b_id.clone(),
-            dst: a.identity().clone(),
+        let b_id = SpeakerId::with_generation("node-2", addr(2, 7947), 5).unwrap();
+        let (me, ours) = (a.identity().clone(), a.own_timings);
+        let hello = |src: &SpeakerId, seq: u64, timings: Timings| Hello {
+            src: src.clone(),
+            dst: me.clone(),
+            seq,
             protocol: PROTOCOL,
             min_protocol: MIN_PROTOCOL,
             timings,
             keys: vec![ring().primary().fingerprint()],
         };
-        let good = hello(a.own_timings);
-        let mut odd = a.own_timings;
+        let good = hello(&b_id, 10, ours);
+        let mut odd = ours;
         odd.suspect_timeout_ms += 1;
-        let bad = hello(odd);
         let body = |h: &Hello| postcard::to_allocvec(h).unwrap();
-        assert_eq!(a.handle_hello(&body(&good), WALL0 + 10, t0), Ok(()));
-        assert_eq!(a.handle_hello(&body(&bad), WALL0 + 5, t0), Ok(()));
-        assert_eq!(a.hellos["node-2"].2, good, "the older hello was ignored");
+        assert_eq!(a.handle_hello(&body(&good), t0), Ok(()));
+        assert_eq!(a.handle_hello(&body(&hello(&b_id, 9, odd)), t0), Ok(()));
+        assert_eq!(a.hellos["node-2"].1, good, "the older hello was ignored");
         assert!(a.refused().is_empty());
-        assert_eq!(a.handle_hello(&body(&bad), WALL0 + 11, t0), Ok(()));
-        assert_eq!(a.hellos["node-2"].2, bad);
+        assert_eq!(a.handle_hello(&body(&hello(&b_id, 11, odd)), t0), Ok(()));
         assert_eq!(
             a.refused().get("node-2").map(Mismatch::label),
             Some("timings")
         );
+        // An older generation (a previous process) that the membership does not list: ignored,
+        // whatever its sequence number.
+        let earlier = SpeakerId::with_generation("node-2", addr(2, 7947), 4).unwrap();
+        assert_eq!(
+            a.handle_hello(&body(&hello(&earlier, 99, ours)), t0),
+            Ok(())
+        );
+        assert!(a.refused().contains_key("node-2"));
+        // A newer generation (restarted) wins from its first hello.
+        let later = SpeakerId::with_generation("node-2", addr(2, 7947), 6).unwrap();
+        assert_eq!(a.handle_hello(&body(&hello(&later, 0, ours)), t0), Ok(()));
+        assert!(a.refused().is_empty());
         // Addressed to another member: misdirected.
         let mut other = good.clone();
         other.dst = b_id.clone();
         assert_eq!(
-            a.handle_hello(&body(&other), WALL0 + 20, t0),
+            a.handle_hello(&body(&other), t0),
             Err(DropReason::Misdirected)
         );
     }
@@ -1339,7 +1519,8 @@ mod tests {
     /// in the lab, issue #32: every speaker lost its peers' datagrams to the budget and withdrew),
     /// and a replay flood of one of the member's genuine datagrams, all at 20 datagrams/ms while
     /// the member's own traffic flows: none of its datagrams is dropped, none of the flood is
-    /// rate-limited (each is refused by its tag or as a replay), and it stays alive.
+    /// rate-limited (each is refused by its tag or as a replay), it stays alive, and no dropped
+    /// datagram costs a pass over the members (`process`).
     #[test]
     fn forged_and_replayed_floods_spend_no_members_budget() {
         let t0 = Instant::now();
@@ -1367,7 +1548,12 @@ mod tests {
                     (1, _) | (_, None) => (keyless(300, 7), spoofed, DropReason::AuthFailed),
                     (_, Some(c)) => (c.clone(), spoofed, DropReason::Replayed),
                 };
+                let processed = a.processed;
                 assert_eq!(a.handle_datagram(&datagram, from, now), Err(expected));
+                assert_eq!(
+                    a.processed, processed,
+                    "a dropped datagram costs no processing"
+                );
             }
             a.handle_timers(now);
             b.handle_timers(now);
