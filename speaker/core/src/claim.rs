@@ -9,7 +9,11 @@
 //! - **Cold start, restart, rejoin (F1).** A speaker that has just started sees only itself. The
 //!   gate stays *converging* until every speaker that should exist has been heard from, or
 //!   [`ClaimSettings::converge_timeout`] has passed, whichever comes first. While converging the
-//!   speaker answers for nothing, announces nothing and emits no Event.
+//!   speaker answers for nothing, announces nothing and emits no Event. With three voters or
+//!   more, "heard from" is two-way evidence from a majority and every other voter listed by the
+//!   membership ([`ClaimGate::tick_listing`]): a voter that can reach us only through a third
+//!   member (a one-way cut) is known to be there, and waiting for its direct word would leave
+//!   the IPs the others plan on us unanswered for the whole timeout.
 //! - **Partition (F3).** A speaker that cannot hear enough of its peers (membership port
 //!   blocked or flooded, wrong key after a rotation) sees the others as down. The rule: a
 //!   speaker may claim only while it sees a *majority* of the speakers that should exist
@@ -220,10 +224,32 @@ impl ClaimGate {
 
     /// Advance to `now` with the current membership (`alive`, node names, this speaker
     /// included) and the speakers that should exist (`expected`, see [`expected_speakers`]).
+    /// [`Self::tick_listing`] with `alive` as the listing too.
     pub fn tick(
         &mut self,
         now: Instant,
         alive: &BTreeSet<String>,
+        expected: &BTreeSet<String>,
+    ) -> Tick {
+        self.tick_listing(now, alive, alive, expected)
+    }
+
+    /// Advance to `now` with `alive`, the members with two-way evidence (node names, this
+    /// speaker included: what the majority counts, issue #32 G1), `listed`, every member the
+    /// membership lists alive (gossip included), and the speakers that should exist
+    /// (`expected`, see [`expected_speakers`]).
+    ///
+    /// Convergence (F1) needs every expected speaker in `alive`; or, with three expected or
+    /// more, a majority of them in `alive` ([`has_quorum`]) and the rest in `listed`; or the
+    /// converge timeout. The second way leaves the safety of claiming to the majority of two-way
+    /// evidence (and the quorum lease): it only stops a listed voter that cannot send to us
+    /// directly (a one-way cut) from holding our gate shut while the others, who hear us, plan
+    /// IPs on us (the simulator's one-way class: up to 3 s unanswered).
+    pub fn tick_listing(
+        &mut self,
+        now: Instant,
+        alive: &BTreeSet<String>,
+        listed: &BTreeSet<String>,
         expected: &BTreeSet<String>,
     ) -> Tick {
         let gap = self
@@ -245,7 +271,14 @@ impl ClaimGate {
         }
         if !self.converged && now >= self.not_before {
             let waited = now.saturating_duration_since(self.closed_since);
-            self.converged = expected.is_subset(alive) || waited >= self.settings.converge_timeout;
+            let heard_of_all = expected
+                .iter()
+                .all(|n| alive.contains(n) || listed.contains(n));
+            let majority_and_listed =
+                expected.len() >= 3 && heard_of_all && has_quorum(alive, expected);
+            self.converged = expected.is_subset(alive)
+                || majority_and_listed
+                || waited >= self.settings.converge_timeout;
         }
         let standing = if !self.converged {
             Standing::Converging {
@@ -689,6 +722,33 @@ mod tests {
     }
 
     const MS: Duration = Duration::from_millis(1);
+
+    /// F1 with a one-way cut (issue #32 G1): a voter the membership lists but that cannot send
+    /// to us directly does not hold the gate shut once a majority gave two-way evidence; a
+    /// voter nobody lists still does, and so does a minority of evidence, and with two voters
+    /// the listing never stands in for evidence.
+    #[test]
+    fn f1_a_listed_voter_without_a_direct_path_does_not_hold_the_gate_shut() {
+        let t0 = Instant::now();
+        let expected = set(&["node-1", "node-2", "node-3"]);
+        let me_and_2 = set(&["node-1", "node-2"]);
+        let mut gate = ClaimGate::new(settings(), t0);
+        let tick = gate.tick_listing(t0, &me_and_2, &expected, &expected);
+        assert_eq!(tick.standing, Standing::Majority);
+        // node-3 not even listed: converging (until the timeout).
+        let mut gate = ClaimGate::new(settings(), t0);
+        let tick = gate.tick_listing(t0, &me_and_2, &me_and_2, &expected);
+        assert!(!tick.standing.may_claim(), "{tick:?}");
+        // Everyone listed but only ourselves evidenced (our sends are lost: the lab's A8).
+        let mut gate = ClaimGate::new(settings(), t0);
+        let tick = gate.tick_listing(t0, &set(&["node-1"]), &expected, &expected);
+        assert!(!tick.standing.may_claim(), "{tick:?}");
+        // Two voters: the listing is not enough.
+        let two = set(&["node-1", "node-2"]);
+        let mut gate = ClaimGate::new(settings(), t0);
+        let tick = gate.tick_listing(t0, &set(&["node-1"]), &two, &two);
+        assert!(!tick.standing.may_claim(), "{tick:?}");
+    }
 
     #[test]
     fn f1_a_fresh_speaker_claims_nothing_until_it_has_heard_every_expected_peer() {

@@ -656,6 +656,7 @@ impl World {
         };
         let peers: Vec<SocketAddr> = (0..self.scenario.nodes).map(addr).collect();
         m.set_peers(peers, self.clock_of(i));
+        m.set_voters(self.nodes[i].responder.voters.clone());
         self.nodes[i].membership = Some(m);
         self.nodes[i].last_alive = BTreeSet::new();
         self.flush(i);
@@ -1095,7 +1096,13 @@ impl World {
             Output::SetLease(until) => {
                 self.nodes[i].responder.lease = until.map(|u| u.saturating_duration_since(self.t0));
             }
-            Output::SetVoters(voters) => self.nodes[i].responder.voters = voters,
+            Output::SetVoters(voters) => {
+                // As the executor: the responder's quorum and the membership's cut-off test.
+                if let Some(m) = self.nodes[i].membership.as_mut() {
+                    m.set_voters(voters.clone());
+                }
+                self.nodes[i].responder.voters = voters;
+            }
             Output::SetOwned(owned) => {
                 // As `Responder::set_owned`: an IP keeps its epoch while its interfaces stay.
                 let r = &mut self.nodes[i].responder;

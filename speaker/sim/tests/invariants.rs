@@ -659,3 +659,35 @@ fn a_refused_speaker_renewed_after_a_pause_is_never_planned_ips() {
         );
     }
 }
+
+/// One-way cuts (issue #32 G1, found by `ferrolb-sim search --class one-way`: 25 of 150 seeds at
+/// 3 nodes, up to 2.1 s unanswered, 3 of 150 at 5 nodes, up to 2.5 s). Two faults, both fixed:
+/// - a speaker that rejoined while it could not send (every datagram it sent lost) listed only
+///   the one or two members it had heard since, so its "fewer than half" test passed on its
+///   own small list, it declared them down, and at the heal its gossip made the healthy owners
+///   believe they had been declared down and leave for a hold-off: every IP silent for ~1 s.
+///   The cut-off test now counts against the voters (`MembershipCore::set_voters`);
+/// - a speaker that hears one voter only through a third member (the cut 0→1 below) waited
+///   the whole converge timeout (3 s) for its direct word while the others planned IPs on it;
+///   convergence now accepts that voter as listed once a majority gave two-way evidence.
+#[test]
+fn one_way_cuts_leave_no_ip_unanswered_beyond_the_failover_bound() {
+    let cut = |from, to| Fault::CutOneWay { from, to };
+    // A node that cannot send, twice (seed 129, shrunk).
+    let silent_sender = Scenario::quiet(129, 3, 4)
+        .with(13_596, cut(1, 0))
+        .with(13_596, cut(1, 2))
+        .with(16_384, Fault::Heal)
+        .with(22_910, cut(1, 0))
+        .with(22_910, cut(1, 2))
+        .with(25_391, Fault::Heal);
+    // A node that cannot send, then one path cut (seed 132, shrunk).
+    let one_path = Scenario::quiet(132, 3, 4)
+        .with(5_613, cut(0, 1))
+        .with(5_613, cut(0, 2))
+        .with(7_601, Fault::Heal)
+        .with(12_539, cut(0, 1));
+    for s in [silent_sender, one_path] {
+        assert_violates(&s, &[]);
+    }
+}

@@ -352,6 +352,7 @@ impl Executor {
             }
         }
         if let Some(m) = &self.membership {
+            m.set_voters(&self.voters);
             m.set_peers(peer_addresses(
                 &self.stores,
                 &self.config.node_name,

@@ -135,6 +135,7 @@ enum Command {
 pub struct Membership {
     commands: mpsc::Sender<Command>,
     peers: watch::Sender<BTreeSet<SocketAddr>>,
+    voters: watch::Sender<BTreeSet<String>>,
     members: watch::Receiver<BTreeSet<String>>,
     evidence: watch::Receiver<BTreeMap<String, std::time::Instant>>,
     refused: watch::Receiver<BTreeMap<String, Mismatch>>,
@@ -192,6 +193,7 @@ impl Membership {
         )?;
         let (commands, command_rx) = mpsc::channel(4);
         let (peers, peers_rx) = watch::channel(BTreeSet::new());
+        let (voters, voters_rx) = watch::channel(BTreeSet::new());
         let (members_tx, members) = watch::channel(core.alive().clone());
         let (evidence_tx, evidence) = watch::channel(BTreeMap::new());
         let (refused_tx, refused) = watch::channel(BTreeMap::new());
@@ -203,6 +205,7 @@ impl Membership {
             socket,
             command_rx,
             peers_rx,
+            voters_rx,
             members_tx,
             evidence_tx,
             refused_tx,
@@ -213,6 +216,7 @@ impl Membership {
         Ok(Self {
             commands,
             peers,
+            voters,
             members,
             evidence,
             refused,
@@ -235,6 +239,19 @@ impl Membership {
                 false
             } else {
                 *current = peers;
+                true
+            }
+        });
+    }
+
+    /// Sets the voters of the majority rule, by node name (level-triggered: the speaker core's
+    /// latest `SetVoters`; [`MembershipCore::set_voters`]).
+    pub fn set_voters(&self, voters: &BTreeSet<String>) {
+        self.voters.send_if_modified(|current| {
+            if current == voters {
+                false
+            } else {
+                current.clone_from(voters);
                 true
             }
         });
@@ -442,6 +459,7 @@ struct Driver {
     socket: UdpSocket,
     command_rx: mpsc::Receiver<Command>,
     peers_rx: watch::Receiver<BTreeSet<SocketAddr>>,
+    voters_rx: watch::Receiver<BTreeSet<String>>,
     members_tx: watch::Sender<BTreeSet<String>>,
     evidence_tx: watch::Sender<BTreeMap<String, std::time::Instant>>,
     refused_tx: watch::Sender<BTreeMap<String, Mismatch>>,
@@ -505,6 +523,12 @@ impl Driver {
                     if changed.is_ok() {
                         let peers = self.peers_rx.borrow_and_update().clone();
                         self.core.set_peers(peers, clock());
+                    }
+                }
+                changed = self.voters_rx.changed() => {
+                    if changed.is_ok() {
+                        let voters = self.voters_rx.borrow_and_update().clone();
+                        self.core.set_voters(voters);
                     }
                 }
                 ready = self.socket.readable() => {

@@ -178,6 +178,9 @@ pub struct MembershipCore {
     hellos: BTreeMap<String, (Instant, Hello)>,
     /// The [`Hello::seq`] of our next hello.
     hello_seq: u64,
+    /// The voters of the majority rule, by node name, as the speaker's core last named them
+    /// ([`Self::set_voters`]); empty until then.
+    voters: BTreeSet<String>,
     /// How many times [`Self::process`] ran (what a datagram costs, in tests).
     #[cfg(test)]
     processed: u64,
@@ -279,6 +282,7 @@ impl MembershipCore {
                 .collect(),
             hellos: BTreeMap::new(),
             hello_seq: 0,
+            voters: BTreeSet::new(),
             #[cfg(test)]
             processed: 0,
             greeted: std::collections::HashSet::new(),
@@ -333,6 +337,14 @@ impl MembershipCore {
             .collect();
         self.greeted.clear();
         self.refresh_alive(Vec::new());
+    }
+
+    /// Sets the voters of the majority rule (node names; the speaker core's `SetVoters`,
+    /// level-triggered): [`Self::cut_off`] counts against them, so a speaker that lists few
+    /// members (just rejoined, its own sends lost) but hears from fewer than half of the voters
+    /// knows it is the one cut off and declares nobody down (issue #32 G1).
+    pub fn set_voters(&mut self, voters: BTreeSet<String>) {
+        self.voters = voters;
     }
 
     /// Peers refused for a configuration mismatch (issue #32 G5.4, [`super::hello`]), by node
@@ -611,9 +623,28 @@ impl MembershipCore {
     }
 
     /// Whether this speaker holds valid two-way evidence ([`super::lease`]) from fewer than half
-    /// of the members it lists, itself included, with at least three listed (with one or two,
-    /// a survivor cannot tell its peer's crash from a cut and must declare it down).
+    /// of the voters ([`Self::set_voters`]; before they are known, of the members it lists),
+    /// itself included, with at least three of them (with one or two, a survivor cannot tell
+    /// its peer's crash from a cut and must declare it down).
     fn cut_off(&self, now: Instant) -> bool {
+        let me = &self.identity().name;
+        if !self.voters.is_empty() {
+            // Against the voters (the majority rule's set): a speaker that lists only the few
+            // members it heard since it rejoined is as cut off as one that lists them all.
+            // Refused peers (G5.4) give no evidence but stay voters: they count against.
+            let total = self.voters.len() + usize::from(!self.voters.contains(me));
+            if total < 3 {
+                return false;
+            }
+            let heard = 1 + self
+                .foca
+                .iter_members()
+                .filter(|m| m.id().name != *me && self.voters.contains(&m.id().name))
+                .filter(|m| self.mismatch_of(m.id()).is_none())
+                .filter(|m| self.evidence.valid_at(&m.id().name, now))
+                .count();
+            return heard * 2 < total;
+        }
         // Refused peers (issue #32 G5.4) give no evidence by design: they do not count here.
         let listed = 1 + self
             .foca
@@ -1139,6 +1170,33 @@ mod tests {
             n.set_peers(addrs.iter().copied(), clock(t0, 0));
         }
         mesh(nodes, t0, 0, ms, |_, _| false);
+    }
+
+    /// G1 (found by the simulator's one-way class): a speaker that lists few members (here
+    /// one, as after a rejoin while its sends were lost) but knows three voters is cut off when
+    /// it hears from fewer than half of *the voters*, and declares nobody down: at the heal its
+    /// down notices would have made the healthy owners believe they were declared down and
+    /// leave. With the voters unknown it falls back on its list (two members: it declares).
+    #[test]
+    fn a_speaker_that_hears_from_less_than_half_of_the_voters_declares_nobody_down() {
+        for voters_known in [true, false] {
+            let t0 = Instant::now();
+            let c = MembershipConfig::default();
+            let mut nodes = vec![core_with(1, c.clone(), &ring()), core_with(2, c, &ring())];
+            joined(&mut nodes, t0, 2000);
+            assert_eq!(nodes[0].alive().len(), 2);
+            if voters_known {
+                let voters = ["node-1", "node-2", "node-3"].map(String::from).into();
+                nodes[0].set_voters(voters);
+            }
+            // node-1 hears nothing more from node-2.
+            mesh(&mut nodes, t0, 2000, 3000, |from, _| from == 1);
+            assert_eq!(
+                nodes[0].alive().contains("node-2"),
+                voters_known,
+                "voters known: {voters_known}"
+            );
+        }
     }
 
     /// G5.4: a peer with other timings is refused by both sides: not alive, no evidence either

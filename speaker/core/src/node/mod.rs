@@ -274,7 +274,7 @@ impl SpeakerCore {
             self.last_voters = expected.clone();
             self.outputs.push_back(Output::SetVoters(expected.clone()));
         }
-        let tick = self.gate.tick(now, &evidenced, &expected);
+        let tick = self.gate.tick_listing(now, &evidenced, &alive, &expected);
         if let Some(gap) = tick.stalled {
             // F4: we were not running for longer than the others need to take our IPs. Stop
             // answering now, and stay out of the membership for the resync: the others may not
@@ -373,7 +373,11 @@ impl SpeakerCore {
     /// drops the IP, or does not step and its own lease (one stall threshold after its last
     /// step) ends. Either way it has stopped answering when this speaker starts. An IP whose
     /// previous holder is down (failover), and a fresh IP (probed first), are claimed at once.
-    /// Returns the owned set to apply now.
+    /// A holder the membership lists but that has not answered our lease requests (it cannot
+    /// reach us directly: the gate lets us converge without it, issue #32 G1) waits the same:
+    /// our datagrams reach it (then it knows us directly), or it learns of us by gossip, and
+    /// its IP waiting the whole converge timeout left it unanswered for seconds in the
+    /// simulator's one-way class. Returns the owned set to apply now.
     fn hold_handovers(
         &mut self,
         now: Instant,

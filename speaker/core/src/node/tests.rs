@@ -539,6 +539,43 @@ fn a_failback_waits_for_the_holder_a_failover_does_not() {
     assert!(back.owned().contains_key(&ip), "the holder went down");
 }
 
+/// A voter the membership lists but that cannot reach us directly (a one-way cut: no grant,
+/// so no two-way evidence) does not hold the gate shut once a majority gave evidence (issue #32
+/// G1); an IP it held is handed over after one stall threshold, like any other.
+#[test]
+fn a_listed_voter_without_two_way_evidence_does_not_hold_the_gate_shut() {
+    let me = owner(&NODES);
+    let ip: IpAddr = IP.parse().unwrap();
+    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
+    // The IP's holder while `me` was away.
+    let holder = {
+        let p = crate::plan::plan(&view(&NODES), &names(&others), others[0], Some(true));
+        p.ips[&ip].owner.clone().unwrap()
+    };
+    let ms = Duration::from_millis;
+    let t0 = Instant::now();
+    let mut core = SpeakerCore::new(NodeConfig::new(me.clone(), settings()), t0);
+    core.set_view(view(&NODES));
+    let mut o = obs(Wake::MembersChanged, &NODES, 0);
+    if let Some(m) = o.membership.as_mut() {
+        m.evidence.remove(&holder);
+    }
+    let mut first_owned = None;
+    let mut t = t0;
+    for step in 0..10 {
+        t += ms(100);
+        core.step(t, o.clone());
+        if step == 0 {
+            assert!(core.standing().may_claim(), "{:?}", core.standing());
+        }
+        if first_owned.is_none() && core.owned().contains_key(&ip) {
+            first_owned = Some(t.saturating_duration_since(t0));
+        }
+    }
+    let waited = first_owned.expect("claimed");
+    assert!(waited < ms(1000), "{waited:?}");
+}
+
 /// A bare tick that observes another membership than the last plan's re-plans before it renews
 /// the lease: the owner never answers one more lease on a plan made for an older membership
 /// (the change's own wake-up may come later, e.g. under CPU starvation).
