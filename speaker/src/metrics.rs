@@ -16,6 +16,7 @@
 //!   `kernel_arp_conflicts` (gauge), `members` (gauge),
 //!   `membership_transitions_total{direction="up"|"down"}`,
 //!   `membership_datagrams_dropped_total{reason}`, `membership_suspicions_postponed_total`,
+//!   `membership_suspicions_stale_total`,
 //!   `membership_receive_buffer_bytes` (gauge, issue #27 item 9),
 //!   `membership_refused_peers{reason}` (gauge, issue #32 G5.4).
 //!
@@ -392,6 +393,12 @@ impl Collector for SpeakerMetrics {
                 "membership_suspicions_postponed",
                 "Suspicions of other speakers that ran out while this speaker was not running (CPU starvation, a pause): postponed instead of declaring the member down",
                 m.suspicions_postponed,
+            )?;
+            counter(
+                &mut encoder,
+                "membership_suspicions_stale",
+                "Suspicion timers dropped because the suspect had refuted in time (or was gone): no down notice goes to a healthy member",
+                m.suspicions_stale,
             )?;
             labelled_counters(
                 &mut encoder,

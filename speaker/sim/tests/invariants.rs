@@ -34,13 +34,11 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     // claim signed before the owner's ownership began never yields (issue #32 G4; the
     // regression case `a_replayed_signed_claim_across_a_failback_makes_nobody_yield` fails
     // without that rule).
-    // Steady membership loss: false declarations move owners without any fault (silences over
-    // T_fo remain in 6 of 50 seeds at 3 nodes, none in the sweep's 8). At 5 nodes and more
-    // the longer seed runs of the findings table show it too; the sweep's seeds stopped
-    // showing it at 5 once a leave reached every member directly, and show it again since the
-    // hello (issue #32 G5.4) changed the datagrams and with them the seeds' draws.
-    (FaultClass::Loss, 3, "I-flap"),
-    (FaultClass::Loss, 5, "I-flap"),
+    // Steady membership loss moved owners without any fault (I-flap at 3 and 5 nodes): foca
+    // 2.0.0 told a member that had refuted a suspicion in time that it was down (a `TurnUndead`
+    // from the stale suspicion timer), and it renewed and gave up its IPs. Stale suspicion
+    // timers are dropped since (`a_refuted_suspicion_tells_nobody_it_is_down`): the class
+    // holds in the sweep and in 60 seeds at 3 nodes, 40 at 5.
     // Two NICs: the client-facing NIC of the owner loses carrier while the other keeps it; the
     // carrier check passes on any interface, so the IP stays there unanswered (issue #32 G5.5;
     // at 10 nodes too, in more seeds than the sweep runs there).
@@ -291,17 +289,14 @@ fn a_lagging_watch_and_the_yield_leave_an_ip_unanswered() {
 }
 
 /// Steady loss of 2 % of the membership datagrams, no other fault, 3 healthy nodes (found by a
-/// fresh reviewer): false declarations of death make a node leave for a hold-off that doubles
-/// within a minute (0.6, 1.2, 2.4, 4.8 s); while one node is out and another converges after
-/// its own rejoin, the third sees a minority and everything goes silent for seconds (up to
-/// 32.8 s before the quorum lease). With it, a suspect that answered our lease requests within
-/// the lease is not declared down, so most false declarations are gone: over ten seeds owners
-/// still move (I-flap) in some, but nothing goes silent and nothing else breaks in any. (Over
-/// seeds, not one seed: a change of the datagrams sent, like the hello of issue #32 G5.4,
-/// changes which seed shows the flap.)
+/// fresh reviewer): false declarations of death made a node leave for a hold-off that doubled
+/// within a minute, and the third saw a minority: every IP went silent for seconds (up to
+/// 32.8 s before the quorum lease). With the lease, a suspect that answered our lease requests
+/// within the lease is not declared down, but owners still moved (I-flap) in some seeds: a
+/// member that refuted a suspicion in time was sent a "you are down" by foca's stale suspicion
+/// timer and renewed. Stale suspicion timers are dropped now: over ten seeds nothing moves.
 #[test]
-fn two_percent_membership_loss_on_three_healthy_nodes_only_moves_owners() {
-    let mut flapped = 0;
+fn two_percent_membership_loss_on_three_healthy_nodes_moves_no_owner() {
     for seed in 0..10 {
         let s = Scenario {
             loss_ppm: 20_000,
@@ -309,17 +304,8 @@ fn two_percent_membership_loss_on_three_healthy_nodes_only_moves_owners() {
             ..Scenario::quiet(seed, 3, 8)
         };
         let v = check(&s, &run(&s));
-        assert!(
-            v.iter().all(|v| v.invariant == "I-flap"),
-            "{v:#?}\n{}",
-            s.literal()
-        );
-        flapped += usize::from(!v.is_empty());
+        assert_eq!(v, vec![], "{}", s.literal());
     }
-    assert!(
-        flapped > 0,
-        "no seed moves owners any more: take the case out"
-    );
 }
 
 /// The claim proof's known limit (`speaker/core/src/wire/claim_proof.rs`): a keyless host that

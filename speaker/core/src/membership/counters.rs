@@ -24,6 +24,7 @@ pub struct Counters {
     dropped_rejected: AtomicU64,
     send_errors: AtomicU64,
     suspicions_postponed: AtomicU64,
+    suspicions_stale: AtomicU64,
 }
 
 /// A consistent-enough copy of [`Counters`] for export (each field read atomically).
@@ -66,6 +67,9 @@ pub struct CountersSnapshot {
     /// Suspicions that ran out while this speaker was not running, postponed instead of
     /// declaring the member down (`MembershipCore::handle_timers`).
     pub suspicions_postponed: u64,
+    /// Suspicion timers dropped because the suspect had refuted (or was gone) by then: foca
+    /// would have told a healthy member it was down (`MembershipCore::handle_timers`).
+    pub suspicions_stale: u64,
 }
 
 /// Which counter to bump; keeps the state machine's call sites short.
@@ -87,6 +91,7 @@ pub(crate) enum Counter {
     DroppedRejected,
     SendErrors,
     SuspicionsPostponed,
+    SuspicionsStale,
 }
 
 impl Counters {
@@ -122,6 +127,7 @@ impl Counters {
             Counter::DroppedRejected => &self.dropped_rejected,
             Counter::SendErrors => &self.send_errors,
             Counter::SuspicionsPostponed => &self.suspicions_postponed,
+            Counter::SuspicionsStale => &self.suspicions_stale,
         }
     }
 
@@ -146,6 +152,7 @@ impl Counters {
             dropped_rejected: get(&self.dropped_rejected),
             send_errors: get(&self.send_errors),
             suspicions_postponed: get(&self.suspicions_postponed),
+            suspicions_stale: get(&self.suspicions_stale),
         }
     }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use foca::{AccumulatingRuntime, Codec, Foca, Message, NoCustomBroadcast, OwnedNotification};
-use foca::{PostcardCodec, Timer};
+use foca::{PostcardCodec, State, Timer};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -565,6 +565,13 @@ impl MembershipCore {
         let late_after = self.config.suspect_timeout / 2;
         while let Some((due, timer)) = self.timers.pop_due_with_deadline(now.mono) {
             let late = now.mono.saturating_duration_since(due) > late_after;
+            if self.stale_suspicion(&timer) {
+                // The suspect refuted (or is gone): foca 2.0.0 would still send it a
+                // `TurnUndead` ("you are down") from this timer, and the healthy member would
+                // renew its identity and give up its IPs (issue #32: the steady-loss flapping).
+                self.counters.bump(Counter::SuspicionsStale);
+                continue;
+            }
             if is_suspicion(&timer)
                 && (self.cut_off(now.mono) || self.answered_lately(&timer, now.mono))
             {
@@ -661,6 +668,26 @@ impl MembershipCore {
             .filter(|m| self.evidence.valid_at(&m.id().name, now))
             .count();
         heard * 2 < listed
+    }
+
+    /// Whether a suspect→down `timer` no longer concerns a suspicion: its member is not listed
+    /// as suspect at the timer's incarnation (it refuted with a higher one, was declared down,
+    /// left or was renewed). foca 2.0.0 checks the incarnation before declaring the member down
+    /// but sends the member a `TurnUndead` message from such a timer all the same (its
+    /// `handle_timer` sends it whenever the member is known), which makes a member that
+    /// refuted a suspicion in time believe it was declared down.
+    fn stale_suspicion(&self, timer: &Timer<SpeakerId>) -> bool {
+        let Timer::ChangeSuspectToDown {
+            member_id,
+            incarnation,
+            ..
+        } = timer
+        else {
+            return false;
+        };
+        !self.foca.iter_members().any(|m| {
+            m.id() == member_id && m.incarnation() == *incarnation && m.state() == State::Suspect
+        })
     }
 
     /// Whether the suspect of a suspect→down `timer` holds valid two-way evidence: it granted a
@@ -1199,6 +1226,48 @@ mod tests {
         }
     }
 
+    /// A suspect→down timer whose suspect has refuted (here: no suspicion at that incarnation
+    /// at all) is dropped. foca 2.0.0 sends the member a `TurnUndead` from such a timer, and the
+    /// healthy member renewed its identity and gave up its IPs: with 2–5 % membership loss,
+    /// owners moved every few seconds (the simulator's loss class, I-flap).
+    #[test]
+    fn a_refuted_suspicion_tells_nobody_it_is_down() {
+        let t0 = Instant::now();
+        let c = MembershipConfig::default();
+        let mut nodes = vec![core_with(1, c.clone(), &ring()), core_with(2, c, &ring())];
+        joined(&mut nodes, t0, 2000);
+        let b = nodes[1].identity().clone();
+        let incarnation = nodes[0]
+            .foca
+            .iter_members()
+            .find(|m| *m.id() == b)
+            .map(|m| m.incarnation())
+            .unwrap();
+        // The timer of a suspicion raised at an older incarnation, due 200 ms on, when the
+        // lease evidence of the quiet pair has lapsed (nothing is exchanged meanwhile).
+        nodes[0].timers.schedule(
+            t0 + Duration::from_millis(2000),
+            Duration::from_millis(200),
+            Timer::ChangeSuspectToDown {
+                member_id: b.clone(),
+                incarnation: incarnation.wrapping_sub(1),
+                token: foca::TimerToken::default(),
+            },
+        );
+        nodes[0].handle_timers(clock(t0, 2200));
+        let (now, from) = (clock(t0, 2200), nodes[0].identity().addr);
+        for out in nodes[0].take_outgoing() {
+            let _ = nodes[1].handle_datagram(&out.datagram, from, now);
+        }
+        assert_eq!(
+            *nodes[1].identity(),
+            b,
+            "node-2 was told it is down and renewed"
+        );
+        assert_eq!(nodes[0].counters().snapshot().suspicions_stale, 1);
+        assert!(nodes[0].alive().contains("node-2"));
+    }
+
     /// G5.4: a peer with other timings is refused by both sides: not alive, no evidence either
     /// way, counted in `refused()` with the reason; the agreeing members are unaffected. Without
     /// the hello the three would list each other alive and grant each other leases.
@@ -1678,9 +1747,15 @@ mod tests {
         assert_eq!(a.counters().snapshot().dropped_total(), 0);
     }
 
-    /// Schedules foca's suspect→down timer for node-2 (at `incarnation`), due 1 s after `t0`.
+    /// Lists node-2 as a suspect (at `incarnation`) and schedules foca's suspect→down timer for
+    /// it, due 1 s after `t0`.
     fn suspect_node_2(a: &mut MembershipCore, t0: Instant, incarnation: foca::Incarnation) {
         let victim = SpeakerId::with_generation("node-2", addr(2, 7947), 1).unwrap();
+        let suspect = foca::Member::new(victim.clone(), incarnation, State::Suspect);
+        a.foca
+            .apply_many(std::iter::once(suspect), false, &mut a.runtime)
+            .unwrap();
+        let _ = a.take_outgoing();
         let timer = Timer::ChangeSuspectToDown {
             member_id: victim,
             incarnation,
@@ -1713,7 +1788,7 @@ mod tests {
         let later = clock(t0, 1150 + u64::try_from(suspect.as_millis()).unwrap() + 150);
         a.handle_timers(later);
         assert_eq!(a.counters().snapshot().suspicions_postponed, 2);
-        // On time: foca gets it (an unknown member, so nothing happens), not postponed again.
+        // On time: foca gets it (node-2 is declared down), not postponed again.
         let on_time = later.mono + suspect;
         a.handle_timers(Clock {
             mono: on_time,
