@@ -671,7 +671,10 @@ fn a_gain_from_the_api_view_waits_for_a_live_holder() {
     }
     t += ms(100);
     core.step(t, obs(Wake::Tick, &NODES, 0));
-    assert!(core.owned().contains_key(&ip), "claimed one stall threshold after the gain");
+    assert!(
+        core.owned().contains_key(&ip),
+        "claimed one stall threshold after the gain"
+    );
 
     // The holder goes down during the wait: claimed at once.
     let (mut core, mut t) = successor_of(&holder, t0);
