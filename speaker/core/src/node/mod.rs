@@ -114,6 +114,9 @@ pub struct SpeakerCore {
     last_voters: BTreeSet<String>,
     /// What the last `SetOwned` asked for.
     owned: BTreeMap<IpAddr, Interfaces>,
+    /// The API view the last plan was made from (`None` before the first plan and after a
+    /// withdrawal): who held an IP before a gain is read from it ([`Self::hold_handovers`]).
+    planned_view: Option<Arc<View>>,
     /// Gains held back until their previous holder has stopped ([`Self::hold_handovers`]):
     /// the holder's name and when this speaker may start.
     handovers: BTreeMap<IpAddr, (String, Instant)>,
@@ -145,6 +148,7 @@ impl SpeakerCore {
             last_alive: BTreeSet::new(),
             last_voters: BTreeSet::new(),
             owned: BTreeMap::new(),
+            planned_view: None,
             handovers: BTreeMap::new(),
             fresh: FreshIps::default(),
             counters: CoreCounters::default(),
@@ -310,6 +314,7 @@ impl SpeakerCore {
             // What was assigned meanwhile was announced by the others: not new to us.
             self.fresh.restart();
             self.last_alive.clear();
+            self.planned_view = None;
             return;
         }
         // The gate is open: serve what we own for one more stall threshold. The quorum lease
@@ -346,6 +351,7 @@ impl SpeakerCore {
         probe_first.extend(obs.held_reported.iter().copied());
         let previously_owned = std::mem::take(&mut self.owned);
         let owned = self.hold_handovers(now, &plan, &alive, &previously_owned, &probe_first);
+        self.planned_view = Some(self.view.clone());
         self.outputs.push_back(Output::SetFresh(probe_first));
         self.set_owned(owned);
         if alive != self.last_alive || restarted_peer {
@@ -364,20 +370,32 @@ impl SpeakerCore {
         }
     }
 
-    /// Break before make (issue #32 G2, failback): an IP the plan newly gives this speaker
-    /// while the node that held it — its owner under the previous plan's membership, or, for a
-    /// speaker that has no previous plan (start, rejoin), its owner without this speaker — is
-    /// still alive is held back for [`ClaimSettings::stall_threshold`] after the gain. That node
-    /// answered this speaker's lease requests (its grant is what let this speaker converge), so
-    /// it had this speaker in its membership then; from then on it either steps, re-plans and
-    /// drops the IP, or does not step and its own lease (one stall threshold after its last
-    /// step) ends. Either way it has stopped answering when this speaker starts. An IP whose
-    /// previous holder is down (failover), and a fresh IP (probed first), are claimed at once.
-    /// A holder the membership lists but that has not answered our lease requests (it cannot
-    /// reach us directly: the gate lets us converge without it, issue #32 G1) waits the same:
-    /// our datagrams reach it (then it knows us directly), or it learns of us by gossip, and
-    /// its IP waiting the whole converge timeout left it unanswered for seconds in the
-    /// simulator's one-way class. Returns the owned set to apply now.
+    /// Break before make (issue #32 G2): an IP the plan newly gives this speaker while the node
+    /// that held it — its owner under the previous plan (that plan's API view and membership),
+    /// or, for a speaker that has no previous plan (start, rejoin), its owner without this
+    /// speaker — is still alive is held back for [`ClaimSettings::stall_threshold`] after the
+    /// gain. The holder, for its part, drops an IP in the step whose plan no longer gives it.
+    ///
+    /// - **Failback** (the gain comes from the membership): the holder answered this speaker's
+    ///   lease requests (its grant is what let this speaker converge), so it had this speaker in
+    ///   its membership then; from then on it either steps, re-plans and drops the IP, or does
+    ///   not step and its own lease (one stall threshold after its last step) ends. Either way
+    ///   it has stopped answering when this speaker starts: no overlap.
+    /// - **API change** (an L2Advertisement, label or endpoint edit, a Node deleted or back;
+    ///   review F-2): the holder drops the IP when its own watch delivers the change. With
+    ///   `ℓ` how much later that is than this speaker's delivery, `W` the stall threshold: two
+    ///   answerers for at most `ℓ − W` (none when `ℓ ≤ W`; the holder also yields to this
+    ///   speaker's signed claim once it has held the IP for [`crate::answer::peers::PEER_SETTLE`]),
+    ///   and the IP is unanswered for at most the gainer's own lag plus `W`. An edit undone within
+    ///   `W` of its delivery moves nothing. Before this rule the gainer claimed at once and both
+    ///   answered for the whole lag (and a holder that gained within `PEER_SETTLE` did not yield).
+    ///
+    /// An IP whose previous holder is down (failover), and a fresh IP (probed first), are
+    /// claimed at once. A holder the membership lists but that has not answered our lease
+    /// requests (it cannot reach us directly: the gate lets us converge without it, issue #32
+    /// G1) waits the same: our datagrams reach it (then it knows us directly), or it learns of
+    /// us by gossip, and its IP waiting the whole converge timeout left it unanswered for
+    /// seconds in the simulator's one-way class. Returns the owned set to apply now.
     fn hold_handovers(
         &mut self,
         now: Instant,
@@ -406,7 +424,15 @@ impl SpeakerCore {
             } else {
                 self.last_alive.clone()
             };
-            let previous = plan_without_carrier(&self.view, &before, &me);
+            // The previous plan's own view, not today's: a gain that comes from the API view
+            // (an L2Advertisement edit, a label, an endpoint that moved, a Node back) has a
+            // holder too, whose watch may not have delivered the change yet (review F-2).
+            let before_view = self
+                .planned_view
+                .clone()
+                .filter(|_| !self.last_alive.is_empty())
+                .unwrap_or_else(|| self.view.clone());
+            let previous = plan_without_carrier(&before_view, &before, &me);
             for ip in gains {
                 let holder = previous
                     .ips

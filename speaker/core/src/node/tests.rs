@@ -611,3 +611,110 @@ fn a_held_back_gain_stays_held_across_steps() {
     core.step(t0 + ms(400), obs(Wake::Tick, &NODES, 0));
     assert!(core.owned().contains_key(&ip), "claimed at the start");
 }
+
+/// [`view`] with `excluded` carrying the exclusion label: not eligible for any IP.
+fn view_excluding(nodes: &[&str], excluded: &str) -> Arc<View> {
+    let mut v = (*view(nodes)).clone();
+    if let Some(n) = v.cluster.nodes.get_mut(excluded) {
+        n.labels
+            .insert(crate::eligibility::EXCLUDE_LB_LABEL.into(), String::new());
+    }
+    Arc::new(v)
+}
+
+/// A core on the node that owns the IP once `holder` is left out by the API, converged on
+/// [`view`] with every node alive (it owns nothing), and the time of its last step.
+fn successor_of(holder: &str, t0: Instant) -> (SpeakerCore, Instant) {
+    let ip: IpAddr = IP.parse().unwrap();
+    let excluded = view_excluding(&NODES, holder);
+    let next = crate::plan::plan(&excluded, &names(&NODES), NODES[0], Some(true)).ips[&ip]
+        .owner
+        .clone()
+        .unwrap();
+    assert_ne!(next, holder);
+    let mut core = SpeakerCore::new(NodeConfig::new(next, settings()), t0);
+    core.set_view(view(&NODES));
+    let mut t = t0;
+    for _ in 0..6 {
+        t += Duration::from_millis(100);
+        core.step(t, obs(Wake::Tick, &NODES, 0));
+    }
+    assert!(core.standing().may_claim(), "{:?}", core.standing());
+    assert_eq!(core.owned(), &BTreeMap::new(), "not the owner yet");
+    drain(&mut core);
+    (core, t)
+}
+
+/// Make after break for a gain that comes from the API view (review F-2, issue #32): an
+/// L2Advertisement, label or endpoint change that gives this node an IP whose owner under its
+/// previous view is alive waits one stall threshold before it claims, as a failback does: the
+/// holder's watch may deliver the change later, and until then it still answers. The holder,
+/// whose own view has the change, drops the IP at once. A holder that goes down meanwhile hands
+/// over nothing: claimed at once.
+#[test]
+fn a_gain_from_the_api_view_waits_for_a_live_holder() {
+    let t0 = Instant::now();
+    let ip: IpAddr = IP.parse().unwrap();
+    let holder = owner(&NODES);
+    let ms = Duration::from_millis;
+    let (mut core, mut t) = successor_of(&holder, t0);
+    core.set_view(view_excluding(&NODES, &holder));
+    t += ms(5);
+    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    assert!(!core.owned().contains_key(&ip), "held back for the holder");
+    let due = core.poll_timeout().unwrap();
+    assert!(due <= t + settings().stall_threshold, "wakes for the start");
+    for _ in 0..2 {
+        t += ms(100);
+        core.step(t, obs(Wake::Tick, &NODES, 0));
+        assert!(!core.owned().contains_key(&ip), "still held back");
+    }
+    t += ms(100);
+    core.step(t, obs(Wake::Tick, &NODES, 0));
+    assert!(
+        core.owned().contains_key(&ip),
+        "claimed one stall threshold after the gain"
+    );
+
+    // The holder goes down during the wait: claimed at once.
+    let (mut core, mut t) = successor_of(&holder, t0);
+    core.set_view(view_excluding(&NODES, &holder));
+    t += ms(5);
+    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    assert!(!core.owned().contains_key(&ip));
+    let rest: Vec<&str> = NODES.iter().copied().filter(|n| *n != holder).collect();
+    t += ms(50);
+    core.step(t, obs(Wake::MembersChanged, &rest, 0));
+    assert!(core.owned().contains_key(&ip), "the holder went down");
+
+    // The holder's side: its own view leaves it out, it drops the IP in the same step.
+    let (t0, mut owner_core) = converged_drained();
+    assert!(owner_core.owned().contains_key(&ip));
+    owner_core.set_view(view_excluding(&NODES, &holder));
+    owner_core.step(t0 + ms(150), obs(Wake::ViewChanged, &NODES, 0));
+    assert_eq!(owner_core.owned(), &BTreeMap::new(), "released at once");
+}
+
+/// An API edit seen and undone within the wait (an L2Advertisement edited and reverted, a
+/// label set and removed) never makes this node answer: the gain leaves the plan before its
+/// start, and the holder, whose watch may never have shown the edit, answers throughout.
+#[test]
+fn an_api_edit_undone_within_the_wait_claims_nothing() {
+    let t0 = Instant::now();
+    let ip: IpAddr = IP.parse().unwrap();
+    let holder = owner(&NODES);
+    let ms = Duration::from_millis;
+    let (mut core, mut t) = successor_of(&holder, t0);
+    core.set_view(view_excluding(&NODES, &holder));
+    t += ms(5);
+    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    assert!(!core.owned().contains_key(&ip), "held back");
+    core.set_view(view(&NODES));
+    t += ms(150);
+    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    for _ in 0..10 {
+        t += ms(100);
+        core.step(t, obs(Wake::Tick, &NODES, 0));
+        assert!(!core.owned().contains_key(&ip), "never claimed");
+    }
+}
