@@ -36,7 +36,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::eligibility::{Cluster, Eligibility, Interfaces, NoEligibleNode, NodeExclusion, PoolRef};
+use crate::eligibility::{
+    Cluster, Eligibility, Interfaces, NoEligibleNode, NodeExclusion, PoolRef,
+};
 
 /// How long a link must have carrier again before its report says so ([`CarrierHold`]).
 pub const CARRIER_UP_HOLD: Duration = Duration::from_secs(1);
@@ -84,7 +86,9 @@ impl Link {
     }
 
     fn on_link(&self, ip: IpAddr) -> bool {
-        self.prefixes.iter().any(|(net, len)| contains(*net, *len, ip))
+        self.prefixes
+            .iter()
+            .any(|(net, len)| contains(*net, *len, ip))
     }
 }
 
@@ -122,8 +126,16 @@ impl LinkReport {
         if candidates.is_empty() {
             return None;
         }
-        let facing: Vec<&Link> = candidates.iter().copied().filter(|l| l.on_link(ip)).collect();
-        let counted = if facing.is_empty() { candidates } else { facing };
+        let facing: Vec<&Link> = candidates
+            .iter()
+            .copied()
+            .filter(|l| l.on_link(ip))
+            .collect();
+        let counted = if facing.is_empty() {
+            candidates
+        } else {
+            facing
+        };
         Some(counted.iter().any(|l| l.carrier))
     }
 
@@ -259,7 +271,10 @@ mod tests {
     #[test]
     fn the_interface_with_the_ip_on_link_decides() {
         let x = ip("198.51.100.7");
-        assert_eq!(two_nics(true, true).carrier_for(&Interfaces::All, x), Some(true));
+        assert_eq!(
+            two_nics(true, true).carrier_for(&Interfaces::All, x),
+            Some(true)
+        );
         assert_eq!(
             two_nics(false, true).carrier_for(&Interfaces::All, x),
             Some(false),
@@ -272,8 +287,14 @@ mod tests {
         );
         // An IP on no reported link: any candidate with carrier will do (the rule before).
         let off = ip("203.0.113.9");
-        assert_eq!(two_nics(false, true).carrier_for(&Interfaces::All, off), Some(true));
-        assert_eq!(two_nics(false, false).carrier_for(&Interfaces::All, off), Some(false));
+        assert_eq!(
+            two_nics(false, true).carrier_for(&Interfaces::All, off),
+            Some(true)
+        );
+        assert_eq!(
+            two_nics(false, false).carrier_for(&Interfaces::All, off),
+            Some(false)
+        );
     }
 
     #[test]
@@ -284,10 +305,19 @@ mod tests {
                 link("eth1", true, "2001:db8::", 64),
             ],
         };
-        assert_eq!(r.carrier_for(&Interfaces::All, ip("198.51.100.7")), Some(false));
-        assert_eq!(r.carrier_for(&Interfaces::All, ip("2001:db8::7")), Some(true));
+        assert_eq!(
+            r.carrier_for(&Interfaces::All, ip("198.51.100.7")),
+            Some(false)
+        );
+        assert_eq!(
+            r.carrier_for(&Interfaces::All, ip("2001:db8::7")),
+            Some(true)
+        );
         let v4_only = two_nics(false, false);
-        assert_eq!(v4_only.carrier_for(&Interfaces::All, ip("2001:db8::7")), None);
+        assert_eq!(
+            v4_only.carrier_for(&Interfaces::All, ip("2001:db8::7")),
+            None
+        );
     }
 
     #[test]
@@ -316,15 +346,34 @@ mod tests {
     fn regained_carrier_is_published_after_the_hold_lost_carrier_at_once() {
         let t0 = Instant::now();
         let mut hold = CarrierHold::new(Duration::from_secs(1));
-        assert_eq!(hold.apply(t0, &two_nics(true, true)), two_nics(true, true), "first: as is");
+        assert_eq!(
+            hold.apply(t0, &two_nics(true, true)),
+            two_nics(true, true),
+            "first: as is"
+        );
         let t = |ms| t0 + Duration::from_millis(ms);
-        assert_eq!(hold.apply(t(100), &two_nics(false, true)), two_nics(false, true));
+        assert_eq!(
+            hold.apply(t(100), &two_nics(false, true)),
+            two_nics(false, true)
+        );
         // Back after 200 ms, flapping every 300 ms: down the whole time.
-        for (ms, up) in [(300, true), (600, false), (900, true), (1_200, false), (1_500, true)] {
+        for (ms, up) in [
+            (300, true),
+            (600, false),
+            (900, true),
+            (1_200, false),
+            (1_500, true),
+        ] {
             let raw = two_nics(up, true);
             assert_eq!(hold.apply(t(ms), &raw), two_nics(false, true), "{ms} ms");
         }
-        assert_eq!(hold.apply(t(2_499), &two_nics(true, true)), two_nics(false, true));
-        assert_eq!(hold.apply(t(2_500), &two_nics(true, true)), two_nics(true, true));
+        assert_eq!(
+            hold.apply(t(2_499), &two_nics(true, true)),
+            two_nics(false, true)
+        );
+        assert_eq!(
+            hold.apply(t(2_500), &two_nics(true, true)),
+            two_nics(true, true)
+        );
     }
 }

@@ -201,12 +201,18 @@ mod tests {
         assert_ne!(owner, first);
         assert_eq!(plans.iter().filter(|p| !p.owned.is_empty()).count(), 1);
         // Every node without carrier there: nobody, and the reason says why.
-        let none: Carriers = nodes.iter().map(|n| (n.to_string(), report(false))).collect();
+        let none: Carriers = nodes
+            .iter()
+            .map(|n| (n.to_string(), report(false)))
+            .collect();
         let p = plan_with_carrier(&v, &members, "node-1", Some(true), &none);
         let ip = p.ips.values().next().unwrap();
         assert_eq!(ip.owner, None);
         assert!(
-            ip.no_owner_reason.as_deref().unwrap().contains("no carrier"),
+            ip.no_owner_reason
+                .as_deref()
+                .unwrap()
+                .contains("no carrier"),
             "{ip:?}"
         );
     }

@@ -269,7 +269,10 @@ mod tests {
         assert!(body.len() <= 1349);
         let back: CarrierMsg = postcard::from_bytes(&body).unwrap();
         assert!(back.report.links.len() < MAX_LINKS);
-        assert_eq!(back.report.links[..], msg.report.links[..back.report.links.len()]);
+        assert_eq!(
+            back.report.links[..],
+            msg.report.links[..back.report.links.len()]
+        );
         assert_eq!(encode(msg, 10), None);
     }
 
@@ -278,7 +281,10 @@ mod tests {
         let t0 = Instant::now();
         let (me, a, b) = (id("me", 1), id("a", 1), id("b", 1));
         let mut book = CarrierBook::default();
-        assert!(book.outgoing(&me, [a.clone()], t0).is_empty(), "no report yet");
+        assert!(
+            book.outgoing(&me, [a.clone()], t0).is_empty(),
+            "no report yet"
+        );
         assert!(book.set_own(report(true)));
         assert_eq!(book.outgoing(&me, [a.clone(), b.clone()], t0).len(), 2);
         assert!(book.outgoing(&me, [a.clone(), b.clone()], t0).is_empty());
@@ -289,7 +295,11 @@ mod tests {
         assert!(book.set_own(report(false)));
         let changed = book.outgoing(&me, [a.clone(), b2.clone()], t0);
         assert_eq!(changed.len(), 2);
-        assert!(changed.iter().all(|m| m.seq == 1 && !m.report.links[0].carrier));
+        assert!(
+            changed
+                .iter()
+                .all(|m| m.seq == 1 && !m.report.links[0].carrier)
+        );
         // Our own identity changes (a rejoin): everyone again.
         assert_eq!(book.outgoing(&id("me", 2), [a.clone()], t0).len(), 1);
         assert!(!book.round_due(t0));
@@ -303,16 +313,27 @@ mod tests {
         let (me, a1, a2) = (id("me", 1), id("a", 1), id("a", 2));
         let mut book = CarrierBook::default();
         let nobody = |_: &SpeakerId| false;
-        book.receive(&body(&a1, &me, 5, false), &me, nobody, t0).unwrap();
-        book.receive(&body(&a1, &me, 4, true), &me, nobody, t0).unwrap();
+        book.receive(&body(&a1, &me, 5, false), &me, nobody, t0)
+            .unwrap();
+        book.receive(&body(&a1, &me, 4, true), &me, nobody, t0)
+            .unwrap();
         let listed = |s: &SpeakerId| *s == a1;
-        assert_eq!(book.reports(listed)["a"], report(false), "seq 4 < 5 ignored");
+        assert_eq!(
+            book.reports(listed)["a"],
+            report(false),
+            "seq 4 < 5 ignored"
+        );
         // A newer generation wins; the older one does not come back.
-        book.receive(&body(&a2, &me, 0, true), &me, nobody, t0).unwrap();
-        book.receive(&body(&a1, &me, 9, false), &me, nobody, t0).unwrap();
+        book.receive(&body(&a2, &me, 0, true), &me, nobody, t0)
+            .unwrap();
+        book.receive(&body(&a1, &me, 9, false), &me, nobody, t0)
+            .unwrap();
         let listed2 = |s: &SpeakerId| *s == a2;
         assert_eq!(book.reports(listed2)["a"], report(true));
-        assert!(book.reports(listed).is_empty(), "an identity not listed counts for nothing");
+        assert!(
+            book.reports(listed).is_empty(),
+            "an identity not listed counts for nothing"
+        );
         // Addressed to someone else, or from ourselves, or garbage.
         assert_eq!(
             book.receive(&body(&a2, &id("x", 1), 1, true), &me, nobody, t0),
@@ -322,11 +343,93 @@ mod tests {
             book.receive(&body(&id("me", 3), &me, 1, true), &me, nobody, t0),
             Err(DropReason::Rejected)
         );
-        assert_eq!(book.receive(b"\xff\xff", &me, nobody, t0), Err(DropReason::Rejected));
+        assert_eq!(
+            book.receive(b"\xff\xff", &me, nobody, t0),
+            Err(DropReason::Rejected)
+        );
         // Forgotten after the memory without a refresh.
         assert!(book.set_own(report(true)));
         let _ = book.outgoing(&me, [], t0);
         assert!(book.round_due(t0 + CARRIER_MEMORY));
         assert!(book.reports(listed2).is_empty());
+    }
+
+    /// Through two real [`super::super::MembershipCore`]s: a report is sealed to every member
+    /// when it changes, opened, and listed by the receiver; a replay of the datagram that said
+    /// "down" after the "up" is dropped as a replay and changes nothing; a keyless datagram
+    /// never reaches the book.
+    #[test]
+    fn reports_travel_sealed_and_replays_change_nothing() {
+        use super::super::{Clock, Counters, KeyRing, MembershipConfig, MembershipCore};
+        use std::net::SocketAddr;
+        use std::sync::Arc;
+        let ring = KeyRing::parse(
+            (0..32u8)
+                .map(|i| format!("{:02x}", i.wrapping_mul(53).wrapping_add(9)))
+                .collect::<String>()
+                .as_bytes(),
+        )
+        .unwrap();
+        let t0 = Instant::now();
+        let clock = |ms: u64| Clock {
+            mono: t0 + Duration::from_millis(ms),
+            wall_ms: 1_800_000_000_000 + ms,
+        };
+        let addr = |i: u8| SocketAddr::from(([192, 0, 2, i], 7947));
+        let node = |i: u8| {
+            let id = SpeakerId::with_generation(&format!("node-{i}"), addr(i), 1).unwrap();
+            let config = MembershipConfig::default();
+            MembershipCore::with_seed(
+                id,
+                config,
+                &ring,
+                Arc::new(Counters::default()),
+                u64::from(i),
+            )
+            .unwrap()
+        };
+        let (mut a, mut b) = (node(1), node(2));
+        let mut captured: Vec<Vec<u8>> = Vec::new();
+        let mut run = |a: &mut MembershipCore, b: &mut MembershipCore, ms: u64, keep: bool| {
+            for _ in 0..50 {
+                let (from_a, from_b) = (a.take_outgoing(), b.take_outgoing());
+                if from_a.is_empty() && from_b.is_empty() {
+                    break;
+                }
+                for out in from_a {
+                    if keep {
+                        captured.push(out.datagram.clone());
+                    }
+                    let _ = b.handle_datagram(&out.datagram, addr(1), clock(ms));
+                }
+                for out in from_b {
+                    let _ = a.handle_datagram(&out.datagram, addr(2), clock(ms));
+                }
+            }
+        };
+        a.set_peers([addr(2)], clock(0));
+        b.set_peers([addr(1)], clock(0));
+        run(&mut a, &mut b, 0, false);
+        assert_eq!(b.alive().len(), 2);
+        assert!(b.carrier_reports().is_empty(), "nothing reported yet");
+        a.set_carrier_report(report(false), clock(10));
+        run(&mut a, &mut b, 10, true);
+        assert_eq!(b.carrier_reports()["node-1"], report(false));
+        a.set_carrier_report(report(true), clock(20));
+        run(&mut a, &mut b, 20, false);
+        assert_eq!(b.carrier_reports()["node-1"], report(true));
+        let replayed_before = b.counters().snapshot().dropped_replayed;
+        for datagram in &captured {
+            let _ = b.handle_datagram(datagram, addr(1), clock(30));
+        }
+        assert!(b.counters().snapshot().dropped_replayed > replayed_before);
+        assert_eq!(
+            b.carrier_reports()["node-1"],
+            report(true),
+            "the replay changed nothing"
+        );
+        // A refresh round repeats the report to every member.
+        a.handle_timers(clock(20 + 1_000));
+        assert!(!a.take_outgoing().is_empty());
     }
 }

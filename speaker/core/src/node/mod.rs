@@ -14,7 +14,10 @@
 //! 1. declared down by the others → withdraw (lease ends now), and leave for a hold-off unless a
 //!    pause of ours explains it ([`ClaimGate::declared_down`]);
 //! 2. carrier gates the membership: leave when no announce interface has carrier, rejoin when it
-//!    is back and no hold-off runs;
+//!    is back and no hold-off runs; per interface and family, carrier is an eligibility input
+//!    (issue #32 G5.5, [`crate::carrier`]): this node's report, after the hold-down of regained
+//!    carrier, is planned with at once and handed to the membership ([`Output::SetCarrier`]),
+//!    and the members' reports come in with [`MembershipObservation::carriers`];
 //! 3. voters ([`Voters`]) and the claim gate ([`ClaimGate::tick`]): converged, majority, stall;
 //! 4. a stall (a gap between steps over the threshold, F4) → withdraw and leave;
 //! 5. closed gate → withdraw everything;
@@ -38,10 +41,10 @@ use std::time::{Duration, Instant};
 pub use input::{MembershipObservation, Observation, Wake};
 pub use output::{MembershipCommand, Note, Output};
 
+use crate::carrier::{CarrierHold, Carriers, LinkReport};
 use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
 use crate::eligibility::Interfaces;
 use crate::fresh::FreshIps;
-use crate::carrier::{CarrierHold, Carriers, LinkReport};
 use crate::plan::plan_with_carrier;
 
 /// The plan over `alive` without this node's overall carrier, with the members' carrier
@@ -263,8 +266,10 @@ impl SpeakerCore {
         let links = self.carrier_hold.apply(now, &obs.links);
         let changed = self.own_links.as_ref() != Some(&links);
         self.own_links = Some(links.clone());
+        let was_in = self.in_membership;
         self.phases(now, obs);
-        if changed {
+        // A membership joined in this step is a new one: it has no report yet.
+        if changed || (!was_in && self.in_membership) {
             self.outputs.push_back(Output::SetCarrier(links));
         }
     }
@@ -457,7 +462,10 @@ impl SpeakerCore {
             // The previous plan's carrier reports too: an IP handed back by a node whose
             // carrier returned is held by the node that took it meanwhile (G5.5).
             let (before, carriers_before) = if self.last_alive.is_empty() {
-                (alive.iter().filter(|n| **n != me).cloned().collect(), carriers)
+                (
+                    alive.iter().filter(|n| **n != me).cloned().collect(),
+                    carriers,
+                )
             } else {
                 (self.last_alive.clone(), &self.last_carriers)
             };

@@ -678,9 +678,16 @@ fn client_link_carrier_loss_hands_the_ip_over_and_back_with_holds() {
     let mut reported_up = None;
     while at < back + crate::carrier::CARRIER_UP_HOLD + ms(600) {
         at += ms(100);
-        let theirs = if reported_up.is_some() { up.clone() } else { down.clone() };
+        let theirs = if reported_up.is_some() {
+            up.clone()
+        } else {
+            down.clone()
+        };
         let (outs, _) = tick(&mut o, &mut s, at, up.clone(), theirs);
-        if outs.iter().any(|x| matches!(x, Output::SetCarrier(r) if *r == up)) {
+        if outs
+            .iter()
+            .any(|x| matches!(x, Output::SetCarrier(r) if *r == up))
+        {
             reported_up = Some(at);
         }
         match reported_up {
