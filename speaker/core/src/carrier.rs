@@ -165,8 +165,11 @@ pub fn exclude_without_carrier(
         .nodes
         .iter()
         .filter(|n| {
+            // A report with carrier on every link cannot exclude: skip the interface lookup (the
+            // common case, at every IP of every re-plan).
             carriers.get(*n).is_some_and(|r| {
-                r.carrier_for(&cluster.announce_interfaces(pool, n), ip) == Some(false)
+                !r.links.iter().all(|l| l.carrier)
+                    && r.carrier_for(&cluster.announce_interfaces(pool, n), ip) == Some(false)
             })
         })
         .cloned()
