@@ -8,7 +8,8 @@
 //! [`watch`] and [`event_sink`] (Kubernetes), [`http`], [`metrics`], [`daemon`].
 
 pub use ferrolb_l2::{
-    announcements, claim, election, eligibility, events, fresh, node, plan, trim, view, wire,
+    announcements, carrier, claim, election, eligibility, events, fresh, node, plan, trim, view,
+    wire,
 };
 
 pub mod announcement_writer;

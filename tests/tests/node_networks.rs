@@ -810,3 +810,97 @@ async fn a_pool_address_already_used_on_the_lan_is_probed_and_not_stolen() {
     let (_, body) = lab.speaker_http(&owner, "/metrics").await.unwrap();
     assert_eq!(metric_value(&body, "ferrolb_speaker_held_ips"), Some(0.0));
 }
+
+/// Issue #32 G5.5 on real frames: every node has `eth0` on the LAN (its InternalIP, the
+/// membership) and `eth1` on a second segment, the clients' (the pool's subnet is on `eth1`).
+/// The owner's `eth1` loses carrier (its LAN end goes down; `eth1` stays administratively up and
+/// `eth0` keeps carrier): another node answers the client on that segment within T_fo, and no
+/// probe is ever answered by two nodes. Before G5.5 the owner stayed eligible (one interface
+/// had carrier) and the client's probes went unanswered for as long as the link was down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g5_5_carrier_loss_on_the_client_facing_nic_hands_the_ip_over() {
+    use ferrolb_tests::lab::scenario::expected_owner;
+    const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 90);
+    /// The fast profile's failover bound the simulator checks (I-failover at 3 nodes).
+    const T_FO: Duration = Duration::from_millis(1_500);
+    let nodes = ["node-1", "node-2", "node-3"];
+    let mut lab = Lab::start(3, 1).await.expect("lab");
+    lab.move_client_to_segment(0, "br1").unwrap();
+    let mut eth1 = std::collections::BTreeMap::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let addr = format!("198.51.100.{}/24", 11 + i);
+        let mac = lab.add_segment_nic(node, "eth1", &addr, "br1").unwrap();
+        eth1.insert(mac.to_lowercase(), node.to_string());
+    }
+    let client = lab.client().await.unwrap();
+    announced_service(
+        &client,
+        &["198.51.100.64/27"],
+        "svc",
+        "Cluster",
+        &["198.51.100.90"],
+    )
+    .await
+    .unwrap();
+    for node in nodes {
+        lab.start_speaker(node, &[]).unwrap();
+    }
+    let owner = expected_owner(VIP, &nodes);
+    let answerers = |seen: &[Seen]| -> BTreeSet<String> {
+        seen.iter()
+            .filter(|s| matches!(s, Seen::ArpReply { .. }) && s.ip() == IpAddr::V4(VIP))
+            .map(|s| {
+                eth1.get(&s.mac().to_lowercase())
+                    .cloned()
+                    .unwrap_or(s.mac().into())
+            })
+            .collect()
+    };
+    until(
+        "the owner answers on the clients' segment",
+        SETTLE,
+        || async {
+            answerers(
+                &lab.arp_probe(0, VIP, Duration::from_millis(200))
+                    .await
+                    .unwrap(),
+            ) == BTreeSet::from([owner.clone()])
+        },
+    )
+    .await
+    .unwrap();
+    lab.set_segment_port(&owner, "eth1", false).unwrap();
+    let cut = std::time::Instant::now();
+    let mut first_other = None;
+    let mut probes = 0;
+    while cut.elapsed() < Duration::from_secs(6) {
+        let seen = lab
+            .arp_probe(0, VIP, Duration::from_millis(50))
+            .await
+            .unwrap();
+        probes += 1;
+        let who = answerers(&seen);
+        assert!(
+            who.len() <= 1,
+            "two answerers {who:?} {:?} after the cut",
+            cut.elapsed()
+        );
+        assert!(
+            !who.contains(&owner),
+            "the owner's eth1 has no carrier: {who:?}"
+        );
+        if first_other.is_none() && !who.is_empty() {
+            first_other = Some(cut.elapsed());
+        }
+    }
+    let took = first_other.unwrap_or_else(|| {
+        panic!(
+            "nobody answered within 6 s of the owner's client link losing carrier:\n{}",
+            lab.speaker_log(&owner, 20)
+        )
+    });
+    eprintln!(
+        "G5.5: another node answered {took:?} after the cut; {probes} probes, none answered twice"
+    );
+    assert!(took <= T_FO, "{took:?}");
+}

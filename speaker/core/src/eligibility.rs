@@ -11,8 +11,10 @@
 //! 4. it does not carry [`EXCLUDE_LB_LABEL`] with any value but `"false"` (Kubernetes'
 //!    well-known label; the `ignore_exclude_lb` option turns this clause off for single-node
 //!    clusters);
-//! 5. it reports carrier on an announce interface ([`NodeFacts::carrier`], fed from membership
-//!    metadata; the speaker's own value from its interface scan);
+//! 5. it reports carrier on an announce interface ([`NodeFacts::carrier`]: the speaker's own
+//!    value from its interface scan); per IP, on the interface facing the IP's clients, from
+//!    every member's sealed carrier report, applied after these clauses by
+//!    [`crate::carrier::exclude_without_carrier`] (issue #32 G5.5);
 //! 6. it matches the `nodeSelectors` of at least one L2Advertisement that covers the pool of the
 //!    Service (empty `nodeSelectors` = every node);
 //! 7. for a Service with `externalTrafficPolicy: Local`, it hosts a ready endpoint of it — or, when

@@ -9,6 +9,7 @@
 //! - [`plan`]: what this node announces, on which interfaces, and who reports the rest;
 //! - [`announcements`]: which `L2Announcement` objects to write or delete;
 //! - [`answer`]: the responder's pure rules (announcement schedule, peer yields);
+//! - [`carrier`]: carrier per interface and family as an eligibility input (issue #32 G5.5);
 //! - [`claim`]: the claim gate — converge before claiming, partitions (S10, S12);
 //! - [`events`]: which Events to emit for a plan change (the pure `EventPlanner`);
 //! - [`fresh`]: which IPs were newly assigned (probed before their first announcement);
@@ -19,6 +20,7 @@
 
 pub mod announcements;
 pub mod answer;
+pub mod carrier;
 pub mod claim;
 pub mod election;
 pub mod eligibility;

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
+use crate::carrier::{Carriers, exclude_without_carrier};
 use crate::election::owner;
 use crate::eligibility::{Interfaces, eligible_nodes};
 use crate::view::View;
@@ -54,9 +55,22 @@ impl Plan {
 }
 
 /// Computes the plan for node `me`. `alive` is the SWIM membership (names of alive speakers);
-/// `my_carrier` is this node's own carrier state (other nodes' carrier is unknown here: a speaker
-/// without carrier leaves the membership instead).
+/// `my_carrier` is whether any announce interface of this node has carrier. Without the
+/// members' carrier reports: [`plan_with_carrier`].
 pub fn plan(view: &View, alive: &BTreeSet<String>, me: &str, my_carrier: Option<bool>) -> Plan {
+    plan_with_carrier(view, alive, me, my_carrier, &Carriers::new())
+}
+
+/// [`plan`] with the members' carrier reports, this node's included (issue #32 G5.5): a node
+/// whose report says it has no carrier towards the clients of an IP is not eligible for it
+/// ([`crate::carrier`]).
+pub fn plan_with_carrier(
+    view: &View,
+    alive: &BTreeSet<String>,
+    me: &str,
+    my_carrier: Option<bool>,
+    carriers: &Carriers,
+) -> Plan {
     let mut cluster = view.cluster.clone();
     cluster.alive = alive.clone();
     if let Some(facts) = cluster.nodes.get_mut(me) {
@@ -64,7 +78,10 @@ pub fn plan(view: &View, alive: &BTreeSet<String>, me: &str, my_carrier: Option<
     }
     let mut out = Plan::default();
     for (ip, services) in &view.ips {
-        let eligibility = eligible_nodes(&cluster, services);
+        let mut eligibility = eligible_nodes(&cluster, services);
+        if let Some(first) = services.first() {
+            exclude_without_carrier(&mut eligibility, &cluster, carriers, &first.pool, *ip);
+        }
         let chosen = owner(*ip, eligibility.nodes.iter().map(String::as_str)).map(str::to_owned);
         let reporter = owner(*ip, alive.iter().map(String::as_str)).map(str::to_owned);
         if chosen.as_deref() == Some(me)
@@ -139,6 +156,65 @@ mod tests {
         assert_eq!(owners.len(), 1, "all speakers compute the same owner");
         let owning: Vec<_> = plans.iter().filter(|p| !p.owned.is_empty()).collect();
         assert_eq!(owning.len(), 1, "exactly one node answers");
+    }
+
+    /// Issue #32 G5.5: with the owner's report saying its client-facing link (the one with the
+    /// IP on link) lost carrier while its other link has it, every node elects the same other
+    /// owner; without the reports (the rule before) the owner keeps the IP.
+    #[test]
+    fn every_node_drops_an_owner_without_carrier_towards_the_ips_clients() {
+        use crate::carrier::{Link, LinkReport};
+        let nodes = ["node-1", "node-2", "node-3"];
+        let v = view(&nodes, &[]);
+        let members = alive(&nodes);
+        let before = plan(&v, &members, "node-1", Some(true));
+        let first = before.ips.values().next().unwrap().owner.clone().unwrap();
+        let link = |name: &str, carrier, net: &str| Link {
+            name: name.into(),
+            carrier,
+            default_v4: true,
+            default_v6: false,
+            named_v4: true,
+            named_v6: false,
+            prefixes: vec![(net.parse().unwrap(), 24)],
+        };
+        let report = |client| LinkReport {
+            links: vec![
+                link("eth0", client, "198.51.100.0"),
+                link("eth1", true, "10.1.0.0"),
+            ],
+        };
+        let carriers: Carriers = nodes
+            .iter()
+            .map(|n| (n.to_string(), report(*n != first)))
+            .collect();
+        let plans: Vec<Plan> = nodes
+            .iter()
+            .map(|me| plan_with_carrier(&v, &members, me, Some(true), &carriers))
+            .collect();
+        let owners: BTreeSet<_> = plans
+            .iter()
+            .map(|p| p.ips.values().next().unwrap().owner.clone())
+            .collect();
+        assert_eq!(owners.len(), 1, "{owners:?}");
+        let owner = owners.into_iter().next().unwrap().unwrap();
+        assert_ne!(owner, first);
+        assert_eq!(plans.iter().filter(|p| !p.owned.is_empty()).count(), 1);
+        // Every node without carrier there: nobody, and the reason says why.
+        let none: Carriers = nodes
+            .iter()
+            .map(|n| (n.to_string(), report(false)))
+            .collect();
+        let p = plan_with_carrier(&v, &members, "node-1", Some(true), &none);
+        let ip = p.ips.values().next().unwrap();
+        assert_eq!(ip.owner, None);
+        assert!(
+            ip.no_owner_reason
+                .as_deref()
+                .unwrap()
+                .contains("no carrier"),
+            "{ip:?}"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use ferrolb_l2::answer::iface::{
     Context, IfaceConfig, IfaceCore, IfaceOutput, OwnedIp, Proto, TransmitKind, lease_allows,
 };
 use ferrolb_l2::answer::probe::ProbeSettings;
+use ferrolb_l2::carrier::{Link, LinkReport};
 use ferrolb_l2::claim::{ClaimSettings, quorum_until};
 use ferrolb_l2::eligibility::{
     EXCLUDE_LB_LABEL, EndpointFacts, Interfaces, NodeFacts, PoolRef, ServiceFacts, TrafficPolicy,
@@ -197,6 +198,33 @@ impl Responder {
     /// default set has carrier.
     fn carrier(&self) -> bool {
         self.nics.iter().any(|n| n.carrier)
+    }
+
+    /// What the speaker's interface scan reports (issue #32 G5.5): NIC `k` is `nic{k}`, in the
+    /// default set, IPv4 only; NIC 0 holds an address of the clients' network (the IPs'
+    /// `198.51.0.0/16`), NIC `k ≥ 1` one of `10.k.0.0/24`.
+    fn link_report(&self) -> LinkReport {
+        LinkReport {
+            links: self
+                .nics
+                .iter()
+                .enumerate()
+                .map(|(k, nic)| Link {
+                    name: format!("nic{k}"),
+                    carrier: nic.carrier,
+                    default_v4: true,
+                    default_v6: false,
+                    named_v4: true,
+                    named_v6: false,
+                    prefixes: vec![if k == 0 {
+                        (IpAddr::V4(Ipv4Addr::new(198, 51, 0, 0)), 16)
+                    } else {
+                        let k = u8::try_from(k).unwrap_or(u8::MAX);
+                        (IpAddr::V4(Ipv4Addr::new(10, k, 0, 0)), 24)
+                    }],
+                })
+                .collect(),
+        }
     }
 
     /// Whether the node reaches the clients: its NIC on segment 0 has carrier.
@@ -1055,10 +1083,12 @@ impl World {
         let obs = Observation {
             wake,
             carrier: n.responder.carrier(),
+            links: n.responder.link_report(),
             membership: n.membership.as_ref().map(|m| MembershipObservation {
                 alive: m.alive().clone(),
                 self_rejoins: m.counters().snapshot().self_rejoins,
                 evidence: m.evidence().clone(),
+                carriers: m.carrier_reports(),
             }),
             wall_secs,
             held_reported: BTreeSet::new(),
@@ -1143,6 +1173,13 @@ impl World {
             Output::Withdrawn => self.nodes[i].plan = None,
             Output::SetFresh(fresh) => self.nodes[i].responder.fresh = fresh,
             Output::Note(_) => {}
+            Output::SetCarrier(report) => {
+                let clock = self.clock_of(i);
+                if let Some(m) = self.nodes[i].membership.as_mut() {
+                    m.set_carrier_report(report, clock);
+                }
+                self.flush(i);
+            }
         }
     }
 

@@ -39,11 +39,10 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     // from the stale suspicion timer), and it renewed and gave up its IPs. Stale suspicion
     // timers are dropped since (`a_refuted_suspicion_tells_nobody_it_is_down`): the class
     // holds in the sweep and in 60 seeds at 3 nodes, 40 at 5.
-    // Two NICs: the client-facing NIC of the owner loses carrier while the other keeps it; the
-    // carrier check passes on any interface, so the IP stays there unanswered (issue #32 G5.5;
-    // at 10 nodes too, in more seeds than the sweep runs there).
-    (FaultClass::TwoNics, 3, "I-failover"),
-    (FaultClass::TwoNics, 5, "I-failover"),
+    // Two NICs (the client-facing NIC of the owner loses carrier while the other keeps it) are
+    // gone since every speaker's carrier report per interface and family reaches the others
+    // through the membership and the plan drops the node for the IPs on that link (issue #32
+    // G5.5; `carrier_loss_on_the_client_nic_of_a_two_nic_owner_hands_its_ips_over`).
     // A key rotation with a step skipped (one scenario in three of the class) splits the
     // membership by key during the roll: the nodes on the other ring see a minority and stay
     // silent; the documented order finds nothing (`the_documented_key_rotation_keeps_one_answerer`).
@@ -502,13 +501,17 @@ fn a_key_rotation_with_a_step_skipped_splits_the_membership() {
     );
 }
 
-/// Carrier loss on one of several interfaces (a candidate fault of the code read, confirmed):
-/// with two NICs on two segments, the owner's NIC towards the clients loses carrier while its
-/// other NIC keeps it. The speaker's carrier check passes while any interface of the default
-/// set has carrier, so the node stays eligible and keeps the IP, and nobody answers the
-/// clients for as long as the link is down. Losing the other NIC changes nothing.
+/// Carrier loss on one of several interfaces (issue #32 G5.5; found as
+/// `carrier_loss_on_the_client_nic_of_a_two_nic_owner_silences_its_ips`): with two NICs on two
+/// segments, the owner's NIC towards the clients loses carrier while its other NIC keeps it.
+/// Before G5.5 the carrier check passed while any interface of the default set had carrier, so
+/// the node stayed eligible and nobody answered the clients for as long as the link was down
+/// (4.9 s here). Now its carrier report (sealed, through the membership) makes every node drop
+/// it for the IPs on that link: another node answers within the stall threshold plus a step,
+/// never two at once, and the IPs come back after the hold-down of regained carrier. Losing the
+/// other NIC (no client of these IPs on it) moves nothing.
 #[test]
-fn carrier_loss_on_the_client_nic_of_a_two_nic_owner_silences_its_ips() {
+fn carrier_loss_on_the_client_nic_of_a_two_nic_owner_hands_its_ips_over() {
     let down = |nic| {
         let mut s = Scenario::quiet(2, 3, 4)
             .with(
@@ -530,10 +533,17 @@ fn carrier_loss_on_the_client_nic_of_a_two_nic_owner_silences_its_ips() {
         s.nics = 2;
         s
     };
-    let v = assert_violates(&down(0), &["I-failover"]);
+    let s = down(0);
+    let r = run(&s);
+    assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    assert!(r.worst_dual().is_none(), "{:?}", r.worst_dual());
+    eprintln!("longest silence: {:?}", r.worst_none());
+    let (_, silence) = r.worst_none().expect("the handover leaves a short silence");
     assert!(
-        v.iter().any(|v| v.window >= Duration::from_millis(4_900)),
-        "silent while the link is down: {v:#?}"
+        silence.len() < Duration::from_millis(800),
+        "silent {:?}: {}",
+        silence.len(),
+        s.literal()
     );
     assert_violates(&down(1), &[]);
 }

@@ -27,7 +27,9 @@ use crate::node::{
 use crate::watch::Stores;
 
 use super::SpeakerConfig;
-use super::lookups::{held_reported, own_addresses, own_internal_ip, peer_addresses};
+use super::lookups::{
+    held_reported, named_interfaces, own_addresses, own_internal_ip, peer_addresses,
+};
 use super::reporting::Reporting;
 
 /// Everything the loop does I/O with.
@@ -296,6 +298,7 @@ impl Executor {
                 .unwrap_or_default(),
             self_rejoins: m.counters().self_rejoins,
             evidence: m.evidence().borrow().clone(),
+            carriers: m.carriers().borrow().clone(),
         });
         self.observed_alive = membership
             .as_ref()
@@ -312,6 +315,7 @@ impl Executor {
         Observation {
             wake,
             carrier: self.responder.carrier(&Interfaces::All),
+            links: self.responder.link_report(&named_interfaces(&self.stores)),
             membership,
             wall_secs,
             held_reported,
@@ -349,6 +353,11 @@ impl Executor {
                     planned = Some((plan, alive));
                 }
                 Output::Note(note) => log(note),
+                Output::SetCarrier(report) => {
+                    if let Some(m) = &self.membership {
+                        m.set_carrier_report(report);
+                    }
+                }
             }
         }
         if let Some(m) = &self.membership {

@@ -33,6 +33,17 @@ pub(super) fn stored_announcements(
         .collect()
 }
 
+/// Every interface name an L2Advertisement lists in `spec.interfaces`: reported in this node's
+/// carrier report besides the default set (issue #32 G5.5).
+pub(super) fn named_interfaces(stores: &Stores) -> BTreeSet<String> {
+    stores
+        .advertisements
+        .state()
+        .iter()
+        .flat_map(|a| a.spec.interfaces.iter().cloned())
+        .collect()
+}
+
 /// The IPs a stored report says another host holds (`heldBy` set): probed before they are
 /// announced, whoever owns them now. Reads only those two fields of each report.
 pub(super) fn held_reported(stores: &Stores) -> BTreeSet<IpAddr> {

@@ -236,6 +236,75 @@ fn one_per_segment(out: &mut [Selected], node_addresses: &BTreeSet<IpAddr>) {
     }
 }
 
+/// This node's carrier report (issue #32 G5.5, [`crate::carrier`]): every interface of the
+/// default set `default` (the automatic set, or `--interfaces` resolved as
+/// [`Interfaces::Named`]) and every interface in `named` (the names any L2Advertisement lists),
+/// with what it serves for each family as [`select_for_node`] decides it, its carrier and its
+/// on-link prefixes. An interface that is administratively down is judged as if it were up and
+/// reported without carrier, so that losing it counts like losing its carrier instead of
+/// dropping it from the report (which would make the rule fall back to the other interfaces).
+/// Sorted by name. Pure.
+pub fn link_report(
+    interfaces: &[InterfaceInfo],
+    default: &Interfaces,
+    named: &BTreeSet<String>,
+    node_addresses: &BTreeSet<IpAddr>,
+) -> crate::carrier::LinkReport {
+    let as_if_up: Vec<InterfaceInfo> = interfaces
+        .iter()
+        .map(|i| InterfaceInfo {
+            up: true,
+            carrier: i.up && i.carrier,
+            ..i.clone()
+        })
+        .collect();
+    let mut links: BTreeMap<String, crate::carrier::Link> = BTreeMap::new();
+    let mut entry = |s: &Selected| {
+        links
+            .entry(s.info.name.clone())
+            .or_insert_with(|| crate::carrier::Link {
+                name: s.info.name.clone(),
+                carrier: s.info.carrier,
+                default_v4: false,
+                default_v6: false,
+                named_v4: false,
+                named_v6: false,
+                prefixes: s
+                    .info
+                    .ipv4_nets
+                    .iter()
+                    .map(|(n, l)| (IpAddr::V4(*n), *l))
+                    .chain(s.info.ipv6_nets.iter().map(|(n, l)| (IpAddr::V6(*n), *l)))
+                    .take(crate::carrier::MAX_PREFIXES)
+                    .collect(),
+            });
+    };
+    let defaults = select_for_node(&as_if_up, default, node_addresses);
+    for s in &defaults {
+        entry(s);
+    }
+    let listed = Interfaces::Named(named.clone());
+    let named_sel = select_for_node(&as_if_up, &listed, node_addresses);
+    for s in &named_sel {
+        entry(s);
+    }
+    for s in &defaults {
+        if let Some(l) = links.get_mut(&s.info.name) {
+            l.default_v4 = s.arp;
+            l.default_v6 = s.ndp;
+        }
+    }
+    for s in &named_sel {
+        if let Some(l) = links.get_mut(&s.info.name) {
+            l.named_v4 = s.arp;
+            l.named_v6 = s.ndp;
+        }
+    }
+    crate::carrier::LinkReport {
+        links: links.into_values().collect(),
+    }
+}
+
 /// One line of `/proc/net/if_inet6`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inet6Entry {
@@ -570,6 +639,72 @@ mod tests {
             globals["eth1"],
             vec![("2001:db8:0:7::10".parse().unwrap(), 0x40)]
         );
+    }
+
+    /// Issue #32 G5.5: the carrier report lists the default set and the named interfaces with
+    /// what each serves per family, its carrier and its prefixes; an administratively down
+    /// interface stays in it without carrier; the client-facing NIC losing carrier makes the
+    /// node lose carrier for an IP on its subnet only.
+    #[test]
+    fn the_link_report_follows_the_selection_per_family() {
+        let a: Ipv4Addr = "198.51.100.10".parse().unwrap();
+        let b: Ipv4Addr = "10.1.0.10".parse().unwrap();
+        let eth0 = InterfaceInfo {
+            ipv4_nets: vec![(v4_network(a, 24), 24)],
+            ..InterfaceInfo::plain("eth0", &[a])
+        };
+        let eth1 = InterfaceInfo {
+            index: 2,
+            ipv4_nets: vec![(v4_network(b, 24), 24)],
+            link_local: Some("fe80::2".parse().unwrap()),
+            ..InterfaceInfo::plain("eth1", &[b])
+        };
+        let veth = InterfaceInfo {
+            index: 3,
+            ..InterfaceInfo::plain("veth9", &[])
+        };
+        let named: BTreeSet<String> = ["eth1".to_string()].into();
+        let x: IpAddr = "198.51.100.53".parse().unwrap();
+        let report = |e0: InterfaceInfo| {
+            link_report(
+                &[e0, eth1.clone(), veth.clone()],
+                &Interfaces::All,
+                &named,
+                &BTreeSet::new(),
+            )
+        };
+        let r = report(eth0.clone());
+        let names: Vec<&str> = r.links.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["eth0", "eth1"],
+            "the veth is neither default nor named"
+        );
+        assert!(r.links[0].default_v4 && !r.links[0].default_v6 && !r.links[0].named_v4);
+        assert!(r.links[1].default_v4 && !r.links[1].default_v6);
+        assert!(
+            r.links[1].named_v4 && r.links[1].named_v6,
+            "NDP on a named link-local"
+        );
+        assert_eq!(
+            r.links[0].prefixes,
+            vec![(IpAddr::V4(v4_network(a, 24)), 24)]
+        );
+        assert_eq!(r.carrier_for(&Interfaces::All, x), Some(true));
+        let lost = report(InterfaceInfo {
+            carrier: false,
+            ..eth0.clone()
+        });
+        assert_eq!(lost.carrier_for(&Interfaces::All, x), Some(false));
+        let admin_down = report(InterfaceInfo {
+            up: false,
+            ..eth0.clone()
+        });
+        assert_eq!(admin_down.links.len(), 2);
+        assert_eq!(admin_down.carrier_for(&Interfaces::All, x), Some(false));
+        // An IP on no subnet of the node: any interface of the family will do.
+        let off: IpAddr = "203.0.113.9".parse().unwrap();
+        assert_eq!(lost.carrier_for(&Interfaces::All, off), Some(true));
     }
 
     /// Issue #10: two NICs of a node on one segment answer with one MAC — the NIC holding the

@@ -444,6 +444,15 @@ impl Responder {
             .collect()
     }
 
+    /// This node's carrier report per interface and family at the last scan (issue #32 G5.5,
+    /// [`super::interfaces::link_report`]): the default set (`--interfaces` applied) and the
+    /// interfaces in `named` (those the L2Advertisements list).
+    pub fn link_report(&self, named: &BTreeSet<String>) -> crate::carrier::LinkReport {
+        let state = lock(&self.inner.state);
+        let default = self.inner.config.resolve(&Interfaces::All);
+        super::interfaces::link_report(&state.scanned, &default, named, &state.node_addresses)
+    }
+
     /// Whether any interface usable for `which` (an IP's announce interfaces) is up with carrier
     /// at the last scan. Feeds [`crate::eligibility::NodeFacts::carrier`] (DESIGN S1, case C-15c:
     /// the announce interface going down makes the node ineligible).

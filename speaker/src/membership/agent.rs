@@ -24,6 +24,7 @@ use super::hello::Mismatch;
 use super::identity::{IdentityError, SpeakerId, generation_now};
 use super::key::KeyRing;
 use super::machine::{Clock, MembershipCore, MembershipEvent};
+use crate::carrier::{Carriers, LinkReport};
 
 /// Capacity of the event broadcast channel; a receiver that lags further loses the oldest events
 /// (the member set in [`Membership::members`] stays exact).
@@ -139,6 +140,8 @@ pub struct Membership {
     members: watch::Receiver<BTreeSet<String>>,
     evidence: watch::Receiver<BTreeMap<String, std::time::Instant>>,
     refused: watch::Receiver<BTreeMap<String, Mismatch>>,
+    carrier: watch::Sender<Option<LinkReport>>,
+    carriers: watch::Receiver<Carriers>,
     events: broadcast::Sender<MembershipEvent>,
     counters: Arc<Counters>,
     identity: SpeakerId,
@@ -197,6 +200,8 @@ impl Membership {
         let (members_tx, members) = watch::channel(core.alive().clone());
         let (evidence_tx, evidence) = watch::channel(BTreeMap::new());
         let (refused_tx, refused) = watch::channel(BTreeMap::new());
+        let (carrier, carrier_rx) = watch::channel(None);
+        let (carriers_tx, carriers) = watch::channel(Carriers::new());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             batch: RecvBatch::new(slot_len),
@@ -209,6 +214,8 @@ impl Membership {
             members_tx,
             evidence_tx,
             refused_tx,
+            carrier_rx,
+            carriers_tx,
             events: events.clone(),
         };
         tracing::info!(identity = ?identity, %local_addr, "membership: started");
@@ -220,6 +227,8 @@ impl Membership {
             members,
             evidence,
             refused,
+            carrier,
+            carriers,
             events,
             counters,
             identity,
@@ -282,6 +291,25 @@ impl Membership {
     /// [`MembershipCore::refused`]): the executor reports them (Event, metric).
     pub fn refused(&self) -> watch::Receiver<BTreeMap<String, Mismatch>> {
         self.refused.clone()
+    }
+
+    /// Sets this speaker's carrier report (issue #32 G5.5, [`MembershipCore::set_carrier_report`]):
+    /// sent to every member when it changed.
+    pub fn set_carrier_report(&self, report: LinkReport) {
+        let report = Some(report);
+        self.carrier.send_if_modified(|current| {
+            if *current == report {
+                false
+            } else {
+                *current = report;
+                true
+            }
+        });
+    }
+
+    /// The members' carrier reports by node name ([`MembershipCore::carrier_reports`]).
+    pub fn carriers(&self) -> watch::Receiver<Carriers> {
+        self.carriers.clone()
     }
 
     /// Subscribes to transition events from now on.
@@ -463,6 +491,8 @@ struct Driver {
     members_tx: watch::Sender<BTreeSet<String>>,
     evidence_tx: watch::Sender<BTreeMap<String, std::time::Instant>>,
     refused_tx: watch::Sender<BTreeMap<String, Mismatch>>,
+    carrier_rx: watch::Receiver<Option<LinkReport>>,
+    carriers_tx: watch::Sender<Carriers>,
     events: broadcast::Sender<MembershipEvent>,
 }
 
@@ -518,6 +548,12 @@ impl Driver {
                         }
                     }
                     self.core.handle_timers(clock());
+                }
+                changed = self.carrier_rx.changed() => {
+                    let report = self.carrier_rx.borrow_and_update().clone();
+                    if let (Ok(()), Some(report)) = (changed, report) {
+                        self.core.set_carrier_report(report, clock());
+                    }
                 }
                 changed = self.peers_rx.changed() => {
                     if changed.is_ok() {
@@ -600,6 +636,7 @@ impl Driver {
         }
         publish(&self.evidence_tx, self.core.evidence());
         publish(&self.refused_tx, &self.core.refused());
+        publish(&self.carriers_tx, &self.core.carrier_reports());
         publish(&self.members_tx, self.core.alive());
     }
 }

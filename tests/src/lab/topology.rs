@@ -76,4 +76,72 @@ impl Lab {
         in_netns(&netns, "ip", &["link", "set", ifname, "up"])?;
         super::mac_of(&netns, ifname)
     }
+
+    /// A second segment (issue #32 G5.5): creates bridge `bridge` in the LAN namespace (if it
+    /// does not exist yet) and moves client `client`'s port from `br0` to it, so that client
+    /// sees only what reaches that segment. Its `eth0` keeps its address.
+    ///
+    /// # Errors
+    /// `ip` failed.
+    pub fn move_client_to_segment(&self, client: usize, bridge: &str) -> anyhow::Result<()> {
+        let _ = in_netns(&self.lan, "ip", &["link", "add", bridge, "type", "bridge"]);
+        in_netns(&self.lan, "ip", &["link", "set", bridge, "up"])?;
+        let port = format!("c{}", client + 1);
+        in_netns(&self.lan, "ip", &["link", "set", &port, "nomaster"])?;
+        in_netns(
+            &self.lan,
+            "ip",
+            &["link", "set", &port, "master", bridge, "up"],
+        )?;
+        Ok(())
+    }
+
+    /// Adds NIC `ifname` to node `node`, plugged into bridge `bridge` of the LAN namespace (see
+    /// [`Lab::move_client_to_segment`]) with address `addr` (with prefix). Returns its MAC. Its
+    /// port on the bridge is named like [`Lab::add_lan_nic`]'s; [`Lab::set_segment_port`]
+    /// takes its carrier away.
+    ///
+    /// # Errors
+    /// `ip` failed.
+    pub fn add_segment_nic(
+        &self,
+        node: &str,
+        ifname: &str,
+        addr: &str,
+        bridge: &str,
+    ) -> anyhow::Result<String> {
+        let netns = self.node(node).netns.clone();
+        let port = format!("{}{ifname}", node.replace("node-", "n"));
+        super::sh(
+            "ip",
+            &[
+                "link", "add", "name", &port, "netns", &self.lan, "type", "veth", "peer", "name",
+                ifname, "netns", &netns,
+            ],
+        )?;
+        in_netns(
+            &self.lan,
+            "ip",
+            &["link", "set", &port, "master", bridge, "up"],
+        )?;
+        in_netns(&netns, "ip", &["addr", "add", addr, "dev", ifname])?;
+        in_netns(&netns, "ip", &["link", "set", ifname, "up"])?;
+        super::mac_of(&netns, ifname)
+    }
+
+    /// Sets the LAN end of node `node`'s NIC `ifname` (added by [`Lab::add_segment_nic`] or
+    /// [`Lab::add_lan_nic`]) up or down: the node's NIC stays administratively up and loses or
+    /// regains carrier, as when a cable is pulled.
+    ///
+    /// # Errors
+    /// `ip` failed.
+    pub fn set_segment_port(&self, node: &str, ifname: &str, up: bool) -> anyhow::Result<()> {
+        let port = format!("{}{ifname}", node.replace("node-", "n"));
+        in_netns(
+            &self.lan,
+            "ip",
+            &["link", "set", &port, if up { "up" } else { "down" }],
+        )?;
+        Ok(())
+    }
 }

@@ -23,6 +23,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::budget::{OpenBudget, SourceFilter};
+use super::carrier::{CarrierBook, KIND_CARRIER};
 use super::config::{ConfigError, MembershipConfig};
 use super::counters::{Counter, Counters};
 use super::envelope::{OVERHEAD, OpenError, Opener, Sealer, check_framing};
@@ -188,6 +189,8 @@ pub struct MembershipCore {
     greeted: std::collections::HashSet<SpeakerId>,
     /// When the next round of hellos is due.
     next_hello_round: Option<Instant>,
+    /// Carrier reports, ours and the peers' (issue #32 G5.5, [`super::carrier`]).
+    carrier: CarrierBook,
 }
 
 impl MembershipCore {
@@ -287,6 +290,7 @@ impl MembershipCore {
             processed: 0,
             greeted: std::collections::HashSet::new(),
             next_hello_round: None,
+            carrier: CarrierBook::default(),
             config,
         })
     }
@@ -494,7 +498,7 @@ impl MembershipCore {
         match opened.payload.split_first() {
             Some((&KIND_SWIM, _)) => {}
             Some((&KIND_LEASE, body)) => return self.handle_lease(body, now),
-            Some((&KIND_HELLO, _)) => {}
+            Some((&KIND_HELLO | &KIND_CARRIER, _)) => {}
             _ => return Err(DropReason::Malformed),
         }
         self.replay
@@ -505,6 +509,11 @@ impl MembershipCore {
             })?;
         if let Some((&KIND_HELLO, body)) = opened.payload.split_first() {
             return self.handle_hello(body, now.mono);
+        }
+        if let Some((&KIND_CARRIER, body)) = opened.payload.split_first() {
+            let (me, foca) = (self.foca.identity(), &self.foca);
+            let listed = |id: &SpeakerId| foca.iter_members().any(|m| m.id() == id);
+            return self.carrier.receive(body, me, listed, now.mono);
         }
         let swim = opened.payload.get(1..).unwrap_or_default();
         let header = Codec::<SpeakerId>::decode_header(&mut PostcardCodec, swim)
@@ -539,6 +548,7 @@ impl MembershipCore {
             self.next_peer_announce,
             self.next_heartbeat.filter(|_| !self.left),
             self.next_hello_round.filter(|_| !self.left),
+            self.carrier.next_round().filter(|_| !self.left),
         ]
         .into_iter()
         .flatten()
@@ -610,6 +620,9 @@ impl MembershipCore {
             self.hellos
                 .retain(|_, (heard, _)| now.mono.saturating_duration_since(*heard) < HELLO_MEMORY);
             self.process(now);
+        }
+        if !self.left && self.carrier.round_due(now.mono) {
+            self.send_carrier(now);
         }
         if self.next_peer_announce.is_some_and(|at| at <= now.mono) {
             self.next_peer_announce =
@@ -859,6 +872,7 @@ impl MembershipCore {
         }
         if !self.left {
             self.send_hellos(now);
+            self.send_carrier(now);
         }
         self.refresh_alive(restarted);
     }
@@ -880,6 +894,39 @@ impl MembershipCore {
                 self.send_sealed(KIND_HELLO, &body, to, now);
             }
         }
+    }
+
+    /// Our carrier report to every member identity that does not have its current version
+    /// ([`super::carrier`]).
+    fn send_carrier(&mut self, now: Clock) {
+        let me = self.identity().clone();
+        let members: Vec<SpeakerId> = self.foca.iter_members().map(|m| m.id().clone()).collect();
+        let limit = self.config.max_packet_size.saturating_sub(1);
+        for msg in self.carrier.outgoing(&me, members, now.mono) {
+            let to = msg.dst.addr;
+            if let Some(body) = super::carrier::encode(msg, limit) {
+                self.send_sealed(KIND_CARRIER, &body, to, now);
+            }
+        }
+    }
+
+    /// Sets this speaker's carrier report (issue #32 G5.5, [`super::carrier`]): every member
+    /// gets it at once when it changed.
+    pub fn set_carrier_report(&mut self, report: crate::carrier::LinkReport, now: Clock) {
+        if self.carrier.set_own(report) && !self.left {
+            self.send_carrier(now);
+        }
+    }
+
+    /// The carrier reports of the members listed now and not refused, by node name (issue #32
+    /// G5.5); a member without a report is missing.
+    pub fn carrier_reports(&self) -> crate::carrier::Carriers {
+        if self.left {
+            return crate::carrier::Carriers::new();
+        }
+        self.carrier.reports(|id| {
+            self.foca.iter_members().any(|m| m.id() == id) && self.mismatch_of(id).is_none()
+        })
     }
 
     /// An authenticated, fresh hello (replay-checked by the caller), addressed to our identity

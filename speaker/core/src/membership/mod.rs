@@ -12,9 +12,11 @@
 //! - [`timers`]: the deadline queue for foca timers;
 //! - [`lease`]: two-way evidence and the quorum lease's heartbeats;
 //! - [`hello`]: protocol version, timings and key fingerprints exchanged, mismatched peers refused;
+//! - [`carrier`]: every speaker's carrier report, sealed to every member (issue #32 G5.5);
 //! - [`machine`]: [`MembershipCore`], the sans-IO state machine.
 
 pub mod budget;
+pub mod carrier;
 pub mod config;
 pub mod counters;
 pub mod envelope;

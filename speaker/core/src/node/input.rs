@@ -45,6 +45,10 @@ pub struct MembershipObservation {
     /// evidence count toward convergence and the majority, and the lease ends with the evidence
     /// of a majority of the voters ([`crate::claim::quorum_until`]).
     pub evidence: BTreeMap<String, Instant>,
+    /// The members' carrier reports, by node name: the listed identities' latest
+    /// ([`crate::membership::MembershipCore::carrier_reports`], issue #32 G5.5). A member
+    /// without one is judged as before G5.5 ([`crate::carrier`]).
+    pub carriers: crate::carrier::Carriers,
 }
 
 /// Everything one step needs besides the API view: taken by the executor right before
@@ -55,6 +59,9 @@ pub struct Observation {
     pub wake: Wake,
     /// Whether any announce interface has carrier (`Responder::carrier(&Interfaces::All)`).
     pub carrier: bool,
+    /// This node's interfaces as observed now, before the hold-down of regained carrier
+    /// (issue #32 G5.5, [`crate::carrier`]): what the executor's interface scan says.
+    pub links: crate::carrier::LinkReport,
     /// The membership, while this speaker is in it.
     pub membership: Option<MembershipObservation>,
     /// Wall-clock seconds since the Unix epoch, read once: the voter memory is seeded against the

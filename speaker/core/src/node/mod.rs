@@ -14,7 +14,10 @@
 //! 1. declared down by the others → withdraw (lease ends now), and leave for a hold-off unless a
 //!    pause of ours explains it ([`ClaimGate::declared_down`]);
 //! 2. carrier gates the membership: leave when no announce interface has carrier, rejoin when it
-//!    is back and no hold-off runs;
+//!    is back and no hold-off runs; per interface and family, carrier is an eligibility input
+//!    (issue #32 G5.5, [`crate::carrier`]): this node's report, after the hold-down of regained
+//!    carrier, is planned with at once and handed to the membership ([`Output::SetCarrier`]),
+//!    and the members' reports come in with [`MembershipObservation::carriers`];
 //! 3. voters ([`Voters`]) and the claim gate ([`ClaimGate::tick`]): converged, majority, stall;
 //! 4. a stall (a gap between steps over the threshold, F4) → withdraw and leave;
 //! 5. closed gate → withdraw everything;
@@ -38,14 +41,21 @@ use std::time::{Duration, Instant};
 pub use input::{MembershipObservation, Observation, Wake};
 pub use output::{MembershipCommand, Note, Output};
 
+use crate::carrier::{CarrierHold, Carriers, LinkReport};
 use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
 use crate::eligibility::Interfaces;
 use crate::fresh::FreshIps;
-use crate::plan::plan;
+use crate::plan::plan_with_carrier;
 
-/// The plan over `alive` without this node's carrier (who held each IP before).
-fn plan_without_carrier(view: &View, alive: &BTreeSet<String>, me: &str) -> crate::plan::Plan {
-    plan(view, alive, me, None)
+/// The plan over `alive` without this node's overall carrier, with the members' carrier
+/// reports `carriers` (who held each IP before).
+fn plan_without_carrier(
+    view: &View,
+    alive: &BTreeSet<String>,
+    me: &str,
+    carriers: &Carriers,
+) -> crate::plan::Plan {
+    plan_with_carrier(view, alive, me, None, carriers)
 }
 use crate::view::View;
 
@@ -125,6 +135,12 @@ pub struct SpeakerCore {
     outputs: VecDeque<Output>,
     /// The gate and rejoin counter before the last `Join`, restored if it fails.
     before_join: Option<(ClaimGate, u64)>,
+    /// The hold-down of regained carrier, and this node's report as last published with
+    /// [`Output::SetCarrier`] (issue #32 G5.5).
+    carrier_hold: CarrierHold,
+    own_links: Option<LinkReport>,
+    /// The members' carrier reports the last plan used, this node's included.
+    last_carriers: Carriers,
 }
 
 impl SpeakerCore {
@@ -154,6 +170,9 @@ impl SpeakerCore {
             counters: CoreCounters::default(),
             outputs: VecDeque::new(),
             before_join: None,
+            carrier_hold: CarrierHold::default(),
+            own_links: None,
+            last_carriers: Carriers::new(),
         }
     }
 
@@ -244,8 +263,34 @@ impl SpeakerCore {
     }
 
     /// One step at `now` (see the module docs for its phases); outputs queue for
-    /// [`Self::poll_output`].
+    /// [`Self::poll_output`]. A changed carrier report of this node ([`crate::carrier`]) is
+    /// planned with in this step and handed on last, after the owned set it changed, as
+    /// [`Output::SetCarrier`].
     pub fn step(&mut self, now: Instant, obs: Observation) {
+        let links = self.carrier_hold.apply(now, &obs.links);
+        let changed = self.own_links.as_ref() != Some(&links);
+        self.own_links = Some(links.clone());
+        let was_in = self.in_membership;
+        self.phases(now, obs);
+        // A membership joined in this step is a new one: it has no report yet.
+        if changed || (!was_in && self.in_membership) {
+            self.outputs.push_back(Output::SetCarrier(links));
+        }
+    }
+
+    /// The carrier reports to plan with: the members' (while in the membership) and ours.
+    fn carriers(&self, obs: &Observation) -> Carriers {
+        let mut carriers = match (&obs.membership, self.in_membership) {
+            (Some(m), true) => m.carriers.clone(),
+            _ => Carriers::new(),
+        };
+        if let Some(own) = &self.own_links {
+            carriers.insert(self.config.me.clone(), own.clone());
+        }
+        carriers
+    }
+
+    fn phases(&mut self, now: Instant, obs: Observation) {
         self.last_step = Some(now);
         self.membership_phase(now, &obs);
         let alive = match (&obs.membership, self.in_membership) {
@@ -301,10 +346,12 @@ impl SpeakerCore {
         // it: renewing the lease on a plan made for an older membership would let this node
         // answer, for one more lease, an IP that a newcomer has been told it may claim once
         // its break-before-make wait is over (the wake-up for the change may come later).
+        let carriers = self.carriers(&obs);
         let replan = obs.wake.is_event()
             || standing_changed
             || handover_due
             || alive != self.last_alive
+            || carriers != self.last_carriers
             || self.replan_due(now);
         self.last_standing = label;
         if !self.standing.may_claim() {
@@ -333,7 +380,13 @@ impl SpeakerCore {
             return;
         }
         self.last_plan = Some(now);
-        let plan = Arc::new(plan(&self.view, &alive, &self.config.me, Some(obs.carrier)));
+        let plan = Arc::new(plan_with_carrier(
+            &self.view,
+            &alive,
+            &self.config.me,
+            Some(obs.carrier),
+            &carriers,
+        ));
         self.outputs.push_back(Output::Planned {
             plan: plan.clone(),
             alive: alive.clone(),
@@ -350,8 +403,16 @@ impl SpeakerCore {
         let mut probe_first = self.fresh.fresh(now);
         probe_first.extend(obs.held_reported.iter().copied());
         let previously_owned = std::mem::take(&mut self.owned);
-        let owned = self.hold_handovers(now, &plan, &alive, &previously_owned, &probe_first);
+        let owned = self.hold_handovers(
+            now,
+            &plan,
+            &alive,
+            &carriers,
+            &previously_owned,
+            &probe_first,
+        );
         self.planned_view = Some(self.view.clone());
+        self.last_carriers = carriers;
         self.outputs.push_back(Output::SetFresh(probe_first));
         self.set_owned(owned);
         if alive != self.last_alive || restarted_peer {
@@ -401,6 +462,7 @@ impl SpeakerCore {
         now: Instant,
         plan: &crate::plan::Plan,
         alive: &BTreeSet<String>,
+        carriers: &Carriers,
         previously_owned: &BTreeMap<IpAddr, Interfaces>,
         probe_first: &BTreeSet<IpAddr>,
     ) -> BTreeMap<IpAddr, Interfaces> {
@@ -419,10 +481,15 @@ impl SpeakerCore {
             .collect();
         self.handovers.retain(|ip, _| plan.owned.contains_key(ip));
         if !gains.is_empty() {
-            let before: BTreeSet<String> = if self.last_alive.is_empty() {
-                alive.iter().filter(|n| **n != me).cloned().collect()
+            // The previous plan's carrier reports too: an IP handed back by a node whose
+            // carrier returned is held by the node that took it meanwhile (G5.5).
+            let (before, carriers_before) = if self.last_alive.is_empty() {
+                (
+                    alive.iter().filter(|n| **n != me).cloned().collect(),
+                    carriers,
+                )
             } else {
-                self.last_alive.clone()
+                (self.last_alive.clone(), &self.last_carriers)
             };
             // The previous plan's own view, not today's: a gain that comes from the API view
             // (an L2Advertisement edit, a label, an endpoint that moved, a Node back) has a
@@ -432,7 +499,7 @@ impl SpeakerCore {
                 .clone()
                 .filter(|_| !self.last_alive.is_empty())
                 .unwrap_or_else(|| self.view.clone());
-            let previous = plan_without_carrier(&before_view, &before, &me);
+            let previous = plan_without_carrier(&before_view, &before, &me, carriers_before);
             for ip in gains {
                 let holder = previous
                     .ips

@@ -43,6 +43,10 @@ pub enum Output {
     },
     /// Something worth a log line or a counter.
     Note(Note),
+    /// This node's carrier report changed ([`crate::carrier`], issue #32 G5.5): hand it to the
+    /// membership ([`crate::membership::MembershipCore::set_carrier_report`]), which sends it to
+    /// every member. Comes after the owned set it changed.
+    SetCarrier(crate::carrier::LinkReport),
 }
 
 /// Membership commands.

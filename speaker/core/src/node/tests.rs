@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use ferrolb_crds::L2AdvertisementSpec;
 
 use super::*;
+use crate::carrier::{Carriers, LinkReport};
 use crate::eligibility::{NodeFacts, PoolRef, ServiceFacts};
 
 const IP: &str = "198.51.100.53";
@@ -52,6 +53,7 @@ fn obs(wake: Wake, alive: &[&str], rejoins: u64) -> Observation {
     Observation {
         wake,
         carrier: true,
+        links: LinkReport::default(),
         membership: Some(MembershipObservation {
             alive: names(alive),
             self_rejoins: rejoins,
@@ -60,6 +62,7 @@ fn obs(wake: Wake, alive: &[&str], rejoins: u64) -> Observation {
                 .iter()
                 .map(|n| (n.to_string(), far_future()))
                 .collect(),
+            carriers: Carriers::new(),
         }),
         wall_secs: 1_800_000_000,
         held_reported: BTreeSet::new(),
@@ -717,4 +720,135 @@ fn an_api_edit_undone_within_the_wait_claims_nothing() {
         core.step(t, obs(Wake::Tick, &NODES, 0));
         assert!(!core.owned().contains_key(&ip), "never claimed");
     }
+}
+
+/// Two NICs: `eth0` faces the clients (the IP is on its /24), `eth1` another network.
+fn two_nics(client: bool, other: bool) -> LinkReport {
+    let link = |name: &str, carrier, net: &str| crate::carrier::Link {
+        name: name.into(),
+        carrier,
+        default_v4: true,
+        default_v6: false,
+        named_v4: true,
+        named_v6: false,
+        prefixes: vec![(net.parse().unwrap(), 24)],
+    };
+    LinkReport {
+        links: vec![
+            link("eth0", client, "198.51.100.0"),
+            link("eth1", other, "10.1.0.0"),
+        ],
+    }
+}
+
+fn obs_links(alive: &[&str], links: LinkReport, carriers: &[(&str, LinkReport)]) -> Observation {
+    let mut o = obs(Wake::Tick, alive, 0);
+    o.links = links;
+    if let Some(m) = o.membership.as_mut() {
+        m.carriers = carriers
+            .iter()
+            .map(|(n, r)| (n.to_string(), r.clone()))
+            .collect();
+    }
+    o
+}
+
+fn owns_ip(core: &SpeakerCore) -> bool {
+    core.owned().contains_key(&IP.parse::<IpAddr>().unwrap())
+}
+
+/// Issue #32 G5.5: the owner whose client-facing NIC loses carrier while its other NIC keeps
+/// it withdraws at once and reports it after the withdrawal; the successor, given that report
+/// by the membership, takes the IP one stall threshold later (break before make); when the
+/// carrier returns, the owner reports it only after [`crate::carrier::CARRIER_UP_HOLD`] and
+/// then waits for the successor to stop before it claims again. Without the rule the owner
+/// keeps the IP (its other NIC has carrier) and the successor never takes it.
+#[test]
+fn client_link_carrier_loss_hands_the_ip_over_and_back_with_holds() {
+    let ms = Duration::from_millis;
+    let t0 = Instant::now();
+    let me = owner(&NODES);
+    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
+    let successor = crate::plan::plan(&view(&others), &names(&others), others[0], Some(true))
+        .ips
+        .values()
+        .next()
+        .unwrap()
+        .owner
+        .clone()
+        .unwrap();
+    let start = |name: &str| {
+        let mut core = SpeakerCore::new(NodeConfig::new(name, settings()), t0);
+        core.set_view(view(&NODES));
+        core
+    };
+    let (mut o, mut s) = (start(&me), start(&successor));
+    let up = two_nics(true, true);
+    let down = two_nics(false, true);
+    let mut at = t0;
+    let tick = |o: &mut SpeakerCore, s: &mut SpeakerCore, at: Instant, mine, theirs| {
+        o.step(at, obs_links(&NODES, mine, &[(&successor, up.clone())]));
+        s.step(at, obs_links(&NODES, up.clone(), &[(me.as_str(), theirs)]));
+        (drain(o), drain(s))
+    };
+    for _ in 0..6 {
+        at += ms(100);
+        tick(&mut o, &mut s, at, up.clone(), up.clone());
+    }
+    assert!(owns_ip(&o) && !owns_ip(&s));
+    // eth0 of the owner loses carrier: it withdraws at once, then reports.
+    at += ms(100);
+    let (outs, _) = tick(&mut o, &mut s, at, down.clone(), up.clone());
+    assert!(!owns_ip(&o), "{outs:?}");
+    let withdrawn = position(&outs, |x| matches!(x, Output::SetOwned(m) if m.is_empty()));
+    let reported = position(&outs, |x| matches!(x, Output::SetCarrier(r) if *r == down));
+    assert!(withdrawn.unwrap() < reported.unwrap(), "{outs:?}");
+    // The report reaches the successor: it takes the IP after one stall threshold.
+    let reached = at + ms(100);
+    while at < reached + ms(400) {
+        at += ms(100);
+        tick(&mut o, &mut s, at, down.clone(), down.clone());
+        let held = at < reached + settings().stall_threshold;
+        assert_eq!(owns_ip(&s), !held, "{:?} after the report", at - reached);
+        assert!(!owns_ip(&o));
+    }
+    // Carrier back on eth0, flapping once: the owner reports and plans with it only after it
+    // stayed up for the hold, and then waits one stall threshold for the successor to stop.
+    at += ms(100);
+    tick(&mut o, &mut s, at, up.clone(), down.clone());
+    at += ms(100);
+    tick(&mut o, &mut s, at, down.clone(), down.clone());
+    let back = at + ms(100);
+    let mut reported_up = None;
+    while at < back + crate::carrier::CARRIER_UP_HOLD + ms(600) {
+        at += ms(100);
+        let theirs = if reported_up.is_some() {
+            up.clone()
+        } else {
+            down.clone()
+        };
+        let (outs, _) = tick(&mut o, &mut s, at, up.clone(), theirs);
+        if outs
+            .iter()
+            .any(|x| matches!(x, Output::SetCarrier(r) if *r == up))
+        {
+            reported_up = Some(at);
+        }
+        match reported_up {
+            None => {
+                assert!(at < back + crate::carrier::CARRIER_UP_HOLD);
+                assert!(!owns_ip(&o) && owns_ip(&s));
+            }
+            Some(t) => {
+                assert_eq!(t, back + crate::carrier::CARRIER_UP_HOLD);
+                let held = at < t + settings().stall_threshold;
+                assert_eq!(owns_ip(&o), !held, "{:?} after the report", at - t);
+                // The report reaches the successor one step later; it stops then, before the
+                // owner claims.
+                assert_eq!(owns_ip(&s), at == t, "{:?} after the report", at - t);
+                assert!(!(owns_ip(&o) && owns_ip(&s)));
+            }
+        }
+    }
+    assert!(owns_ip(&o));
 }

@@ -1,0 +1,435 @@
+//! The carrier report on the wire (issue #32 G5.5): every speaker tells every member, sealed,
+//! which of its interfaces have carrier ([`crate::carrier::LinkReport`]), so that all of them
+//! apply the same eligibility rule ([`crate::carrier`]). Pure; [`super::MembershipCore`] seals,
+//! sends and opens.
+//!
+//! - A [`CarrierMsg`] (kind byte [`KIND_CARRIER`]) goes to each active member identity: when
+//!   this speaker's report changes (to every member at once), when a member identity is seen for
+//!   the first time (a join, a restart, a renewal), when this speaker's own identity changes (a
+//!   rejoin), and to every member every [`CARRIER_REFRESH`] (a lost datagram is repaired within
+//!   it).
+//! - It is authenticated and replay-checked like SWIM and the hello (sealed; timestamp window
+//!   and nonce cache), addressed to the receiver's identity (a capture replayed to another
+//!   member is `misdirected`), and ordered by the sender's counter [`CarrierMsg::seq`] within one
+//!   identity and by generation across identities: an older report never overrides a newer one,
+//!   so a recorded report cannot bring back a link state. Nothing unauthenticated reaches it
+//!   (DESIGN S15, G4).
+//! - Only the reports of the identities the membership lists now count
+//!   ([`CarrierBook::reports`]): a restarted or renewed peer counts as reporting nothing until
+//!   its new identity's first report, which it sends at once. A report not refreshed within
+//!   [`CARRIER_MEMORY`] is forgotten. No report means "eligible as before G5.5"
+//!   ([`crate::carrier`] says why that is safe).
+//! - **Roll-out.** A speaker of the previous protocol sends no report and drops ours as
+//!   `malformed` (counted): it is judged without carrier reports, as it judges the others.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::identity::{MAX_NODE_NAME_LEN, SpeakerId};
+use super::machine::DropReason;
+use crate::carrier::{Carriers, LinkReport, MAX_PREFIXES};
+
+/// First plaintext byte of a sealed [`CarrierMsg`] (0 SWIM, 1 lease, 2 hello).
+pub const KIND_CARRIER: u8 = 3;
+
+/// How often every member gets this speaker's report again, changed or not.
+pub const CARRIER_REFRESH: Duration = Duration::from_secs(1);
+
+/// How long a peer's report counts after it arrived without a newer one: ten refreshes.
+pub const CARRIER_MEMORY: Duration = Duration::from_secs(10);
+
+/// Most links a report carries, and most names remembered.
+pub const MAX_LINKS: usize = 32;
+
+/// Most peer names whose report is remembered.
+pub const MAX_REPORTS: usize = 4096;
+
+/// One speaker's carrier report to one member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CarrierMsg {
+    /// The sender's current identity.
+    pub src: SpeakerId,
+    /// The addressee's identity as the sender knows it.
+    pub dst: SpeakerId,
+    /// The sender's report counter: one more for every *change* of its report, from 0 when its
+    /// process starts (refreshes repeat the number).
+    pub seq: u64,
+    /// The report.
+    pub report: LinkReport,
+}
+
+/// `msg` encoded in at most `limit` bytes: links are dropped from the end of the report until
+/// it fits (a link left out counts as unreported: [`crate::carrier`]). `None` when even an
+/// empty report does not fit (names of 253 bytes and a tiny configured packet size).
+pub fn encode(mut msg: CarrierMsg, limit: usize) -> Option<Vec<u8>> {
+    loop {
+        let body = postcard::to_allocvec(&msg).ok()?;
+        if body.len() <= limit {
+            return Some(body);
+        }
+        msg.report.links.pop()?;
+    }
+}
+
+/// The reports held and sent by one speaker.
+#[derive(Debug, Default)]
+pub struct CarrierBook {
+    /// Our report and its number, once the executor gave one.
+    own: Option<(u64, LinkReport)>,
+    next_seq: u64,
+    /// Our identity the last messages were sent from (a change resends to everyone).
+    sent_as: Option<SpeakerId>,
+    /// Member identities that have our current report this round.
+    sent: HashSet<SpeakerId>,
+    next_round: Option<Instant>,
+    /// Per peer name: when its newest report arrived, its sender identity, number, report.
+    peers: BTreeMap<String, (Instant, SpeakerId, u64, LinkReport)>,
+}
+
+impl CarrierBook {
+    /// Sets our report; `true` when it changed (every member gets it at the next
+    /// [`Self::outgoing`]).
+    pub fn set_own(&mut self, report: LinkReport) -> bool {
+        if self.own.as_ref().is_some_and(|(_, r)| *r == report) {
+            return false;
+        }
+        let mut report = report;
+        report.links.truncate(MAX_LINKS);
+        for link in &mut report.links {
+            link.prefixes.truncate(MAX_PREFIXES);
+        }
+        self.own = Some((self.next_seq, report));
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.sent.clear();
+        true
+    }
+
+    /// The messages owed now, from `me` to the `members` (their current identities): each
+    /// member that has not had our current report this round gets it. Nothing before the
+    /// executor gave a report.
+    pub fn outgoing(
+        &mut self,
+        me: &SpeakerId,
+        members: impl IntoIterator<Item = SpeakerId>,
+        now: Instant,
+    ) -> Vec<CarrierMsg> {
+        let Some((seq, report)) = &self.own else {
+            return Vec::new();
+        };
+        if self.sent_as.as_ref() != Some(me) {
+            self.sent_as = Some(me.clone());
+            self.sent.clear();
+        }
+        if self.next_round.is_none() {
+            self.next_round = now.checked_add(CARRIER_REFRESH);
+        }
+        let mut out = Vec::new();
+        for dst in members {
+            if self.sent.insert(dst.clone()) {
+                out.push(CarrierMsg {
+                    src: me.clone(),
+                    dst,
+                    seq: *seq,
+                    report: report.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// When the next refresh round is due.
+    pub fn next_round(&self) -> Option<Instant> {
+        self.next_round
+    }
+
+    /// Whether a refresh round is due at `now`; if so, starts it (every member is owed the
+    /// report again) and forgets reports older than [`CARRIER_MEMORY`].
+    pub fn round_due(&mut self, now: Instant) -> bool {
+        if self.next_round.is_none_or(|at| at > now) {
+            return false;
+        }
+        self.next_round = now.checked_add(CARRIER_REFRESH);
+        self.sent.clear();
+        self.peers
+            .retain(|_, (heard, ..)| now.saturating_duration_since(*heard) < CARRIER_MEMORY);
+        true
+    }
+
+    /// An authenticated, fresh (replay-checked) report from a peer, addressed to `me`: kept
+    /// unless older than the one held (same identity: by number; another identity: the newer
+    /// generation, or the one the membership lists now, `listed`).
+    ///
+    /// # Errors
+    /// [`DropReason::Rejected`] for an undecodable or invalid message, or a new name beyond
+    /// [`MAX_REPORTS`]; [`DropReason::Misdirected`] when it is addressed to someone else.
+    pub fn receive(
+        &mut self,
+        body: &[u8],
+        me: &SpeakerId,
+        listed: impl Fn(&SpeakerId) -> bool,
+        now: Instant,
+    ) -> Result<(), DropReason> {
+        let msg: CarrierMsg = postcard::from_bytes(body).map_err(|_| DropReason::Rejected)?;
+        if msg.dst != *me {
+            return Err(DropReason::Misdirected);
+        }
+        if msg.src.name.is_empty()
+            || msg.src.name.len() > MAX_NODE_NAME_LEN
+            || msg.src.name == me.name
+            || msg.report.links.len() > MAX_LINKS
+            || msg
+                .report
+                .links
+                .iter()
+                .any(|l| l.prefixes.len() > MAX_PREFIXES)
+        {
+            return Err(DropReason::Rejected);
+        }
+        let held = self.peers.get(&msg.src.name);
+        if held.is_none() && self.peers.len() >= MAX_REPORTS {
+            return Err(DropReason::Rejected);
+        }
+        let newer = held.is_none_or(|(_, src, seq, _)| {
+            if *src == msg.src {
+                msg.seq >= *seq
+            } else {
+                listed(&msg.src) || msg.src.generation > src.generation
+            }
+        });
+        if newer {
+            self.peers
+                .insert(msg.src.name.clone(), (now, msg.src, msg.seq, msg.report));
+        }
+        Ok(())
+    }
+
+    /// The reports of the `listed` identities (the members the membership lists now, not
+    /// refused), by node name.
+    pub fn reports(&self, listed: impl Fn(&SpeakerId) -> bool) -> Carriers {
+        self.peers
+            .iter()
+            .filter(|(_, (_, src, ..))| listed(src))
+            .map(|(name, (.., report))| (name.clone(), report.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::carrier::Link;
+
+    fn id(n: &str, generation: u64) -> SpeakerId {
+        SpeakerId::with_generation(n, "192.0.2.1:7947".parse().unwrap(), generation).unwrap()
+    }
+
+    fn report(up: bool) -> LinkReport {
+        LinkReport {
+            links: vec![Link {
+                name: "eth0".into(),
+                carrier: up,
+                default_v4: true,
+                default_v6: false,
+                named_v4: true,
+                named_v6: false,
+                prefixes: vec![("198.51.100.0".parse().unwrap(), 24)],
+            }],
+        }
+    }
+
+    fn body(src: &SpeakerId, dst: &SpeakerId, seq: u64, up: bool) -> Vec<u8> {
+        postcard::to_allocvec(&CarrierMsg {
+            src: src.clone(),
+            dst: dst.clone(),
+            seq,
+            report: report(up),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_report_too_large_for_a_datagram_loses_links_from_its_end() {
+        let mut r = report(true);
+        for i in 0..MAX_LINKS - 1 {
+            let mut l = r.links[0].clone();
+            l.name = format!("eth{}", i + 1);
+            l.prefixes = vec![("2001:db8::".parse().unwrap(), 64); MAX_PREFIXES];
+            r.links.push(l);
+        }
+        let msg = CarrierMsg {
+            src: id("a", 1),
+            dst: id("b", 1),
+            seq: 0,
+            report: r,
+        };
+        let body = encode(msg.clone(), 1349).unwrap();
+        assert!(body.len() <= 1349);
+        let back: CarrierMsg = postcard::from_bytes(&body).unwrap();
+        assert!(back.report.links.len() < MAX_LINKS);
+        assert_eq!(
+            back.report.links[..],
+            msg.report.links[..back.report.links.len()]
+        );
+        assert_eq!(encode(msg, 10), None);
+    }
+
+    #[test]
+    fn sent_on_change_to_new_identities_and_every_round() {
+        let t0 = Instant::now();
+        let (me, a, b) = (id("me", 1), id("a", 1), id("b", 1));
+        let mut book = CarrierBook::default();
+        assert!(
+            book.outgoing(&me, [a.clone()], t0).is_empty(),
+            "no report yet"
+        );
+        assert!(book.set_own(report(true)));
+        assert_eq!(book.outgoing(&me, [a.clone(), b.clone()], t0).len(), 2);
+        assert!(book.outgoing(&me, [a.clone(), b.clone()], t0).is_empty());
+        assert!(!book.set_own(report(true)), "unchanged");
+        let b2 = id("b", 2);
+        let again = book.outgoing(&me, [a.clone(), b2.clone()], t0);
+        assert_eq!(again.iter().map(|m| &m.dst).collect::<Vec<_>>(), [&b2]);
+        assert!(book.set_own(report(false)));
+        let changed = book.outgoing(&me, [a.clone(), b2.clone()], t0);
+        assert_eq!(changed.len(), 2);
+        assert!(
+            changed
+                .iter()
+                .all(|m| m.seq == 1 && !m.report.links[0].carrier)
+        );
+        // Our own identity changes (a rejoin): everyone again.
+        assert_eq!(book.outgoing(&id("me", 2), [a.clone()], t0).len(), 1);
+        assert!(!book.round_due(t0));
+        assert!(book.round_due(t0 + CARRIER_REFRESH));
+        assert_eq!(book.outgoing(&id("me", 2), [a, b2], t0).len(), 2);
+    }
+
+    #[test]
+    fn an_older_report_never_overrides_a_newer_one_and_only_listed_identities_count() {
+        let t0 = Instant::now();
+        let (me, a1, a2) = (id("me", 1), id("a", 1), id("a", 2));
+        let mut book = CarrierBook::default();
+        let nobody = |_: &SpeakerId| false;
+        book.receive(&body(&a1, &me, 5, false), &me, nobody, t0)
+            .unwrap();
+        book.receive(&body(&a1, &me, 4, true), &me, nobody, t0)
+            .unwrap();
+        let listed = |s: &SpeakerId| *s == a1;
+        assert_eq!(
+            book.reports(listed)["a"],
+            report(false),
+            "seq 4 < 5 ignored"
+        );
+        // A newer generation wins; the older one does not come back.
+        book.receive(&body(&a2, &me, 0, true), &me, nobody, t0)
+            .unwrap();
+        book.receive(&body(&a1, &me, 9, false), &me, nobody, t0)
+            .unwrap();
+        let listed2 = |s: &SpeakerId| *s == a2;
+        assert_eq!(book.reports(listed2)["a"], report(true));
+        assert!(
+            book.reports(listed).is_empty(),
+            "an identity not listed counts for nothing"
+        );
+        // Addressed to someone else, or from ourselves, or garbage.
+        assert_eq!(
+            book.receive(&body(&a2, &id("x", 1), 1, true), &me, nobody, t0),
+            Err(DropReason::Misdirected)
+        );
+        assert_eq!(
+            book.receive(&body(&id("me", 3), &me, 1, true), &me, nobody, t0),
+            Err(DropReason::Rejected)
+        );
+        assert_eq!(
+            book.receive(b"\xff\xff", &me, nobody, t0),
+            Err(DropReason::Rejected)
+        );
+        // Forgotten after the memory without a refresh.
+        assert!(book.set_own(report(true)));
+        let _ = book.outgoing(&me, [], t0);
+        assert!(book.round_due(t0 + CARRIER_MEMORY));
+        assert!(book.reports(listed2).is_empty());
+    }
+
+    /// Through two real [`super::super::MembershipCore`]s: a report is sealed to every member
+    /// when it changes, opened, and listed by the receiver; a replay of the datagram that said
+    /// "down" after the "up" is dropped as a replay and changes nothing; a keyless datagram
+    /// never reaches the book.
+    #[test]
+    fn reports_travel_sealed_and_replays_change_nothing() {
+        use super::super::{Clock, Counters, KeyRing, MembershipConfig, MembershipCore};
+        use std::net::SocketAddr;
+        use std::sync::Arc;
+        let ring = KeyRing::parse(
+            (0..32u8)
+                .map(|i| format!("{:02x}", i.wrapping_mul(53).wrapping_add(9)))
+                .collect::<String>()
+                .as_bytes(),
+        )
+        .unwrap();
+        let t0 = Instant::now();
+        let clock = |ms: u64| Clock {
+            mono: t0 + Duration::from_millis(ms),
+            wall_ms: 1_800_000_000_000 + ms,
+        };
+        let addr = |i: u8| SocketAddr::from(([192, 0, 2, i], 7947));
+        let node = |i: u8| {
+            let id = SpeakerId::with_generation(&format!("node-{i}"), addr(i), 1).unwrap();
+            let config = MembershipConfig::default();
+            MembershipCore::with_seed(
+                id,
+                config,
+                &ring,
+                Arc::new(Counters::default()),
+                u64::from(i),
+            )
+            .unwrap()
+        };
+        let (mut a, mut b) = (node(1), node(2));
+        let mut captured: Vec<Vec<u8>> = Vec::new();
+        let mut run = |a: &mut MembershipCore, b: &mut MembershipCore, ms: u64, keep: bool| {
+            for _ in 0..50 {
+                let (from_a, from_b) = (a.take_outgoing(), b.take_outgoing());
+                if from_a.is_empty() && from_b.is_empty() {
+                    break;
+                }
+                for out in from_a {
+                    if keep {
+                        captured.push(out.datagram.clone());
+                    }
+                    let _ = b.handle_datagram(&out.datagram, addr(1), clock(ms));
+                }
+                for out in from_b {
+                    let _ = a.handle_datagram(&out.datagram, addr(2), clock(ms));
+                }
+            }
+        };
+        a.set_peers([addr(2)], clock(0));
+        b.set_peers([addr(1)], clock(0));
+        run(&mut a, &mut b, 0, false);
+        assert_eq!(b.alive().len(), 2);
+        assert!(b.carrier_reports().is_empty(), "nothing reported yet");
+        a.set_carrier_report(report(false), clock(10));
+        run(&mut a, &mut b, 10, true);
+        assert_eq!(b.carrier_reports()["node-1"], report(false));
+        a.set_carrier_report(report(true), clock(20));
+        run(&mut a, &mut b, 20, false);
+        assert_eq!(b.carrier_reports()["node-1"], report(true));
+        let replayed_before = b.counters().snapshot().dropped_replayed;
+        for datagram in &captured {
+            let _ = b.handle_datagram(datagram, addr(1), clock(30));
+        }
+        assert!(b.counters().snapshot().dropped_replayed > replayed_before);
+        assert_eq!(
+            b.carrier_reports()["node-1"],
+            report(true),
+            "the replay changed nothing"
+        );
+        // A refresh round repeats the report to every member.
+        a.handle_timers(clock(20 + 1_000));
+        assert!(!a.take_outgoing().is_empty());
+    }
+}
