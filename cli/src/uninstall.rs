@@ -43,8 +43,10 @@
 //!    which is why the label alone proves nothing; otherwise nothing else is deleted): the
 //!    namespace (with the speakers, the controller, a membership Secret of the user's, the
 //!    Lease), the ClusterRoleBindings labelled `app.kubernetes.io/part-of=ferrolb` that bind a
-//!    ServiceAccount of the namespace and the labelled ClusterRoles they refer to, and — unless
-//!    `--keep-crds` — the CRDs that are provably ferrolb's ([`crd_is_ours`]: one of the names
+//!    ServiceAccount of the namespace and the labelled ClusterRoles they refer to, the speakers'
+//!    admission policy (a ValidatingAdmissionPolicy and its Binding named
+//!    [`SPEAKER_ADMISSION_POLICY`] with that label, issue #27 item 5: cluster-scoped, so deleting
+//!    the namespace leaves them), and — unless `--keep-crds` — the CRDs that are provably ferrolb's ([`crd_is_ours`]: one of the names
 //!    ferrolb installs and the install's label; every IPAddressPool, L2Advertisement and
 //!    L2Announcement with them); then wait until they are gone.
 //!
@@ -55,6 +57,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
@@ -93,6 +98,11 @@ const PART_OF: (&str, &str) = ("app.kubernetes.io/part-of", "ferrolb");
 /// The namespace the install creates (`deploy/namespace.yaml`; the chart's `namespace.name` with
 /// `namespace.create: true`): the only namespace this command deletes ([`namespace_is_ours`]).
 pub const INSTALL_NAMESPACE: &str = "ferrolb-system";
+
+/// The name of the speakers' ValidatingAdmissionPolicy and of its Binding
+/// (`deploy/speaker-admission.yaml`, the chart's `speaker-admission.yaml`; issue #27 item 5): the
+/// only admission objects this command deletes ([`admission_is_ours`]).
+pub const SPEAKER_ADMISSION_POLICY: &str = "ferrolb-speaker-own-node";
 
 /// The end of each `IPReleased` Event message this command writes (R14).
 pub const WHY: &str = "ferrolb is being uninstalled (ferrolb uninstall)";
@@ -309,6 +319,14 @@ pub fn crd_is_ours(crd: &CustomResourceDefinition) -> bool {
         && ferrolb_crds::manifests::crds()
             .iter()
             .any(|(_, c)| c.metadata.name.as_deref() == Some(name))
+}
+
+/// Whether a ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding is provably
+/// ferrolb's (issue #27 items 5 and 10): named [`SPEAKER_ADMISSION_POLICY`] *and* labelled
+/// [`PART_OF_SELECTOR`], as the kustomize base and the chart make both. Another policy, or ours
+/// applied by hand without the label, is kept. Pure.
+pub fn admission_is_ours(meta: &ObjectMeta) -> bool {
+    meta.name.as_deref() == Some(SPEAKER_ADMISSION_POLICY) && is_part_of(meta)
 }
 
 /// `namespace/name` of every controller Deployment outside `namespace`.
@@ -538,7 +556,8 @@ async fn delete_controller_key(client: &Client, namespace: &str) -> anyhow::Resu
 
 /// Deletes the namespace (the caller checked [`namespace_is_ours`]), the ClusterRoleBindings
 /// labelled part-of=ferrolb that bind a ServiceAccount of the namespace and the labelled
-/// ClusterRoles they refer to, and (unless `keep_crds`) the CRDs that are ours
+/// ClusterRoles they refer to, the speakers' admission policy and its binding
+/// ([`admission_is_ours`]), and (unless `keep_crds`) the CRDs that are ours
 /// ([`crd_is_ours`]); returns `kind/name` of each one deleted (not-found skipped).
 async fn delete_install(client: &Client, opts: &Options) -> anyhow::Result<Vec<String>> {
     let mut deleted = Vec::new();
@@ -567,6 +586,22 @@ async fn delete_install(client: &Client, opts: &Options) -> anyhow::Result<Vec<S
             && gone_if_404(roles.delete(&r.name_any(), &dp).await)?
         {
             deleted.push(format!("clusterrole/{}", r.name_any()));
+        }
+    }
+    // The binding first, then the policy it names.
+    let admission_bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    for b in admission_bindings.list(&part_of).await?.items {
+        if admission_is_ours(&b.metadata)
+            && gone_if_404(admission_bindings.delete(&b.name_any(), &dp).await)?
+        {
+            deleted.push(format!("validatingadmissionpolicybinding/{}", b.name_any()));
+        }
+    }
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    for p in policies.list(&part_of).await?.items {
+        if admission_is_ours(&p.metadata) && gone_if_404(policies.delete(&p.name_any(), &dp).await)?
+        {
+            deleted.push(format!("validatingadmissionpolicy/{}", p.name_any()));
         }
     }
     if !opts.keep_crds {
@@ -743,6 +778,39 @@ mod tests {
             assert!(!crd_is_ours(&crd(ours, false)), "{ours} without the label");
         }
         assert!(!crd_is_ours(&crd("widgets.ferrolb.io", true)));
+    }
+
+    #[test]
+    fn only_the_speaker_policy_with_the_label_is_ours() {
+        let meta = |name: &str, labelled: bool| -> ObjectMeta {
+            ObjectMeta {
+                name: Some(name.into()),
+                labels: labelled.then(|| [(PART_OF.0.into(), PART_OF.1.into())].into()),
+                ..ObjectMeta::default()
+            }
+        };
+        assert!(admission_is_ours(&meta(SPEAKER_ADMISSION_POLICY, true)));
+        assert!(!admission_is_ours(&meta(SPEAKER_ADMISSION_POLICY, false)));
+        assert!(!admission_is_ours(&meta("someone-elses-policy", true)));
+        // The name is the one the install ships, policy and binding alike (the chart's template
+        // is generated from this file).
+        let shipped = include_str!("../../deploy/speaker-admission.yaml");
+        let kinds: Vec<&str> = shipped
+            .lines()
+            .filter_map(|l| l.strip_prefix("kind: "))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding"
+            ]
+        );
+        let names = shipped
+            .lines()
+            .filter(|l| l.trim() == format!("name: {SPEAKER_ADMISSION_POLICY}"))
+            .count();
+        assert_eq!(names, 2, "{shipped}");
     }
 
     #[test]

@@ -43,6 +43,11 @@ pub struct Config {
     /// `default`.
     #[arg(long, env = "FERROLB_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
+    /// Namespace of the speakers' `L2Announcement` reports, whose stale ones the leader deletes
+    /// (issue #27 item 5); default: the Lease namespace (the manifests install both workloads in
+    /// one namespace).
+    #[arg(long, env = "FERROLB_ANNOUNCEMENT_NAMESPACE")]
+    pub announcement_namespace: Option<String>,
     /// Identity in the Lease; default: `$HOSTNAME` plus the process id.
     #[arg(long, env = "FERROLB_IDENTITY")]
     pub identity: Option<String>,
@@ -125,6 +130,13 @@ impl Config {
         self.status_conflict_backoff
             .or(self.legacy.status_conflict_backoff_seconds)
             .unwrap_or(Duration::from_secs(600))
+    }
+
+    /// The namespace of the speakers' reports (see [`Config::announcement_namespace`]).
+    pub fn announcement_namespace(&self) -> String {
+        self.announcement_namespace
+            .clone()
+            .unwrap_or_else(|| self.lease_namespace())
     }
 
     /// The Lease namespace to use (see [`Config::lease_namespace`]).

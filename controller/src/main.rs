@@ -53,7 +53,7 @@ async fn main() -> anyhow::Result<()> {
     });
 
     let wake = Arc::new(Notify::new());
-    let stores = Stores::start(&client, wake.clone());
+    let stores = Stores::start(&client, wake.clone(), &cfg.announcement_namespace());
     let (stop_tx, stop_rx) = watch::channel(false);
     let identity = cfg.identity();
     // The Lease's namespace is the controller's own (`FERROLB_LEASE_NAMESPACE` from the downward
@@ -110,6 +110,7 @@ async fn main() -> anyhow::Result<()> {
             },
         ),
         resync: cfg.resync(),
+        announcement_namespace: cfg.announcement_namespace(),
         concurrency: cfg.write_concurrency,
         contest: ContestPolicy {
             max_writes: MAX_WRITES,

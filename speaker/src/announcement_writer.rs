@@ -7,8 +7,10 @@
 //! (`ferrolb_speaker_announcement_writes_total{outcome}`).
 //!
 //! Writes: server-side apply with field manager [`FIELD_MANAGER`], forced (a new owner takes
-//! over the fields the previous one wrote); deletes with a `resourceVersion` precondition (a
-//! conflict or a missing object is someone else's newer write, not an error).
+//! over the fields the previous one wrote), of objects naming this node only. No deletes: the
+//! speaker's Role grants none and the controller removes stale objects (issue #27 item 5); the
+//! admission policy `deploy/speaker-admission.yaml` denies a write naming another node, which is
+//! counted as failed like any other refused write.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use ferrolb_crds::{L2Announcement, L2AnnouncementSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -36,8 +38,6 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct WriteCounters {
     /// Objects applied.
     pub applied: AtomicU64,
-    /// Objects deleted (or found already gone / changed: someone else's newer write).
-    pub deleted: AtomicU64,
     /// Writes that failed or timed out (retried by the planner).
     pub failed: AtomicU64,
     /// Ops dropped from a full queue.
@@ -183,28 +183,6 @@ async fn write(
             .await
             .map(|r| r.map(|_| &counters.applied))
         }
-        Op::Delete {
-            name,
-            resource_version,
-        } => {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    resource_version,
-                    uid: None,
-                }),
-                ..DeleteParams::default()
-            };
-            tokio::time::timeout(WRITE_TIMEOUT, api.delete(&name, &params))
-                .await
-                .map(|r| match r {
-                    Ok(_) => Ok(&counters.deleted),
-                    // Gone already, or changed since: another writer was first.
-                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
-                        Ok(&counters.deleted)
-                    }
-                    Err(e) => Err(e),
-                })
-        }
     };
     let error = match result {
         Ok(Ok(counter)) => {
@@ -228,10 +206,15 @@ async fn write(
 mod tests {
     use super::*;
 
-    fn delete(name: &str, rv: &str) -> Op {
-        Op::Delete {
+    fn apply(name: &str, node: &str) -> Op {
+        Op::Apply {
             name: name.into(),
-            resource_version: Some(rv.into()),
+            ip: std::net::IpAddr::from([198, 51, 100, 10]),
+            node: node.into(),
+            interfaces: vec!["eth0".into()],
+            services: vec![],
+            since: None,
+            held_by: None,
         }
     }
 
@@ -239,16 +222,16 @@ mod tests {
     fn a_newer_op_replaces_a_queued_one_in_place_and_the_queue_is_bounded() {
         let counters = WriteCounters::default();
         let mut q = Queue::default();
-        q.push(delete("a", "1"), &counters);
-        q.push(delete("b", "1"), &counters);
-        q.push(delete("a", "2"), &counters);
-        assert_eq!(q.pop(), Some(delete("a", "2")));
-        assert_eq!(q.pop(), Some(delete("b", "1")));
+        q.push(apply("a", "n1"), &counters);
+        q.push(apply("b", "n1"), &counters);
+        q.push(apply("a", "n2"), &counters);
+        assert_eq!(q.pop(), Some(apply("a", "n2")));
+        assert_eq!(q.pop(), Some(apply("b", "n1")));
         assert_eq!(q.pop(), None);
         for i in 0..CAPACITY + 3 {
-            q.push(delete(&format!("ip-{i}"), "1"), &counters);
+            q.push(apply(&format!("ip-{i}"), "n1"), &counters);
         }
         assert_eq!(counters.dropped.load(Ordering::Relaxed), 3);
-        assert_eq!(q.pop(), Some(delete("ip-3", "1")), "oldest dropped first");
+        assert_eq!(q.pop(), Some(apply("ip-3", "n1")), "oldest dropped first");
     }
 }

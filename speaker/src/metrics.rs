@@ -339,11 +339,10 @@ impl Collector for SpeakerMetrics {
         labelled_counters(
             &mut encoder,
             "announcement_writes",
-            "L2Announcement writes by outcome (applied, deleted, failed incl. timed out, dropped on a full queue)",
+            "L2Announcement writes by outcome (applied, failed incl. timed out or refused, dropped on a full queue)",
             "outcome",
             [
                 ("applied", an.applied.load(Ordering::Relaxed)),
-                ("deleted", an.deleted.load(Ordering::Relaxed)),
                 ("failed", an.failed.load(Ordering::Relaxed)),
                 ("dropped", an.dropped.load(Ordering::Relaxed)),
             ],

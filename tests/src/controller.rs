@@ -98,6 +98,14 @@ impl ControllerProcess {
             format!("--lease-namespace={}", opts.lease_namespace),
             format!("--identity={}", opts.identity),
         ];
+        // The lab's speakers report in their default namespace, whatever the controller's own.
+        if !opts
+            .extra
+            .iter()
+            .any(|a| a.starts_with("--announcement-namespace"))
+        {
+            args.push("--announcement-namespace=ferrolb-system".to_owned());
+        }
         args.extend(opts.extra.iter().cloned());
         let log = dir.join(format!("controller-{}.log", opts.identity));
         let process = Supervised::spawn(&opts.identity, &bin, &args, &log, false)?;

@@ -1,7 +1,7 @@
 //! "Who answers for what" with kubectl (issue #12 part 2): one `L2Announcement` per announced IP
 //! in `ferrolb-system`, written by the owner, replaced by the new owner after a crash failover,
-//! untouched at steady state, and deleted once nobody announces the IP. Real speakers, real API
-//! server.
+//! untouched at steady state, and deleted by the controller once no Service holds the IP (the
+//! speakers delete nothing, issue #27 item 5). Real speakers, real controller, real API server.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::net::Ipv4Addr;
@@ -105,7 +105,21 @@ async fn the_owner_is_named_replaced_after_failover_and_removed_with_the_ip() {
     let after = api.get(&name).await.unwrap();
     assert_ne!(after.spec.since, None);
 
-    // The Service is deleted: nobody announces the IP; one speaker deletes the object.
+    // The Service is deleted: the controller (the speakers may not delete) removes the object.
+    let controller = ferrolb_tests::controller::ControllerProcess::start(
+        lab.cluster().kubeconfig(),
+        lab.dir(),
+        &ferrolb_tests::controller::ControllerOptions::new("announcements"),
+    )
+    .unwrap();
+    until("the controller ready", SETTLE, || async {
+        controller
+            .get("/readyz")
+            .await
+            .is_some_and(|(code, _)| code == 200)
+    })
+    .await
+    .unwrap();
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(client.clone(), "default");
     services.delete("svc", &Default::default()).await.unwrap();
@@ -114,6 +128,13 @@ async fn the_owner_is_named_replaced_after_failover_and_removed_with_the_ip() {
     })
     .await
     .unwrap();
+    assert!(
+        controller
+            .log_tail(200)
+            .contains("deleted a stale L2Announcement"),
+        "{}",
+        controller.log_tail(50)
+    );
 }
 
 /// An upgrade that skipped the new CRD (or its RBAC): the reports' watch cannot list, and the

@@ -44,6 +44,9 @@ use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
 
 use ferrolb_tests::objects::{create_pool, create_service, ingress_ips, lb_service, set_ingress};
 use ferrolb_tests::{namespace, poll};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
@@ -436,6 +439,9 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
     ] {
         bindings.create(&PostParams::default(), &b).await.unwrap();
     }
+    // The speakers' admission policy as the install ships it (issue #27 item 5), labelled as
+    // the kustomize base labels it, beside another labelled policy of another name (kept).
+    let (policies, policy_bindings) = create_admission_policies(&client).await;
 
     // A Secret of the user's beside the key the controller makes (issue #27).
     let secrets = Api::<Secret>::namespaced(client.clone(), &home);
@@ -565,6 +571,15 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("is not ferrolb's own"), "{err}");
     assert!(roles.get_opt("ferrolb-test-ours").await.unwrap().is_some());
+    assert!(
+        policies.get_opt(SPEAKER_POLICY).await.unwrap().is_some()
+            && policy_bindings
+                .get_opt(SPEAKER_POLICY)
+                .await
+                .unwrap()
+                .is_some(),
+        "the admission policy of a shared-namespace install was deleted: {err}"
+    );
     // ... but the key the controller made, which no install tool knows of, is; the user's stays.
     assert!(
         err.contains(&format!(
@@ -659,6 +674,34 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
             "{kept}: {err}"
         );
     }
+    // The speakers' admission policy and its binding are cluster-scoped: deleting the namespace
+    // leaves them, so the command deletes them (issue #27 item 5); another policy stays.
+    assert!(
+        policies.get_opt(SPEAKER_POLICY).await.unwrap().is_none(),
+        "{err}"
+    );
+    assert!(
+        policy_bindings
+            .get_opt(SPEAKER_POLICY)
+            .await
+            .unwrap()
+            .is_none(),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "validatingadmissionpolicybinding/{SPEAKER_POLICY}, validatingadmissionpolicy/{SPEAKER_POLICY}"
+        )),
+        "{err}"
+    );
+    assert!(
+        policies
+            .get_opt("someone-elses-policy")
+            .await
+            .unwrap()
+            .is_some(),
+        "{err}"
+    );
     assert!(
         bindings
             .get_opt("ferrolb-test-other-install")
@@ -686,6 +729,51 @@ async fn ferrolb_uninstall_waits_for_no_leader_then_releases_and_deletes() {
     .await
     .unwrap();
     assert_eq!(snapshot(&client, &apps, &names).await[1], before[1]);
+}
+
+/// The name of the speakers' admission policy and binding (`deploy/speaker-admission.yaml`).
+const SPEAKER_POLICY: &str = "ferrolb-speaker-own-node";
+
+/// Creates the speakers' ValidatingAdmissionPolicy and its Binding from
+/// `deploy/speaker-admission.yaml`, with the label the kustomize base adds, and a labelled policy
+/// of another name (someone else's: `ferrolb uninstall` must keep it).
+async fn create_admission_policies(
+    client: &Client,
+) -> (
+    Api<ValidatingAdmissionPolicy>,
+    Api<ValidatingAdmissionPolicyBinding>,
+) {
+    let text = std::fs::read_to_string(
+        ferrolb_tests::cluster::repo_root().join("deploy/speaker-admission.yaml"),
+    )
+    .unwrap();
+    let mut docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.retain(|d| !d.is_null());
+    for d in &mut docs {
+        d["metadata"]["labels"]["app.kubernetes.io/part-of"] = "ferrolb".into();
+    }
+    let policies = Api::<ValidatingAdmissionPolicy>::all(client.clone());
+    let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone());
+    let mut other = docs[0].clone();
+    other["metadata"]["name"] = "someone-elses-policy".into();
+    for d in [&docs[0], &other] {
+        policies
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(d.clone()).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(docs[1]["metadata"]["name"], SPEAKER_POLICY);
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(docs[1].clone()).unwrap(),
+        )
+        .await
+        .unwrap();
+    (policies, bindings)
 }
 
 /// A CRD of the `ferrolb.io` group that is not one of ferrolb's, with the install's label.

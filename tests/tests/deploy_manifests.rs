@@ -16,7 +16,10 @@
 //!   and after the substitution `docs/install.md` tells the user to make;
 //! - the environment the manifests set is what `ferrolb-controller` and `ferrolb-speaker` read,
 //!   and it satisfies every required flag (the binaries are run with it);
-//! - a kustomize `images:` override reaches both workloads.
+//! - a kustomize `images:` override reaches both workloads;
+//! - the admission policy holds a speaker to reports naming its own Node: Pod-bound tokens of
+//!   speaker Pods on two Nodes, and a token bound to no Pod, on the real API server (issue #27
+//!   item 5, [`deploy::admission`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod deploy;
@@ -28,8 +31,8 @@ use ferrolb_tests::cluster::repo_root;
 use deploy::NS;
 use deploy::examples::{check_examples, check_image_override};
 use deploy::objects::{ObjKey, find, key, key_of, parse_docs};
-use deploy::rbac;
 use deploy::workloads::{check_cli_contract, check_controller, check_speaker};
+use deploy::{admission, rbac};
 
 #[tokio::test]
 async fn deploy_manifests() {
@@ -63,6 +66,12 @@ async fn deploy_manifests() {
         key("RoleBinding", NS, "ferrolb-speaker"),
         key("Deployment", NS, "ferrolb-controller"),
         key("DaemonSet", NS, "ferrolb-speaker"),
+        key("ValidatingAdmissionPolicy", "", "ferrolb-speaker-own-node"),
+        key(
+            "ValidatingAdmissionPolicyBinding",
+            "",
+            "ferrolb-speaker-own-node",
+        ),
     ]
     .into_iter()
     .collect();
@@ -150,6 +159,9 @@ async fn deploy_manifests() {
     );
 
     rbac::check(&k);
+    admission::check(&cluster.client().await.expect("admin client"), &cluster)
+        .await
+        .expect("admission policy");
 
     check_examples(&k, &deploy);
     check_image_override(&k, &deploy);

@@ -420,6 +420,11 @@ async fn helm_chart() {
         vec!["daemonset", "ferrolb-speaker", "-n", NS],
         vec!["clusterrole", "ferrolb-speaker"],
         vec!["clusterrolebinding", "ferrolb-controller"],
+        vec!["validatingadmissionpolicy", "ferrolb-speaker-own-node"],
+        vec![
+            "validatingadmissionpolicybinding",
+            "ferrolb-speaker-own-node",
+        ],
     ] {
         let mut args = vec!["get"];
         args.extend(gone.iter().copied());

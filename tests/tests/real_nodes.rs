@@ -48,6 +48,9 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
         assert_eq!(set, &BTreeSet::from([r.final_owner.clone()]), "{r:?}");
     }
     assert!(r.answered_after.starts_with("web-"), "{r:?}");
+    // The owner's speaker reported its IP (its L2Announcement names it): the admission policy
+    // admits the reports of the node the kubelet-mounted token is bound to (issue #27 item 5).
+    assert_eq!(r.owner_report_node, r.owner, "{r:?}");
     // The leader pod deleted: the *other original replica* took the Lease (not the replacement
     // pod the ReplicaSet starts — which is what happened before the standby watched the Lease),
     // and it serves a new Service.
@@ -55,7 +58,8 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
     assert!(r.ip2.is_some() && r.ip2 != r.ip);
     // Uninstalled with `ferrolb uninstall` (the story failed unless it exited 0): no Service
     // status of ours left, each released with a Normal IPReleased Event, and nothing of the
-    // install left — namespace, cluster RBAC, CRDs — and nothing answers.
+    // install left — namespace, cluster RBAC, the speakers' admission policy, CRDs — and
+    // nothing answers.
     assert!(r.statuses_left.is_empty(), "{r:?}");
     for (name, ip) in [("web", r.ip), ("web2", r.ip2)] {
         let want = format!(

@@ -4,6 +4,9 @@
 //! [`WRITE_TIMEOUT`]. Level-triggered: what is written depends on the stores, not on which event
 //! woke the loop. All decisions are in [`crate::plan`] (pure, tested without an API server).
 //!
+//! After the plan, the leader deletes the speakers' stale `L2Announcement` reports
+//! ([`crate::announcements`], issue #27 item 5: the speakers may not delete them).
+//!
 //! Only the leader runs passes and writes (R13). Becoming leader starts from a fresh planner, so
 //! the table is rebuilt from the statuses on the Services before anything is handed out (R1).
 //! A status that another field manager keeps rewriting is written at most 3 times per spec, then
@@ -53,6 +56,8 @@ pub struct Control {
     pub concurrency: usize,
     /// When to stop writing a status another field manager keeps rewriting (R8).
     pub contest: contest::Policy,
+    /// The namespace of the speakers' `L2Announcement` reports.
+    pub announcement_namespace: String,
 }
 
 impl Control {
@@ -149,7 +154,48 @@ impl Control {
         );
         let plan = planner.plan(&snap, Instant::now(), &wall);
         self.record(&plan.tally);
-        self.execute(planner, plan).await
+        let failed = self.execute(planner, plan).await;
+        if self.stores.announcements_ready() {
+            let stale = crate::announcements::stale(
+                &self.stores.announcements.state(),
+                &snap.services,
+                &snap.nodes,
+                &self.class,
+            );
+            self.delete_stale(stale).await;
+        }
+        failed
+    }
+
+    /// Deletes stale reports, each with its `resourceVersion` as precondition; gone already or
+    /// changed since (a speaker rewrote it) is not an error: the next pass decides again.
+    async fn delete_stale(&self, stale: Vec<crate::announcements::Stale>) {
+        let api: kube::Api<ferrolb_crds::L2Announcement> =
+            kube::Api::namespaced(self.client.clone(), &self.announcement_namespace);
+        for s in stale {
+            if !*self.leader.borrow() {
+                return;
+            }
+            let params = kube::api::DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    resource_version: s.resource_version.clone(),
+                    uid: None,
+                }),
+                ..kube::api::DeleteParams::default()
+            };
+            match tokio::time::timeout(WRITE_TIMEOUT, api.delete(&s.name, &params)).await {
+                Ok(Ok(_)) => {
+                    tracing::info!(announcement = %s.name, why = %s.why, "deleted a stale L2Announcement");
+                }
+                Ok(Err(kube::Error::Api(e))) if e.code == 404 || e.code == 409 => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(announcement = %s.name, error = %e, "could not delete a stale L2Announcement");
+                }
+                Err(_) => {
+                    tracing::warn!(announcement = %s.name, "deleting a stale L2Announcement timed out")
+                }
+            }
+        }
     }
 
     /// Metrics from a pass's tallies.

@@ -1,10 +1,11 @@
 //! Reflectors (watch + in-memory store) for every kind the controller reads: Services,
 //! IPAddressPools, L2Advertisements (pool `Ready` condition), Namespaces (namespace selectors),
-//! Nodes (R10) and the speakers' `IPConflict` Events (pool condition `AddressConflict`). Each
-//! touched object wakes the control loop; the loop then reads the stores as a whole
-//! (level-triggered).
+//! Nodes (R10), the speakers' `IPConflict` Events (pool condition `AddressConflict`) and their
+//! `L2Announcement` reports (the stale ones are deleted, issue #27 item 5). Each touched object
+//! wakes the control loop; the loop then reads the stores as a whole (level-triggered).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::api::events::v1::Event;
@@ -14,7 +15,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use ferrolb_crds::{IPAddressPool, L2Advertisement};
+use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 
 /// Read-only views of the watched objects.
 #[derive(Clone)]
@@ -32,6 +33,11 @@ pub struct Stores {
     /// The `IPConflict` Events (`events.k8s.io/v1`, field selector `reason=IPConflict`): the
     /// speakers' reports of another host claiming an address ([`crate::conflicts`]).
     pub conflicts: Store<Event>,
+    /// The speakers' `L2Announcement` reports in their namespace. Not part of
+    /// [`Stores::wait_ready`]: without the CRD (an upgrade that skipped it) the controller still
+    /// allocates; [`Stores::announcements_ready`] says when the list is in.
+    pub announcements: Store<L2Announcement>,
+    announcements_ready: Arc<AtomicBool>,
 }
 
 /// Drops what the controller never reads before an object enters a store, to keep memory
@@ -67,9 +73,31 @@ where
 }
 
 impl Stores {
-    /// Starts every watch. `wake` is notified on each change.
-    pub fn start(client: &Client, wake: Arc<Notify>) -> Stores {
+    /// Starts every watch; the reports are watched in `announcement_namespace`. `wake` is
+    /// notified on each change.
+    pub fn start(client: &Client, wake: Arc<Notify>, announcement_namespace: &str) -> Stores {
+        let announcements = spawn_reflector(
+            Api::<L2Announcement>::namespaced(client.clone(), announcement_namespace),
+            wake.clone(),
+            slim,
+        );
+        let announcements_ready = Arc::new(AtomicBool::new(false));
+        {
+            let (store, ready, wake) = (
+                announcements.clone(),
+                announcements_ready.clone(),
+                wake.clone(),
+            );
+            tokio::spawn(async move {
+                if store.wait_until_ready().await.is_ok() {
+                    ready.store(true, Ordering::Relaxed);
+                    wake.notify_one();
+                }
+            });
+        }
         Stores {
+            announcements,
+            announcements_ready,
             services: spawn_reflector(
                 Api::<Service>::all(client.clone()),
                 wake.clone(),
@@ -100,7 +128,12 @@ impl Stores {
         }
     }
 
-    /// Waits until every store holds its initial list.
+    /// Whether the reports' watch has listed them (false while their CRD is missing).
+    pub fn announcements_ready(&self) -> bool {
+        self.announcements_ready.load(Ordering::Relaxed)
+    }
+
+    /// Waits until every store (but the reports') holds its initial list.
     ///
     /// # Errors
     /// A watch task ended before its first list.

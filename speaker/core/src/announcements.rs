@@ -1,14 +1,14 @@
-//! Which `L2Announcement` objects to write or delete (issue #12 part 2; the type is
+//! Which `L2Announcement` objects to write (issue #12 part 2; the type is
 //! [`ferrolb_crds::L2Announcement`]). Pure: no `kube`, no `tokio`; the daemon feeds the plan and
 //! the objects its watch stored, and hands the [`Op`]s to a writer task off the data path.
 //!
 //! - The **owner** of an IP that it announces (not while probing or holding it) wants an object
 //!   naming itself, its interfaces and the IP's Services; it writes one only when the stored
 //!   object differs in one of those (or is missing): zero writes at steady state.
-//! - An object whose IP **nobody announces** (not in the plan, or no eligible node) is deleted by
-//!   the alive speaker with the highest rendezvous weight for that IP (the IP's *reporter*, as
-//!   for Warning Events), with the stored `resourceVersion` as precondition: if another writer
-//!   changed it meanwhile, the delete fails and the next plan decides again.
+//! - A speaker **deletes nothing** and writes only objects naming its own node: its Role grants
+//!   no `delete`, and the admission policy `deploy/speaker-admission.yaml` denies a write naming
+//!   another node (issue #27 item 5). The controller deletes the objects of IPs no Service holds
+//!   any more and of Nodes that are gone.
 //! - A write in flight is not repeated until the watch shows its result or [`RETRY_AFTER`] has
 //!   passed (the watch lags the write by a round trip; a failed write is retried).
 
@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use ferrolb_crds::announcement_name;
 
-use crate::election::owner;
 use crate::plan::Plan;
 
 /// How long a write is trusted to be in flight before it is sent again.
@@ -27,8 +26,6 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(10);
 /// The parts of a stored object the speaker compares.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stored {
-    /// `spec.ip`, parsed (objects whose IP does not parse are left alone).
-    pub ip: Option<IpAddr>,
     /// `spec.node`.
     pub node: String,
     /// `spec.interfaces`.
@@ -39,11 +36,9 @@ pub struct Stored {
     pub since: Option<String>,
     /// `spec.heldBy`: the node holds the IP back, another host (this MAC) has it.
     pub held_by: Option<String>,
-    /// `metadata.resourceVersion`.
-    pub resource_version: Option<String>,
 }
 
-/// One write.
+/// One write: always an object naming this node (no variant deletes, issue #27 item 5).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Server-side apply of the whole spec.
@@ -63,20 +58,13 @@ pub enum Op {
         /// `spec.heldBy`: set while the IP is held (not announced).
         held_by: Option<String>,
     },
-    /// Delete, if the object is still at `resource_version`.
-    Delete {
-        /// Object name.
-        name: String,
-        /// Precondition.
-        resource_version: Option<String>,
-    },
 }
 
 impl Op {
     /// The object name.
     pub fn name(&self) -> &str {
         match self {
-            Op::Apply { name, .. } | Op::Delete { name, .. } => name,
+            Op::Apply { name, .. } => name,
         }
     }
 }
@@ -98,7 +86,7 @@ struct Fight {
 }
 
 /// A write undone by another speaker within this long after ours is a fight (two speakers that
-/// both believe they own the IP, or an owner and a deleting reporter that disagree).
+/// both believe they own the IP).
 pub const FIGHT_WINDOW: Duration = Duration::from_secs(60);
 /// The first pause in a fight, doubled each round up to [`FIGHT_BACKOFF_MAX`].
 pub const FIGHT_BACKOFF: Duration = Duration::from_secs(10);
@@ -143,15 +131,13 @@ impl AnnouncementPlanner {
 
     /// The writes node `me` should make now. `interfaces_of(ip)` names the interfaces an IP it
     /// owns is answered on, `None` while it is not announced (probing, held); `held` maps the
-    /// IPs it holds to the MAC of the host that has them; `alive` is the membership; `stored`
-    /// the objects by name.
-    #[allow(clippy::too_many_arguments)]
+    /// IPs it holds to the MAC of the host that has them; `stored` the objects by name. Every
+    /// [`Op`] names `me`: objects of IPs nobody announces are left to the controller.
     pub fn plan(
         &mut self,
         now: Instant,
         me: &str,
         plan: &Plan,
-        alive: &BTreeSet<String>,
         interfaces_of: impl Fn(IpAddr) -> Option<Vec<String>>,
         held: &BTreeMap<IpAddr, String>,
         stored: &BTreeMap<String, Stored>,
@@ -193,23 +179,6 @@ impl AnnouncementPlanner {
                 held_by,
             });
         }
-        for (name, s) in stored {
-            let Some(ip) = s.ip else { continue };
-            let announced = plan.ips.get(&ip).is_some_and(|p| p.owner.is_some());
-            if announced || announcement_name(ip) != *name {
-                continue;
-            }
-            let reporter = match plan.ips.get(&ip) {
-                Some(p) => p.reporter.clone(),
-                None => owner(ip, alive.iter().map(String::as_str)).map(str::to_owned),
-            };
-            if reporter.as_deref() == Some(me) {
-                wanted.push(Op::Delete {
-                    name: name.clone(),
-                    resource_version: s.resource_version.clone(),
-                });
-            }
-        }
         let names: BTreeSet<&str> = wanted.iter().map(Op::name).collect();
         self.inflight
             .retain(|name, _| names.contains(name.as_str()));
@@ -224,15 +193,10 @@ impl AnnouncementPlanner {
             if repeat {
                 continue;
             }
-            // Another writer undid our last write: the object is someone else's (or gone, for
-            // an apply; or back, for a delete).
-            let undone = match (&op, stored.get(op.name())) {
-                (Op::Apply { .. }, Some(s)) => s.node != me,
-                // Missing after our apply: the write failed or the watch lags (retried after
-                // RETRY_AFTER); a deleting reporter backs off on its side.
-                (Op::Apply { .. }, None) => false,
-                (Op::Delete { .. }, _) => true,
-            };
+            // Another writer undid our last write: the object names someone else. Missing after
+            // our apply: the write failed, the watch lags, or the controller deleted it as stale
+            // (retried after RETRY_AFTER).
+            let undone = stored.get(op.name()).is_some_and(|s| s.node != me);
             if !self.may_write(now, op.name(), undone) {
                 continue;
             }
@@ -277,10 +241,6 @@ mod tests {
         p
     }
 
-    fn alive() -> BTreeSet<String> {
-        ["node-1", "node-2"].iter().map(|s| s.to_string()).collect()
-    }
-
     fn no_held() -> BTreeMap<IpAddr, String> {
         BTreeMap::new()
     }
@@ -293,13 +253,11 @@ mod tests {
         BTreeMap::from([(
             announcement_name(ip()),
             Stored {
-                ip: Some(ip()),
                 node: node.into(),
                 interfaces: vec!["eth0".into()],
                 services: vec!["default/web".into()],
                 since: Some("2026-12-01T19:00:00Z".into()),
                 held_by: None,
-                resource_version: Some("7".into()),
             },
         )])
     }
@@ -311,69 +269,29 @@ mod tests {
         let t0 = Instant::now();
         let mut p = AnnouncementPlanner::default();
         let plan = plan_with(Some("node-1"), "node-2");
-        let ops = p.plan(
-            t0,
-            "node-1",
-            &plan,
-            &alive(),
-            eth0,
-            &no_held(),
-            &BTreeMap::new(),
-        );
+        let ops = p.plan(t0, "node-1", &plan, eth0, &no_held(), &BTreeMap::new());
         assert!(
             matches!(&ops[..], [Op::Apply { since: None, .. }]),
             "{ops:?}"
         );
         assert!(
-            p.plan(
-                t0,
-                "node-1",
-                &plan,
-                &alive(),
-                eth0,
-                &no_held(),
-                &BTreeMap::new()
-            )
-            .is_empty()
+            p.plan(t0, "node-1", &plan, eth0, &no_held(), &BTreeMap::new())
+                .is_empty()
         );
         let later = t0 + RETRY_AFTER;
         assert_eq!(
-            p.plan(
-                later,
-                "node-1",
-                &plan,
-                &alive(),
-                eth0,
-                &no_held(),
-                &BTreeMap::new()
-            )
-            .len(),
+            p.plan(later, "node-1", &plan, eth0, &no_held(), &BTreeMap::new())
+                .len(),
             1
         );
         // Stored as wanted: steady state, no writes.
         assert!(
-            p.plan(
-                later,
-                "node-1",
-                &plan,
-                &alive(),
-                eth0,
-                &no_held(),
-                &stored("node-1")
-            )
-            .is_empty()
+            p.plan(later, "node-1", &plan, eth0, &no_held(), &stored("node-1"))
+                .is_empty()
         );
         // Interfaces change: rewritten, since kept.
         let eth1 = |_: IpAddr| Some(vec!["eth1".into()]);
-        let ops = p.plan(
-            later,
-            "node-1",
-            &plan,
-            &alive(),
-            eth1,
-            &no_held(),
-            &stored("node-1"),
-        );
+        let ops = p.plan(later, "node-1", &plan, eth1, &no_held(), &stored("node-1"));
         assert!(
             matches!(&ops[..], [Op::Apply { since: Some(s), .. }] if s == "2026-12-01T19:00:00Z"),
             "{ops:?}"
@@ -381,27 +299,11 @@ mod tests {
         // Failover: node-2 owns it now, the object still names node-1.
         let moved = plan_with(Some("node-2"), "node-2");
         let mut q = AnnouncementPlanner::default();
-        let ops = q.plan(
-            later,
-            "node-2",
-            &moved,
-            &alive(),
-            eth0,
-            &no_held(),
-            &stored("node-1"),
-        );
+        let ops = q.plan(later, "node-2", &moved, eth0, &no_held(), &stored("node-1"));
         assert!(matches!(&ops[..], [Op::Apply { since: None, node, .. }] if node == "node-2"));
         assert!(
-            p.plan(
-                later,
-                "node-1",
-                &moved,
-                &alive(),
-                eth0,
-                &no_held(),
-                &stored("node-1")
-            )
-            .is_empty()
+            p.plan(later, "node-1", &moved, eth0, &no_held(), &stored("node-1"))
+                .is_empty()
         );
     }
 
@@ -415,7 +317,6 @@ mod tests {
                 Instant::now(),
                 "node-1",
                 &plan,
-                &alive(),
                 none,
                 &no_held(),
                 &BTreeMap::new()
@@ -434,7 +335,6 @@ mod tests {
             Instant::now(),
             "node-1",
             &plan,
-            &alive(),
             none,
             &held,
             &stored("node-1"),
@@ -465,18 +365,16 @@ mod tests {
             } else {
                 stored(&holder)
             };
-            for op in a.plan(now, "node-1", &pa, &alive(), eth0, &no_held(), &store) {
+            for op in a.plan(now, "node-1", &pa, eth0, &no_held(), &store) {
                 writes_a += 1;
-                if let Op::Apply { node, .. } = op {
-                    holder = node;
-                }
+                let Op::Apply { node, .. } = op;
+                holder = node;
             }
             let store = stored(&holder);
-            for op in b.plan(now, "node-2", &pb, &alive(), eth0, &no_held(), &store) {
+            for op in b.plan(now, "node-2", &pb, eth0, &no_held(), &store) {
                 writes_b += 1;
-                if let Op::Apply { node, .. } = op {
-                    holder = node;
-                }
+                let Op::Apply { node, .. } = op;
+                holder = node;
             }
         }
         // Ten minutes: without backoff ~1200 writes each; with pauses of 10 s doubling to 5 min,
@@ -485,68 +383,43 @@ mod tests {
         assert!(writes_a >= 1 && writes_b >= 1);
     }
 
-    /// Nobody announces the IP any more: only its reporter deletes, with the precondition.
+    /// Issue #27 item 5: nobody announces the IP any more (no plan entry, or no eligible node):
+    /// no speaker writes anything — neither a delete (its Role has none; the controller removes
+    /// the object) nor an object naming another node (the admission policy would deny it).
     #[test]
-    fn objects_of_ips_nobody_announces_are_deleted_by_one_speaker() {
+    fn a_speaker_never_deletes_nor_writes_for_another_node() {
         let t0 = Instant::now();
-        let gone = Plan::default();
-        let reporter = owner(ip(), ["node-1", "node-2"]).unwrap();
-        let other = if reporter == "node-1" {
-            "node-2"
-        } else {
-            "node-1"
-        };
-        let mut p = AnnouncementPlanner::default();
-        let ops = p.plan(
-            t0,
-            reporter,
-            &gone,
-            &alive(),
-            eth0,
-            &no_held(),
-            &stored("node-1"),
-        );
-        assert_eq!(
-            ops,
-            vec![Op::Delete {
-                name: announcement_name(ip()),
-                resource_version: Some("7".into())
-            }]
-        );
-        let mut q = AnnouncementPlanner::default();
-        assert!(
-            q.plan(
-                t0,
-                other,
-                &gone,
-                &alive(),
-                eth0,
-                &no_held(),
-                &stored("node-1")
-            )
-            .is_empty()
-        );
-        // No eligible node: the plan's reporter deletes.
-        let orphan = plan_with(None, "node-2");
-        let ops = AnnouncementPlanner::default().plan(
-            t0,
-            "node-2",
-            &orphan,
-            &alive(),
-            eth0,
-            &no_held(),
-            &stored("node-1"),
-        );
-        assert_eq!(ops.len(), 1);
-        let ops = AnnouncementPlanner::default().plan(
-            t0,
-            "node-1",
-            &orphan,
-            &alive(),
-            eth0,
-            &no_held(),
-            &stored("node-1"),
-        );
-        assert!(ops.is_empty());
+        for plan in [Plan::default(), plan_with(None, "node-2")] {
+            for me in ["node-1", "node-2", "node-3"] {
+                let ops = AnnouncementPlanner::default().plan(
+                    t0,
+                    me,
+                    &plan,
+                    eth0,
+                    &no_held(),
+                    &stored("node-1"),
+                );
+                assert!(ops.is_empty(), "{me}: {ops:?}");
+            }
+        }
+        // Owners write objects naming themselves only.
+        for owner in ["node-1", "node-2"] {
+            let plan = plan_with(Some(owner), "node-1");
+            for me in ["node-1", "node-2"] {
+                let ops = AnnouncementPlanner::default().plan(
+                    t0,
+                    me,
+                    &plan,
+                    eth0,
+                    &no_held(),
+                    &stored("node-1"),
+                );
+                assert!(
+                    ops.iter()
+                        .all(|op| matches!(op, Op::Apply { node, .. } if node == me)),
+                    "{me}: {ops:?}"
+                );
+            }
+        }
     }
 }

@@ -347,10 +347,10 @@ impl Executor {
                     }
                 }
                 Output::Withdrawn => self.reporting.withdrawn(),
-                Output::Planned { plan, alive } => {
+                Output::Planned { plan, .. } => {
                     self.responder
                         .set_node_addresses(own_addresses(&self.stores, &self.config.node_name));
-                    planned = Some((plan, alive));
+                    planned = Some(plan);
                 }
                 Output::Note(note) => log(note),
                 Output::SetCarrier(report) => {
@@ -397,15 +397,9 @@ impl Executor {
         self.health
             .ready
             .store(core.ready() && self.membership.is_some(), Ordering::Relaxed);
-        if let Some((plan, alive)) = planned {
-            self.reporting.report(
-                now,
-                &plan,
-                &alive,
-                core.view(),
-                &self.stores,
-                &self.responder,
-            );
+        if let Some(plan) = planned {
+            self.reporting
+                .report(now, &plan, core.view(), &self.stores, &self.responder);
         }
     }
 

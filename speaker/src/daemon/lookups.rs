@@ -20,13 +20,11 @@ pub(super) fn stored_announcements(
             Some((
                 name,
                 crate::announcements::Stored {
-                    ip: a.spec.ip.parse().ok(),
                     node: a.spec.node.clone(),
                     interfaces: a.spec.interfaces.clone(),
                     services: a.spec.services.clone(),
                     since: a.spec.since.as_ref().map(|t| t.0.to_string()),
                     held_by: a.spec.held_by.clone(),
-                    resource_version: a.metadata.resource_version.clone(),
                 },
             ))
         })

@@ -59,13 +59,11 @@ impl Reporting {
         self.announcement_planner.forget();
     }
 
-    /// Reports one plan, made at `now` with the live set `alive`, after the responder got its
-    /// owned set.
+    /// Reports one plan, made at `now`, after the responder got its owned set.
     pub(super) fn report(
         &mut self,
         now: Instant,
         plan: &Plan,
-        alive: &BTreeSet<String>,
         view: &View,
         stores: &Stores,
         responder: &Responder,
@@ -142,7 +140,6 @@ impl Reporting {
                 now,
                 me,
                 plan,
-                alive,
                 |ip| interfaces_for(ip, &owned, &statuses),
                 &held,
                 &stored,

@@ -1,7 +1,9 @@
 //! Pieces of `deploy_manifests.rs`, one concern per file: the `kubectl` driver and RBAC rows
 //! ([`kubectl`]), manifest objects as JSON ([`objects`]), the two workloads and their CLI contract
-//! ([`workloads`]), RBAC both ways ([`rbac`]), and the examples and overlays ([`examples`]).
+//! ([`workloads`]), RBAC both ways ([`rbac`]), the speaker's admission policy ([`admission`]),
+//! and the examples and overlays ([`examples`]).
 
+pub mod admission;
 pub mod examples;
 pub mod kubectl;
 pub mod objects;

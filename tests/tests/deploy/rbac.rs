@@ -25,7 +25,7 @@ pub fn check(k: &Kubectl) {
         ("get", "secrets/ferrolb-memberlist", &in_ns[..]),
         ("watch", "secrets/ferrolb-memberlist", &in_ns[..]),
         ("patch", "l2announcements.ferrolb.io", &in_ns[..]),
-        ("delete", "l2announcements.ferrolb.io", &in_ns[..]),
+        ("create", "l2announcements.ferrolb.io", &in_ns[..]),
         // Issue #32 G3: the speaker Pods of its namespace say which Nodes vote.
         ("list", "pods", &in_ns[..]),
         ("watch", "pods", &in_ns[..]),
@@ -62,6 +62,8 @@ pub fn check(k: &Kubectl) {
         ("patch", "daemonsets.apps/ferrolb-speaker", &in_ns[..]),
         ("delete", "events", &in_default[..]),
         ("patch", "l2announcements.ferrolb.io", &in_default[..]),
+        // Issue #27 item 5: stale reports are the controller's to delete.
+        ("delete", "l2announcements.ferrolb.io", &in_ns[..]),
         ("patch", "services", &in_ns[..]),
         // Issue #27 item 12: read through watch caches only, and Events only of events.k8s.io.
         ("get", "services", &all[..]),
@@ -99,6 +101,10 @@ pub fn check(k: &Kubectl) {
         // The speakers' membership key, created when absent (issue #27).
         ("create", "secrets", &in_ns[..]),
         ("get", "secrets/ferrolb-memberlist", &in_ns[..]),
+        // The speakers' stale L2Announcement reports (issue #27 item 5).
+        ("list", "l2announcements.ferrolb.io", &in_ns[..]),
+        ("watch", "l2announcements.ferrolb.io", &in_ns[..]),
+        ("delete", "l2announcements.ferrolb.io", &in_ns[..]),
     ] {
         assert!(
             k.can_i(CONTROLLER_SA, verb, resource, extra),
@@ -130,6 +136,10 @@ pub fn check(k: &Kubectl) {
         ("list", "endpointslices.discovery.k8s.io", &all[..]),
         ("patch", "nodes", &[][..]),
         ("list", "pods", &all[..]),
+        // It deletes reports, never writes them, and only in its namespace.
+        ("create", "l2announcements.ferrolb.io", &in_ns[..]),
+        ("patch", "l2announcements.ferrolb.io", &in_ns[..]),
+        ("delete", "l2announcements.ferrolb.io", &in_default[..]),
         // Issue #27 item 12: read through watch caches only, and Events only of events.k8s.io.
         ("get", "services", &all[..]),
         ("get", "nodes", &[][..]),
@@ -187,7 +197,7 @@ pub fn check(k: &Kubectl) {
             speaker.insert(rule(
                 "l2announcements.ferrolb.io",
                 &[],
-                &["get", "list", "watch", "create", "patch", "delete"],
+                &["get", "list", "watch", "create", "patch"],
             ));
             // Issue #32 G3: which Nodes run a speaker, and the dropped-voters annotation.
             speaker.insert(rule("pods", &[], &["list", "watch"]));
@@ -205,6 +215,11 @@ pub fn check(k: &Kubectl) {
             // name), get only that one name.
             controller.insert(rule("secrets", &[], &["create"]));
             controller.insert(rule("secrets", &["ferrolb-memberlist"], &["get"]));
+            controller.insert(rule(
+                "l2announcements.ferrolb.io",
+                &[],
+                &["list", "watch", "delete"],
+            ));
         }
         assert_eq!(granted(SPEAKER_SA), speaker, "speaker rules in {ns}");
         assert_eq!(

@@ -10,6 +10,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -74,6 +77,10 @@ pub struct Report {
     pub ip: Option<Ipv4Addr>,
     /// The node answering ARP for it before the speaker pod deletion.
     pub owner: String,
+    /// `spec.node` of the `L2Announcement` of the first IP once it named the owner: written by
+    /// the owner's speaker with the token its kubelet mounted, through the admission policy that
+    /// admits only reports naming the token's node (issue #27 item 5).
+    pub owner_report_node: String,
     /// The backend pod that answered HTTP through the external IP.
     pub answered_by: String,
     /// The names of the backend pods.
@@ -94,7 +101,8 @@ pub struct Report {
     pub released_events: Vec<String>,
     /// Whether the `ferrolb-system` namespace still existed after the uninstall.
     pub namespace_left: bool,
-    /// ClusterRoles and ClusterRoleBindings labelled `app.kubernetes.io/part-of=ferrolb` left.
+    /// ClusterRoles, ClusterRoleBindings, ValidatingAdmissionPolicies and their bindings labelled
+    /// `app.kubernetes.io/part-of=ferrolb` left.
     pub cluster_rbac_left: Vec<String>,
     /// ferrolb CRDs left after the uninstall.
     pub crds_left: Vec<String>,
@@ -358,6 +366,35 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
         .collect();
     report.owner = one_answerer(lab, ip, |_| true, "one ARP answerer").await?;
     let owner_mac = lab.lab.node(&report.owner).mac.clone();
+    // The owner's speaker reports it (its Pod-bound token passes the admission policy).
+    let announcement = ferrolb_crds::announcement::announcement_name(ip.into());
+    let owner = report.owner.clone();
+    report.owner_report_node = until_some(
+        "the owner's L2Announcement",
+        Duration::from_secs(30),
+        || {
+            let announcement = announcement.clone();
+            let owner = owner.clone();
+            async move {
+                let node = lab
+                    .kubectl_ok(
+                        &[
+                            "-n",
+                            NS,
+                            "get",
+                            "l2announcements",
+                            &announcement,
+                            "-o",
+                            "jsonpath={.spec.node}",
+                        ],
+                        None,
+                    )
+                    .ok()?;
+                (node.trim() == owner).then(|| node.trim().to_owned())
+            }
+        },
+    )
+    .await?;
     report.answered_by = until_some(
         "HTTP through the external IP",
         Duration::from_secs(30),
@@ -523,6 +560,22 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
                 .items
                 .iter()
                 .map(|b| format!("clusterrolebinding/{}", b.name_any())),
+        )
+        .chain(
+            Api::<ValidatingAdmissionPolicy>::all(client.clone())
+                .list(&part_of)
+                .await?
+                .items
+                .iter()
+                .map(|p| format!("validatingadmissionpolicy/{}", p.name_any())),
+        )
+        .chain(
+            Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+                .list(&part_of)
+                .await?
+                .items
+                .iter()
+                .map(|b| format!("validatingadmissionpolicybinding/{}", b.name_any())),
         )
         .collect();
     report.crds_left = lab
