@@ -4,7 +4,7 @@
 //! byte. File names are `seed-<what>`; existing files are overwritten, others left alone.
 //!
 //! ```text
-//! cargo run -p ferrolb-fuzz --example seeds
+//! cargo run --manifest-path fuzz/Cargo.toml --example seeds
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

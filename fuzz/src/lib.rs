@@ -299,9 +299,10 @@ pub fn pool(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    //! The kept corpus, replayed on stable in the fast tier: every input the long fuzz runs
-    //! kept (`fuzz/corpus/<target>/`) and every crash found (`fuzz/regressions/<target>/`)
-    //! still passes its target's checks.
+    //! The kept corpus, replayed on stable (`cargo test --manifest-path fuzz/Cargo.toml`, which
+    //! `fuzz/run.sh` runs first in the extended tier): every input the long fuzz runs kept
+    //! (`fuzz/corpus/<target>/`) and every crash found (`fuzz/regressions/<target>/`) still
+    //! passes its target's checks.
 
     use std::path::{Path, PathBuf};
 
