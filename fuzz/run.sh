@@ -35,7 +35,9 @@ done
 if [ ${#targets[@]} -eq 0 ]; then targets=(arp ndp membership pool); fi
 
 # The versions both lockfiles hold must agree (the project's one version of each crate).
+# (`name` is reset at each file's start: both begin with the lockfile's own `version = 4`.)
 mismatch=$(awk '
+  FNR == 1 { name = "" }
   /^name = / { name = $3 }
   /^version = / { v = $3; if (FILENAME == ARGV[1]) main[name] = main[name] " " v; else if (name in main && index(main[name] " ", " " v " ") == 0) print name, v, "(main:" main[name] ")" }
 ' Cargo.lock fuzz/Cargo.lock)
