@@ -2,13 +2,15 @@
 # The project's test command (README): checks formatting and lints, builds the pinned
 # etcd/kube-apiserver/kube-proxy/kubectl/kubelet/kube-controller-manager/kube-scheduler, helm,
 # actionlint, containerd/runc/CNI plugins and the lab's images once into a cache outside the repository,
-# downloads MetalLB's Go module source into the Go module cache, builds ferrolb, then runs every
-# test of the workspace's fast tier (docs/testing.md, "Tiers").
+# downloads MetalLB's Go module source into the Go module cache, checks the crate graphs with
+# cargo-deny (bans, licenses, sources), builds ferrolb, then runs every test of the workspace's
+# fast tier (docs/testing.md, "Tiers").
 #
 #   tests/run.sh               the fast tier (CI; the 60-minute budget of a fresh machine)
 #   tests/run.sh --extended    the fast tier and the extended tier: the MetalLB side-by-side
 #                              tests (builds MetalLB's speaker and controller from its Go
-#                              module) and the one-minute starvation soaks
+#                              module), the one-minute starvation soaks and 30 s of each fuzz
+#                              target (fuzz/run.sh: nightly and cargo-fuzz, skipped without them)
 #
 # Run as root: the lab tests create network namespaces. Other arguments go to `cargo test`.
 # Each step's wall time is printed at the end (and to $FERROLB_STEP_TIMES when set).
@@ -92,6 +94,16 @@ go_builds &
 go_pid=$!
 
 step fmt cargo fmt --all -- --check
+# The crate graphs of the main and the fuzz workspace (deny.toml, fuzz/deny.toml; docs/testing.md,
+# "Dependency rules"): one version of each crate, allowed licences, crates.io only. Not
+# `advisories`: it fetches the RustSec database, which this machine cannot reach.
+deny() {
+  command -v cargo-deny >/dev/null ||
+    { echo "cargo-deny is missing: cargo install --locked cargo-deny@0.20.2 (.ci/run does)" >&2; return 1; }
+  cargo deny --locked check bans licenses sources &&
+    cargo deny --manifest-path fuzz/Cargo.toml --config fuzz/deny.toml --locked check bans licenses sources
+}
+step deny deny
 # --all-features: the extended tier's test targets are linted too.
 step clippy cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 step build cargo build --workspace --bins --locked
@@ -126,6 +138,10 @@ export FERROLB_IMAGES
 set +e
 step test cargo test --workspace --locked "${features[@]}" --no-fail-fast "${args[@]}"
 rc=$?
+if $extended; then
+  # After the tests, not beside them (the lab tests assert timings on two CPUs).
+  step fuzz fuzz/run.sh --seconds 30 || rc=1
+fi
 set -e
 report
 exit "$rc"
