@@ -1443,19 +1443,7 @@ mod tests {
     /// alive (the recipe for two answerers, or none).
     #[test]
     fn a_senders_clock_step_back_never_hides_its_key_change() {
-        let old = ring();
-        let new_hex: String = (0..32u8)
-            .map(|i| format!("{:02x}", i.wrapping_mul(29).wrapping_add(3)))
-            .collect();
-        let new = KeyRing::parse(new_hex.as_bytes()).unwrap();
-        let both = |first: &KeyRing, second: &KeyRing| {
-            let text = format!(
-                "{}\n{}\n",
-                hex_of(first.primary()),
-                hex_of(second.primary())
-            );
-            KeyRing::parse(text.as_bytes()).unwrap()
-        };
+        let (old, new) = (ring(), second_ring());
         let t0 = Instant::now();
         let c = MembershipConfig::default();
         let mut nodes = vec![
@@ -1473,12 +1461,12 @@ mod tests {
         mesh_skewed(&mut nodes, t0, 2000, 100, &skew);
         // Step 1 everywhere.
         for n in nodes.iter_mut() {
-            n.set_keys(&both(&old, &new));
+            n.set_keys(&ring_of(&old, &new));
         }
         mesh_skewed(&mut nodes, t0, 2100, 900, &skew);
         assert!(nodes.iter().all(|n| n.refused().is_empty()));
         // Step 2 on node-1.
-        nodes[0].set_keys(&both(&new, &old));
+        nodes[0].set_keys(&ring_of(&new, &old));
         mesh_skewed(&mut nodes, t0, 3000, 1000, &skew);
         assert!(
             nodes[1].alive().contains("node-1"),
@@ -1501,25 +1489,13 @@ mod tests {
     /// it seals with (the documented order).
     #[test]
     fn a_peer_whose_ring_lacks_our_primary_key_is_refused() {
-        let old = ring();
-        let new_hex: String = (0..32u8)
-            .map(|i| format!("{:02x}", i.wrapping_mul(29).wrapping_add(3)))
-            .collect();
-        let new = KeyRing::parse(new_hex.as_bytes()).unwrap();
-        let both = |first: &KeyRing, second: &KeyRing| {
-            let text = format!(
-                "{}\n{}\n",
-                hex_of(first.primary()),
-                hex_of(second.primary())
-            );
-            KeyRing::parse(text.as_bytes()).unwrap()
-        };
+        let (old, new) = (ring(), second_ring());
         let t0 = Instant::now();
         let c = MembershipConfig::default();
         // Documented order, mid-roll: old+new beside new+old: all agree.
         let mut nodes = vec![
-            core_with(1, c.clone(), &both(&old, &new)),
-            core_with(2, c.clone(), &both(&new, &old)),
+            core_with(1, c.clone(), &ring_of(&old, &new)),
+            core_with(2, c.clone(), &ring_of(&new, &old)),
         ];
         joined(&mut nodes, t0, 1000);
         for n in &nodes {
@@ -1529,7 +1505,7 @@ mod tests {
         // Skipped step: node-2 holds the new key alone; node-1 (old+new) opens its datagrams
         // but node-2 cannot open node-1's.
         let mut nodes = vec![
-            core_with(1, c.clone(), &both(&old, &new)),
+            core_with(1, c.clone(), &ring_of(&old, &new)),
             core_with(2, c, &new),
         ];
         joined(&mut nodes, t0, 1000);
@@ -1539,12 +1515,30 @@ mod tests {
         );
         assert!(!nodes[0].alive().contains("node-2"));
         // Fixed by giving node-1 the new key first: judged again at once, accepted.
-        nodes[0].set_keys(&both(&new, &old));
+        nodes[0].set_keys(&ring_of(&new, &old));
         assert!(nodes[0].refused().is_empty());
     }
 
     fn hex_of(key: &super::super::key::Key) -> String {
         key.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// A second key, for rotations: [`ring`]'s successor.
+    fn second_ring() -> KeyRing {
+        let hex: String = (0..32u8)
+            .map(|i| format!("{:02x}", i.wrapping_mul(29).wrapping_add(3)))
+            .collect();
+        KeyRing::parse(hex.as_bytes()).unwrap()
+    }
+
+    /// The ring `first`'s primary then `second`'s (a rotation step).
+    fn ring_of(first: &KeyRing, second: &KeyRing) -> KeyRing {
+        let text = format!(
+            "{}\n{}\n",
+            hex_of(first.primary()),
+            hex_of(second.primary())
+        );
+        KeyRing::parse(text.as_bytes()).unwrap()
     }
 
     /// G5.4: an older hello (a recording, or one overtaken in the network) never overrides a

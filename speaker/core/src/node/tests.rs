@@ -648,6 +648,16 @@ fn successor_of(holder: &str, t0: Instant) -> (SpeakerCore, Instant) {
     (core, t)
 }
 
+/// The successor of `holder`, stepped 5 ms after a view change that excludes `holder` (an API
+/// gain), and the instant of that step.
+fn api_gain(holder: &str) -> (SpeakerCore, Instant) {
+    let (mut core, mut t) = successor_of(holder, Instant::now());
+    core.set_view(view_excluding(&NODES, holder));
+    t += Duration::from_millis(5);
+    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    (core, t)
+}
+
 /// Make after break for a gain that comes from the API view (review F-2, issue #32): an
 /// L2Advertisement, label or endpoint change that gives this node an IP whose owner under its
 /// previous view is alive waits one stall threshold before it claims, as a failback does: the
@@ -656,14 +666,12 @@ fn successor_of(holder: &str, t0: Instant) -> (SpeakerCore, Instant) {
 /// over nothing: claimed at once.
 #[test]
 fn a_gain_from_the_api_view_waits_for_a_live_holder() {
-    let t0 = Instant::now();
-    let ip: IpAddr = IP.parse().unwrap();
-    let holder = owner(&NODES);
-    let ms = Duration::from_millis;
-    let (mut core, mut t) = successor_of(&holder, t0);
-    core.set_view(view_excluding(&NODES, &holder));
-    t += ms(5);
-    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    let (ip, holder, ms) = (
+        IP.parse::<IpAddr>().unwrap(),
+        owner(&NODES),
+        Duration::from_millis,
+    );
+    let (mut core, mut t) = api_gain(&holder);
     assert!(!core.owned().contains_key(&ip), "held back for the holder");
     let due = core.poll_timeout().unwrap();
     assert!(due <= t + settings().stall_threshold, "wakes for the start");
@@ -680,10 +688,7 @@ fn a_gain_from_the_api_view_waits_for_a_live_holder() {
     );
 
     // The holder goes down during the wait: claimed at once.
-    let (mut core, mut t) = successor_of(&holder, t0);
-    core.set_view(view_excluding(&NODES, &holder));
-    t += ms(5);
-    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    let (mut core, mut t) = api_gain(&holder);
     assert!(!core.owned().contains_key(&ip));
     let rest: Vec<&str> = NODES.iter().copied().filter(|n| *n != holder).collect();
     t += ms(50);
@@ -703,14 +708,12 @@ fn a_gain_from_the_api_view_waits_for_a_live_holder() {
 /// start, and the holder, whose watch may never have shown the edit, answers throughout.
 #[test]
 fn an_api_edit_undone_within_the_wait_claims_nothing() {
-    let t0 = Instant::now();
-    let ip: IpAddr = IP.parse().unwrap();
-    let holder = owner(&NODES);
-    let ms = Duration::from_millis;
-    let (mut core, mut t) = successor_of(&holder, t0);
-    core.set_view(view_excluding(&NODES, &holder));
-    t += ms(5);
-    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    let (ip, holder, ms) = (
+        IP.parse::<IpAddr>().unwrap(),
+        owner(&NODES),
+        Duration::from_millis,
+    );
+    let (mut core, mut t) = api_gain(&holder);
     assert!(!core.owned().contains_key(&ip), "held back");
     core.set_view(view(&NODES));
     t += ms(150);
