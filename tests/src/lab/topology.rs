@@ -58,23 +58,7 @@ impl Lab {
     /// # Errors
     /// `ip` failed.
     pub fn add_lan_nic(&self, node: &str, ifname: &str, addr: &str) -> anyhow::Result<String> {
-        let netns = self.node(node).netns.clone();
-        let port = format!("{}{ifname}", node.replace("node-", "n"));
-        super::sh(
-            "ip",
-            &[
-                "link", "add", "name", &port, "netns", &self.lan, "type", "veth", "peer", "name",
-                ifname, "netns", &netns,
-            ],
-        )?;
-        in_netns(
-            &self.lan,
-            "ip",
-            &["link", "set", &port, "master", "br0", "up"],
-        )?;
-        in_netns(&netns, "ip", &["addr", "add", addr, "dev", ifname])?;
-        in_netns(&netns, "ip", &["link", "set", ifname, "up"])?;
-        super::mac_of(&netns, ifname)
+        self.add_segment_nic(node, ifname, addr, "br0")
     }
 
     /// A second segment (issue #32 G5.5): creates bridge `bridge` in the LAN namespace (if it
