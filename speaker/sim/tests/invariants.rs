@@ -578,6 +578,23 @@ fn a_cut_between_two_nodes_only_changes_nothing() {
     }
 }
 
+/// Three nodes on `fast`, six IPs; node 2 terminated at 3 s and restarted on `safe` at 3.5 s.
+fn restarted_on_the_safe_profile(seed: u64, end_ms: u64) -> Scenario {
+    Scenario {
+        end_ms,
+        ..Scenario::quiet(seed, 3, 6)
+    }
+    .with(3_000, Fault::Terminate(2))
+    .with(
+        3_100,
+        Fault::SetProfile {
+            node: 2,
+            profile: Profile::Safe,
+        },
+    )
+    .with(3_500, Fault::Restart(2))
+}
+
 /// A speaker restarted on another timing profile (a profile change rolled out to one node, or
 /// one node's flags differing) and then cut off (issue #32 G5.4). Counted alive by the others,
 /// it was planned IPs it did not answer for seconds (without the hello: two IPs unanswered for
@@ -588,38 +605,9 @@ fn a_cut_between_two_nodes_only_changes_nothing() {
 #[test]
 fn a_speaker_on_another_timing_profile_is_refused_and_never_answers() {
     for seed in 0..3 {
-        let s = Scenario {
-            seed,
-            nodes: 3,
-            ips: 6,
-            faults: vec![
-                Timed {
-                    at_ms: 3_000,
-                    fault: Fault::Terminate(2),
-                },
-                Timed {
-                    at_ms: 3_100,
-                    fault: Fault::SetProfile {
-                        node: 2,
-                        profile: Profile::Safe,
-                    },
-                },
-                Timed {
-                    at_ms: 3_500,
-                    fault: Fault::Restart(2),
-                },
-                Timed {
-                    at_ms: 12_000,
-                    fault: Fault::Isolate(2),
-                },
-                Timed {
-                    at_ms: 16_000,
-                    fault: Fault::Heal,
-                },
-            ],
-            end_ms: 24_000,
-            ..Scenario::quiet(seed, 3, 6)
-        };
+        let s = restarted_on_the_safe_profile(seed, 24_000)
+            .with(12_000, Fault::Isolate(2))
+            .with(16_000, Fault::Heal);
         let r = run(&s);
         assert_eq!(check(&s, &r), vec![], "{}", s.literal());
         for (ip, answerers) in &r.final_answerers {
@@ -641,37 +629,13 @@ fn a_speaker_on_another_timing_profile_is_refused_and_never_answers() {
 #[test]
 fn a_refused_speaker_renewed_after_a_pause_is_never_planned_ips() {
     for at_ms in [11_000, 14_000] {
-        let s = Scenario {
-            seed: 0,
-            nodes: 3,
-            ips: 6,
-            faults: vec![
-                Timed {
-                    at_ms: 3_000,
-                    fault: Fault::Terminate(2),
-                },
-                Timed {
-                    at_ms: 3_100,
-                    fault: Fault::SetProfile {
-                        node: 2,
-                        profile: Profile::Safe,
-                    },
-                },
-                Timed {
-                    at_ms: 3_500,
-                    fault: Fault::Restart(2),
-                },
-                Timed {
-                    at_ms,
-                    fault: Fault::Stop {
-                        node: 2,
-                        for_ms: 3_000,
-                    },
-                },
-            ],
-            end_ms: 30_000,
-            ..Scenario::quiet(0, 3, 6)
-        };
+        let s = restarted_on_the_safe_profile(0, 30_000).with(
+            at_ms,
+            Fault::Stop {
+                node: 2,
+                for_ms: 3_000,
+            },
+        );
         let r = run(&s);
         assert_eq!(
             check(&s, &r),

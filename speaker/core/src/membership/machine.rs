@@ -1315,12 +1315,8 @@ mod tests {
         assert!(nodes[0].alive().contains("node-2"));
     }
 
-    /// G5.4: a peer with other timings is refused by both sides: not alive, no evidence either
-    /// way, counted in `refused()` with the reason; the agreeing members are unaffected. Without
-    /// the hello the three would list each other alive and grant each other leases.
-    #[test]
-    fn a_peer_with_other_timings_is_refused_by_both_sides() {
-        let t0 = Instant::now();
+    /// node-1 and node-2 on the default timings, node-3 with a 400 ms suspicion, joined for 2 s.
+    fn two_fast_one_slow(t0: Instant) -> Vec<MembershipCore> {
         let fast = MembershipConfig::default();
         let slow = MembershipConfig {
             suspect_timeout: Duration::from_millis(400),
@@ -1332,6 +1328,16 @@ mod tests {
             core_with(3, slow, &ring()),
         ];
         joined(&mut nodes, t0, 2000);
+        nodes
+    }
+
+    /// G5.4: a peer with other timings is refused by both sides: not alive, no evidence either
+    /// way, counted in `refused()` with the reason; the agreeing members are unaffected. Without
+    /// the hello the three would list each other alive and grant each other leases.
+    #[test]
+    fn a_peer_with_other_timings_is_refused_by_both_sides() {
+        let t0 = Instant::now();
+        let nodes = two_fast_one_slow(t0);
         let now = t0 + Duration::from_millis(2000);
         for n in &nodes[..2] {
             assert!(!n.alive().contains("node-3"), "{:?}", n.alive());
@@ -1361,17 +1367,7 @@ mod tests {
     #[test]
     fn a_refused_peer_that_rejoins_stays_refused() {
         let t0 = Instant::now();
-        let fast = MembershipConfig::default();
-        let slow = MembershipConfig {
-            suspect_timeout: Duration::from_millis(400),
-            ..MembershipConfig::default()
-        };
-        let mut nodes = vec![
-            core_with(1, fast.clone(), &ring()),
-            core_with(2, fast, &ring()),
-            core_with(3, slow, &ring()),
-        ];
-        joined(&mut nodes, t0, 2000);
+        let mut nodes = two_fast_one_slow(t0);
         assert_eq!(
             nodes[0].refused().get("node-3").map(Mismatch::label),
             Some("timings")
