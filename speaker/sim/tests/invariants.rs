@@ -43,12 +43,11 @@ const EXPECTED: &[(FaultClass, usize, &str)] = &[
     // gone since every speaker's carrier report per interface and family reaches the others
     // through the membership and the plan drops the node for the IPs on that link (issue #32
     // G5.5; `carrier_loss_on_the_client_nic_of_a_two_nic_owner_hands_its_ips_over`).
-    // A key rotation with a step skipped (one scenario in three of the class) splits the
-    // membership by key during the roll: the nodes on the other ring see a minority and stay
-    // silent; the documented order finds nothing (`the_documented_key_rotation_keeps_one_answerer`).
-    (FaultClass::Rotation, 3, "I-failover"),
-    (FaultClass::Rotation, 5, "I-failover"),
-    (FaultClass::Rotation, 10, "I-failover"),
+    // A key rotation with a step skipped (one scenario in three of the class) split the
+    // membership by key during the roll, and with one more node restarting no side had a
+    // majority: every IP silent for up to 5 s (I-failover at 3, 5 and 10 nodes). A peer whose
+    // ring lacks our primary key is now reported, not refused, and reached with a key both
+    // rings hold (`a_key_rotation_with_a_step_skipped_keeps_one_answerer`).
 ];
 
 #[test]
@@ -480,25 +479,30 @@ fn the_documented_key_rotation_keeps_one_answerer() {
 }
 
 /// A rotation with a step skipped (new+old straight from old: the new key seals before every
-/// node opens it) splits the membership by key while the roll goes on: the nodes on the old
-/// ring cannot open the others' datagrams, each side declares the other down, and IPs get two
-/// answerers and none for seconds (the lab's A14 on a bigger scale). Until the speakers report
-/// the mismatch and keep answering (issue #32 G5.4, issue #27 item 2), only the order protects.
+/// node opens it) used to split the membership by key while the roll went on: the nodes on the
+/// old ring could open none of the others' datagrams, the others refused them for lacking the
+/// new key, and with one more node restarting for its own step no side held a majority of
+/// two-way evidence — every IP silent for up to 5 s (I-failover at 3, 5 and 10 nodes; seed 11
+/// at 3 nodes: 4.96 s). Now a peer lacking our primary key is reported, not refused, and each
+/// speaker seals to it with a key both rings hold (issue #32 G1/G5.4, docs/membership.md
+/// "Mismatched speakers"): every skipped-step rotation of the first seeds keeps the guarantees.
 #[test]
-fn a_key_rotation_with_a_step_skipped_splits_the_membership() {
-    let s = (0..40)
-        .map(|seed| scenario(seed, 5, 4, FaultClass::Rotation))
-        .find(|s| {
-            s.faults.iter().any(
+fn a_key_rotation_with_a_step_skipped_keeps_one_answerer() {
+    let mut checked = 0;
+    for nodes in [3, 5] {
+        for seed in 0..12 {
+            let s = scenario(seed, nodes, 4, FaultClass::Rotation);
+            let skipped = s.faults.iter().any(
                 |t| matches!(&t.fault, Fault::SetKeys { ring, .. } if ring.as_slice() == [1, 0]),
-            ) && !documented_rotation(s)
-        })
-        .unwrap();
-    let v = assert_violates(&s, &["I-failover"]);
-    assert!(
-        v.iter().any(|v| v.window >= Duration::from_secs(1)),
-        "{v:#?}"
-    );
+            ) && !documented_rotation(&s);
+            if !skipped {
+                continue;
+            }
+            checked += 1;
+            assert_eq!(check(&s, &run(&s)), vec![], "{}", s.literal());
+        }
+    }
+    assert!(checked >= 4, "{checked} skipped-step rotations checked");
 }
 
 /// Carrier loss on one of several interfaces (issue #32 G5.5; found as

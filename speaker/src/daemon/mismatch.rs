@@ -1,4 +1,5 @@
-//! Reports the peers the membership refuses for a configuration mismatch (issue #32 G5.4):
+//! Reports the peers whose configuration disagrees with this speaker's (issue #32 G5.4; refused
+//! for protocol or timings, only reported for a key ring lacking our primary key):
 //! the gauge `ferrolb_speaker_membership_refused_peers{reason}` and a Warning Event
 //! `MembershipMismatch` about this speaker's Node.
 //!
@@ -87,8 +88,9 @@ fn note(refused: &BTreeMap<String, Mismatch>) -> String {
     } else {
         String::new()
     };
+    let refusing = refused.values().filter(|m| m.refuses()).count();
     format!(
-        "refusing {} speaker(s) whose configuration disagrees with this one: {}{tail}; they get no lease and are not counted alive (docs/membership.md, \"Mismatched speakers\")",
+        "{} speaker(s) disagree with this one: {}{tail}; refused ({refusing}: protocol or timings) get no lease and are not counted alive, a key ring lacking this speaker's primary key is only reported (docs/membership.md, \"Mismatched speakers\")",
         refused.len(),
         named.join("; ")
     )
@@ -104,7 +106,8 @@ mod tests {
             .map(|i| (format!("node-{i}"), Mismatch::Key))
             .collect();
         let n = note(&refused);
-        assert!(n.starts_with("refusing 8 speaker(s)"), "{n}");
+        assert!(n.starts_with("8 speaker(s) disagree"), "{n}");
+        assert!(n.contains("refused (0: protocol or timings)"), "{n}");
         assert!(n.contains("node-0 (key: its key ring lacks"), "{n}");
         assert!(n.contains("node-4 (key"), "{n}");
         assert!(!n.contains("node-5 ("), "{n}");

@@ -48,6 +48,9 @@ pub struct Opened {
     pub nonce: [u8; NONCE_LEN],
     /// The decrypted foca message.
     pub payload: Vec<u8>,
+    /// Which key of the ring opened it (0 = the primary): the sender holds that key, so a
+    /// reply sealed with it can be opened (issue #32 G1, out-of-order key rotation).
+    pub key: usize,
 }
 
 /// Why a datagram could not be opened.
@@ -144,7 +147,7 @@ impl Opener {
         let mut nonce = [0u8; NONCE_LEN];
         nonce.copy_from_slice(&aad[13..HEADER_LEN]);
         let xnonce = XNonce::from(nonce);
-        for cipher in &self.ciphers {
+        for (key, cipher) in self.ciphers.iter().enumerate() {
             let mut buf = ciphertext.to_vec();
             if cipher
                 .decrypt_inout_detached(&xnonce, aad, buf.as_mut_slice().into(), &tag)
@@ -154,6 +157,7 @@ impl Opener {
                     sent_at_ms: u64::from_be_bytes(sent_at),
                     nonce,
                     payload: buf,
+                    key,
                 });
             }
         }

@@ -4,7 +4,7 @@
 //! Speakers that disagree on the protocol, the timings or the key cannot keep the one-answerer
 //! promise together: a peer with a longer quorum lease than our quickest declaration of death
 //! still answers after we have taken its IPs, and a peer whose key ring lacks our primary key
-//! cannot open anything we send. So every speaker sends each active member a sealed [`Hello`]
+//! cannot open anything we seal with it. So every speaker sends each active member a sealed [`Hello`]
 //! (kind byte [`KIND_HELLO`]) when it first sees that member's identity and every
 //! [`HELLO_INTERVAL`] after, saying:
 //!
@@ -18,10 +18,14 @@
 //! disagrees: it is no longer listed alive (so no IP is planned for it), it gets no lease grant
 //! and its grants count for nothing (so it is no evidence toward the majority). It stays a voter
 //! if its speaker Pod exists: refused peers count *against* the majority, the safe direction.
-//! Both sides of a mismatch refuse each other (the protocol and timing checks are symmetric; for
-//! a key mismatch the side that cannot open the other's datagrams gets nothing from it anyway),
-//! so a cluster split by configuration behaves like a partition: only a side with a majority of
-//! the voters answers. The executor reports every refused peer (Warning Event on its Node,
+//! Both sides of a protocol or timing mismatch refuse each other (the checks are symmetric), so
+//! a cluster split by configuration behaves like a partition: only a side with a majority of
+//! the voters answers. A **key** mismatch is reported and not refused: a hello we could open
+//! was sealed with a key both rings hold, and the membership seals to that peer with the first
+//! key of our ring it lists, so both sides keep two-way evidence through a rotation rolled out
+//! of order (refusing it, as release 0.2 first did, left a side that could open nothing from
+//! the other, and with a skipped step no side had a majority: every IP silent for seconds).
+//! The executor reports every mismatched peer (Warning Event on its Node,
 //! reason `MembershipMismatch`, and the gauge `ferrolb_speaker_membership_refused_peers`).
 //!
 //! **Roll-outs.** A speaker of the previous protocol ([`MIN_PROTOCOL`], release 0.1.0) sends no
@@ -138,11 +142,20 @@ pub enum Mismatch {
         /// Ours.
         ours: Timings,
     },
-    /// The peer's key ring lacks our primary key: it cannot open what we send.
+    /// The peer's key ring lacks our primary key (a rotation step skipped or rolled out of
+    /// order). Reported, not refused: an opened hello proves the rings share the key it was
+    /// sealed with, and this speaker seals to that peer with the first key of its ring the
+    /// peer lists (`MembershipCore`'s per-peer sealing key), so the link stays two-way.
     Key,
 }
 
 impl Mismatch {
+    /// Whether the peer is refused (left out of the alive set, the lease and the plans):
+    /// for protocol and timings; a key-ring disagreement is only reported ([`Mismatch::Key`]).
+    pub fn refuses(&self) -> bool {
+        !matches!(self, Mismatch::Key)
+    }
+
     /// The metric label and short reason: `protocol`, `timings` or `key`.
     pub fn label(&self) -> &'static str {
         match self {
@@ -164,7 +177,7 @@ impl std::fmt::Display for Mismatch {
                 write!(f, "runs other timings ({theirs}; this speaker: {ours})")
             }
             Mismatch::Key => f.write_str(
-                "its key ring lacks this speaker's primary key (a key rotation step skipped or rolled out of order; docs/membership.md)",
+                "its key ring lacks this speaker's primary key (a key rotation step skipped or rolled out of order; docs/membership.md): not refused, sealed to with a key both rings hold until the rotation is finished",
             ),
         }
     }

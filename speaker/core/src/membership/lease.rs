@@ -32,6 +32,7 @@
 //! its addressee send one more grant to the real requester.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -49,6 +50,10 @@ pub enum LeaseMsg {
         dst: SpeakerId,
         /// The requester's heartbeat round.
         seq: u64,
+        /// IPs the requester's plan gives it that it holds back because the addressee held them
+        /// under its previous plan (break before make; at most [`MAX_ASKS`]): "do you still
+        /// answer for these?" Empty almost always.
+        asks: Vec<IpAddr>,
     },
     /// "Yes", the reply to a [`LeaseMsg::Request`], addressed to the requester's identity.
     Grant {
@@ -58,8 +63,17 @@ pub enum LeaseMsg {
         dst: SpeakerId,
         /// The round of the request answered.
         seq: u64,
+        /// Those of the request's `asks` the granter did not answer for when it granted: it
+        /// has let them go, so the requester may claim them at once instead of waiting out
+        /// the stall threshold (issue #32 G5.8, API skew).
+        released: Vec<IpAddr>,
     },
 }
+
+/// Most IPs one lease request asks about: keeps a request far below the membership's packet
+/// size (an IPv6 address costs 17 bytes in postcard). IPs beyond it wait the stall threshold,
+/// as without asking.
+pub const MAX_ASKS: usize = 32;
 
 /// First plaintext byte of a sealed foca message.
 pub const KIND_SWIM: u8 = 0;
@@ -114,6 +128,14 @@ impl Evidence {
                 true
             }
         }
+    }
+
+    /// When round `seq` was sent, while it is within the lease.
+    pub fn round_sent(&self, seq: u64) -> Option<Instant> {
+        self.rounds
+            .iter()
+            .find(|(s, _)| *s == seq)
+            .map(|(_, at)| *at)
     }
 
     /// Forgets everything (our identity changed: grants to the old one count no more; or we

@@ -13,7 +13,7 @@
 //! 5. on shutdown call [`MembershipCore::leave`] and send what it produced.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -150,7 +150,11 @@ pub struct MembershipCore {
     /// Suspicions postponed because they ran out while we were not running, per (member,
     /// incarnation): how many times ([`MAX_POSTPONEMENTS`]).
     postponed: std::collections::HashMap<(SpeakerId, foca::Incarnation), u32>,
-    sealer: Sealer,
+    /// One sealer per key of the ring, the primary first ([`Self::seal_key_for`]).
+    sealers: Vec<Sealer>,
+    /// Per peer address, the key of our ring its latest authenticated SWIM datagram was opened
+    /// with (only while our ring holds more than one key; at most [`MAX_HELLOS`] entries).
+    heard_keys: std::collections::HashMap<SocketAddr, usize>,
     opener: Opener,
     nonce_rng: StdRng,
     replay: ReplayGuard,
@@ -191,6 +195,12 @@ pub struct MembershipCore {
     next_hello_round: Option<Instant>,
     /// Carrier reports, ours and the peers' (issue #32 G5.5, [`super::carrier`]).
     carrier: CarrierBook,
+    /// Handover asks ([`Self::set_handovers`]): per holder name, the IPs we wait to claim.
+    asks: BTreeMap<String, Vec<IpAddr>>,
+    /// The IPs this speaker answers for now ([`Self::set_handovers`]).
+    holding: BTreeSet<IpAddr>,
+    /// Releases heard ([`Self::releases`]).
+    releases: BTreeMap<(String, IpAddr), Instant>,
 }
 
 impl MembershipCore {
@@ -258,7 +268,8 @@ impl MembershipCore {
             runtime: AccumulatingRuntime::new(),
             timers: TimerQueue::default(),
             postponed: std::collections::HashMap::new(),
-            sealer: Sealer::new(keys.primary()),
+            sealers: keys.keys().iter().map(Sealer::new).collect(),
+            heard_keys: std::collections::HashMap::new(),
             opener: Opener::new(keys),
             nonce_rng,
             replay: ReplayGuard::new(config.replay_window_ms(), config.replay_cache_capacity),
@@ -291,6 +302,9 @@ impl MembershipCore {
             greeted: std::collections::HashSet::new(),
             next_hello_round: None,
             carrier: CarrierBook::default(),
+            asks: BTreeMap::new(),
+            holding: BTreeSet::new(),
+            releases: BTreeMap::new(),
             config,
         })
     }
@@ -332,7 +346,8 @@ impl MembershipCore {
     /// gets a new hello with the new fingerprints at the next call that processes, and peers
     /// are judged again against the new primary key.
     pub fn set_keys(&mut self, keys: &KeyRing) {
-        self.sealer = Sealer::new(keys.primary());
+        self.sealers = keys.keys().iter().map(Sealer::new).collect();
+        self.heard_keys.clear();
         self.opener = Opener::new(keys);
         self.own_keys = keys
             .keys()
@@ -351,8 +366,40 @@ impl MembershipCore {
         self.voters = voters;
     }
 
-    /// Peers refused for a configuration mismatch (issue #32 G5.4, [`super::hello`]), by node
-    /// name: every peer whose latest hello (within [`HELLO_MEMORY`]) disagrees with ours,
+    /// The handover state of this speaker (issue #32 G5.8): `asks`, per holder node name, the
+    /// IPs its plan gives it but that it holds back because that node held them (break before
+    /// make); `holding`, the IPs it answers for now. Each lease request to a holder asks about
+    /// (at most [`super::lease::MAX_ASKS`] of) its IPs, and each grant this speaker sends says
+    /// which of the requester's asks are not in `holding`. Releases of IPs no longer asked
+    /// about are forgotten.
+    pub fn set_handovers(
+        &mut self,
+        asks: BTreeMap<String, BTreeSet<IpAddr>>,
+        holding: BTreeSet<IpAddr>,
+    ) {
+        self.releases
+            .retain(|(holder, ip), _| asks.get(holder).is_some_and(|ips| ips.contains(ip)));
+        self.asks = asks
+            .into_iter()
+            .map(|(holder, ips)| {
+                let ips = ips.into_iter().take(super::lease::MAX_ASKS).collect();
+                (holder, ips)
+            })
+            .collect();
+        self.holding = holding;
+    }
+
+    /// Releases heard (issue #32 G5.8): per (holder name, IP) asked about, the send instant of
+    /// the latest lease request whose grant said the holder no longer answered for the IP. The
+    /// grant was sent after that instant, so the holder had let the IP go at some moment after
+    /// it: a handover that began before it may claim at once.
+    pub fn releases(&self) -> &BTreeMap<(String, IpAddr), Instant> {
+        &self.releases
+    }
+
+    /// Peers whose configuration disagrees with ours (issue #32 G5.4, [`super::hello`]), by node
+    /// name — refused unless [`Mismatch::refuses`] says it is only reported (a key-ring
+    /// disagreement): every peer whose latest hello (within [`HELLO_MEMORY`]) disagrees with ours,
     /// whatever identity it holds now (a peer renewed after being declared down, or restarted,
     /// keeps its judgement until its next hello, which it sends at once). Members among them
     /// are left out of [`Self::alive`] and of the lease; the others (e.g. a peer that cannot
@@ -372,7 +419,7 @@ impl MembershipCore {
     /// [`Self::refused`]).
     fn mismatch_of(&self, id: &SpeakerId) -> Option<Mismatch> {
         let (_, hello) = self.hellos.get(&id.name)?;
-        self.judge(hello)
+        self.judge(hello).filter(Mismatch::refuses)
     }
 
     fn judge(&self, hello: &Hello) -> Option<Mismatch> {
@@ -521,6 +568,7 @@ impl MembershipCore {
         if header.src.name.is_empty() || header.src.name.len() > MAX_NODE_NAME_LEN {
             return Err(DropReason::Rejected);
         }
+        self.heard_with(header.src.addr, opened.key);
         // The budget of the sender the tag proves (a key holder): bounds foca's work for a
         // member that floods, and can be spent by nobody else.
         if !self.budget.try_open(header.src.addr, now.mono) {
@@ -976,13 +1024,62 @@ impl MembershipCore {
         let mut plain = Vec::with_capacity(body.len() + 1);
         plain.push(kind);
         plain.extend_from_slice(body);
-        match self.sealer.seal(&plain, now.wall_ms, &mut self.nonce_rng) {
+        let key = self.seal_key_for(to);
+        let Some(sealer) = self.sealers.get(key).or_else(|| self.sealers.first()) else {
+            self.counters.bump(Counter::SendErrors);
+            return;
+        };
+        match sealer.seal(&plain, now.wall_ms, &mut self.nonce_rng) {
             Some(datagram) => {
                 self.counters.bump(Counter::DatagramsOut);
                 self.outbox.push(Outgoing { to, datagram });
             }
             None => self.counters.bump(Counter::SendErrors),
         }
+    }
+
+    /// Which key of our ring seals what goes to `to` (an index into the ring, 0 = the
+    /// primary). Normally the primary. During a key rotation rolled out of order (a step
+    /// skipped), a peer may lack our primary while both rings still share a key: sealing with
+    /// the primary there made the link one-way — we opened its datagrams, it opened none of
+    /// ours — and, with no two-way evidence, both sides of the rotation saw a minority and the
+    /// cluster went silent (issue #32 G1; the simulator's rotation class). So: the first key of
+    /// our ring that the peer's latest hello lists; without a hello from that address, the key
+    /// its latest SWIM datagram was opened with (it holds that one), so that the hellos can
+    /// flow; otherwise the primary. Sealing with an older key both hold gives nothing away that
+    /// accepting it does not: our ring opens it anyway.
+    fn seal_key_for(&self, to: SocketAddr) -> usize {
+        if self.sealers.len() < 2 {
+            return 0;
+        }
+        let from_hello = self
+            .hellos
+            .values()
+            .find(|(_, hello)| hello.src.addr == to)
+            .map(|(_, hello)| {
+                self.own_keys
+                    .iter()
+                    .position(|k| hello.keys.contains(k))
+                    .unwrap_or(0)
+            });
+        from_hello
+            .or_else(|| self.heard_keys.get(&to).copied())
+            .unwrap_or(0)
+    }
+
+    /// Notes that the sealed sender at `addr` sealed with our key `key` ([`Self::seal_key_for`]).
+    fn heard_with(&mut self, addr: SocketAddr, key: usize) {
+        if self.sealers.len() < 2 {
+            return;
+        }
+        if key == 0 {
+            self.heard_keys.remove(&addr);
+            return;
+        }
+        if self.heard_keys.len() >= MAX_HELLOS && !self.heard_keys.contains_key(&addr) {
+            self.heard_keys.clear();
+        }
+        self.heard_keys.insert(addr, key);
     }
 
     /// One round of lease requests: one to each active member's current identity.
@@ -997,10 +1094,12 @@ impl MembershipCore {
             .collect();
         for dst in members {
             let to = dst.addr;
+            let asks = self.asks.get(&dst.name).cloned().unwrap_or_default();
             let msg = LeaseMsg::Request {
                 src: me.clone(),
                 dst,
                 seq,
+                asks,
             };
             if let Ok(body) = postcard::to_allocvec(&msg) {
                 self.send_sealed(KIND_LEASE, &body, to, now);
@@ -1017,7 +1116,12 @@ impl MembershipCore {
         let me = self.identity().clone();
         let active = |id: &SpeakerId| self.foca.iter_members().any(|m| m.id() == id);
         match msg {
-            LeaseMsg::Request { src, dst, seq } => {
+            LeaseMsg::Request {
+                src,
+                dst,
+                seq,
+                asks,
+            } => {
                 if dst != me {
                     return Err(DropReason::Misdirected);
                 }
@@ -1025,17 +1129,28 @@ impl MembershipCore {
                     return Err(DropReason::Rejected);
                 }
                 let to = src.addr;
+                let released = asks
+                    .into_iter()
+                    .take(super::lease::MAX_ASKS)
+                    .filter(|ip| !self.holding.contains(ip))
+                    .collect();
                 let grant = LeaseMsg::Grant {
                     src: me,
                     dst: src,
                     seq,
+                    released,
                 };
                 if let Ok(body) = postcard::to_allocvec(&grant) {
                     self.send_sealed(KIND_LEASE, &body, to, now);
                 }
                 Ok(())
             }
-            LeaseMsg::Grant { src, dst, seq } => {
+            LeaseMsg::Grant {
+                src,
+                dst,
+                seq,
+                released,
+            } => {
                 if dst != me {
                     return Err(DropReason::Misdirected);
                 }
@@ -1043,6 +1158,16 @@ impl MembershipCore {
                     return Err(DropReason::Rejected);
                 }
                 self.evidence.grant(&src.name, seq, self.config.lease());
+                if let Some(sent) = self.evidence.round_sent(seq) {
+                    let asked = self.asks.get(&src.name);
+                    for ip in released {
+                        // Only what we asked that holder about: nothing else can be recorded.
+                        if asked.is_some_and(|ips| ips.contains(&ip)) {
+                            let at = self.releases.entry((src.name.clone(), ip)).or_insert(sent);
+                            *at = (*at).max(sent);
+                        }
+                    }
+                }
                 Ok(())
             }
         }
@@ -1224,6 +1349,50 @@ mod tests {
         for n in &nodes[1..] {
             assert!(!n.alive().contains("node-1"), "{:?}", n.alive());
         }
+    }
+
+    /// G5.8: a lease request asks the previous holder about the IPs held back for it; its
+    /// grant releases exactly those asked IPs it does not hold, recorded at the round's send
+    /// instant (never later than the holder let go). An IP it holds, or one nobody asked
+    /// about, is never released; a release is forgotten once the IP is no longer asked.
+    #[test]
+    fn a_grant_releases_only_asked_ips_the_holder_does_not_hold() {
+        let t0 = Instant::now();
+        let c = MembershipConfig::default();
+        let mut nodes = vec![core_with(1, c.clone(), &ring()), core_with(2, c, &ring())];
+        joined(&mut nodes, t0, 2000);
+        let ip = |last: u8| IpAddr::from([198, 51, 100, last]);
+        let asked: BTreeSet<IpAddr> = [ip(1), ip(2)].into();
+        nodes[0].set_handovers(
+            [("node-2".to_string(), asked.clone())].into(),
+            BTreeSet::new(),
+        );
+        // node-2 answers for .2 (and .3, never asked about); not for .1.
+        nodes[1].set_handovers(BTreeMap::new(), [ip(2), ip(3)].into());
+        mesh(&mut nodes, t0, 2000, 500, |_, _| false);
+        let releases = nodes[0].releases().clone();
+        let keys: Vec<_> = releases.keys().cloned().collect();
+        assert_eq!(keys, vec![("node-2".to_string(), ip(1))], "{releases:?}");
+        let at = releases[&("node-2".to_string(), ip(1))];
+        assert!(at <= t0 + Duration::from_millis(2500), "{at:?}");
+        // node-2 lets .2 go as well: released at a later round.
+        nodes[1].set_handovers(BTreeMap::new(), [ip(3)].into());
+        mesh(&mut nodes, t0, 2500, 500, |_, _| false);
+        assert!(
+            nodes[0]
+                .releases()
+                .contains_key(&("node-2".to_string(), ip(2)))
+        );
+        assert!(nodes[0].releases()[&("node-2".to_string(), ip(1))] > at);
+        // Nothing asked any more: nothing remembered.
+        nodes[0].set_handovers(BTreeMap::new(), BTreeSet::new());
+        assert!(nodes[0].releases().is_empty());
+        // node-1 never asked node-2 about .3; a grant naming it would change nothing.
+        assert!(
+            !nodes[1]
+                .releases()
+                .contains_key(&("node-1".to_string(), ip(3)))
+        );
     }
 
     fn core_with(last: u8, config: MembershipConfig, keys: &KeyRing) -> MembershipCore {
@@ -1479,12 +1648,16 @@ mod tests {
         );
     }
 
-    /// G5.4: during a key rotation, a peer whose ring lacks our primary key (a step skipped:
-    /// it went straight to the new key alone) is refused, and named with reason `key`, by the
-    /// side that can still open its datagrams; a peer holding both keys is accepted whichever
-    /// it seals with (the documented order).
+    /// G5.4 and G1: during a key rotation, a peer whose ring lacks our primary key (a step
+    /// skipped: it went straight to the new key alone) is reported, with reason `key`, by the
+    /// side that can open its datagrams — and not refused: that side seals to it with the key
+    /// both hold, so the link is two-way and both list each other alive with lease evidence.
+    /// (Refusing it, as before, left node-2 able to open nothing from node-1: with a third node
+    /// down, neither side had a majority and every IP went silent — the simulator's rotation
+    /// class.) A peer holding both keys is accepted whichever it seals with (the documented
+    /// order), and finishing the rotation clears the report.
     #[test]
-    fn a_peer_whose_ring_lacks_our_primary_key_is_refused() {
+    fn a_peer_whose_ring_lacks_our_primary_key_is_reported_and_reached_with_the_shared_key() {
         let (old, new) = (ring(), second_ring());
         let t0 = Instant::now();
         let c = MembershipConfig::default();
@@ -1499,7 +1672,7 @@ mod tests {
             assert_eq!(n.alive().len(), 2);
         }
         // Skipped step: node-2 holds the new key alone; node-1 (old+new) opens its datagrams
-        // but node-2 cannot open node-1's.
+        // and seals to it with the new key.
         let mut nodes = vec![
             core_with(1, c.clone(), &ring_of(&old, &new)),
             core_with(2, c, &new),
@@ -1509,9 +1682,18 @@ mod tests {
             nodes[0].refused().get("node-2").map(Mismatch::label),
             Some("key")
         );
-        assert!(!nodes[0].alive().contains("node-2"));
-        // Fixed by giving node-1 the new key first: judged again at once, accepted.
-        nodes[0].set_keys(&ring_of(&new, &old));
+        assert!(nodes[1].refused().is_empty(), "{:?}", nodes[1].refused());
+        let now = t0 + Duration::from_millis(1000);
+        for (n, peer) in [(&nodes[0], "node-2"), (&nodes[1], "node-1")] {
+            assert!(n.alive().contains(peer), "{:?}", n.alive());
+            assert!(
+                n.evidence().get(peer).is_some_and(|until| *until > now),
+                "two-way evidence of {peer}: {:?}",
+                n.evidence()
+            );
+        }
+        // Finishing the rotation on node-1 clears the report at once.
+        nodes[0].set_keys(&new);
         assert!(nodes[0].refused().is_empty());
     }
 
