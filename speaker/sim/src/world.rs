@@ -243,6 +243,8 @@ struct Node {
     membership: Option<MembershipCore>,
     inbox: Vec<(SocketAddr, Vec<u8>)>,
     last_alive: BTreeSet<String>,
+    /// The membership's releases when they last woke the core (issue #32 G5.8).
+    last_releases: BTreeMap<(String, IpAddr), Instant>,
     responder: Responder,
     /// The plan of the last step that made one (the gate was open).
     plan: Option<Arc<ferrolb_l2::plan::Plan>>,
@@ -410,6 +412,7 @@ impl World {
                 membership: None,
                 inbox: Vec::new(),
                 last_alive: BTreeSet::new(),
+                last_releases: BTreeMap::new(),
                 responder: Responder::new(i, &vec![true; s.nics.max(1)]),
                 plan: None,
                 seed,
@@ -965,12 +968,14 @@ impl World {
 
     /// Sends node `i`'s outgoing datagrams and turns its membership changes into wake-ups.
     fn flush(&mut self, i: usize) {
-        let Some(m) = self.nodes[i].membership.as_mut() else {
+        let node = &mut self.nodes[i];
+        let Some(m) = node.membership.as_mut() else {
             return;
         };
         let out = m.take_outgoing();
         let events = m.take_events();
         let alive = m.alive().clone();
+        let releases = (*m.releases() != node.last_releases).then(|| m.releases().clone());
         for o in out {
             let Some(to) = (0..self.scenario.nodes).find(|j| addr(*j) == o.to) else {
                 continue;
@@ -1003,6 +1008,11 @@ impl World {
             self.nodes[i].last_alive = alive;
             let at = self.now + self.task_delay();
             self.push(at, Event::Wake(i, Wake::MembersChanged));
+        }
+        if let Some(releases) = releases {
+            self.nodes[i].last_releases = releases;
+            let at = self.now + self.task_delay();
+            self.push(at, Event::Wake(i, Wake::HandoverReleased));
         }
         let me = name(i);
         for e in events {
@@ -1089,6 +1099,7 @@ impl World {
                 self_rejoins: m.counters().snapshot().self_rejoins,
                 evidence: m.evidence().clone(),
                 carriers: m.carrier_reports(),
+                releases: m.releases().clone(),
             }),
             wall_secs,
             held_reported: BTreeSet::new(),
@@ -1173,6 +1184,12 @@ impl World {
             Output::Withdrawn => self.nodes[i].plan = None,
             Output::SetFresh(fresh) => self.nodes[i].responder.fresh = fresh,
             Output::Note(_) => {}
+            Output::SetHandovers { asks, holding } => {
+                // As the executor: after the owned set was applied.
+                if let Some(m) = self.nodes[i].membership.as_mut() {
+                    m.set_handovers(asks, holding);
+                }
+            }
             Output::SetCarrier(report) => {
                 let clock = self.clock_of(i);
                 if let Some(m) = self.nodes[i].membership.as_mut() {

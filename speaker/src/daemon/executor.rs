@@ -46,6 +46,8 @@ pub(super) struct Executor {
     membership: Option<Membership>,
     members: Option<watch::Receiver<BTreeSet<String>>>,
     member_events: Option<broadcast::Receiver<MembershipEvent>>,
+    /// The membership's releases (issue #32 G5.8): a change wakes the core.
+    releases: Option<watch::Receiver<crate::membership::Releases>>,
     peer_macs: crate::peer_macs::PeerMacRefresh,
     reporting: Reporting,
     /// The live set the last observation showed.
@@ -180,6 +182,7 @@ impl Executor {
             membership: None,
             members: None,
             member_events: None,
+            releases: None,
             peer_macs: Default::default(),
             reporting,
             observed_alive: BTreeSet::new(),
@@ -216,6 +219,7 @@ impl Executor {
         );
         self.members = Some(m.members());
         self.member_events = Some(m.events());
+        self.releases = Some(m.releases());
         self.membership = Some(m);
         self.set_quorum();
     }
@@ -254,11 +258,22 @@ impl Executor {
                 None => std::future::pending().await,
             }
         };
+        let released = async {
+            match self.releases.as_mut() {
+                Some(rx) => {
+                    if rx.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         let me = self.config.node_name.as_str();
         tokio::select! {
             _ = shutdown => None,
             _ = self.changed.notified() => Some(Wake::ViewChanged),
             _ = members_changed => Some(Wake::MembersChanged),
+            _ = released => Some(Wake::HandoverReleased),
             event = member_event => Some(Wake::MemberEvent {
                 restarted_peer: matches!(
                     &event,
@@ -298,6 +313,11 @@ impl Executor {
                 .unwrap_or_default(),
             self_rejoins: m.counters().self_rejoins,
             evidence: m.evidence().borrow().clone(),
+            releases: self
+                .releases
+                .as_mut()
+                .map(|rx| rx.borrow_and_update().clone())
+                .unwrap_or_default(),
             carriers: m.carriers().borrow().clone(),
         });
         self.observed_alive = membership
@@ -335,6 +355,13 @@ impl Executor {
                 }
                 Output::SetFresh(fresh) => self.responder.set_fresh(fresh),
                 Output::SetOwned(owned) => self.responder.set_owned(owned),
+                // After the responder applied the owned set: never say an IP is let go while it
+                // is still answered for.
+                Output::SetHandovers { asks, holding } => {
+                    if let Some(m) = &self.membership {
+                        m.set_handovers(&asks, &holding);
+                    }
+                }
                 Output::Reannounce => self.responder.reannounce(),
                 Output::Membership(MembershipCommand::Leave { grace }) => self.leave(grace),
                 Output::Membership(MembershipCommand::Join) => {
@@ -412,6 +439,7 @@ impl Executor {
         }
         self.members = None;
         self.member_events = None;
+        self.releases = None;
         self.set_quorum();
     }
 

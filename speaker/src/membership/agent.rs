@@ -10,7 +10,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, SocketAddrV6};
+use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -142,6 +142,8 @@ pub struct Membership {
     refused: watch::Receiver<BTreeMap<String, Mismatch>>,
     carrier: watch::Sender<Option<LinkReport>>,
     carriers: watch::Receiver<Carriers>,
+    handovers: watch::Sender<Handovers>,
+    releases: watch::Receiver<Releases>,
     events: broadcast::Sender<MembershipEvent>,
     counters: Arc<Counters>,
     identity: SpeakerId,
@@ -202,6 +204,8 @@ impl Membership {
         let (refused_tx, refused) = watch::channel(BTreeMap::new());
         let (carrier, carrier_rx) = watch::channel(None);
         let (carriers_tx, carriers) = watch::channel(Carriers::new());
+        let (handovers, handovers_rx) = watch::channel(Handovers::default());
+        let (releases_tx, releases) = watch::channel(Releases::new());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             batch: RecvBatch::new(slot_len),
@@ -216,6 +220,8 @@ impl Membership {
             refused_tx,
             carrier_rx,
             carriers_tx,
+            handovers_rx,
+            releases_tx,
             events: events.clone(),
         };
         tracing::info!(identity = ?identity, %local_addr, "membership: started");
@@ -229,6 +235,8 @@ impl Membership {
             refused,
             carrier,
             carriers,
+            handovers,
+            releases,
             events,
             counters,
             identity,
@@ -310,6 +318,30 @@ impl Membership {
     /// The members' carrier reports by node name ([`MembershipCore::carrier_reports`]).
     pub fn carriers(&self) -> watch::Receiver<Carriers> {
         self.carriers.clone()
+    }
+
+    /// Sets the handover state (issue #32 G5.8, [`MembershipCore::set_handovers`]): the gains
+    /// held back per previous holder, and the IPs answered for now — call it after the
+    /// responder has applied the owned set. Level-triggered.
+    pub fn set_handovers(
+        &self,
+        asks: &BTreeMap<String, BTreeSet<IpAddr>>,
+        holding: &BTreeSet<IpAddr>,
+    ) {
+        self.handovers.send_if_modified(|current| {
+            if current.asks == *asks && current.holding == *holding {
+                false
+            } else {
+                current.asks.clone_from(asks);
+                current.holding.clone_from(holding);
+                true
+            }
+        });
+    }
+
+    /// The releases heard ([`MembershipCore::releases`]); the executor wakes on a change.
+    pub fn releases(&self) -> watch::Receiver<Releases> {
+        self.releases.clone()
     }
 
     /// Subscribes to transition events from now on.
@@ -493,8 +525,21 @@ struct Driver {
     refused_tx: watch::Sender<BTreeMap<String, Mismatch>>,
     carrier_rx: watch::Receiver<Option<LinkReport>>,
     carriers_tx: watch::Sender<Carriers>,
+    handovers_rx: watch::Receiver<Handovers>,
+    releases_tx: watch::Sender<Releases>,
     events: broadcast::Sender<MembershipEvent>,
 }
+
+/// What [`Membership::set_handovers`] hands the membership task.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Handovers {
+    asks: BTreeMap<String, BTreeSet<IpAddr>>,
+    holding: BTreeSet<IpAddr>,
+}
+
+/// Per (previous holder, IP), the send instant of the lease request whose grant released it
+/// ([`MembershipCore::releases`]).
+pub type Releases = BTreeMap<(String, IpAddr), std::time::Instant>;
 
 fn clock() -> Clock {
     Clock {
@@ -561,6 +606,12 @@ impl Driver {
                         self.core.set_peers(peers, clock());
                     }
                 }
+                changed = self.handovers_rx.changed() => {
+                    if changed.is_ok() {
+                        let h = self.handovers_rx.borrow_and_update().clone();
+                        self.core.set_handovers(h.asks, h.holding);
+                    }
+                }
                 changed = self.voters_rx.changed() => {
                     if changed.is_ok() {
                         let voters = self.voters_rx.borrow_and_update().clone();
@@ -584,6 +635,12 @@ impl Driver {
 
     /// Reads one batch of queued datagrams and feeds them to the core; returns how many.
     fn receive_batch(&mut self) -> usize {
+        // A handover change published before the responder changed is applied before any
+        // request is answered (G5.8: a grant never releases an IP the responder answers for).
+        if self.handovers_rx.has_changed().unwrap_or(false) {
+            let h = self.handovers_rx.borrow_and_update().clone();
+            self.core.set_handovers(h.asks, h.holding);
+        }
         let Self {
             socket,
             batch,
@@ -637,6 +694,7 @@ impl Driver {
         publish(&self.evidence_tx, self.core.evidence());
         publish(&self.refused_tx, &self.core.refused());
         publish(&self.carriers_tx, &self.core.carrier_reports());
+        publish(&self.releases_tx, self.core.releases());
         publish(&self.members_tx, self.core.alive());
     }
 }

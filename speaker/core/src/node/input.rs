@@ -21,6 +21,9 @@ pub enum Wake {
         /// Another node came up or restarted with a new generation.
         restarted_peer: bool,
     },
+    /// A previous holder said it let go of an IP this node holds back
+    /// ([`MembershipObservation::releases`]).
+    HandoverReleased,
 }
 
 impl Wake {
@@ -45,6 +48,11 @@ pub struct MembershipObservation {
     /// evidence count toward convergence and the majority, and the lease ends with the evidence
     /// of a majority of the voters ([`crate::claim::quorum_until`]).
     pub evidence: BTreeMap<String, Instant>,
+    /// Releases (issue #32 G5.8): per (previous holder's node name, IP) this node holds back,
+    /// the send instant of the latest lease request whose grant said that holder no longer
+    /// answered for the IP ([`crate::membership::MembershipCore::releases`]). A gain held back
+    /// since at most that instant is claimed at once.
+    pub releases: BTreeMap<(String, std::net::IpAddr), Instant>,
     /// The members' carrier reports, by node name: the listed identities' latest
     /// ([`crate::membership::MembershipCore::carrier_reports`], issue #32 G5.5). A member
     /// without one is judged as before G5.5 ([`crate::carrier`]).

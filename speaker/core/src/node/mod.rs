@@ -101,6 +101,29 @@ pub struct CoreCounters {
     pub stalls: u64,
 }
 
+/// A gain held back until its previous holder has stopped ([`SpeakerCore::hold_handovers`]).
+#[derive(Clone, Debug)]
+struct Handover {
+    /// The node that held the IP under the previous plan.
+    holder: String,
+    /// When it is claimed anyway: the gain plus the stall threshold.
+    due: Instant,
+    /// When the gain was held back.
+    since: Instant,
+}
+
+impl Handover {
+    /// Whether the holder has said, in a grant to a lease request sent since the gain was held
+    /// back, that it no longer answers for `ip` (issue #32 G5.8).
+    fn released(&self, ip: &IpAddr, membership: &Option<MembershipObservation>) -> bool {
+        membership.as_ref().is_some_and(|m| {
+            m.releases
+                .get(&(self.holder.clone(), *ip))
+                .is_some_and(|sent| *sent >= self.since)
+        })
+    }
+}
+
 /// One speaker's decision state (see the module docs). Created at start-up with the first
 /// membership already started (the executor starts it before the first step).
 #[derive(Debug)]
@@ -129,7 +152,9 @@ pub struct SpeakerCore {
     planned_view: Option<Arc<View>>,
     /// Gains held back until their previous holder has stopped ([`Self::hold_handovers`]):
     /// the holder's name and when this speaker may start.
-    handovers: BTreeMap<IpAddr, (String, Instant)>,
+    handovers: BTreeMap<IpAddr, Handover>,
+    /// The IPs of the last [`Output::SetOwned`] (what the membership was told is answered for).
+    holding: BTreeSet<IpAddr>,
     fresh: FreshIps,
     counters: CoreCounters,
     outputs: VecDeque<Output>,
@@ -166,6 +191,7 @@ impl SpeakerCore {
             owned: BTreeMap::new(),
             planned_view: None,
             handovers: BTreeMap::new(),
+            holding: BTreeSet::new(),
             fresh: FreshIps::default(),
             counters: CoreCounters::default(),
             outputs: VecDeque::new(),
@@ -215,7 +241,7 @@ impl SpeakerCore {
     /// simulator applies outputs at once: both agree there).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let tick = self.last_step.and_then(|t| t.checked_add(self.config.tick));
-        let handover = self.handovers.values().map(|(_, due)| *due).min();
+        let handover = self.handovers.values().map(|h| h.due).min();
         match (tick, handover) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -341,7 +367,10 @@ impl SpeakerCore {
         }
         self.ever_converged |= !matches!(tick.standing, Standing::Converging { .. });
         self.standing = tick.standing;
-        let handover_due = self.handovers.values().any(|(_, due)| *due <= now);
+        let handover_due = self
+            .handovers
+            .iter()
+            .any(|(ip, h)| h.due <= now || h.released(ip, &obs.membership));
         // A step that sees another membership than the last plan's re-plans, whatever woke
         // it: renewing the lease on a plan made for an older membership would let this node
         // answer, for one more lease, an IP that a newcomer has been told it may claim once
@@ -403,6 +432,11 @@ impl SpeakerCore {
         let mut probe_first = self.fresh.fresh(now);
         probe_first.extend(obs.held_reported.iter().copied());
         let previously_owned = std::mem::take(&mut self.owned);
+        // A holder that said it let the IP go since the gain was held back (G5.8) has handed
+        // it over: claim at once. (A handover held back in this step began after any release
+        // already heard.)
+        self.handovers
+            .retain(|ip, h| !h.released(ip, &obs.membership));
         let owned = self.hold_handovers(
             now,
             &plan,
@@ -507,11 +541,15 @@ impl SpeakerCore {
                     .and_then(|p| p.owner.clone())
                     .filter(|q| *q != me && alive.contains(q));
                 match holder {
-                    Some(q) => {
+                    Some(holder) => {
                         let due = now
                             .checked_add(self.config.claim.stall_threshold)
                             .unwrap_or(now);
-                        self.handovers.entry(ip).or_insert((q, due));
+                        self.handovers.entry(ip).or_insert(Handover {
+                            holder,
+                            due,
+                            since: now,
+                        });
                     }
                     None => {
                         self.handovers.remove(&ip);
@@ -521,7 +559,7 @@ impl SpeakerCore {
         }
         // A holder that has gone down meanwhile hands over nothing: claim at once.
         self.handovers
-            .retain(|_, (q, due)| *due > now && alive.contains(q.as_str()));
+            .retain(|_, h| h.due > now && alive.contains(h.holder.as_str()));
         plan.owned
             .iter()
             .filter(|(ip, _)| !self.handovers.contains_key(*ip))
@@ -575,9 +613,28 @@ impl SpeakerCore {
         self.set_owned(BTreeMap::new());
     }
 
+    /// Answers for exactly `owned`, framed by two [`Output::SetHandovers`] so that the
+    /// membership's `holding` always covers what the responder answers (G5.8: a grant never
+    /// says an IP is let go while it is answered for): before the responder changes, the IPs
+    /// answered before and after; after it, those answered now.
     fn set_owned(&mut self, owned: BTreeMap<IpAddr, Interfaces>) {
+        let mut asks: BTreeMap<String, BTreeSet<IpAddr>> = BTreeMap::new();
+        for (ip, h) in &self.handovers {
+            asks.entry(h.holder.clone()).or_default().insert(*ip);
+        }
+        let holding: BTreeSet<IpAddr> = owned.keys().copied().collect();
+        let widened: BTreeSet<IpAddr> = self.holding.union(&holding).copied().collect();
+        if widened != self.holding {
+            self.outputs.push_back(Output::SetHandovers {
+                asks: asks.clone(),
+                holding: widened,
+            });
+        }
         self.owned = owned.clone();
         self.outputs.push_back(Output::SetOwned(owned));
+        self.holding.clone_from(&holding);
+        self.outputs
+            .push_back(Output::SetHandovers { asks, holding });
     }
 
     fn leave(&mut self) {

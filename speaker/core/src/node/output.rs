@@ -26,6 +26,17 @@ pub enum Output {
     SetFresh(BTreeSet<IpAddr>),
     /// Answer for exactly these IPs, on these interfaces (empty: withdraw everything).
     SetOwned(BTreeMap<IpAddr, Interfaces>),
+    /// Frames every [`Output::SetOwned`]: hand the membership
+    /// ([`crate::membership::MembershipCore::set_handovers`]) the gains held back, per previous
+    /// holder, and the IPs held. Apply in order: one before a `SetOwned` that adds IPs lists
+    /// the old and new ones, the one after lists the new ones, so the membership never says
+    /// this node let an IP go while its responder still answers for it (issue #32 G5.8).
+    SetHandovers {
+        /// Per previous holder's node name, the IPs held back waiting for it.
+        asks: BTreeMap<String, BTreeSet<IpAddr>>,
+        /// The IPs held: a superset of what the responder answers for while this applies.
+        holding: BTreeSet<IpAddr>,
+    },
     /// Re-announce every owned IP at once (S4: after a membership change).
     Reannounce,
     /// Join or leave the membership.

@@ -63,6 +63,7 @@ fn obs(wake: Wake, alive: &[&str], rejoins: u64) -> Observation {
                 .map(|n| (n.to_string(), far_future()))
                 .collect(),
             carriers: Carriers::new(),
+            releases: BTreeMap::new(),
         }),
         wall_secs: 1_800_000_000,
         held_reported: BTreeSet::new(),
@@ -701,6 +702,66 @@ fn a_gain_from_the_api_view_waits_for_a_live_holder() {
     owner_core.set_view(view_excluding(&NODES, &holder));
     owner_core.step(t0 + ms(150), obs(Wake::ViewChanged, &NODES, 0));
     assert_eq!(owner_core.owned(), &BTreeMap::new(), "released at once");
+}
+
+/// Issue #32 G5.8: the held-back gain asks the holder (an `Output::SetHandovers` naming it) and
+/// is claimed in the step that sees the holder's release, well before the stall threshold; a
+/// release from a request sent before the gain was held back, or about another IP, changes
+/// nothing. The membership is told the IPs held before the responder adds one (never a release
+/// of an IP the responder answers for).
+#[test]
+fn a_released_handover_is_claimed_at_once() {
+    let (ip, holder, ms) = (
+        IP.parse::<IpAddr>().unwrap(),
+        owner(&NODES),
+        Duration::from_millis,
+    );
+    let (mut core, mut t) = api_gain(&holder);
+    let gained_at = t;
+    let outs = drain(&mut core);
+    let asked = outs.iter().rev().find_map(|o| match o {
+        Output::SetHandovers { asks, .. } => Some(asks.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        asked,
+        Some([(holder.clone(), [ip].into())].into()),
+        "{outs:?}"
+    );
+    let with_release = |sent: Instant, about: IpAddr| {
+        let mut o = obs(Wake::HandoverReleased, &NODES, 0);
+        if let Some(m) = o.membership.as_mut() {
+            m.releases = [((holder.clone(), about), sent)].into();
+        }
+        o
+    };
+    // Stale or about another IP: still held back.
+    t += ms(10);
+    core.step(t, with_release(gained_at - ms(1), ip));
+    assert!(
+        !core.owned().contains_key(&ip),
+        "a release from before the gain"
+    );
+    core.step(t, with_release(t, "198.51.100.99".parse().unwrap()));
+    assert!(!core.owned().contains_key(&ip), "a release of another IP");
+    // Released by the holder: claimed in this step, 20 ms after the gain (the threshold: 200).
+    drain(&mut core);
+    t += ms(10);
+    core.step(t, with_release(gained_at + ms(1), ip));
+    assert!(core.owned().contains_key(&ip), "claimed on the release");
+    assert!(t < gained_at + settings().stall_threshold);
+    let outs = drain(&mut core);
+    let owned_at = outs
+        .iter()
+        .position(|o| matches!(o, Output::SetOwned(_)))
+        .unwrap();
+    let widened = outs[..owned_at]
+        .iter()
+        .any(|o| matches!(o, Output::SetHandovers { holding, .. } if holding.contains(&ip)));
+    assert!(
+        widened,
+        "holding told before the responder answers: {outs:?}"
+    );
 }
 
 /// An API edit seen and undone within the wait (an L2Advertisement edited and reverted, a
