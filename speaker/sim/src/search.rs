@@ -42,6 +42,14 @@ pub enum FaultClass {
     /// One node's wall clock steps (0.5–3 s, or 5–120 s, either direction), then steps back: an
     /// NTP step and its correction.
     Clock,
+    /// Two faults of other classes at once (not in [`FaultClass::ALL`]: run with `--class
+    /// combined`): a speaker down while another restarts; a split with a restart on either side;
+    /// carrier loss on a client-facing NIC behind a one-way cut; a split during which a Node of
+    /// the majority side is deleted and a minority speaker restarts; a split that also cuts the
+    /// majority side off the API server while the minority sees a Node excluded. Half of the
+    /// scenarios run one node's wall clock 2.5–25 s off from the start (inside the membership's
+    /// replay window, outside the claim proof's skew allowance).
+    Combined,
 }
 
 impl FaultClass {
@@ -60,6 +68,9 @@ impl FaultClass {
         FaultClass::Rotation,
     ];
 
+    /// Classes that only `ferrolb-sim` runs (by name), not the test sweep.
+    pub const EXTRA: [FaultClass; 1] = [FaultClass::Combined];
+
     /// A short name.
     pub fn label(self) -> &'static str {
         match self {
@@ -72,6 +83,7 @@ impl FaultClass {
             FaultClass::Loss => "loss",
             FaultClass::Starved => "starved",
             FaultClass::Clock => "clock",
+            FaultClass::Combined => "combined",
             FaultClass::TwoNics => "two-nics",
             FaultClass::Rotation => "rotation",
         }
@@ -125,8 +137,19 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
         s.end_ms = s.last_fault_ms() + settle + 1_000;
         return s;
     }
-    if class == FaultClass::TwoNics {
+    if class == FaultClass::TwoNics || class == FaultClass::Combined {
         s.nics = 2;
+    }
+    if class == FaultClass::Combined && rng.random_bool(0.5) {
+        let skew: i64 = rng.random_range(2_500..25_000);
+        let skew = if rng.random_bool(0.5) { skew } else { -skew };
+        s = s.with(
+            500,
+            Fault::ClockStep {
+                node: rng.random_range(0..nodes),
+                ms: skew,
+            },
+        );
     }
     if class == FaultClass::Api && nodes > 1 {
         // One node's watch is late from the start.
@@ -318,6 +341,105 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                         },
                     );
             }
+            FaultClass::Combined if nodes >= 3 => {
+                // A minority side that holds `victim` (one node, or up to (n-1)/2 from it).
+                let size = rng.random_range(1..=((nodes - 1) / 2).max(1));
+                let minority: Vec<usize> = (0..size).map(|k| (victim + k) % nodes).collect();
+                let majority: Vec<usize> = (0..nodes).filter(|n| !minority.contains(n)).collect();
+                let far = majority[rng.random_range(0..majority.len())];
+                let near = minority[rng.random_range(0..minority.len())];
+                let gap: u64 = rng.random_range(200..2_000);
+                let down: u64 = rng.random_range(100..1_000);
+                // Two speakers down at once leave no majority running at 3 nodes.
+                let first = if nodes >= 5 { 0 } else { 1 };
+                s = match rng.random_range(first..5u32) {
+                    // A speaker down while another restarts.
+                    0 => s
+                        .with(t, Fault::Crash(victim))
+                        .with(t + gap, Fault::Terminate(other))
+                        .with(t + gap + down, Fault::Restart(other))
+                        .with(t + lasts.max(gap + down + 3_500), Fault::Restart(victim)),
+                    // A split with a restart on either side.
+                    1 => {
+                        let who = if rng.random_bool(0.5) { far } else { near };
+                        s.with(t, Fault::Partition(minority))
+                            .with(t + gap, Fault::Terminate(who))
+                            .with(t + gap + down, Fault::Restart(who))
+                            .with(t + gap + down + lasts, Fault::Heal)
+                    }
+                    // Carrier loss on a client NIC behind a one-way cut from that node.
+                    2 => {
+                        let (cut, carrier) = if rng.random_bool(0.5) {
+                            (t, t + gap)
+                        } else {
+                            (t + gap, t)
+                        };
+                        s.with(
+                            cut,
+                            Fault::CutOneWay {
+                                from: victim,
+                                to: other,
+                            },
+                        )
+                        .with(
+                            carrier,
+                            Fault::NicCarrier {
+                                node: victim,
+                                nic: 0,
+                                up: false,
+                            },
+                        )
+                        .with(t + gap + lasts, Fault::Heal)
+                        .with(
+                            t + gap + lasts + 2_000,
+                            Fault::NicCarrier {
+                                node: victim,
+                                nic: 0,
+                                up: true,
+                            },
+                        )
+                    }
+                    // A split; a majority-side Node deleted; a minority speaker restarts.
+                    3 => s
+                        .with(t, Fault::Partition(minority))
+                        .with(t + gap, Fault::DeleteNode(far))
+                        .with(t + gap + down, Fault::Crash(near))
+                        .with(t + gap + 2 * down, Fault::Restart(near))
+                        .with(t + gap + 2 * down + lasts, Fault::Heal)
+                        .with(t + gap + 2 * down + lasts + 1_000, Fault::RecreateNode(far)),
+                    // A split that cuts the majority off the API server too; the minority sees
+                    // a majority-side Node excluded.
+                    _ => {
+                        let until = gap + lasts + 1_000;
+                        let mut s = s.with(t, Fault::Partition(minority));
+                        for n in &majority {
+                            s = s.with(
+                                t,
+                                Fault::ApiOutage {
+                                    node: *n,
+                                    for_ms: until,
+                                },
+                            );
+                        }
+                        s.with(
+                            t + gap,
+                            Fault::ExcludeLabel {
+                                node: far,
+                                on: true,
+                            },
+                        )
+                        .with(t + until, Fault::Heal)
+                        .with(
+                            t + until + 1_000,
+                            Fault::ExcludeLabel {
+                                node: far,
+                                on: false,
+                            },
+                        )
+                    }
+                };
+            }
+            FaultClass::Combined => {}
             FaultClass::Carrier => {
                 s = s
                     .with(
@@ -337,6 +459,10 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
             }
         }
         t += lasts + rng.random_range(4_000..8_000);
+        if class == FaultClass::Combined {
+            // Its episodes last up to `lasts` + 5 s.
+            t += 5_000;
+        }
     }
     let settle = u64::try_from(t_converge(&s).as_millis()).unwrap_or(u64::MAX);
     s.end_ms = s.last_fault_ms() + settle + 1_000;

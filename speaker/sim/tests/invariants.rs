@@ -681,3 +681,176 @@ fn one_way_cuts_leave_no_ip_unanswered_beyond_the_failover_bound() {
         assert_violates(&s, &[]);
     }
 }
+
+// --- Attacks on the newest one-answerer rules (issue #32, session 22) -------------------------
+//
+// Each case below asserts the guarantee and fails today; it is ignored until its fault is fixed
+// (docs/speaker.md, "Guarantees by fault model", lists them as open).
+
+/// Three nodes, two NICs each (clients on NIC 0), a one-way cut `0 → 1` and carrier loss on
+/// node 0's client-facing NIC: `cut_ms` and `carrier_ms` say when, `heal_ms` ends the cut.
+fn carrier_behind_a_one_way_cut(
+    seed: u64,
+    nodes: usize,
+    cut_ms: u64,
+    carrier_ms: u64,
+    heal_ms: u64,
+) -> Scenario {
+    let mut s = Scenario {
+        end_ms: heal_ms + 20_000,
+        ..Scenario::quiet(seed, nodes, 8)
+    }
+    .with(cut_ms, Fault::CutOneWay { from: 0, to: 1 })
+    .with(
+        carrier_ms,
+        Fault::NicCarrier {
+            node: 0,
+            nic: 0,
+            up: false,
+        },
+    )
+    .with(heal_ms, Fault::Heal)
+    .with(
+        heal_ms + 5_000,
+        Fault::NicCarrier {
+            node: 0,
+            nic: 0,
+            up: true,
+        },
+    );
+    s.nics = 2;
+    s
+}
+
+/// G5.5's carrier report travels only on the direct path from its sender (`CarrierMsg`, sent
+/// to each member), while SWIM keeps that sender alive on every member through indirect
+/// probes. With the path `0 → 1` cut one way, node 1 still lists node 0 (node 2 relays its
+/// acks) but never gets the report that node 0's client NIC is down (or forgets the one it had
+/// after `CARRIER_MEMORY`, 10 s): node 1 plans node 0 as the owner of the IPs whose rendezvous
+/// owner over {0, 1, 2} is node 0, node 2 (which has the report) plans them on node 1, and
+/// node 0 itself does not answer on a link without carrier. Nobody answers those IPs for as
+/// long as the cut lasts: 3.3 s here (I-failover, T_fo = 0.8 s), 4.4 s from the report's
+/// expiry in the long cut, 3.3 s at 5 nodes. Either fault alone holds (the two-NIC and
+/// one-way classes).
+#[test]
+#[ignore = "issue #32: a carrier report behind a one-way cut leaves the dead NIC's IPs unanswered for the cut's length"]
+fn a_carrier_report_lost_behind_a_one_way_cut_leaves_no_ip_unanswered() {
+    // The cut first: node 1 never gets the report (3 nodes, then 5).
+    let never = carrier_behind_a_one_way_cut(1, 3, 5_000, 6_000, 8_500);
+    let at_five = carrier_behind_a_one_way_cut(1, 5, 5_000, 6_000, 8_500);
+    // The report first, then a cut longer than `CARRIER_MEMORY`: node 1 forgets it.
+    let forgotten = carrier_behind_a_one_way_cut(1, 3, 6_000, 5_000, 20_000);
+    for s in [never, at_five, forgotten] {
+        assert_violates(&s, &[]);
+    }
+}
+
+/// Five nodes; node 0's wall clock runs `skew_ms` off (inside the membership's 30 s replay
+/// window, outside the claim proof's 2 s allowance: the membership works, the yield to a peer's
+/// signed claim does not); the membership splits {0, 1} | {2, 3, 4} at 5 s and heals at 15 s.
+fn skewed_minority_split(seed: u64, skew_ms: i64) -> Scenario {
+    Scenario {
+        end_ms: 35_000,
+        ..Scenario::quiet(seed, 5, 8)
+    }
+    .with(
+        500,
+        Fault::ClockStep {
+            node: 0,
+            ms: skew_ms,
+        },
+    )
+    .with(5_000, Fault::Partition(vec![0, 1]))
+    .with(15_000, Fault::Heal)
+}
+
+/// G3 says the voter set must not shrink on one side of a partition only; a restart makes it.
+/// During the split {0, 1} | {2, 3, 4}, Node 4 is deleted (its speaker keeps running, as in the
+/// lab's A11 `delete` mode): nodes 2 and 3 keep node 4's vote (they hear it), and so does node 1
+/// (heard within the voter memory) — until node 0 restarts on the minority side. Its new memory
+/// is seeded from its API view (`Voters::seed`: Ready Nodes), which no longer has Node 4, so
+/// its voters are {0, 1, 2, 3}: node 1's lease grants and its own make 2 of 4 with the smallest
+/// name, a "majority". It converges (node 1's gossip lists 2, 3, 4, which node 1, cut off,
+/// never declared down; the converge timeout would do too), claims the IPs the rendezvous
+/// gives it and answers them next to the majority side's owners for the rest of the split. On a
+/// shared segment the authenticated yield masks it (the two sides take turns, 50 µs windows);
+/// with node 0's clock 5 s off, proofs go stale both ways and two nodes answer 4 IPs for 7.1 s
+/// (I-bounded, W = 300 ms). Without the restart, or without the deletion, or without the skew:
+/// no violation.
+#[test]
+#[ignore = "issue #32: a restart on the minority side after a Node deletion shrinks its voters: two answerers for the split"]
+fn a_restart_on_the_minority_side_after_a_node_deletion_claims_nothing() {
+    for skew_ms in [5_000, -5_000] {
+        let s = skewed_minority_split(1, skew_ms)
+            .with(6_000, Fault::DeleteNode(4))
+            .with(7_000, Fault::Crash(0))
+            .with(7_500, Fault::Restart(0));
+        assert_violates(&s, &[]);
+    }
+}
+
+/// The voter memory keeps a heard speaker's vote after its Node is deleted, but not after its
+/// Node stops being able to announce anything (`Voters::voters` filters the memory with
+/// `may_announce_anything`): an exclusion label (or an L2Advertisement edit) drops the vote at
+/// once, on each node when its own watch delivers it. Here the majority side {2, 3, 4} has lost
+/// the API server with the membership (a rack cut off from both), the minority {0, 1} keeps it
+/// and sees Node 4 labelled excluded at 6 s: its voters become {0, 1, 2, 3}, 2 of 4 with the
+/// smallest name, a "majority"; the other side still counts 3 of 5. Both sides claim: nodes 0
+/// and 1 declare the far side down (no longer cut off by their count) and take its IPs while
+/// nodes 2, 3 and 4 keep them, for the rest of the split (9.0 s, I-bounded) once the skew
+/// disables the yield; with synchronised clocks the yield makes them take turns. The guarantee
+/// table's bound for API skew (ℓ − W, for the IPs the change moves) does not cover it: every
+/// IP of the majority side is answered twice, for as long as the outage lasts.
+#[test]
+#[ignore = "issue #32: an exclusion seen by the minority side only drops a vote there: two answerers for the split"]
+fn an_exclusion_seen_by_the_minority_side_only_gives_it_no_majority() {
+    let mut s =
+        skewed_minority_split(1, 5_000).with(6_000, Fault::ExcludeLabel { node: 4, on: true });
+    for node in [2, 3, 4] {
+        s = s.with(
+            5_000,
+            Fault::ApiOutage {
+                node,
+                for_ms: 10_000,
+            },
+        );
+    }
+    assert_violates(&s, &[]);
+}
+
+/// Benign faults only: a speaker is down (crashed, not back) and, while it is, another one
+/// restarts — a DaemonSet roll-out, or an OOM kill, while one node's speaker is gone — or
+/// the cluster is split and a speaker on the majority side restarts. The restarted speaker's
+/// gate converges (F1) only once every voter has given two-way evidence or is at least listed
+/// by its membership (issue #32 G1's one-way rule), or after the converge timeout (3 s). A
+/// voter that is down, or across the split, is neither: it keeps its vote through the voter
+/// memory (5 min) and the others have declared it down, so no member lists it. The others plan
+/// IPs on the restarted speaker as soon as it is alive in their membership and drop them; it
+/// claims nothing until the timeout: its IPs are unanswered for 3.3 s at 5 and at 10 nodes
+/// (I-failover, T_fo = 1.0 s and 1.5 s), 3.8 s in the split. The sweep never combines the two
+/// faults (a process episode always restarts its victim before the next one).
+#[test]
+#[ignore = "issue #32: a restart while a voter is down or across a split waits the whole converge timeout with IPs planned on it"]
+fn a_restart_while_another_speaker_is_down_answers_within_the_failover_bound() {
+    let one_down = |nodes, ips| {
+        Scenario {
+            end_ms: 30_000,
+            ..Scenario::quiet(1, nodes, ips)
+        }
+        .with(5_000, Fault::Crash(nodes - 1))
+        .with(7_000, Fault::Terminate(3))
+        .with(7_500, Fault::Restart(3))
+    };
+    let split = Scenario {
+        end_ms: 35_000,
+        ..Scenario::quiet(1, 5, 8)
+    }
+    .with(5_000, Fault::Partition(vec![0, 1]))
+    .with(7_000, Fault::Crash(3))
+    .with(7_500, Fault::Restart(3))
+    .with(15_000, Fault::Heal);
+    for s in [one_down(5, 8), one_down(10, 40), split] {
+        assert!(s.is_benign(), "{}", s.literal());
+        assert_violates(&s, &[]);
+    }
+}

@@ -60,6 +60,7 @@ fn search(args: &[String]) {
     let classes: Vec<FaultClass> = FaultClass::ALL
         .into_iter()
         .filter(|c| only.is_empty() || c.label() == only)
+        .chain(FaultClass::EXTRA.into_iter().filter(|c| c.label() == only))
         .collect();
     let started = Instant::now();
     let cpu = std::sync::Mutex::new(Duration::ZERO);
@@ -146,7 +147,11 @@ fn shrink_one(args: &[String]) {
     let invariant: String = arg(args, "--invariant", "I-safe".to_string());
     let min = Duration::from_micros(arg(args, "--min-window-us", 0));
     let class: String = arg(args, "--class", "partition".to_string());
-    let Some(class) = FaultClass::ALL.into_iter().find(|c| c.label() == class) else {
+    let Some(class) = FaultClass::ALL
+        .into_iter()
+        .chain(FaultClass::EXTRA)
+        .find(|c| c.label() == class)
+    else {
         eprintln!("unknown class");
         std::process::exit(2);
     };
