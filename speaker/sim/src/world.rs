@@ -243,8 +243,8 @@ struct Node {
     membership: Option<MembershipCore>,
     inbox: Vec<(SocketAddr, Vec<u8>)>,
     last_alive: BTreeSet<String>,
-    /// The membership's releases when they last woke the core (issue #32 G5.8).
-    last_releases: BTreeMap<(String, IpAddr), Instant>,
+    /// The membership's handover replies when they last woke the core (issue #32 G5.8).
+    last_replies: BTreeMap<(String, IpAddr), ferrolb_l2::membership::lease::HandoverReply>,
     responder: Responder,
     /// The plan of the last step that made one (the gate was open).
     plan: Option<Arc<ferrolb_l2::plan::Plan>>,
@@ -412,7 +412,7 @@ impl World {
                 membership: None,
                 inbox: Vec::new(),
                 last_alive: BTreeSet::new(),
-                last_releases: BTreeMap::new(),
+                last_replies: BTreeMap::new(),
                 responder: Responder::new(i, &vec![true; s.nics.max(1)]),
                 plan: None,
                 seed,
@@ -975,7 +975,8 @@ impl World {
         let out = m.take_outgoing();
         let events = m.take_events();
         let alive = m.alive().clone();
-        let releases = (*m.releases() != node.last_releases).then(|| m.releases().clone());
+        let replies =
+            (*m.handover_replies() != node.last_replies).then(|| m.handover_replies().clone());
         for o in out {
             let Some(to) = (0..self.scenario.nodes).find(|j| addr(*j) == o.to) else {
                 continue;
@@ -1009,10 +1010,10 @@ impl World {
             let at = self.now + self.task_delay();
             self.push(at, Event::Wake(i, Wake::MembersChanged));
         }
-        if let Some(releases) = releases {
-            self.nodes[i].last_releases = releases;
+        if let Some(replies) = replies {
+            self.nodes[i].last_replies = replies;
             let at = self.now + self.task_delay();
-            self.push(at, Event::Wake(i, Wake::HandoverReleased));
+            self.push(at, Event::Wake(i, Wake::HandoverReply));
         }
         let me = name(i);
         for e in events {
@@ -1099,7 +1100,8 @@ impl World {
                 self_rejoins: m.counters().snapshot().self_rejoins,
                 evidence: m.evidence().clone(),
                 carriers: m.carrier_reports(),
-                releases: m.releases().clone(),
+                handover_replies: m.handover_replies().clone(),
+                agreeing: m.agreeing(),
             }),
             wall_secs,
             held_reported: BTreeSet::new(),

@@ -46,8 +46,8 @@ pub(super) struct Executor {
     membership: Option<Membership>,
     members: Option<watch::Receiver<BTreeSet<String>>>,
     member_events: Option<broadcast::Receiver<MembershipEvent>>,
-    /// The membership's releases (issue #32 G5.8): a change wakes the core.
-    releases: Option<watch::Receiver<crate::membership::Releases>>,
+    /// The holders' replies to our handover asks (issue #32 G5.8): a change wakes the core.
+    replies: Option<watch::Receiver<crate::membership::HandoverReplies>>,
     peer_macs: crate::peer_macs::PeerMacRefresh,
     reporting: Reporting,
     /// The live set the last observation showed.
@@ -182,7 +182,7 @@ impl Executor {
             membership: None,
             members: None,
             member_events: None,
-            releases: None,
+            replies: None,
             peer_macs: Default::default(),
             reporting,
             observed_alive: BTreeSet::new(),
@@ -219,7 +219,7 @@ impl Executor {
         );
         self.members = Some(m.members());
         self.member_events = Some(m.events());
-        self.releases = Some(m.releases());
+        self.replies = Some(m.handover_replies());
         self.membership = Some(m);
         self.set_quorum();
     }
@@ -259,7 +259,7 @@ impl Executor {
             }
         };
         let released = async {
-            match self.releases.as_mut() {
+            match self.replies.as_mut() {
                 Some(rx) => {
                     if rx.changed().await.is_err() {
                         std::future::pending::<()>().await;
@@ -273,7 +273,7 @@ impl Executor {
             _ = shutdown => None,
             _ = self.changed.notified() => Some(Wake::ViewChanged),
             _ = members_changed => Some(Wake::MembersChanged),
-            _ = released => Some(Wake::HandoverReleased),
+            _ = released => Some(Wake::HandoverReply),
             event = member_event => Some(Wake::MemberEvent {
                 restarted_peer: matches!(
                     &event,
@@ -313,8 +313,9 @@ impl Executor {
                 .unwrap_or_default(),
             self_rejoins: m.counters().self_rejoins,
             evidence: m.evidence().borrow().clone(),
-            releases: self
-                .releases
+            agreeing: m.agreeing().borrow().clone(),
+            handover_replies: self
+                .replies
                 .as_mut()
                 .map(|rx| rx.borrow_and_update().clone())
                 .unwrap_or_default(),
@@ -439,7 +440,7 @@ impl Executor {
         }
         self.members = None;
         self.member_events = None;
-        self.releases = None;
+        self.replies = None;
         self.set_quorum();
     }
 

@@ -139,11 +139,12 @@ pub struct Membership {
     voters: watch::Sender<BTreeSet<String>>,
     members: watch::Receiver<BTreeSet<String>>,
     evidence: watch::Receiver<BTreeMap<String, std::time::Instant>>,
+    agreeing: watch::Receiver<BTreeSet<String>>,
     refused: watch::Receiver<BTreeMap<String, Mismatch>>,
     carrier: watch::Sender<Option<LinkReport>>,
     carriers: watch::Receiver<Carriers>,
     handovers: watch::Sender<Handovers>,
-    releases: watch::Receiver<Releases>,
+    replies: watch::Receiver<HandoverReplies>,
     events: broadcast::Sender<MembershipEvent>,
     counters: Arc<Counters>,
     identity: SpeakerId,
@@ -201,11 +202,12 @@ impl Membership {
         let (voters, voters_rx) = watch::channel(BTreeSet::new());
         let (members_tx, members) = watch::channel(core.alive().clone());
         let (evidence_tx, evidence) = watch::channel(BTreeMap::new());
+        let (agreeing_tx, agreeing) = watch::channel(BTreeSet::new());
         let (refused_tx, refused) = watch::channel(BTreeMap::new());
         let (carrier, carrier_rx) = watch::channel(None);
         let (carriers_tx, carriers) = watch::channel(Carriers::new());
         let (handovers, handovers_rx) = watch::channel(Handovers::default());
-        let (releases_tx, releases) = watch::channel(Releases::new());
+        let (replies_tx, replies) = watch::channel(HandoverReplies::new());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             batch: RecvBatch::new(slot_len),
@@ -217,11 +219,12 @@ impl Membership {
             voters_rx,
             members_tx,
             evidence_tx,
+            agreeing_tx,
             refused_tx,
             carrier_rx,
             carriers_tx,
             handovers_rx,
-            releases_tx,
+            replies_tx,
             events: events.clone(),
         };
         tracing::info!(identity = ?identity, %local_addr, "membership: started");
@@ -232,11 +235,12 @@ impl Membership {
             voters,
             members,
             evidence,
+            agreeing,
             refused,
             carrier,
             carriers,
             handovers,
-            releases,
+            replies,
             events,
             counters,
             identity,
@@ -295,6 +299,12 @@ impl Membership {
         self.evidence.clone()
     }
 
+    /// Members whose latest grant listed exactly our members ([`MembershipCore::agreeing`]):
+    /// read at each step for the F1 gate; nobody is woken by it.
+    pub fn agreeing(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.agreeing.clone()
+    }
+
     /// Peers refused for a configuration mismatch, by node name (issue #32 G5.4,
     /// [`MembershipCore::refused`]): the executor reports them (Event, metric).
     pub fn refused(&self) -> watch::Receiver<BTreeMap<String, Mismatch>> {
@@ -339,9 +349,10 @@ impl Membership {
         });
     }
 
-    /// The releases heard ([`MembershipCore::releases`]); the executor wakes on a change.
-    pub fn releases(&self) -> watch::Receiver<Releases> {
-        self.releases.clone()
+    /// The holders' replies to our handover asks ([`MembershipCore::handover_replies`]); the
+    /// executor wakes on a change.
+    pub fn handover_replies(&self) -> watch::Receiver<HandoverReplies> {
+        self.replies.clone()
     }
 
     /// Subscribes to transition events from now on.
@@ -522,11 +533,12 @@ struct Driver {
     voters_rx: watch::Receiver<BTreeSet<String>>,
     members_tx: watch::Sender<BTreeSet<String>>,
     evidence_tx: watch::Sender<BTreeMap<String, std::time::Instant>>,
+    agreeing_tx: watch::Sender<BTreeSet<String>>,
     refused_tx: watch::Sender<BTreeMap<String, Mismatch>>,
     carrier_rx: watch::Receiver<Option<LinkReport>>,
     carriers_tx: watch::Sender<Carriers>,
     handovers_rx: watch::Receiver<Handovers>,
-    releases_tx: watch::Sender<Releases>,
+    replies_tx: watch::Sender<HandoverReplies>,
     events: broadcast::Sender<MembershipEvent>,
 }
 
@@ -537,9 +549,9 @@ struct Handovers {
     holding: BTreeSet<IpAddr>,
 }
 
-/// Per (previous holder, IP), the send instant of the lease request whose grant released it
-/// ([`MembershipCore::releases`]).
-pub type Releases = BTreeMap<(String, IpAddr), std::time::Instant>;
+/// Per (previous holder, IP), the holder's latest reply to our asks
+/// ([`MembershipCore::handover_replies`]).
+pub type HandoverReplies = BTreeMap<(String, IpAddr), ferrolb_l2::membership::lease::HandoverReply>;
 
 fn clock() -> Clock {
     Clock {
@@ -692,9 +704,10 @@ impl Driver {
             let _ = self.events.send(event);
         }
         publish(&self.evidence_tx, self.core.evidence());
+        publish(&self.agreeing_tx, &self.core.agreeing());
         publish(&self.refused_tx, &self.core.refused());
         publish(&self.carriers_tx, &self.core.carrier_reports());
-        publish(&self.releases_tx, self.core.releases());
+        publish(&self.replies_tx, self.core.handover_replies());
         publish(&self.members_tx, self.core.alive());
     }
 }

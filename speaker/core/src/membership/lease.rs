@@ -67,7 +67,95 @@ pub enum LeaseMsg {
         /// has let them go, so the requester may claim them at once instead of waiting out
         /// the stall threshold (issue #32 G5.8, API skew).
         released: Vec<IpAddr>,
+        /// [`member_list_digest`] of the members the granter lists alive when it grants
+        /// (itself included); `None` from speakers before it. A restarted speaker whose own
+        /// list matches a majority's needs not wait for the voters they all left out (issue
+        /// #32 F1: a voter that is down).
+        members: Option<u64>,
     },
+}
+
+/// A holder's answer to one ask ([`LeaseMsg::Request::asks`]), as the asker records it
+/// ([`super::MembershipCore::handover_replies`], issue #32 G5.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandoverReply {
+    /// When the request this grant answered was sent (the grant came after).
+    pub sent: Instant,
+    /// `true`: the holder neither answered for the IP nor held it back when it granted.
+    /// `false`: it still did.
+    pub released: bool,
+}
+
+/// A digest of a member list (node names): SipHash-1-3 with fixed keys over the sorted names,
+/// each followed by a 0 byte. Two speakers that list the same names get the same digest on any
+/// platform; different lists collide with probability 2^-64.
+pub fn member_list_digest<'a>(names: impl IntoIterator<Item = &'a String>) -> u64 {
+    use std::hash::Hasher;
+    let mut sorted: Vec<&String> = names.into_iter().collect();
+    sorted.sort();
+    sorted.dedup();
+    let mut h =
+        siphasher::sip::SipHasher13::new_with_keys(0x6665_7272_6f6c_62, 0x6d65_6d62_6572_73);
+    for n in sorted {
+        h.write(n.as_bytes());
+        h.write_u8(0);
+    }
+    h.finish()
+}
+
+impl LeaseMsg {
+    /// Decodes a lease body. Speakers before the handover fields (protocol 2 and early 3)
+    /// encode `Request`/`Grant` without `asks`/`released`/`members`; such a body decodes with
+    /// them empty,
+    /// so a mixed roll-out keeps its leases. (Older speakers read ours too: postcard ignores the
+    /// trailing field.)
+    ///
+    /// # Errors
+    ///
+    /// The postcard error of the current layout when neither layout decodes.
+    pub fn decode(body: &[u8]) -> Result<Self, postcard::Error> {
+        postcard::from_bytes::<Self>(body).or_else(|error| {
+            postcard::from_bytes::<LegacyLeaseMsg>(body)
+                .map(Self::from)
+                .map_err(|_| error)
+        })
+    }
+}
+
+/// [`LeaseMsg`] as speakers before issue #32 G5.8 encode it (same variants, no handover
+/// fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum LegacyLeaseMsg {
+    Request {
+        src: SpeakerId,
+        dst: SpeakerId,
+        seq: u64,
+    },
+    Grant {
+        src: SpeakerId,
+        dst: SpeakerId,
+        seq: u64,
+    },
+}
+
+impl From<LegacyLeaseMsg> for LeaseMsg {
+    fn from(m: LegacyLeaseMsg) -> Self {
+        match m {
+            LegacyLeaseMsg::Request { src, dst, seq } => Self::Request {
+                src,
+                dst,
+                seq,
+                asks: Vec::new(),
+            },
+            LegacyLeaseMsg::Grant { src, dst, seq } => Self::Grant {
+                src,
+                dst,
+                seq,
+                released: Vec::new(),
+                members: None,
+            },
+        }
+    }
 }
 
 /// Most IPs one lease request asks about: keeps a request far below the membership's packet
@@ -183,5 +271,45 @@ mod tests {
         assert!(!e.grant("c", s0, lease), "forgotten round");
         e.reset();
         assert!(!e.valid_at("b", t0));
+    }
+
+    /// A mixed roll-out: lease bodies of speakers before the handover fields decode with them
+    /// empty, and theirs read ours (postcard ignores the trailing field).
+    #[test]
+    fn lease_bodies_without_the_handover_fields_still_decode() {
+        let id = |n: &str, last: u8| {
+            SpeakerId::with_generation(n, std::net::SocketAddr::from(([192, 0, 2, last], 7947)), 1)
+                .unwrap()
+        };
+        let (a, b) = (id("node-a", 1), id("node-b", 2));
+        let old = LegacyLeaseMsg::Grant {
+            src: a.clone(),
+            dst: b.clone(),
+            seq: 7,
+        };
+        let body = postcard::to_allocvec(&old).unwrap();
+        assert_eq!(
+            LeaseMsg::decode(&body).unwrap(),
+            LeaseMsg::Grant {
+                src: a.clone(),
+                dst: b.clone(),
+                seq: 7,
+                released: Vec::new(),
+                members: None,
+            }
+        );
+        let new = LeaseMsg::Request {
+            src: a,
+            dst: b,
+            seq: 9,
+            asks: vec![IpAddr::from([198, 51, 100, 1])],
+        };
+        let body = postcard::to_allocvec(&new).unwrap();
+        assert_eq!(LeaseMsg::decode(&body).unwrap(), new);
+        let LegacyLeaseMsg::Request { seq, .. } = postcard::from_bytes(&body).unwrap() else {
+            panic!("a request stays a request for an older speaker");
+        };
+        assert_eq!(seq, 9);
+        assert!(LeaseMsg::decode(&[0xff; 3]).is_err());
     }
 }

@@ -33,7 +33,7 @@ use super::hello::{
 };
 use super::identity::{MAX_NODE_NAME_LEN, SpeakerId};
 use super::key::KeyRing;
-use super::lease::{Evidence, KIND_LEASE, KIND_SWIM, LeaseMsg};
+use super::lease::{Evidence, HandoverReply, KIND_LEASE, KIND_SWIM, LeaseMsg};
 use super::replay::{ReplayError, ReplayGuard};
 use super::timers::TimerQueue;
 
@@ -199,8 +199,11 @@ pub struct MembershipCore {
     asks: BTreeMap<String, Vec<IpAddr>>,
     /// The IPs this speaker answers for now ([`Self::set_handovers`]).
     holding: BTreeSet<IpAddr>,
-    /// Releases heard ([`Self::releases`]).
-    releases: BTreeMap<(String, IpAddr), Instant>,
+    /// The holders' latest replies to our asks ([`Self::handover_replies`]).
+    replies: BTreeMap<(String, IpAddr), HandoverReply>,
+    /// Per granter's node name, the member-list digest its latest grant carried
+    /// ([`Self::agreeing`]).
+    list_digests: BTreeMap<String, u64>,
 }
 
 impl MembershipCore {
@@ -304,7 +307,8 @@ impl MembershipCore {
             carrier: CarrierBook::default(),
             asks: BTreeMap::new(),
             holding: BTreeSet::new(),
-            releases: BTreeMap::new(),
+            replies: BTreeMap::new(),
+            list_digests: BTreeMap::new(),
             config,
         })
     }
@@ -377,7 +381,7 @@ impl MembershipCore {
         asks: BTreeMap<String, BTreeSet<IpAddr>>,
         holding: BTreeSet<IpAddr>,
     ) {
-        self.releases
+        self.replies
             .retain(|(holder, ip), _| asks.get(holder).is_some_and(|ips| ips.contains(ip)));
         self.asks = asks
             .into_iter()
@@ -389,12 +393,29 @@ impl MembershipCore {
         self.holding = holding;
     }
 
-    /// Releases heard (issue #32 G5.8): per (holder name, IP) asked about, the send instant of
-    /// the latest lease request whose grant said the holder no longer answered for the IP. The
-    /// grant was sent after that instant, so the holder had let the IP go at some moment after
-    /// it: a handover that began before it may claim at once.
-    pub fn releases(&self) -> &BTreeMap<(String, IpAddr), Instant> {
-        &self.releases
+    /// The holders' replies (issue #32 G5.8): per (holder name, IP) asked about, the latest
+    /// grant's answer — released, or still answered for (or held back) there — with the send
+    /// instant of the request it answered. The grant was sent after that instant, so a release
+    /// says the holder had let the IP go at some moment after it.
+    pub fn handover_replies(&self) -> &BTreeMap<(String, IpAddr), HandoverReply> {
+        &self.replies
+    }
+
+    /// Members whose latest lease grant said they list exactly the members this speaker lists
+    /// alive now ([`Self::alive`]; [`super::lease::member_list_digest`]). A voter that a
+    /// majority of the voters agreeing with us leaves out is one they have declared down or
+    /// never heard of: a restarted speaker's gate need not wait for it (issue #32 F1). Pair it
+    /// with the lease evidence: only a grant within the lease says anything about now.
+    pub fn agreeing(&self) -> BTreeSet<String> {
+        if self.left {
+            return BTreeSet::new();
+        }
+        let ours = super::lease::member_list_digest(&self.alive);
+        self.list_digests
+            .iter()
+            .filter(|(_, d)| **d == ours)
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// Peers whose configuration disagrees with ours (issue #32 G5.4, [`super::hello`]), by node
@@ -818,6 +839,7 @@ impl MembershipCore {
         }
         self.left = true;
         self.evidence.reset();
+        self.list_digests.clear();
         self.process(now);
     }
 
@@ -888,6 +910,7 @@ impl MembershipCore {
                     OwnedNotification::Rejoin(id) => {
                         // Grants were addressed to the old identity: they count no more.
                         self.evidence.reset();
+                        self.list_digests.clear();
                         // Every member hears our new identity's hello now (G5.4).
                         self.greeted.clear();
                         tracing::warn!(identity = ?id, "membership: we were declared down; rejoined with a new generation");
@@ -1112,7 +1135,7 @@ impl MembershipCore {
     /// when addressed to our current identity by an active member. No replay check is needed
     /// (the module docs say why) and no sender budget is spent: nothing here reaches foca.
     fn handle_lease(&mut self, body: &[u8], now: Clock) -> Result<(), DropReason> {
-        let msg: LeaseMsg = postcard::from_bytes(body).map_err(|_| DropReason::Rejected)?;
+        let msg = LeaseMsg::decode(body).map_err(|_| DropReason::Rejected)?;
         let me = self.identity().clone();
         let active = |id: &SpeakerId| self.foca.iter_members().any(|m| m.id() == id);
         match msg {
@@ -1129,16 +1152,23 @@ impl MembershipCore {
                     return Err(DropReason::Rejected);
                 }
                 let to = src.addr;
+                // Released: neither answered for nor held back here (a gain of ours waiting
+                // for its own holder counts as held, so two speakers whose views each give them
+                // the IP never release it to each other).
                 let released = asks
                     .into_iter()
                     .take(super::lease::MAX_ASKS)
-                    .filter(|ip| !self.holding.contains(ip))
+                    .filter(|ip| {
+                        !self.holding.contains(ip)
+                            && !self.asks.values().any(|ips| ips.contains(ip))
+                    })
                     .collect();
                 let grant = LeaseMsg::Grant {
                     src: me,
                     dst: src,
                     seq,
                     released,
+                    members: Some(super::lease::member_list_digest(&self.alive)),
                 };
                 if let Ok(body) = postcard::to_allocvec(&grant) {
                     self.send_sealed(KIND_LEASE, &body, to, now);
@@ -1150,6 +1180,7 @@ impl MembershipCore {
                 dst,
                 seq,
                 released,
+                members,
             } => {
                 if dst != me {
                     return Err(DropReason::Misdirected);
@@ -1159,12 +1190,26 @@ impl MembershipCore {
                 }
                 self.evidence.grant(&src.name, seq, self.config.lease());
                 if let Some(sent) = self.evidence.round_sent(seq) {
-                    let asked = self.asks.get(&src.name);
-                    for ip in released {
-                        // Only what we asked that holder about: nothing else can be recorded.
-                        if asked.is_some_and(|ips| ips.contains(&ip)) {
-                            let at = self.releases.entry((src.name.clone(), ip)).or_insert(sent);
-                            *at = (*at).max(sent);
+                    match members {
+                        Some(d) => self.list_digests.insert(src.name.clone(), d),
+                        None => self.list_digests.remove(&src.name),
+                    };
+                    // Only what we ask that holder about is recorded; a grant without the
+                    // member digest comes from a speaker before G5.8 and says nothing about
+                    // the asks (its empty list is no "still holding").
+                    if members.is_some()
+                        && let Some(asked) = self.asks.get(&src.name)
+                    {
+                        for ip in asked {
+                            let reply = HandoverReply {
+                                sent,
+                                released: released.contains(ip),
+                            };
+                            let latest =
+                                self.replies.entry((src.name.clone(), *ip)).or_insert(reply);
+                            if latest.sent <= sent {
+                                *latest = reply;
+                            }
                         }
                     }
                 }
@@ -1352,47 +1397,81 @@ mod tests {
     }
 
     /// G5.8: a lease request asks the previous holder about the IPs held back for it; its
-    /// grant releases exactly those asked IPs it does not hold, recorded at the round's send
-    /// instant (never later than the holder let go). An IP it holds, or one nobody asked
-    /// about, is never released; a release is forgotten once the IP is no longer asked.
+    /// grant says of each whether it still answers for it (or holds it back itself), recorded
+    /// with the round's send instant (never later than the holder's answer). Nothing is recorded
+    /// about IPs nobody asked; replies are forgotten once the IP is no longer asked. Two
+    /// speakers that each hold an IP back for the other never release it to each other.
     #[test]
-    fn a_grant_releases_only_asked_ips_the_holder_does_not_hold() {
+    fn a_grant_releases_only_asked_ips_the_holder_neither_holds_nor_waits_for() {
         let t0 = Instant::now();
         let c = MembershipConfig::default();
         let mut nodes = vec![core_with(1, c.clone(), &ring()), core_with(2, c, &ring())];
         joined(&mut nodes, t0, 2000);
         let ip = |last: u8| IpAddr::from([198, 51, 100, last]);
+        let key = |n: &str, last: u8| (n.to_string(), ip(last));
         let asked: BTreeSet<IpAddr> = [ip(1), ip(2)].into();
-        nodes[0].set_handovers(
-            [("node-2".to_string(), asked.clone())].into(),
-            BTreeSet::new(),
-        );
+        nodes[0].set_handovers([("node-2".to_string(), asked)].into(), BTreeSet::new());
         // node-2 answers for .2 (and .3, never asked about); not for .1.
         nodes[1].set_handovers(BTreeMap::new(), [ip(2), ip(3)].into());
         mesh(&mut nodes, t0, 2000, 500, |_, _| false);
-        let releases = nodes[0].releases().clone();
-        let keys: Vec<_> = releases.keys().cloned().collect();
-        assert_eq!(keys, vec![("node-2".to_string(), ip(1))], "{releases:?}");
-        let at = releases[&("node-2".to_string(), ip(1))];
+        let replies = nodes[0].handover_replies().clone();
+        let keys: Vec<_> = replies.keys().cloned().collect();
+        assert_eq!(
+            keys,
+            vec![key("node-2", 1), key("node-2", 2)],
+            "{replies:?}"
+        );
+        assert!(replies[&key("node-2", 1)].released);
+        assert!(!replies[&key("node-2", 2)].released, "still answered there");
+        let at = replies[&key("node-2", 1)].sent;
         assert!(at <= t0 + Duration::from_millis(2500), "{at:?}");
-        // node-2 lets .2 go as well: released at a later round.
+        // node-2 lets .2 go: released at a later round.
         nodes[1].set_handovers(BTreeMap::new(), [ip(3)].into());
         mesh(&mut nodes, t0, 2500, 500, |_, _| false);
-        assert!(
-            nodes[0]
-                .releases()
-                .contains_key(&("node-2".to_string(), ip(2)))
+        assert!(nodes[0].handover_replies()[&key("node-2", 2)].released);
+        assert!(nodes[0].handover_replies()[&key("node-2", 1)].sent > at);
+        // node-2 now holds .2 back itself, waiting for node-1: not released.
+        nodes[1].set_handovers(
+            [("node-1".to_string(), [ip(2)].into())].into(),
+            BTreeSet::new(),
         );
-        assert!(nodes[0].releases()[&("node-2".to_string(), ip(1))] > at);
+        mesh(&mut nodes, t0, 3000, 500, |_, _| false);
+        assert!(!nodes[0].handover_replies()[&key("node-2", 2)].released);
+        assert!(!nodes[1].handover_replies()[&key("node-1", 2)].released);
         // Nothing asked any more: nothing remembered.
         nodes[0].set_handovers(BTreeMap::new(), BTreeSet::new());
-        assert!(nodes[0].releases().is_empty());
-        // node-1 never asked node-2 about .3; a grant naming it would change nothing.
-        assert!(
-            !nodes[1]
-                .releases()
-                .contains_key(&("node-1".to_string(), ip(3)))
-        );
+        assert!(nodes[0].handover_replies().is_empty());
+        assert!(!nodes[1].handover_replies().contains_key(&key("node-1", 3)));
+    }
+
+    /// Issue #32 F1 with a voter down: each grant carries the granter's member-list digest;
+    /// members listing what we list are `agreeing`; after a leave nobody is.
+    #[test]
+    fn grants_say_whose_member_list_agrees_with_ours() {
+        let t0 = Instant::now();
+        let config = MembershipConfig::default();
+        let mut nodes: Vec<MembershipCore> = (1..=3)
+            .map(|i| core(i, config.clone(), u64::from(i)))
+            .collect();
+        let addrs: Vec<SocketAddr> = (1..=3).map(|i| addr(i, 7947)).collect();
+        for n in nodes.iter_mut() {
+            n.set_peers(addrs.iter().copied(), clock(t0, 0));
+        }
+        mesh(&mut nodes, t0, 0, 2000, |_, _| false);
+        let others = |me: &str| -> BTreeSet<String> {
+            ["node-1", "node-2", "node-3"]
+                .into_iter()
+                .filter(|n| *n != me)
+                .map(String::from)
+                .collect()
+        };
+        for n in &nodes {
+            assert_eq!(n.agreeing(), others(&n.identity().name));
+        }
+        // node-1 left: node-2 and node-3 list two members once they know, node-1's old
+        // digests say nothing any more.
+        nodes[0].leave(clock(t0, 5000));
+        assert!(nodes[0].agreeing().is_empty());
     }
 
     fn core_with(last: u8, config: MembershipConfig, keys: &KeyRing) -> MembershipCore {

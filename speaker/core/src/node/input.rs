@@ -21,9 +21,9 @@ pub enum Wake {
         /// Another node came up or restarted with a new generation.
         restarted_peer: bool,
     },
-    /// A previous holder said it let go of an IP this node holds back
-    /// ([`MembershipObservation::releases`]).
-    HandoverReleased,
+    /// A previous holder replied about an IP this node holds back
+    /// ([`MembershipObservation::handover_replies`]).
+    HandoverReply,
 }
 
 impl Wake {
@@ -48,11 +48,16 @@ pub struct MembershipObservation {
     /// evidence count toward convergence and the majority, and the lease ends with the evidence
     /// of a majority of the voters ([`crate::claim::quorum_until`]).
     pub evidence: BTreeMap<String, Instant>,
-    /// Releases (issue #32 G5.8): per (previous holder's node name, IP) this node holds back,
-    /// the send instant of the latest lease request whose grant said that holder no longer
-    /// answered for the IP ([`crate::membership::MembershipCore::releases`]). A gain held back
-    /// since at most that instant is claimed at once.
-    pub releases: BTreeMap<(String, std::net::IpAddr), Instant>,
+    /// Handover replies (issue #32 G5.8): per (previous holder's node name, IP) this node holds
+    /// back, the holder's latest answer
+    /// ([`crate::membership::MembershipCore::handover_replies`]): released (claim at once) or
+    /// still answered for there (keep waiting, up to [`super::HANDOVER_HOLD_MAX`]).
+    pub handover_replies: BTreeMap<(String, IpAddr), crate::membership::lease::HandoverReply>,
+    /// Members whose latest lease grant listed exactly the members in `alive`
+    /// ([`crate::membership::MembershipCore::agreeing`]): when those with evidence and this
+    /// node make a majority of the voters, a voter none of them lists counts as heard of for
+    /// convergence (F1; issue #32: a restart while another speaker is down).
+    pub agreeing: BTreeSet<String>,
     /// The members' carrier reports, by node name: the listed identities' latest
     /// ([`crate::membership::MembershipCore::carrier_reports`], issue #32 G5.5). A member
     /// without one is judged as before G5.5 ([`crate::carrier`]).

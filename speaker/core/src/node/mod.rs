@@ -45,6 +45,7 @@ use crate::carrier::{CarrierHold, Carriers, LinkReport};
 use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
 use crate::eligibility::Interfaces;
 use crate::fresh::FreshIps;
+use crate::membership::lease::HandoverReply;
 use crate::plan::plan_with_carrier;
 
 /// The plan over `alive` without this node's overall carrier, with the members' carrier
@@ -101,26 +102,56 @@ pub struct CoreCounters {
     pub stalls: u64,
 }
 
+/// Longest wait for a previous holder that keeps saying it still answers for an IP (issue #32
+/// G5.8): its watch may lag ours, or ours theirs; past this the gain is claimed anyway (two
+/// answerers until the later watch delivers). Three seconds, the converge timeout: longer than
+/// the watch lags the simulator and the lab see (under 500 ms), short enough that a holder whose
+/// watch is stuck (an API outage on its node) is not followed for long.
+pub const HANDOVER_HOLD_MAX: Duration = Duration::from_secs(3);
+
 /// A gain held back until its previous holder has stopped ([`SpeakerCore::hold_handovers`]).
 #[derive(Clone, Debug)]
 struct Handover {
     /// The node that held the IP under the previous plan.
     holder: String,
-    /// When it is claimed anyway: the gain plus the stall threshold.
+    /// When it is claimed unless the holder says otherwise ([`Self::refresh`]).
     due: Instant,
     /// When the gain was held back.
     since: Instant,
 }
 
 impl Handover {
-    /// Whether the holder has said, in a grant to a lease request sent since the gain was held
-    /// back, that it no longer answers for `ip` (issue #32 G5.8).
+    /// The holder's latest reply about `ip` to a lease request sent since the gain was held
+    /// back (issue #32 G5.8), if any.
+    fn reply(
+        &self,
+        ip: &IpAddr,
+        membership: &Option<MembershipObservation>,
+    ) -> Option<HandoverReply> {
+        let m = membership.as_ref()?;
+        let r = m.handover_replies.get(&(self.holder.clone(), *ip))?;
+        (r.sent >= self.since).then_some(*r)
+    }
+
+    /// Whether the holder has said it no longer answers for (nor holds back) `ip`.
     fn released(&self, ip: &IpAddr, membership: &Option<MembershipObservation>) -> bool {
-        membership.as_ref().is_some_and(|m| {
-            m.releases
-                .get(&(self.holder.clone(), *ip))
-                .is_some_and(|sent| *sent >= self.since)
-        })
+        self.reply(ip, membership).is_some_and(|r| r.released)
+    }
+
+    /// Moves `due` by what the holder said: one stall threshold after the holder last said it
+    /// still answers for `ip` (while it says so, its view differs from ours and it is the only
+    /// answerer: wait for it), never beyond [`HANDOVER_HOLD_MAX`] after the gain. A holder that
+    /// says nothing (grants lost, a speaker before G5.8) is waited for one stall threshold, as
+    /// before.
+    fn refresh(&mut self, ip: &IpAddr, membership: &Option<MembershipObservation>, w: Duration) {
+        if let Some(r) = self.reply(ip, membership).filter(|r| !r.released) {
+            let cap = self
+                .since
+                .checked_add(HANDOVER_HOLD_MAX)
+                .unwrap_or(self.since);
+            let held = r.sent.checked_add(w).unwrap_or(r.sent);
+            self.due = self.due.max(held.min(cap));
+        }
     }
 }
 
@@ -349,7 +380,27 @@ impl SpeakerCore {
             self.last_voters = expected.clone();
             self.outputs.push_back(Output::SetVoters(expected.clone()));
         }
-        let tick = self.gate.tick_listing(now, &evidenced, &alive, &expected);
+        // F1 with a voter down: the members with evidence that list exactly what we list,
+        // with us, are a majority of the voters: a voter none of them lists is down (or never
+        // was) for all of them, and they plan nothing on it. It counts as heard of.
+        let agreed: BTreeSet<String> = obs
+            .membership
+            .as_ref()
+            .filter(|_| self.in_membership)
+            .map(|m| {
+                m.agreeing
+                    .intersection(&evidenced)
+                    .cloned()
+                    .chain(std::iter::once(self.config.me.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let listed = if expected.len() >= 3 && crate::claim::has_quorum(&agreed, &expected) {
+            alive.union(&expected).cloned().collect()
+        } else {
+            alive.clone()
+        };
+        let tick = self.gate.tick_listing(now, &evidenced, &listed, &expected);
         if let Some(gap) = tick.stalled {
             // F4: we were not running for longer than the others need to take our IPs. Stop
             // answering now, and stay out of the membership for the resync: the others may not
@@ -367,6 +418,10 @@ impl SpeakerCore {
         }
         self.ever_converged |= !matches!(tick.standing, Standing::Converging { .. });
         self.standing = tick.standing;
+        let w = self.config.claim.stall_threshold;
+        for (ip, h) in self.handovers.iter_mut() {
+            h.refresh(ip, &obs.membership, w);
+        }
         let handover_due = self
             .handovers
             .iter()

@@ -63,7 +63,8 @@ fn obs(wake: Wake, alive: &[&str], rejoins: u64) -> Observation {
                 .map(|n| (n.to_string(), far_future()))
                 .collect(),
             carriers: Carriers::new(),
-            releases: BTreeMap::new(),
+            handover_replies: BTreeMap::new(),
+            agreeing: BTreeSet::new(),
         }),
         wall_secs: 1_800_000_000,
         held_reported: BTreeSet::new(),
@@ -119,6 +120,42 @@ fn converged_drained() -> (Instant, SpeakerCore) {
     let mut core = converged(t0);
     drain(&mut core);
     (t0, core)
+}
+
+/// F1 with a voter down (issue #32, found by attacking G1): five voters, `node-e` down (its
+/// vote kept); a restarted `node-a` hears the other three with two-way evidence. It converges
+/// at once when those whose grants list exactly its own members make, with it, a majority of
+/// the voters (none of them lists `node-e`); with fewer agreeing, or none, it waits, as before,
+/// for the converge timeout.
+#[test]
+fn a_restart_with_a_voter_down_converges_once_a_majority_lists_the_same_members() {
+    let five = ["node-a", "node-b", "node-c", "node-d", "node-e"];
+    let up = &five[..4];
+    for (agreeing, converges) in [
+        (&["node-b", "node-c", "node-d"][..], true),
+        (&["node-b", "node-c"][..], true),
+        (&["node-b"][..], false),
+        (&[][..], false),
+    ] {
+        let t0 = Instant::now();
+        let mut core = SpeakerCore::new(NodeConfig::new("node-a", settings()), t0);
+        core.set_view(view(&five));
+        let mut t = t0;
+        for _ in 0..5 {
+            t += Duration::from_millis(100);
+            let mut o = obs(Wake::Tick, up, 0);
+            if let Some(m) = o.membership.as_mut() {
+                m.agreeing = names(agreeing);
+            }
+            core.step(t, o);
+        }
+        assert_eq!(
+            core.standing().may_claim(),
+            converges,
+            "agreeing {agreeing:?}: {:?}",
+            core.standing()
+        );
+    }
 }
 
 #[test]
@@ -704,6 +741,64 @@ fn a_gain_from_the_api_view_waits_for_a_live_holder() {
     assert_eq!(owner_core.owned(), &BTreeMap::new(), "released at once");
 }
 
+/// An observation carrying `holder`'s reply about `ip` to a request sent at `sent`.
+fn replied(holder: &str, ip: IpAddr, sent: Instant, released: bool) -> Observation {
+    let mut o = obs(Wake::HandoverReply, &NODES, 0);
+    if let Some(m) = o.membership.as_mut() {
+        m.handover_replies = [(
+            (holder.to_string(), ip),
+            crate::membership::lease::HandoverReply { sent, released },
+        )]
+        .into();
+    }
+    o
+}
+
+/// Issue #32 G5.8: while the holder keeps saying it still answers for the IP (its view gives
+/// it the IP: one of the two watches lags), the gain keeps waiting — one answerer, not two —
+/// until the holder lets go or [`HANDOVER_HOLD_MAX`] after the gain; a holder that stops
+/// replying is waited for one stall threshold after its last reply.
+#[test]
+fn a_holder_that_still_answers_is_waited_for_up_to_the_hold_max() {
+    let (ip, holder, ms) = (
+        IP.parse::<IpAddr>().unwrap(),
+        owner(&NODES),
+        Duration::from_millis,
+    );
+    let (mut core, mut t) = api_gain(&holder);
+    let gained_at = t;
+    // The holder says "still mine" every 50 ms: held past W, up to the cap.
+    while t < gained_at + HANDOVER_HOLD_MAX - ms(100) {
+        t += ms(50);
+        core.step(t, replied(&holder, ip, t - ms(1), false));
+        assert!(
+            !core.owned().contains_key(&ip),
+            "held at {:?}",
+            t - gained_at
+        );
+    }
+    while t < gained_at + HANDOVER_HOLD_MAX + ms(50) {
+        t += ms(50);
+        core.step(t, replied(&holder, ip, t - ms(1), false));
+    }
+    assert!(core.owned().contains_key(&ip), "claimed at the cap");
+
+    // The holder goes quiet after one reply: claimed one stall threshold after it.
+    let (mut core, mut t) = api_gain(&holder);
+    let said = t + ms(100);
+    t = said;
+    core.step(t, replied(&holder, ip, said, false));
+    t += ms(250);
+    core.step(t, replied(&holder, ip, said, false));
+    assert!(
+        !core.owned().contains_key(&ip),
+        "within W of the last reply"
+    );
+    t += ms(100);
+    core.step(t, replied(&holder, ip, said, false));
+    assert!(core.owned().contains_key(&ip), "W after the last reply");
+}
+
 /// Issue #32 G5.8: the held-back gain asks the holder (an `Output::SetHandovers` naming it) and
 /// is claimed in the step that sees the holder's release, well before the stall threshold; a
 /// release from a request sent before the gain was held back, or about another IP, changes
@@ -728,13 +823,7 @@ fn a_released_handover_is_claimed_at_once() {
         Some([(holder.clone(), [ip].into())].into()),
         "{outs:?}"
     );
-    let with_release = |sent: Instant, about: IpAddr| {
-        let mut o = obs(Wake::HandoverReleased, &NODES, 0);
-        if let Some(m) = o.membership.as_mut() {
-            m.releases = [((holder.clone(), about), sent)].into();
-        }
-        o
-    };
+    let with_release = |sent: Instant, about: IpAddr| replied(&holder, about, sent, true);
     // Stale or about another IP: still held back.
     t += ms(10);
     core.step(t, with_release(gained_at - ms(1), ip));
