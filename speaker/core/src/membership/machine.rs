@@ -2102,6 +2102,89 @@ mod tests {
         );
     }
 
+    /// Issue #27 item 3, the lease messages' handover fields (issue #32 G5.8): a key holder at
+    /// another member's address (node-3) cannot release, in node-2's name, an IP node-2 still answers for (node-1
+    /// would claim it at once: two answerers), nor ask node-1 in node-2's name which of its IPs
+    /// it has let go. Both are dropped as `wrong_source`, with nothing recorded and nothing
+    /// sent; the same grant from node-2's own address is recorded, so the source check alone
+    /// stops it.
+    #[test]
+    fn a_key_holder_cannot_release_or_ask_in_another_members_name() {
+        let t0 = Instant::now();
+        let c = MembershipConfig::default();
+        let mut nodes: Vec<_> = (1..=3).map(|i| core_with(i, c.clone(), &ring())).collect();
+        joined(&mut nodes, t0, 2000);
+        let ip = IpAddr::from([198, 51, 100, 1]);
+        // node-1 waits to claim .1 from node-2, which still answers for it.
+        nodes[0].set_handovers(
+            [("node-2".to_string(), BTreeSet::from([ip]))].into(),
+            BTreeSet::new(),
+        );
+        nodes[1].set_handovers(BTreeMap::new(), BTreeSet::from([ip]));
+        mesh(&mut nodes, t0, 2000, 500, |_, _| false);
+        assert!(nodes[0].releases().is_empty(), "{:?}", nodes[0].releases());
+        // node-1's next lease request to node-2: a forged grant answers its round.
+        let opener = Opener::new(&ring());
+        let mut round = None;
+        for t in 2500..5000 {
+            nodes[0].handle_timers(clock(t0, t));
+            for out in nodes[0].take_outgoing() {
+                let opened = opener.open(&out.datagram).unwrap();
+                if let Some((&KIND_LEASE, body)) = opened.payload.split_first()
+                    && let Ok(LeaseMsg::Request { dst, seq, asks, .. }) = postcard::from_bytes(body)
+                    && dst.name == "node-2"
+                {
+                    assert_eq!(asks, vec![ip]);
+                    round = Some((seq, t));
+                }
+            }
+            if round.is_some() {
+                break;
+            }
+        }
+        let (seq, t) = round.expect("node-1 sends node-2 a lease request");
+        let now = clock(t0, t);
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut seal = |msg: &LeaseMsg| {
+            let mut plain = vec![KIND_LEASE];
+            plain.extend(postcard::to_allocvec(msg).unwrap());
+            Sealer::new(ring().primary())
+                .seal(&plain, now.wall_ms, &mut rng)
+                .unwrap()
+        };
+        let (me, node_2) = (nodes[0].identity().clone(), nodes[1].identity().clone());
+        let grant = seal(&LeaseMsg::Grant {
+            src: node_2.clone(),
+            dst: me.clone(),
+            seq,
+            released: vec![ip],
+        });
+        let request = seal(&LeaseMsg::Request {
+            src: node_2.clone(),
+            dst: me,
+            seq: 0,
+            asks: vec![ip],
+        });
+        // node-3, a member holding the key, sends them from its own address.
+        let attacker = nodes[2].identity().addr;
+        for forged in [&grant, &request] {
+            assert_eq!(
+                nodes[0].handle_datagram(forged, attacker, now),
+                Err(DropReason::WrongSource)
+            );
+        }
+        assert!(nodes[0].releases().is_empty(), "{:?}", nodes[0].releases());
+        assert!(nodes[0].take_outgoing().is_empty(), "a grant went out");
+        assert_eq!(nodes[0].counters().snapshot().dropped_wrong_source, 2);
+        // The same grant from node-2's own address counts.
+        assert_eq!(nodes[0].handle_datagram(&grant, node_2.addr, now), Ok(()));
+        assert!(
+            nodes[0]
+                .releases()
+                .contains_key(&("node-2".to_string(), ip))
+        );
+    }
+
     /// Lists node-2 as a suspect (at `incarnation`) and schedules foca's suspect→down timer for
     /// it, due 1 s after `t0`.
     fn suspect_node_2(a: &mut MembershipCore, t0: Instant, incarnation: foca::Incarnation) {
