@@ -18,7 +18,9 @@
 //!   `membership_datagrams_dropped_total{reason}`, `membership_suspicions_postponed_total`,
 //!   `membership_suspicions_stale_total`,
 //!   `membership_receive_buffer_bytes` (gauge, issue #27 item 9),
-//!   `membership_refused_peers{reason}` (gauge, issue #32 G5.4).
+//!   `membership_refused_peers{reason}` (gauge, issue #32 G5.4);
+//! - the key ring (issue #27 item 2): `membership_key_info{primary,keys}` (gauge, 1 for the ring
+//!   in use), `membership_key_changes_total{result="applied"|"refused"}`.
 //!
 //! Every name is listed with its type, labels and meaning in `docs/metrics.md`; the test
 //! `tests/tests/monitoring.rs` fails when an exported name is missing there.
@@ -74,6 +76,48 @@ pub struct SpeakerMetrics {
     pub announcements: Arc<crate::announcement_writer::WriteCounters>,
     /// The claim gate.
     pub claim: ClaimMetrics,
+    /// The membership key ring in use and its changes.
+    pub keys: KeyMetrics,
+}
+
+/// The key ring for `/metrics` (issue #27 item 2): `membership_key_info{primary,keys}` and
+/// `membership_key_changes_total{result}`.
+#[derive(Debug, Default)]
+pub struct KeyMetrics {
+    /// The primary key's fingerprint in hex and the number of keys of the ring in use; `None`
+    /// until the ring is read.
+    in_use: std::sync::Mutex<Option<(String, usize)>>,
+    /// Changed rings applied to the running speaker.
+    applied: AtomicU64,
+    /// Changes of the source not applied ([`crate::membership::key_source::KeyUpdates`]).
+    updates: std::sync::Mutex<Option<Arc<crate::membership::key_source::KeyUpdates>>>,
+}
+
+impl KeyMetrics {
+    fn set_in_use(&self, ring: &crate::membership::KeyRing) {
+        let fingerprint = crate::membership::key_source::fingerprint_hex(ring.primary());
+        if let Ok(mut k) = self.in_use.lock() {
+            *k = Some((fingerprint, ring.keys().len()));
+        }
+    }
+
+    /// The ring read at start, and the follower's counts of refused changes.
+    pub fn show(
+        &self,
+        ring: &crate::membership::KeyRing,
+        updates: Arc<crate::membership::key_source::KeyUpdates>,
+    ) {
+        self.set_in_use(ring);
+        if let Ok(mut u) = self.updates.lock() {
+            *u = Some(updates);
+        }
+    }
+
+    /// A changed ring, now in use.
+    pub fn applied(&self, ring: &crate::membership::KeyRing) {
+        self.set_in_use(ring);
+        self.applied.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The claim gate's state for `/metrics`: `claim_standing{standing}` (1 for the current one)
@@ -347,6 +391,35 @@ impl Collector for SpeakerMetrics {
                 ("dropped", an.dropped.load(Ordering::Relaxed)),
             ],
         )?;
+        let in_use = self.keys.in_use.lock().ok().and_then(|k| k.clone());
+        if let Some((primary, keys)) = in_use {
+            let mut family = encoder.encode_descriptor(
+                "membership_key_info",
+                "The membership key ring in use: 1, labelled with the primary (sealing) key's fingerprint (16 hex digits of HMAC-SHA256 under the key, as in the hellos; never the key) and the number of keys that open",
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            let keys = keys.to_string();
+            let labels = [("primary", primary.as_str()), ("keys", keys.as_str())];
+            ConstGauge::new(1i64).encode(family.encode_family(&labels)?)?;
+        }
+        let refused = self
+            .keys
+            .updates
+            .lock()
+            .ok()
+            .and_then(|u| u.as_ref().map(|u| u.refused.load(Ordering::Relaxed)))
+            .unwrap_or(0);
+        labelled_counters(
+            &mut encoder,
+            "membership_key_changes",
+            "Changes of the membership key source while running: applied without a restart, or refused (did not parse, unreadable, Secret deleted: the keys in use stay)",
+            "result",
+            [
+                ("applied", self.keys.applied.load(Ordering::Relaxed)),
+                ("refused", refused),
+            ],
+        )?;
         let membership = self.membership.lock().ok().and_then(|m| m.clone());
         if let Some(m) = membership {
             let m = m.snapshot();
@@ -412,6 +485,7 @@ impl Collector for SpeakerMetrics {
                     ("stale", m.dropped_stale),
                     ("replayed", m.dropped_replayed),
                     ("misdirected", m.dropped_misdirected),
+                    ("wrong_source", m.dropped_wrong_source),
                     ("rejected", m.dropped_rejected),
                 ],
             )?;

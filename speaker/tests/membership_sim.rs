@@ -56,7 +56,7 @@ struct Sim {
     payloads: std::collections::HashMap<u64, Datagram>,
     seq: u64,
     /// Every datagram ever sent, for replay tests.
-    log: Vec<(SocketAddr, Vec<u8>)>,
+    log: Vec<(SocketAddr, SocketAddr, Vec<u8>)>,
     seed: u64,
 }
 
@@ -135,7 +135,7 @@ impl Sim {
     }
 
     fn send(&mut self, from: SocketAddr, to: SocketAddr, bytes: Vec<u8>) {
-        self.log.push((to, bytes.clone()));
+        self.log.push((from, to, bytes.clone()));
         self.seq += 1;
         self.in_flight
             .push(Reverse((self.now + self.latency, self.seq)));
@@ -349,7 +349,7 @@ fn membership_explicit_leave_is_seen_without_failure_detection() {
             .is_some()
     );
     // After leaving, nothing is accepted.
-    let any = sim.log.last().unwrap().1.clone();
+    let any = sim.log.last().unwrap().2.clone();
     assert_eq!(
         sim.node(4).handle_datagram(&any, addr(0), clock),
         Err(DropReason::Left)
@@ -510,7 +510,9 @@ fn membership_key_rotation_never_splits_the_cluster() {
     // The old key is now refused.
     let target = sim.node(0).identity().clone();
     let victim = sim.node(1).identity().clone();
-    let sealed_with_old = forged_down_gossip(&target, &victim, &ring(1), sim.clock().wall_ms);
+    let holder = sim.node(2).identity().clone();
+    let sealed_with_old =
+        forged_down_gossip(&holder, &target, &victim, &ring(1), sim.clock().wall_ms);
     assert_eq!(
         sim.deliver(addr(0), &sealed_with_old),
         Some(Err(DropReason::AuthFailed))
@@ -521,13 +523,18 @@ fn membership_key_rotation_never_splits_the_cluster() {
     assert!(sim.node(0).counters().snapshot().dropped_auth > 1);
 }
 
-/// Builds, with foca itself, the gossip an attacker would send to `to` claiming `victim` is
-/// down, sealed with `keys`.
-fn forged_down_gossip(to: &SpeakerId, victim: &SpeakerId, keys: &KeyRing, wall_ms: u64) -> Vec<u8> {
+/// Builds, with foca itself, the gossip `sender` would send to `to` claiming `victim` is down,
+/// sealed with `keys`.
+fn forged_down_gossip(
+    sender: &SpeakerId,
+    to: &SpeakerId,
+    victim: &SpeakerId,
+    keys: &KeyRing,
+    wall_ms: u64,
+) -> Vec<u8> {
     use foca::{AccumulatingRuntime, Foca, Member, PostcardCodec};
-    let mallory = SpeakerId::with_generation("mallory", addr(200), 1).unwrap();
     let mut foca = Foca::new(
-        mallory,
+        sender.clone(),
         MembershipConfig::default().to_foca().unwrap(),
         StdRng::seed_from_u64(7),
         PostcardCodec,
@@ -563,7 +570,8 @@ fn membership_forged_down_gossip_without_the_key_changes_nothing() {
     let target = sim.node(0).identity().clone();
     let victim = sim.node(1).identity().clone();
 
-    let forged = forged_down_gossip(&target, &victim, &ring(2), sim.clock().wall_ms);
+    let mallory = SpeakerId::with_generation("mallory", addr(200), 1).unwrap();
+    let forged = forged_down_gossip(&mallory, &target, &victim, &ring(2), sim.clock().wall_ms);
     assert_eq!(
         sim.deliver(addr(0), &forged),
         Some(Err(DropReason::AuthFailed))
@@ -576,15 +584,25 @@ fn membership_forged_down_gossip_without_the_key_changes_nothing() {
             .any(|e| matches!(e, MembershipEvent::Down(_)))
     );
 
-    // Control: the very same gossip sealed with the cluster key does declare the victim down,
-    // so the check above is what stops it.
-    let genuine = forged_down_gossip(&target, &victim, &good, sim.clock().wall_ms);
-    assert_eq!(sim.deliver(addr(0), &genuine), Some(Ok(())));
+    // Control: the same gossip sealed with the cluster key, by a key holder (member 2) from its
+    // own address, does declare the victim down, so the check above is what stops it. (A key
+    // holder may still gossip about others; it cannot speak *as* another: issue #27 item 3.)
+    let holder = sim.node(2).identity().clone();
+    let genuine = forged_down_gossip(&holder, &target, &victim, &good, sim.clock().wall_ms);
+    assert_eq!(sim.deliver_from(addr(2), addr(0), &genuine), Some(Ok(())));
     assert!(
         sim.events[0].contains(&MembershipEvent::Down(name(1))),
         "{:?}",
         sim.events[0]
     );
+}
+
+/// Whether `bytes`, opened with the test key ring 1, is a SWIM message (lease messages are not
+/// replay-checked: `membership::lease`).
+fn is_swim(bytes: &[u8]) -> bool {
+    ferrolb_speaker::membership::envelope::Opener::new(&ring(1))
+        .open(bytes)
+        .is_ok_and(|o| o.payload.first() == Some(&ferrolb_speaker::membership::lease::KIND_SWIM))
 }
 
 #[test]
@@ -597,27 +615,36 @@ fn membership_replayed_stale_and_misdirected_datagrams_are_dropped() {
     })
     .unwrap();
     sim.run_for(Duration::from_secs(1));
-    // The last datagram delivered to member 1 (already accepted once).
-    let (to, bytes) = sim
+    // The last SWIM datagram delivered to member 1 (already accepted once), sent again from its
+    // sender's address (spoofed: from another address it is `wrong_source`, issue #27 item 3).
+    let (from, to, bytes) = sim
         .log
         .iter()
         .rev()
-        .find(|(to, _)| *to == addr(1))
+        .find(|(_, to, bytes)| *to == addr(1) && is_swim(bytes))
         .cloned()
         .unwrap();
     sim.run_for(Duration::from_millis(10));
-    assert_eq!(sim.deliver(to, &bytes), Some(Err(DropReason::Replayed)));
-    // The same datagram sent to member 2 is addressed to member 1.
     assert_eq!(
-        sim.deliver(addr(2), &bytes),
+        sim.deliver_from(from, to, &bytes),
+        Some(Err(DropReason::Replayed))
+    );
+    assert_eq!(sim.deliver(to, &bytes), Some(Err(DropReason::WrongSource)));
+    // The same datagram sent to the third member is addressed to member 1.
+    let third = (0..3).find(|i| addr(*i) != from && addr(*i) != to).unwrap();
+    assert_eq!(
+        sim.deliver_from(from, addr(third), &bytes),
         Some(Err(DropReason::Misdirected))
     );
     // After the replay window it is stale everywhere.
     sim.run_for(config.replay_window + Duration::from_secs(1));
-    assert_eq!(sim.deliver(to, &bytes), Some(Err(DropReason::Stale)));
+    assert_eq!(
+        sim.deliver_from(from, to, &bytes),
+        Some(Err(DropReason::Stale))
+    );
     let c1 = sim.node(1).counters().snapshot();
     assert_eq!((c1.dropped_replayed, c1.dropped_stale), (1, 1));
-    assert_eq!(sim.node(2).counters().snapshot().dropped_misdirected, 1);
+    assert_eq!(sim.node(third).counters().snapshot().dropped_misdirected, 1);
     assert_eq!(sim.alive(1), Sim::names(&all));
 }
 
@@ -628,11 +655,11 @@ fn membership_truncated_and_oversized_datagrams_are_dropped() {
         s.all_see(&[0, 1], &Sim::names(&[0, 1]))
     })
     .unwrap();
-    let (_, bytes) = sim
+    let (_, _, bytes) = sim
         .log
         .iter()
         .rev()
-        .find(|(to, _)| *to == addr(1))
+        .find(|(_, to, _)| *to == addr(1))
         .cloned()
         .unwrap();
     let before = sim.node(1).counters().snapshot();

@@ -1,5 +1,6 @@
 //! Membership over real UDP sockets on loopback (127.0.0.1, ephemeral ports): convergence,
-//! crash detection, explicit leave, restart, wrong keys, forged gossip, garbage and replays.
+//! crash detection, explicit leave, restart, wrong keys, forged gossip, garbage and replays, a
+//! key holder speaking for another member.
 //! Timeouts are only failure guards; nothing asserts wall-clock speed.
 #![allow(clippy::unwrap_used)]
 
@@ -191,11 +192,16 @@ async fn membership_member_with_the_wrong_key_is_never_admitted() {
     assert_eq!(*intruder.members().borrow(), names(&["intruder"]));
 }
 
-/// Builds, with foca itself, the gossip an attacker sends to `to` claiming `victim` is down.
-fn forged_down_gossip(to: &SpeakerId, victim: &SpeakerId, keys: &KeyRing) -> Vec<u8> {
+/// Builds, with foca itself, the gossip `mallory` (its identity's address is where it must send
+/// from) sends to `to` claiming `victim` is down.
+fn forged_down_gossip(
+    mallory: SocketAddr,
+    to: &SpeakerId,
+    victim: &SpeakerId,
+    keys: &KeyRing,
+) -> Vec<u8> {
     use foca::{AccumulatingRuntime, Foca, Member, PostcardCodec};
-    let mallory =
-        SpeakerId::with_generation("mallory", SocketAddr::from(([127, 0, 0, 1], 9)), 1).unwrap();
+    let mallory = SpeakerId::with_generation("mallory", mallory, 1).unwrap();
     let mut foca = Foca::new(
         mallory,
         MembershipConfig::default().to_foca().unwrap(),
@@ -240,8 +246,9 @@ async fn membership_forged_down_gossip_needs_the_key() {
     let target = members[0].identity().clone();
     let victim = members[1].identity().clone();
 
+    let mallory = attacker.local_addr().unwrap();
     let before = members[0].counters().dropped_auth;
-    let forged = forged_down_gossip(&target, &victim, &ring(9));
+    let forged = forged_down_gossip(mallory, &target, &victim, &ring(9));
     for _ in 0..5 {
         attacker.send_to(&forged, target.addr).await.unwrap();
     }
@@ -255,8 +262,10 @@ async fn membership_forged_down_gossip_needs_the_key() {
     assert_eq!(*members[0].members().borrow(), all);
     assert!(drain(&mut events).is_empty());
 
-    // Control: sealed with the cluster key, the same forgery works, so the key is what stops it.
-    let genuine = forged_down_gossip(&target, &victim, &keys);
+    // Control: sealed with the cluster key, the same forgery works, so the key is what stops it
+    // (a key holder may gossip from its own address; it cannot speak for another member:
+    // `membership_a_key_holder_cannot_speak_for_another_member`).
+    let genuine = forged_down_gossip(mallory, &target, &victim, &keys);
     attacker.send_to(&genuine, target.addr).await.unwrap();
     let down = tokio::time::timeout(GUARD, async {
         loop {
@@ -267,6 +276,96 @@ async fn membership_forged_down_gossip_needs_the_key() {
     })
     .await;
     assert!(down.is_ok());
+}
+
+/// An `Announce` from `sender` to `to`, made with foca itself and sealed with `keys`.
+fn announce_as(sender: &SpeakerId, to: &SpeakerId, keys: &KeyRing) -> Vec<u8> {
+    use foca::{AccumulatingRuntime, Foca, PostcardCodec};
+    let mut foca = Foca::new(
+        sender.clone(),
+        MembershipConfig::default().to_foca().unwrap(),
+        StdRng::seed_from_u64(11),
+        PostcardCodec,
+    );
+    let mut rt = AccumulatingRuntime::new();
+    foca.announce(to.clone(), &mut rt).unwrap();
+    let (_, payload) = rt.to_send().unwrap();
+    let now_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let mut plain = vec![ferrolb_speaker::membership::lease::KIND_SWIM];
+    plain.extend_from_slice(&payload);
+    Sealer::new(keys.primary())
+        .seal(&plain, now_ms, &mut rand::make_rng::<StdRng>())
+        .unwrap()
+}
+
+/// Issue #27 item 3: a key holder cannot speak for another member from its own address.
+/// Three members on three loopback addresses; node-2's host (one compromised node: it has the
+/// key) sends node-0, from its own IP, an announce sealed with the cluster key in which node-1
+/// restarted (its name and address, a newer generation). Without the check node-0 takes it in
+/// (a `Restarted` event, node-1's identity replaced by the impostor's); with it, every copy is
+/// dropped and counted as `wrong_source`, and node-0 sees no event. Control: node-1 really
+/// restarting on its own address is reported as a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_a_key_holder_cannot_speak_for_another_member() {
+    let keys = ring(1);
+    let mut members = Vec::new();
+    for i in 0..3u8 {
+        let bind = SocketAddr::from(([127, 0, 0, i + 1], 0));
+        members.push(start_at(&format!("node-{i}"), bind, &keys, &calm()).await);
+    }
+    let addrs: Vec<SocketAddr> = members.iter().map(Membership::local_addr).collect();
+    for m in &members {
+        m.set_peers(addrs.iter().copied());
+    }
+    let all = names(&["node-0", "node-1", "node-2"]);
+    for m in &members {
+        wait_for_set(m, &all).await;
+    }
+    let mut events = members[0].events();
+    let real = members[1].identity().clone();
+    let impostor = SpeakerId::with_generation(&real.name, real.addr, real.generation + 1).unwrap();
+    let forged = announce_as(&impostor, members[0].identity(), &keys);
+    // node-2's host, from its own IP (a port of its own: the member's socket is the speaker's).
+    let compromised = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 3], 0)))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        compromised.send_to(&forged, addrs[0]).await.unwrap();
+    }
+    tokio::time::timeout(GUARD, async {
+        while members[0].counters().dropped_wrong_source < 5 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("not dropped for its source: {:?}", members[0].counters()));
+    // Give a wrongly accepted copy time to show.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*members[0].members().borrow(), all);
+    assert!(drain(&mut events).is_empty());
+    assert_eq!(members[0].counters().dropped_wrong_source, 5);
+
+    // Control: node-1 really restarting (a newer generation, from its own address) is seen as
+    // a restart: the check above is about the source, not about announces.
+    let real_addr = members[1].local_addr();
+    members.remove(1).abort().await;
+    let restarted = start_at("node-1", real_addr, &keys, &calm()).await;
+    restarted.set_peers(addrs.iter().copied());
+    let seen = tokio::time::timeout(GUARD, async {
+        loop {
+            if events.recv().await.unwrap() == MembershipEvent::Restarted("node-1".into()) {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(seen.is_ok(), "the real restart was not seen");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -304,8 +403,9 @@ async fn membership_garbage_truncated_and_replayed_datagrams_are_dropped() {
     }
     tap.send_to(&vec![0xff; 3000], target).await.unwrap();
     sent_bad += 1;
-    // The captured announce was addressed to the tap's address: refused as misdirected, and its
-    // second copy as a replay.
+    // The captured announce, node-0's, sent again from the tap's address: refused for its
+    // source both times (issue #27 item 3), before the replay cache — the sim tests cover
+    // replays and misdirected datagrams from the sender's own address.
     tap.send_to(&captured, target).await.unwrap();
     tap.send_to(&captured, target).await.unwrap();
 
@@ -314,7 +414,7 @@ async fn membership_garbage_truncated_and_replayed_datagrams_are_dropped() {
             let c = members[1].counters();
             if c.dropped_malformed + c.dropped_auth - before.dropped_malformed - before.dropped_auth
                 >= sent_bad
-                && c.dropped_replayed > before.dropped_replayed
+                && c.dropped_wrong_source >= before.dropped_wrong_source + 2
             {
                 break;
             }
@@ -330,8 +430,8 @@ async fn membership_garbage_truncated_and_replayed_datagrams_are_dropped() {
             - before.dropped_auth,
         sent_bad
     );
-    assert_eq!(after.dropped_replayed - before.dropped_replayed, 1);
-    assert_eq!(after.dropped_misdirected - before.dropped_misdirected, 1);
+    assert_eq!(after.dropped_wrong_source - before.dropped_wrong_source, 2);
+    assert_eq!(after.dropped_replayed, before.dropped_replayed);
     // Still healthy: same members, still exchanging datagrams.
     assert_eq!(*members[1].members().borrow(), both);
     let later = tokio::time::timeout(GUARD, async {
@@ -355,7 +455,13 @@ async fn membership_bad_settings_are_refused_with_clear_errors() {
     };
     let err = Membership::start(settings.clone()).await.err().unwrap();
     assert!(err.to_string().contains("unspecified"), "{err}");
+    // Issue #27 item 3: an advertised address the socket does not send from is refused (its
+    // peers would drop every datagram as `wrong_source`).
     settings.bind_addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    settings.advertise_addr = Some(SocketAddr::from(([127, 0, 0, 2], 7947)));
+    let err = Membership::start(settings.clone()).await.err().unwrap();
+    assert!(err.to_string().contains("not the bound address"), "{err}");
+    settings.advertise_addr = None;
     settings.node_name = String::new();
     let err = Membership::start(settings.clone()).await.err().unwrap();
     assert!(err.to_string().contains("empty"), "{err}");

@@ -19,6 +19,7 @@ use crate::event_sink::{EventCounters, EventSink};
 use crate::events::EventPlanner;
 use crate::http::Health;
 use crate::l2::Responder;
+use crate::membership::key_source::{self, KeyUpdates};
 use crate::membership::{KeyRing, Membership, MembershipEvent, MembershipSettings};
 use crate::metrics::SpeakerMetrics;
 use crate::node::{
@@ -35,7 +36,11 @@ use super::reporting::Reporting;
 /// Everything the loop does I/O with.
 pub(super) struct Executor {
     config: SpeakerConfig,
+    /// The key ring in use: the membership's (and a rejoin's) and the claim proofs'.
     keys: KeyRing,
+    /// The key ring the source holds now ([`key_source::follow`]); applied by
+    /// [`Executor::apply_keys`] when it changes (issue #27 item 2).
+    key_source: watch::Receiver<KeyRing>,
     advertise: std::net::IpAddr,
     pub(super) changed: Arc<Notify>,
     pub(super) stores: Stores,
@@ -84,6 +89,7 @@ impl Executor {
             events: event_counters.clone(),
             announcements: announcement_counters.clone(),
             claim: Default::default(),
+            keys: Default::default(),
         });
         let health = Arc::new(Health {
             ready: Default::default(),
@@ -110,6 +116,20 @@ impl Executor {
             }
         })
         .await?;
+        // From now on the source is followed: a changed key ring is applied without a restart
+        // (issue #27 item 2, `Executor::apply_keys`).
+        let key_updates = Arc::new(KeyUpdates::default());
+        let (key_tx, key_rx) = watch::channel(keys.clone());
+        supervised.push((
+            "membership key watch",
+            tokio::spawn(key_source::follow(
+                client.clone(),
+                config.keys.clone(),
+                key_tx,
+                key_updates.clone(),
+            )),
+        ));
+        metrics.keys.show(&keys, key_updates);
 
         tokio::time::timeout(Duration::from_secs(120), stores.wait_ready())
             .await
@@ -172,6 +192,7 @@ impl Executor {
         let mut executor = Executor {
             config,
             keys,
+            key_source: key_rx,
             advertise,
             changed,
             stores,
@@ -388,6 +409,7 @@ impl Executor {
                 }
             }
         }
+        self.apply_keys().await;
         if let Some(m) = &self.membership {
             m.set_voters(&self.voters);
             m.set_peers(peer_addresses(
@@ -429,6 +451,33 @@ impl Executor {
             self.reporting
                 .report(now, &plan, core.view(), &self.stores, &self.responder);
         }
+    }
+
+    /// Applies a changed key ring without a restart (issue #27 item 2): to the running
+    /// membership (`Membership::set_keys`: the first key seals from now on, all open; hellos
+    /// with the new fingerprints go to every member), to the claim proofs, and to the next
+    /// rejoin; then `/metrics` shows it (`membership_key_info`). Runs at every step, so a change
+    /// is applied within a tick of the source showing it.
+    async fn apply_keys(&mut self) {
+        if !self.key_source.has_changed().unwrap_or(false) {
+            return;
+        }
+        let ring = self.key_source.borrow_and_update().clone();
+        if ring == self.keys {
+            return;
+        }
+        self.keys = ring;
+        self.responder
+            .set_claim_keys(crate::wire::claim_proof::ClaimKeys::from_ring(&self.keys));
+        if let Some(m) = &self.membership {
+            m.set_keys(self.keys.clone()).await;
+        }
+        self.metrics.keys.applied(&self.keys);
+        tracing::info!(
+            primary = %key_source::fingerprint_hex(self.keys.primary()),
+            keys = self.keys.keys().len(),
+            "membership key ring applied"
+        );
     }
 
     /// Leaves the membership (carrier lost, declared down, stalled) and drops its receivers.

@@ -85,11 +85,16 @@ const LATE_DRAIN_BATCHES: usize = 4;
 pub struct MembershipSettings {
     /// This speaker's Kubernetes Node name (the Pod's `spec.nodeName`).
     pub node_name: String,
-    /// Address to bind the UDP socket to, e.g. `0.0.0.0:7947`, `[::]:7947` (IPv4 peers are then
-    /// reached as IPv4-mapped addresses) or the node's InternalIP with the port.
+    /// Address to bind the UDP socket to: the advertised address (what the speaker does: its
+    /// `--advertise-address` or the Node's InternalIP, with the port), or `0.0.0.0:port` /
+    /// `[::]:port` (IPv4 peers are then reached as IPv4-mapped addresses), where the kernel picks
+    /// each datagram's source IP by route. Peers drop a datagram whose source is not its
+    /// sender's advertised address (`wrong_source`, issue #27 item 3), so a wildcard bind works
+    /// only where that route's source is the advertised IP.
     pub bind_addr: SocketAddr,
     /// Address peers reach us at (Node InternalIP and port). `None`: the bound address, which
-    /// must then be a specific address (not `0.0.0.0` / `::`).
+    /// must then be a specific address (not `0.0.0.0` / `::`). Must be the bound address, or
+    /// have the bound port when bound to a wildcard ([`StartError::AdvertiseNotBound`]).
     pub advertise_addr: Option<SocketAddr>,
     /// The keys (first seals, all open).
     pub keys: KeyRing,
@@ -122,6 +127,18 @@ pub enum StartError {
         "membership advertise address {0} is unspecified; set it to the node's InternalIP and port"
     )]
     AdvertiseUnspecified(SocketAddr),
+    /// The advertised address is not where the socket sends from, so every peer would drop
+    /// this member's datagrams as `wrong_source` (issue #27 item 3).
+    #[error(
+        "membership advertise address {advertise} is not the bound address {bound}: peers drop \
+         datagrams whose source is not the sender's advertised address; bind to it"
+    )]
+    AdvertiseNotBound {
+        /// The advertised address.
+        advertise: SocketAddr,
+        /// The bound address.
+        bound: SocketAddr,
+    },
 }
 
 enum Command {
@@ -176,6 +193,17 @@ impl Membership {
         let advertise = settings.advertise_addr.unwrap_or(local_addr);
         if advertise.ip().is_unspecified() {
             return Err(StartError::AdvertiseUnspecified(advertise));
+        }
+        let sends_as_advertised = if local_addr.ip().is_unspecified() {
+            advertise.port() == local_addr.port()
+        } else {
+            SpeakerId::placeholder(advertise).is_sent_from(local_addr)
+        };
+        if !sends_as_advertised {
+            return Err(StartError::AdvertiseNotBound {
+                advertise,
+                bound: local_addr,
+            });
         }
         let identity = SpeakerId::with_generation(
             &settings.node_name,

@@ -23,8 +23,9 @@
 //! use std::net::SocketAddr;
 //! let membership = Membership::start(MembershipSettings {
 //!     node_name: "node-1".into(),
-//!     bind_addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
-//!     advertise_addr: Some(SocketAddr::from(([192, 0, 2, 10], DEFAULT_PORT))),
+//!     // Bound to the advertised address: peers drop datagrams from any other source.
+//!     bind_addr: SocketAddr::from(([192, 0, 2, 10], DEFAULT_PORT)),
+//!     advertise_addr: None,
 //!     keys,
 //!     config: MembershipConfig::default(),
 //!     generation: None,

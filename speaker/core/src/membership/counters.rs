@@ -21,6 +21,7 @@ pub struct Counters {
     dropped_stale: AtomicU64,
     dropped_replayed: AtomicU64,
     dropped_misdirected: AtomicU64,
+    dropped_wrong_source: AtomicU64,
     dropped_rejected: AtomicU64,
     send_errors: AtomicU64,
     suspicions_postponed: AtomicU64,
@@ -60,6 +61,10 @@ pub struct CountersSnapshot {
     pub dropped_replayed: u64,
     /// Dropped: authentic, but addressed to another member (replayed to the wrong node).
     pub dropped_misdirected: u64,
+    /// Dropped: authentic, but its UDP source (IP and port) is not the address of the sender
+    /// identity sealed inside it — one key holder speaking for another member (issue #27
+    /// item 3).
+    pub dropped_wrong_source: u64,
     /// Dropped by foca after authentication (undecodable payload, from ourselves, …).
     pub dropped_rejected: u64,
     /// Sends the socket refused.
@@ -88,6 +93,7 @@ pub(crate) enum Counter {
     DroppedStale,
     DroppedReplayed,
     DroppedMisdirected,
+    DroppedWrongSource,
     DroppedRejected,
     SendErrors,
     SuspicionsPostponed,
@@ -124,6 +130,7 @@ impl Counters {
             Counter::DroppedStale => &self.dropped_stale,
             Counter::DroppedReplayed => &self.dropped_replayed,
             Counter::DroppedMisdirected => &self.dropped_misdirected,
+            Counter::DroppedWrongSource => &self.dropped_wrong_source,
             Counter::DroppedRejected => &self.dropped_rejected,
             Counter::SendErrors => &self.send_errors,
             Counter::SuspicionsPostponed => &self.suspicions_postponed,
@@ -149,6 +156,7 @@ impl Counters {
             dropped_stale: get(&self.dropped_stale),
             dropped_replayed: get(&self.dropped_replayed),
             dropped_misdirected: get(&self.dropped_misdirected),
+            dropped_wrong_source: get(&self.dropped_wrong_source),
             dropped_rejected: get(&self.dropped_rejected),
             send_errors: get(&self.send_errors),
             suspicions_postponed: get(&self.suspicions_postponed),
@@ -168,6 +176,7 @@ impl CountersSnapshot {
             self.dropped_stale,
             self.dropped_replayed,
             self.dropped_misdirected,
+            self.dropped_wrong_source,
             self.dropped_rejected,
         ]
         .into_iter()

@@ -71,6 +71,15 @@ impl SpeakerId {
         }
     }
 
+    /// Whether a datagram whose UDP source is `from` may speak for this identity: the same port
+    /// and the same IP, an IPv4-mapped IPv6 source (`::ffff:a.b.c.d`, as a socket bound to `[::]`
+    /// reports IPv4 senders) counting as its IPv4 form. A member sends from the socket it
+    /// advertises (the speaker binds it to its advertised address), so any other source is one
+    /// key holder speaking for another member (issue #27 item 3, `docs/membership.md`). Pure.
+    pub fn is_sent_from(&self, from: SocketAddr) -> bool {
+        self.addr.port() == from.port() && self.addr.ip().to_canonical() == from.ip().to_canonical()
+    }
+
     /// Whether this is an address-only [`SpeakerId::placeholder`].
     pub fn is_placeholder(&self) -> bool {
         self.name.is_empty()
@@ -168,6 +177,23 @@ mod tests {
             Err(IdentityError::NameTooLong { len: 254 })
         );
         assert!(SpeakerId::starting_now(&"n".repeat(253), addr(1)).is_ok());
+    }
+
+    /// Issue #27 item 3: an identity speaks only from its own IP and port; the IPv4-mapped form
+    /// of its IP is the same IP; another IP, another port or another family is not.
+    #[test]
+    fn an_identity_is_sent_only_from_its_own_address() {
+        let id = SpeakerId::with_generation("node-1", addr(7947), 1).unwrap();
+        assert!(id.is_sent_from(addr(7947)));
+        let mapped: SocketAddr = "[::ffff:192.0.2.10]:7947".parse().unwrap();
+        assert!(id.is_sent_from(mapped));
+        assert!(!id.is_sent_from(addr(7948)));
+        assert!(!id.is_sent_from("192.0.2.11:7947".parse().unwrap()));
+        let v6 =
+            SpeakerId::with_generation("node-6", "[2001:db8::6]:7947".parse().unwrap(), 1).unwrap();
+        assert!(v6.is_sent_from("[2001:db8::6]:7947".parse().unwrap()));
+        assert!(!v6.is_sent_from("[2001:db8::7]:7947".parse().unwrap()));
+        assert!(!v6.is_sent_from(addr(7947)));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::budget::{OpenBudget, SourceFilter};
-use super::carrier::{CarrierBook, KIND_CARRIER};
+use super::carrier::{CarrierBook, CarrierMsg, KIND_CARRIER};
 use super::config::{ConfigError, MembershipConfig};
 use super::counters::{Counter, Counters};
 use super::envelope::{OVERHEAD, OpenError, Opener, Sealer, check_framing};
@@ -134,6 +134,14 @@ pub enum DropReason {
     /// Authentic, but addressed to another member.
     #[error("addressed to another member")]
     Misdirected,
+    /// Authentic, but its UDP source (IP and port; an IPv4-mapped source counts as its IPv4
+    /// form) is not the address of the sender identity sealed inside it
+    /// ([`SpeakerId::is_sent_from`]): a key holder speaking for another member from its own
+    /// address (issue #27 item 3). Checked for every kind of message right after
+    /// authentication, before the replay cache, the budget, foca, the lease, the hellos and the
+    /// carrier reports, so such a datagram changes no state.
+    #[error("sent from another address than its sender's")]
+    WrongSource,
     /// Authentic, but foca refused it (undecodable, from ourselves, …).
     #[error("refused by SWIM")]
     Rejected,
@@ -493,9 +501,11 @@ impl MembershipCore {
     ///
     /// Checks, cheapest first (see `docs/membership.md`): size and framing and source admission
     /// (no cryptography), then authentication (the Poly1305 tag is verified before anything is
-    /// decrypted), replay, the authenticated sender's budget, destination and foca. Nothing a
-    /// datagram without a valid tag carries changes any state: not a budget, not the replay
-    /// cache, not foca's.
+    /// decrypted), the sender's address (the sealed sender identity must be at `from`:
+    /// [`DropReason::WrongSource`]), replay, the authenticated sender's budget, destination and
+    /// foca. Nothing a datagram without a valid tag carries changes any state: not a budget, not
+    /// the replay cache, not foca's; nor does an authentic one sent from another address than
+    /// its sender's.
     ///
     /// # Errors
     /// The [`DropReason`] when the datagram was dropped (it is counted as well).
@@ -510,7 +520,7 @@ impl MembershipCore {
             self.count_drop(reason);
             return Err(reason);
         }
-        let result = self.accept(datagram, now);
+        let result = self.accept(datagram, from, now);
         match result {
             Ok(()) => self.process(now),
             // foca refused it: it may have queued datagrams or timers before refusing.
@@ -553,21 +563,50 @@ impl MembershipCore {
             DropReason::Stale => Counter::DroppedStale,
             DropReason::Replayed => Counter::DroppedReplayed,
             DropReason::Misdirected => Counter::DroppedMisdirected,
+            DropReason::WrongSource => Counter::DroppedWrongSource,
             DropReason::Rejected | DropReason::Left => Counter::DroppedRejected,
         });
     }
 
-    /// Authentication onwards, for a datagram [`MembershipCore::admit`] let through.
-    fn accept(&mut self, datagram: &[u8], now: Clock) -> Result<(), DropReason> {
+    /// Authentication onwards, for a datagram from `from` that [`MembershipCore::admit`] let
+    /// through.
+    fn accept(&mut self, datagram: &[u8], from: SocketAddr, now: Clock) -> Result<(), DropReason> {
         let opened = self.opener.open(datagram).map_err(|e| match e {
             OpenError::Malformed => DropReason::Malformed,
             OpenError::AuthFailed => DropReason::AuthFailed,
         })?;
-        match opened.payload.split_first() {
-            Some((&KIND_SWIM, _)) => {}
-            Some((&KIND_LEASE, body)) => return self.handle_lease(body, now),
-            Some((&KIND_HELLO | &KIND_CARRIER, _)) => {}
+        let Some((&kind, body)) = opened.payload.split_first() else {
+            return Err(DropReason::Malformed);
+        };
+        // Every message names its sender's identity (foca's header always names the sender
+        // itself, also when it relays an indirect probe); it must be at `from` (issue #27 item
+        // 3). Decoded before the replay check, so a datagram refused here changes no state.
+        let rejected = |_| DropReason::Rejected;
+        let sender = match kind {
+            KIND_SWIM => {
+                Codec::<SpeakerId>::decode_header(&mut PostcardCodec, body)
+                    .map_err(|_| DropReason::Rejected)?
+                    .src
+            }
+            KIND_LEASE => {
+                let msg = LeaseMsg::decode(body).map_err(rejected)?;
+                let (LeaseMsg::Request { src, .. } | LeaseMsg::Grant { src, .. }) = &msg;
+                if !src.is_sent_from(from) {
+                    return Err(DropReason::WrongSource);
+                }
+                // No replay check for lease messages (the lease module says why).
+                return self.handle_lease(msg, now);
+            }
+            KIND_HELLO => postcard::from_bytes::<Hello>(body).map_err(rejected)?.src,
+            KIND_CARRIER => {
+                postcard::from_bytes::<CarrierMsg>(body)
+                    .map_err(rejected)?
+                    .src
+            }
             _ => return Err(DropReason::Malformed),
+        };
+        if !sender.is_sent_from(from) {
+            return Err(DropReason::WrongSource);
         }
         self.replay
             .check(&opened.nonce, opened.sent_at_ms, now.wall_ms)
@@ -575,15 +614,15 @@ impl MembershipCore {
                 ReplayError::Stale => DropReason::Stale,
                 ReplayError::Replayed => DropReason::Replayed,
             })?;
-        if let Some((&KIND_HELLO, body)) = opened.payload.split_first() {
+        if kind == KIND_HELLO {
             return self.handle_hello(body, now.mono);
         }
-        if let Some((&KIND_CARRIER, body)) = opened.payload.split_first() {
+        if kind == KIND_CARRIER {
             let (me, foca) = (self.foca.identity(), &self.foca);
             let listed = |id: &SpeakerId| foca.iter_members().any(|m| m.id() == id);
             return self.carrier.receive(body, me, listed, now.mono);
         }
-        let swim = opened.payload.get(1..).unwrap_or_default();
+        let swim = body;
         let header = Codec::<SpeakerId>::decode_header(&mut PostcardCodec, swim)
             .map_err(|_| DropReason::Rejected)?;
         if header.src.name.is_empty() || header.src.name.len() > MAX_NODE_NAME_LEN {
@@ -1134,8 +1173,7 @@ impl MembershipCore {
     /// addressed to our current identity by an identity active in our view; grants count only
     /// when addressed to our current identity by an active member. No replay check is needed
     /// (the module docs say why) and no sender budget is spent: nothing here reaches foca.
-    fn handle_lease(&mut self, body: &[u8], now: Clock) -> Result<(), DropReason> {
-        let msg = LeaseMsg::decode(body).map_err(|_| DropReason::Rejected)?;
+    fn handle_lease(&mut self, msg: LeaseMsg, now: Clock) -> Result<(), DropReason> {
         let me = self.identity().clone();
         let active = |id: &SpeakerId| self.foca.iter_members().any(|m| m.id() == id);
         match msg {
@@ -2043,6 +2081,189 @@ mod tests {
         assert!(delivered > 0);
         assert!(a.budget.is_member(mapped(b.identity().addr)));
         assert_eq!(a.counters().snapshot().dropped_total(), 0);
+    }
+
+    /// Issue #27 item 3: a key holder cannot speak for another member from its own address.
+    /// node-3 (one compromised node: a peer, a member, the key) sends node-1 every datagram
+    /// node-2 sends node-1 — SWIM, lease, hello and carrier messages, sealed with the cluster key,
+    /// naming node-2 as their sender — from node-3's own address, before node-2's own copy
+    /// arrives. Each is dropped as `wrong_source` and changes no state: node-2's copy is then
+    /// accepted (not a replay), and the membership runs as if nothing had been sent. Then
+    /// node-3 announces a restarted node-2 (a newer generation) from its own address: dropped,
+    /// node-1 keeps the real node-2 and reports no restart.
+    #[test]
+    fn a_key_holder_cannot_speak_for_another_member() {
+        let t0 = Instant::now();
+        let config = MembershipConfig::default();
+        let mut nodes: Vec<MembershipCore> = (1..=3)
+            .map(|i| core(i, config.clone(), 60 + u64::from(i)))
+            .collect();
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.identity().addr).collect();
+        for n in nodes.iter_mut() {
+            n.set_peers(addrs.iter().copied(), clock(t0, 0));
+        }
+        nodes[1].set_carrier_report(crate::carrier::LinkReport::default(), clock(t0, 0));
+        let kind_of = |d: &[u8]| Opener::new(&ring()).open(d).unwrap().payload[0];
+        let mut forged = BTreeMap::<u8, u64>::new();
+        for t in 0..3000 {
+            let now = clock(t0, t);
+            for n in nodes.iter_mut() {
+                n.handle_timers(now);
+            }
+            for _ in 0..10 {
+                let mut any = false;
+                for i in 0..nodes.len() {
+                    for out in nodes[i].take_outgoing() {
+                        any = true;
+                        let src = addrs[i];
+                        let j = addrs.iter().position(|a| *a == out.to).unwrap();
+                        if i == 1 && j == 0 {
+                            assert_eq!(
+                                nodes[0].handle_datagram(&out.datagram, addrs[2], now),
+                                Err(DropReason::WrongSource)
+                            );
+                            *forged.entry(kind_of(&out.datagram)).or_default() += 1;
+                            assert_ne!(
+                                nodes[0].handle_datagram(&out.datagram, src, now),
+                                Err(DropReason::Replayed)
+                            );
+                        } else {
+                            let _ = nodes[j].handle_datagram(&out.datagram, src, now);
+                        }
+                    }
+                }
+                if !any {
+                    break;
+                }
+            }
+        }
+        let kinds: BTreeSet<u8> = forged.keys().copied().collect();
+        assert_eq!(
+            kinds,
+            BTreeSet::from([KIND_SWIM, KIND_LEASE, KIND_HELLO, KIND_CARRIER]),
+            "{forged:?}"
+        );
+        let c = nodes[0].counters().snapshot();
+        assert_eq!(c.dropped_wrong_source, forged.values().sum::<u64>());
+        assert_eq!(c.dropped_replayed, 0);
+        for n in &nodes {
+            assert_eq!(n.alive().len(), 3, "{:?}", n.alive());
+        }
+        let now = t0 + Duration::from_millis(3000);
+        assert_eq!(
+            nodes[0].evidence().values().filter(|t| now < **t).count(),
+            2
+        );
+        let _ = nodes[0].take_events();
+
+        // A restarted node-2, made up by node-3 with the key and sent from node-3's address.
+        let newer = SpeakerId::with_generation("node-2", addrs[1], 9).unwrap();
+        let mut impostor =
+            MembershipCore::with_seed(newer, config, &ring(), Arc::new(Counters::default()), 99)
+                .unwrap();
+        impostor.set_peers([addrs[0]], clock(t0, 3000));
+        let sent = impostor.take_outgoing();
+        assert!(!sent.is_empty());
+        for out in sent {
+            assert_eq!(
+                nodes[0].handle_datagram(&out.datagram, addrs[2], clock(t0, 3000)),
+                Err(DropReason::WrongSource)
+            );
+        }
+        assert!(
+            nodes[0].foca.iter_members().all(|m| m.id().generation == 1),
+            "node-1 took the impostor in"
+        );
+        assert!(
+            !nodes[0]
+                .take_events()
+                .contains(&MembershipEvent::Restarted("node-2".into()))
+        );
+    }
+
+    /// Issue #27 item 3, the lease messages' handover fields (issue #32 G5.8): a key holder at
+    /// another member's address (node-3) cannot release, in node-2's name, an IP node-2 still answers for (node-1
+    /// would claim it at once: two answerers), nor ask node-1 in node-2's name which of its IPs
+    /// it has let go. Both are dropped as `wrong_source`, with nothing recorded and nothing
+    /// sent; the same grant from node-2's own address is recorded, so the source check alone
+    /// stops it.
+    #[test]
+    fn a_key_holder_cannot_release_or_ask_in_another_members_name() {
+        let t0 = Instant::now();
+        let c = MembershipConfig::default();
+        let mut nodes: Vec<_> = (1..=3).map(|i| core_with(i, c.clone(), &ring())).collect();
+        joined(&mut nodes, t0, 2000);
+        let ip = IpAddr::from([198, 51, 100, 1]);
+        // node-1 waits to claim .1 from node-2, which still answers for it.
+        nodes[0].set_handovers(
+            [("node-2".to_string(), BTreeSet::from([ip]))].into(),
+            BTreeSet::new(),
+        );
+        nodes[1].set_handovers(BTreeMap::new(), BTreeSet::from([ip]));
+        mesh(&mut nodes, t0, 2000, 500, |_, _| false);
+        let released = |n: &MembershipCore| {
+            n.handover_replies()
+                .get(&("node-2".to_string(), ip))
+                .is_some_and(|r| r.released)
+        };
+        assert!(!released(&nodes[0]), "{:?}", nodes[0].handover_replies());
+        // node-1's next lease request to node-2: a forged grant answers its round.
+        let opener = Opener::new(&ring());
+        let mut round = None;
+        for t in 2500..5000 {
+            nodes[0].handle_timers(clock(t0, t));
+            for out in nodes[0].take_outgoing() {
+                let opened = opener.open(&out.datagram).unwrap();
+                if let Some((&KIND_LEASE, body)) = opened.payload.split_first()
+                    && let Ok(LeaseMsg::Request { dst, seq, asks, .. }) = LeaseMsg::decode(body)
+                    && dst.name == "node-2"
+                {
+                    assert_eq!(asks, vec![ip]);
+                    round = Some((seq, t));
+                }
+            }
+            if round.is_some() {
+                break;
+            }
+        }
+        let (seq, t) = round.expect("node-1 sends node-2 a lease request");
+        let now = clock(t0, t);
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut seal = |msg: &LeaseMsg| {
+            let mut plain = vec![KIND_LEASE];
+            plain.extend(postcard::to_allocvec(msg).unwrap());
+            Sealer::new(ring().primary())
+                .seal(&plain, now.wall_ms, &mut rng)
+                .unwrap()
+        };
+        let (me, node_2) = (nodes[0].identity().clone(), nodes[1].identity().clone());
+        let grant = seal(&LeaseMsg::Grant {
+            src: node_2.clone(),
+            dst: me.clone(),
+            seq,
+            released: vec![ip],
+            members: Some(0),
+        });
+        let request = seal(&LeaseMsg::Request {
+            src: node_2.clone(),
+            dst: me,
+            seq: 0,
+            asks: vec![ip],
+        });
+        // node-3, a member holding the key, sends them from its own address.
+        let attacker = nodes[2].identity().addr;
+        for forged in [&grant, &request] {
+            assert_eq!(
+                nodes[0].handle_datagram(forged, attacker, now),
+                Err(DropReason::WrongSource)
+            );
+        }
+        assert!(!released(&nodes[0]), "{:?}", nodes[0].handover_replies());
+        assert!(nodes[0].take_outgoing().is_empty(), "a grant went out");
+        assert_eq!(nodes[0].counters().snapshot().dropped_wrong_source, 2);
+        // The same grant from node-2's own address counts.
+        assert_eq!(nodes[0].handle_datagram(&grant, node_2.addr, now), Ok(()));
+        assert!(released(&nodes[0]), "{:?}", nodes[0].handover_replies());
     }
 
     /// Lists node-2 as a suspect (at `incarnation`) and schedules foca's suspect→down timer for
