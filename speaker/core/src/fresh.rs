@@ -46,6 +46,15 @@ impl FreshIps {
         self.started = false;
     }
 
+    /// `ip` is handed over from a live holder (issue #32 G5.8): it has been answered in the
+    /// cluster, so it is fresh no more — a probe would only meet the holder's last answers
+    /// and hold the new owner back for a probe round. Until it disappears from the view.
+    pub fn handed_over(&mut self, ip: &IpAddr) {
+        if let Some(at) = self.first_seen.get_mut(ip) {
+            *at = None;
+        }
+    }
+
     /// The IPs that appeared less than [`FRESH_FOR`] before `now`.
     pub fn fresh(&self, now: Instant) -> BTreeSet<IpAddr> {
         self.first_seen

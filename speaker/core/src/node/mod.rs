@@ -498,7 +498,7 @@ impl SpeakerCore {
             &alive,
             &carriers,
             &previously_owned,
-            &probe_first,
+            &mut probe_first,
         );
         self.planned_view = Some(self.view.clone());
         self.last_carriers = carriers;
@@ -540,8 +540,9 @@ impl SpeakerCore {
     ///   `W` of its delivery moves nothing. Before this rule the gainer claimed at once and both
     ///   answered for the whole lag (and a holder that gained within `PEER_SETTLE` did not yield).
     ///
-    /// An IP whose previous holder is down (failover), and a fresh IP (probed first), are
-    /// claimed at once. A holder the membership lists but that has not answered our lease
+    /// An IP whose previous holder is down (failover), and a fresh IP without a live holder
+    /// (probed first), are claimed at once; a fresh IP with one is a handover like any other and
+    /// is not probed (`probe_first` loses it). A holder the membership lists but that has not answered our lease
     /// requests (it cannot reach us directly: the gate lets us converge without it, issue #32
     /// G1) waits the same: our datagrams reach it (then it knows us directly), or it learns of
     /// us by gossip, and its IP waiting the whole converge timeout left it unanswered for
@@ -553,7 +554,7 @@ impl SpeakerCore {
         alive: &BTreeSet<String>,
         carriers: &Carriers,
         previously_owned: &BTreeMap<IpAddr, Interfaces>,
-        probe_first: &BTreeSet<IpAddr>,
+        probe_first: &mut BTreeSet<IpAddr>,
     ) -> BTreeMap<IpAddr, Interfaces> {
         let me = self.config.me.clone();
         // A gain already held back keeps its holder and its start: the previous plan of a later
@@ -561,11 +562,7 @@ impl SpeakerCore {
         let gains: Vec<IpAddr> = plan
             .owned
             .keys()
-            .filter(|ip| {
-                !previously_owned.contains_key(*ip)
-                    && !probe_first.contains(*ip)
-                    && !self.handovers.contains_key(*ip)
-            })
+            .filter(|ip| !previously_owned.contains_key(*ip) && !self.handovers.contains_key(*ip))
             .copied()
             .collect();
         self.handovers.retain(|ip, _| plan.owned.contains_key(ip));
@@ -597,6 +594,10 @@ impl SpeakerCore {
                     .filter(|q| *q != me && alive.contains(q));
                 match holder {
                     Some(holder) => {
+                        // A handover, even of an IP still fresh: the holder's word, not a
+                        // probe that would meet its last answers (issue #32 G5.8).
+                        self.fresh.handed_over(&ip);
+                        probe_first.remove(&ip);
                         let due = now
                             .checked_add(self.config.claim.stall_threshold)
                             .unwrap_or(now);
