@@ -95,7 +95,7 @@ pub fn member_list_digest<'a>(names: impl IntoIterator<Item = &'a String>) -> u6
     sorted.sort();
     sorted.dedup();
     let mut h =
-        siphasher::sip::SipHasher13::new_with_keys(0x6665_7272_6f6c_62, 0x6d65_6d62_6572_73);
+        siphasher::sip::SipHasher13::new_with_keys(0x0066_6572_726f_6c62, 0x006d_656d_6265_7273);
     for n in sorted {
         h.write(n.as_bytes());
         h.write_u8(0);
