@@ -10,6 +10,9 @@
 //! `resourceVersion` precondition so racing writers converge. The object is a report, never an
 //! input to the election; only `heldBy` is read back, to keep probing an address another host
 //! holds when its owner changes.
+//!
+//! Each speaker also writes one object for its node, [`member_report_name`] (`node-<node>`, `ip`
+//! empty): the member count it sees, for `ferrolb status` (docs/design.md, "Membership reports").
 
 // clippy reads the repeated `type_ = …` inside separate `printcolumn(…)` groups as duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
