@@ -70,7 +70,7 @@ pub struct L2AnnouncementSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 17))]
     pub held_by: Option<String>,
-    /// Set only in a node's membership report (the object [`member_report_name`] of the node,
+    /// Set only in a node's membership report (the object `node-<node>`, `member_report_name`;
     /// `ip` empty, no interfaces or Services): what that node's speaker sees of the membership,
     /// for `ferrolb status` (docs/design.md, "Membership reports"). Written by the speaker of
     /// `node` when the count changes, at most once per 10 s.
