@@ -65,7 +65,8 @@ impl Reporting {
     /// Writes this node's membership report when the count it sees (`members`, 0 while out of
     /// the membership) differs from the stored one, at most every
     /// [`crate::announcements::MEMBER_REPORT_EVERY`]; only once the reports' watch has listed
-    /// them. Called on every step: it reads one stored object.
+    /// them. Called on every step: it finds its own report among the stored ones (a scan of the
+    /// reflector's store, as [`super::lookups::held_reported`] does).
     pub(super) fn report_members(&mut self, now: Instant, members: u32, stores: &Stores) {
         if !self.announcements_ready.load(Ordering::Relaxed) {
             return;
