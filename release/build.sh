@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds ferrolb's release artefacts into one directory (docs/versioning.md, "Releasing"):
 #
-#   binaries  static linux binaries ferrolb, ferrolb-controller, ferrolb-speaker (glibc linked in,
+#   binaries  static linux binaries ferrolb (and the link kubectl-ferrolb to it, the kubectl
+#             plugin name), ferrolb-controller, ferrolb-speaker (glibc linked in,
 #             `+crt-static`; `ldd` must say so) in ferrolb-VERSION-linux-ARCH/ with LICENSE,
 #             README.md and CHANGELOG.md, and that directory as a .tar.gz
 #   manifest  ferrolb.yaml: the kustomize base deploy/ rendered into one file (`kubectl
@@ -120,6 +121,8 @@ if want binaries; then
       [[ $said == *" $version" ]] || die "$b --version says '$said', not $version"
     fi
   done
+  # kubectl runs `kubectl ferrolb …` as the executable kubectl-ferrolb on PATH: the same binary.
+  ln -s ferrolb "$dist/$name/kubectl-ferrolb"
   cp LICENSE README.md CHANGELOG.md "$dist/$name/"
   # Reproducible archive: sorted names, no owner, the commit's time as every mtime.
   mtime=$(git log -1 --format=%ct 2>/dev/null || echo 0)

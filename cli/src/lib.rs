@@ -7,6 +7,8 @@
 //!   file or network I/O: documents in, objects, Services and findings out.
 //! - [`cluster`]: the I/O edge of `--from-cluster`: reads (never writes) MetalLB's objects, its
 //!   legacy ConfigMap, Services, Nodes and Namespaces with the kube client.
+//! - [`status`]: `ferrolb status`: a pure report (objects in, [`status::Report`] out, text or
+//!   JSON) and its thin read-only I/O edge, [`status::collect`].
 //! - [`uninstall`]: the I/O of `ferrolb uninstall` (stop the controller, release every status it
 //!   wrote, delete the install), with two pure verdicts (is the Lease held, is a CRD ours).
 //!
@@ -15,4 +17,5 @@
 
 pub mod cluster;
 pub mod migrate;
+pub mod status;
 pub mod uninstall;

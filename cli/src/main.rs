@@ -7,6 +7,11 @@
 //! when something was omitted or changed or a Service's addresses will change (the output is
 //! still complete for what could be converted), 1 on an error (nothing on stdout).
 //!
+//! `ferrolb status [--output text|json]` (also `kubectl ferrolb status`, through the
+//! `kubectl-ferrolb` link the release ships) prints one screen on the install
+//! (`ferrolb_cli::status`). Exit status: 0 nothing needs attention, 2 something does (listed
+//! last), 1 on an error.
+//!
 //! `ferrolb uninstall [--release-only] [--keep-crds]` stops the controller, releases every
 //! Service status it wrote and deletes the install (`ferrolb_cli::uninstall`). Exit status: 0
 //! done, 2 a status could not be released (nothing deleted; run it again), 1 on an error.
@@ -19,7 +24,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::{ArgAction, Args, Parser, Subcommand};
 use ferrolb_cli::migrate::{self, Document, services};
-use ferrolb_cli::{cluster, uninstall};
+use ferrolb_cli::{cluster, status, uninstall};
 use ferrolb_crds::service::{ClassFilter, DEFAULT_LB_CLASS};
 
 /// ferrolb's command-line tool.
@@ -44,6 +49,69 @@ enum Command {
     /// cluster RBAC with that label and ferrolb's CRDs with that label. Exit status 0: done; 2:
     /// a status was not released (nothing deleted, run it again); 1: error.
     Uninstall(UninstallArgs),
+    /// One screen on the install, read-only: pools (used/free, conditions), each IP's node and
+    /// interfaces, pending Services and why, excluded nodes and why, the membership key, the
+    /// member count each speaker reports and whether they agree, the Kubernetes version against
+    /// the floor (1.32), kube-proxy's mode and strictARP, Pod Security labels, and whether
+    /// MetalLB still runs. Also `kubectl ferrolb status`. Exit status 0: nothing needs attention;
+    /// 2: something does (listed last); 1: error.
+    Status(StatusArgs),
+}
+
+/// `--output` of `ferrolb status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    /// One screen for a terminal.
+    Text,
+    /// The report as JSON (field names documented in docs/troubleshooting.md).
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    /// kubeconfig file; default: the in-cluster configuration, then `$KUBECONFIG` /
+    /// `~/.kube/config`.
+    #[arg(long, env = "FERROLB_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The namespace ferrolb is installed in.
+    #[arg(long, env = "FERROLB_NAMESPACE", default_value = "ferrolb-system")]
+    namespace: String,
+    /// The membership-key Secret in --namespace (only whether it exists is read).
+    #[arg(
+        long,
+        env = "FERROLB_MEMBERLIST_SECRET",
+        default_value = "ferrolb-memberlist"
+    )]
+    memberlist_secret: String,
+    /// The speakers' DaemonSet in --namespace (read for --ignore-exclude-lb).
+    #[arg(
+        long,
+        env = "FERROLB_SPEAKER_DAEMONSET",
+        default_value = "ferrolb-speaker"
+    )]
+    speaker_daemonset: String,
+    /// The namespace MetalLB (or minikube's metallb addon) runs in.
+    #[arg(
+        long,
+        env = "FERROLB_METALLB_NAMESPACE",
+        default_value = "metallb-system"
+    )]
+    metallb_namespace: String,
+    /// The `--lb-class` ferrolb's controller runs with.
+    #[arg(long, env = "FERROLB_LB_CLASS", default_value = DEFAULT_LB_CLASS)]
+    lb_class: String,
+    /// The `--default-class` ferrolb's controller runs with.
+    #[arg(long, env = "FERROLB_DEFAULT_CLASS", default_value_t = true, action = ArgAction::Set)]
+    default_class: bool,
+    /// `text` (one screen) or `json` (for scripts).
+    #[arg(
+        long,
+        short = 'o',
+        env = "FERROLB_OUTPUT",
+        value_enum,
+        default_value = "text"
+    )]
+    output: Output,
 }
 
 #[derive(Debug, Args)]
@@ -110,6 +178,13 @@ fn main() -> ExitCode {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("ferrolb migrate: error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+        Command::Status(args) => match run_status(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("ferrolb status: error: {e:#}");
                 ExitCode::from(1)
             }
         },
@@ -205,6 +280,42 @@ fn run_migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let opts = status::collect::Options {
+        namespace: args.namespace,
+        key_secret: args.memberlist_secret,
+        speaker_daemonset: args.speaker_daemonset,
+        metallb_namespace: args.metallb_namespace,
+        class: ClassFilter {
+            lb_class: args.lb_class,
+            default_class: args.default_class,
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let collected = runtime.block_on(async {
+        let client = ferrolb_runtime::client::client(args.kubeconfig.as_deref()).await?;
+        status::collect::read(&client, &opts).await
+    })?;
+    let report = status::report(&collected);
+    let text = match args.output {
+        Output::Text => status::render(&report),
+        Output::Json => serde_json::to_string_pretty(&report).context("writing JSON")? + "\n",
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")?;
+    Ok(if report.attention.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
 fn run_uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
     let opts = uninstall::Options {
         namespace: args.namespace,
@@ -259,6 +370,15 @@ mod tests {
             ("ferrolb-system", "ferrolb-controller")
         );
         assert_eq!(u.timeout, std::time::Duration::from_secs(120));
+        let cli = Cli::try_parse_from(["kubectl-ferrolb", "status", "-o", "json"]).unwrap();
+        let Command::Status(s) = cli.command else {
+            panic!("not status")
+        };
+        assert_eq!(s.output, Output::Json);
+        assert_eq!(
+            (s.namespace.as_str(), s.memberlist_secret.as_str()),
+            ("ferrolb-system", "ferrolb-memberlist")
+        );
         let cmd = Cli::command();
         for arg in cmd.get_subcommands().flat_map(|c| c.get_arguments()) {
             if arg.is_positional() || ["help"].contains(&arg.get_id().as_str()) {

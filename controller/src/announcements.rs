@@ -10,7 +10,10 @@
 //!   more (the Service was deleted, changed type or class, or its IP was released or moved);
 //! - the object naming a Node that does not exist (the node was removed; its speaker is gone).
 //!
-//! An object whose name is not [`announcement_name`] of its `spec.ip` (or whose IP does not
+//! A node's membership report (named [`member_report_name`] of its `spec.node`, `ip` empty,
+//! `membership` set; read by `ferrolb status`) is stale once its Node does not exist.
+//!
+//! Any other object whose name is not [`announcement_name`] of its `spec.ip` (or whose IP does not
 //! parse) is not a speaker's report and is left alone, as is one already being deleted. Each
 //! delete carries the object's `resourceVersion` as a precondition: a speaker that rewrote it
 //! meanwhile (a new owner) wins, and the next pass decides again.
@@ -23,6 +26,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use ferrolb_crds::announcement::member_report_name;
 use ferrolb_crds::service::{ClassFilter, ingress_ips};
 use ferrolb_crds::{L2Announcement, announcement_name};
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -78,6 +82,16 @@ pub fn stale(
         .filter(|a| a.metadata.deletion_timestamp.is_none())
         .filter_map(|a| {
             let name = a.metadata.name.clone()?;
+            if a.spec.ip.is_empty()
+                && a.spec.membership.is_some()
+                && name == member_report_name(&a.spec.node)
+            {
+                return (!nodes.contains(a.spec.node.as_str())).then(|| Stale {
+                    name,
+                    resource_version: a.metadata.resource_version.clone(),
+                    why: Why::NodeGone(a.spec.node.clone()),
+                });
+            }
             let ip: IpAddr = a.spec.ip.parse().ok()?;
             if announcement_name(ip) != name {
                 return None;
@@ -114,6 +128,7 @@ mod tests {
                 services: vec![],
                 since: None,
                 held_by: None,
+                membership: None,
             },
         );
         a.metadata.resource_version = Some("7".into());
@@ -135,6 +150,43 @@ mod tests {
 
     fn node(name: &str) -> Arc<Node> {
         Arc::new(serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap())
+    }
+
+    fn member_report(node: &str) -> Arc<L2Announcement> {
+        let mut a = L2Announcement::new(
+            &member_report_name(node),
+            L2AnnouncementSpec {
+                ip: String::new(),
+                node: node.into(),
+                interfaces: vec![],
+                services: vec![],
+                since: None,
+                held_by: None,
+                membership: Some(ferrolb_crds::announcement::MembershipReport {
+                    members: 2,
+                    observed: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ),
+                }),
+            },
+        );
+        a.metadata.resource_version = Some("9".into());
+        Arc::new(a)
+    }
+
+    #[test]
+    fn membership_reports_are_stale_only_once_their_node_is_gone() {
+        let class = ClassFilter::default();
+        let nodes = [node("node-1")];
+        let reports = [member_report("node-1"), member_report("node-2")];
+        assert_eq!(
+            stale(&reports, &[], &nodes, &class),
+            vec![Stale {
+                name: "node-node-2".into(),
+                resource_version: Some("9".into()),
+                why: Why::NodeGone("node-2".into()),
+            }]
+        );
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //! `resourceVersion` precondition so racing writers converge. The object is a report, never an
 //! input to the election; only `heldBy` is read back, to keep probing an address another host
 //! holds when its owner changes.
+//!
+//! Each speaker also writes one object for its node, [`member_report_name`] (`node-<node>`, `ip`
+//! empty): the member count it sees, for `ferrolb status` (docs/design.md, "Membership reports").
 
 // clippy reads the repeated `type_ = …` inside separate `printcolumn(…)` groups as duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
@@ -67,6 +70,44 @@ pub struct L2AnnouncementSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 17))]
     pub held_by: Option<String>,
+    /// Set only in a node's membership report (the object `node-<node>`, `member_report_name`;
+    /// `ip` empty, no interfaces or Services): what that node's speaker sees of the membership,
+    /// for `ferrolb status` (docs/design.md, "Membership reports"). Written by the speaker of
+    /// `node` when the count changes, at most once per 10 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<MembershipReport>,
+}
+
+/// What one speaker sees of the membership (in its node's report, [`member_report_name`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
+#[serde(rename_all = "camelCase")]
+pub struct MembershipReport {
+    /// Alive speakers this speaker counts in its SWIM membership, itself included (the
+    /// `ferrolb_speaker_members` gauge); 0 while it is out of the membership (no key, carrier
+    /// lost, declared down).
+    #[schemars(range(min = 0, max = 100000))]
+    pub members: u32,
+    /// When the speaker saw this count (whole seconds).
+    pub observed: Time,
+}
+
+/// The prefix of a node's membership report: `node-<node name>`.
+pub const MEMBER_REPORT_PREFIX: &str = "node-";
+
+/// The name of `node`'s membership report: `node-<node name>` (a Node name is a DNS-1123
+/// subdomain, so this is one too when it fits in 253 characters); for a longer node name,
+/// `node-h` and 16 hex digits of a SipHash-1-3 (keys 0, 0) of the name. Never the name of an IP's
+/// report (those start with `ip-`).
+pub fn member_report_name(node: &str) -> String {
+    let name = format!("{MEMBER_REPORT_PREFIX}{node}");
+    if name.len() <= 253 {
+        return name;
+    }
+    use std::hash::Hasher;
+    let mut h = siphasher::sip::SipHasher13::new_with_keys(0, 0);
+    h.write(node.as_bytes());
+    format!("{MEMBER_REPORT_PREFIX}h{:016x}", h.finish())
 }
 
 /// The object name for `ip`: `ip-198-51-100-10`, `ip-2001-0db8-0000-0000-0000-0000-0000-0010`
@@ -88,6 +129,16 @@ pub fn announcement_name(ip: IpAddr) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn member_report_names_fit_and_never_collide_with_ip_reports() {
+        assert_eq!(member_report_name("node-1"), "node-node-1");
+        let long = "a".repeat(253);
+        let name = member_report_name(&long);
+        assert!(name.len() <= 253 && name.starts_with("node-h"), "{name}");
+        assert_ne!(name, member_report_name(&"b".repeat(253)));
+        assert!(!member_report_name("ip-198-51-100-10").starts_with("ip-"));
+    }
 
     #[test]
     fn names_are_dns_labels_and_distinct() {

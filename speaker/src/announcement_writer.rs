@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ferrolb_crds::announcement::MembershipReport;
 use ferrolb_crds::{L2Announcement, L2AnnouncementSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -173,6 +174,37 @@ async fn write(
                     services,
                     since: Some(since),
                     held_by,
+                    membership: None,
+                },
+            );
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            tokio::time::timeout(
+                WRITE_TIMEOUT,
+                api.patch(&name, &params, &Patch::Apply(&object)),
+            )
+            .await
+            .map(|r| r.map(|_| &counters.applied))
+        }
+        Op::Members {
+            name,
+            node,
+            members,
+        } => {
+            // A node's membership report: no IP, no interfaces or Services (docs/design.md,
+            // "Membership reports").
+            let object = L2Announcement::new(
+                &name,
+                L2AnnouncementSpec {
+                    ip: String::new(),
+                    node,
+                    interfaces: Vec::new(),
+                    services: Vec::new(),
+                    since: None,
+                    held_by: None,
+                    membership: Some(MembershipReport {
+                        members,
+                        observed: now(),
+                    }),
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();

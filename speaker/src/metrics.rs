@@ -11,7 +11,8 @@
 //!   `probe_conflicts_total`, `held_ips` (gauge); `peer_claim_yields_total` (a peer
 //!   announced an owned IP with a valid claim proof, `l2::peers`), `unproven_claims_total`;
 //! - `claim_standing{standing}` (gauge), `stalls_total`, `events_total{outcome}`,
-//!   `announcement_writes_total{outcome}` (L2Announcement reports);
+//!   `announcement_writes_total{outcome}` (L2Announcement reports),
+//!   `membership_report_writes_total{outcome}` (this node's membership report);
 //! - `owned_ips` (gauge), `no_eligible_node_ips` (gauge), `forbidden_ips` (gauge),
 //!   `kernel_arp_conflicts` (gauge), `members` (gauge),
 //!   `membership_transitions_total{direction="up"|"down"}`,
@@ -74,6 +75,8 @@ pub struct SpeakerMetrics {
     pub events: Arc<EventCounters>,
     /// L2Announcement write outcomes.
     pub announcements: Arc<crate::announcement_writer::WriteCounters>,
+    /// Writes of this node's membership report (`ferrolb status`).
+    pub member_reports: Arc<crate::announcement_writer::WriteCounters>,
     /// The claim gate.
     pub claim: ClaimMetrics,
     /// The membership key ring in use and its changes.
@@ -418,6 +421,18 @@ impl Collector for SpeakerMetrics {
             [
                 ("applied", self.keys.applied.load(Ordering::Relaxed)),
                 ("refused", refused),
+            ],
+        )?;
+        let mr = &self.member_reports;
+        labelled_counters(
+            &mut encoder,
+            "membership_report_writes",
+            "Writes of this node's membership report (the L2Announcement node-<node> that ferrolb status reads) by outcome (applied, failed incl. timed out or refused, dropped)",
+            "outcome",
+            [
+                ("applied", mr.applied.load(Ordering::Relaxed)),
+                ("failed", mr.failed.load(Ordering::Relaxed)),
+                ("dropped", mr.dropped.load(Ordering::Relaxed)),
             ],
         )?;
         let membership = self.membership.lock().ok().and_then(|m| m.clone());

@@ -610,6 +610,17 @@ fn release_binaries_are_static() {
     for doc in ["LICENSE", "README.md", "CHANGELOG.md"] {
         assert!(dir.join(doc).is_file(), "{doc} missing");
     }
+    // The kubectl plugin name (`kubectl ferrolb status`): a link to the same binary.
+    let plugin = dir.join("kubectl-ferrolb");
+    assert_eq!(
+        std::fs::read_link(&plugin).unwrap(),
+        std::path::Path::new("ferrolb")
+    );
+    let version = Command::new(&plugin).arg("--version").output().unwrap();
+    assert_eq!(
+        ok(&version, "kubectl-ferrolb").trim(),
+        format!("ferrolb {VERSION}")
+    );
     let listing = Command::new("tar")
         .arg("-tzf")
         .arg(dist.join(format!("{name}.tar.gz")))
@@ -618,6 +629,7 @@ fn release_binaries_are_static() {
     let listing = ok(&listing, "tar -tzf");
     for file in [
         "ferrolb",
+        "kubectl-ferrolb",
         "ferrolb-controller",
         "ferrolb-speaker",
         "LICENSE",

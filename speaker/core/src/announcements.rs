@@ -58,14 +58,67 @@ pub enum Op {
         /// `spec.heldBy`: set while the IP is held (not announced).
         held_by: Option<String>,
     },
+    /// Server-side apply of this node's membership report
+    /// ([`ferrolb_crds::announcement::member_report_name`]): `ip` empty, `membership.members` set,
+    /// `membership.observed` the time of the write ([`MemberReportPlanner`]).
+    Members {
+        /// Object name (`node-<node>`).
+        name: String,
+        /// This node.
+        node: String,
+        /// Alive members this speaker counts, itself included.
+        members: u32,
+    },
 }
 
 impl Op {
     /// The object name.
     pub fn name(&self) -> &str {
         match self {
-            Op::Apply { name, .. } => name,
+            Op::Apply { name, .. } | Op::Members { name, .. } => name,
         }
+    }
+}
+
+/// Shortest time between two writes of a node's membership report.
+pub const MEMBER_REPORT_EVERY: Duration = Duration::from_secs(10);
+
+/// When a speaker writes its node's membership report (`ferrolb status` reads every node's count
+/// and says whether they agree; docs/design.md, "Membership reports"): when the count it sees
+/// differs from the stored report (or there is none), at most once per [`MEMBER_REPORT_EVERY`].
+/// Zero writes at steady state; a membership that flaps costs one small write per 10 s per node,
+/// and a count that settles within 10 s of a write is written once the 10 s are over. A failed
+/// write is retried the same way (the stored report still differs).
+#[derive(Debug, Default)]
+pub struct MemberReportPlanner {
+    last_write: Option<Instant>,
+}
+
+impl MemberReportPlanner {
+    /// The write node `me` should make now, if any: `members` is the count it sees now,
+    /// `stored` the count in its stored report (`None`: no report, or one without a count).
+    pub fn plan(
+        &mut self,
+        now: Instant,
+        me: &str,
+        members: u32,
+        stored: Option<u32>,
+    ) -> Option<Op> {
+        if stored == Some(members) {
+            return None;
+        }
+        if self
+            .last_write
+            .is_some_and(|at| now.saturating_duration_since(at) < MEMBER_REPORT_EVERY)
+        {
+            return None;
+        }
+        self.last_write = Some(now);
+        Some(Op::Members {
+            name: ferrolb_crds::announcement::member_report_name(me),
+            node: me.to_owned(),
+            members,
+        })
     }
 }
 
@@ -220,6 +273,42 @@ mod tests {
     use super::*;
     use crate::plan::IpPlan;
 
+    #[test]
+    fn member_reports_are_written_on_change_at_most_every_ten_seconds() {
+        let t0 = Instant::now();
+        let mut p = MemberReportPlanner::default();
+        let op = |members| Op::Members {
+            name: "node-node-1".into(),
+            node: "node-1".into(),
+            members,
+        };
+        assert_eq!(p.plan(t0, "node-1", 1, None), Some(op(1)), "no report yet");
+        // The count changes 1 s later: held back until 10 s after the first write.
+        assert_eq!(
+            p.plan(t0 + Duration::from_secs(1), "node-1", 3, Some(1)),
+            None
+        );
+        assert_eq!(
+            p.plan(t0 + Duration::from_secs(9), "node-1", 3, Some(1)),
+            None
+        );
+        let t1 = t0 + MEMBER_REPORT_EVERY;
+        assert_eq!(p.plan(t1, "node-1", 3, Some(1)), Some(op(3)));
+        // Steady state: the stored count is the seen one, nothing is written.
+        let later = t1 + Duration::from_secs(3600);
+        assert_eq!(p.plan(later, "node-1", 3, Some(3)), None);
+        // A lost write (the stored count never changed) is retried after the same 10 s.
+        assert_eq!(p.plan(later, "node-1", 2, Some(3)), Some(op(2)));
+        assert_eq!(
+            p.plan(later + Duration::from_secs(5), "node-1", 2, Some(3)),
+            None
+        );
+        assert_eq!(
+            p.plan(later + MEMBER_REPORT_EVERY, "node-1", 2, Some(3)),
+            Some(op(2))
+        );
+    }
+
     const IP: &str = "198.51.100.10";
 
     fn ip() -> IpAddr {
@@ -367,13 +456,13 @@ mod tests {
             };
             for op in a.plan(now, "node-1", &pa, eth0, &no_held(), &store) {
                 writes_a += 1;
-                let Op::Apply { node, .. } = op;
+                let (Op::Apply { node, .. } | Op::Members { node, .. }) = op;
                 holder = node;
             }
             let store = stored(&holder);
             for op in b.plan(now, "node-2", &pb, eth0, &no_held(), &store) {
                 writes_b += 1;
-                let Op::Apply { node, .. } = op;
+                let (Op::Apply { node, .. } | Op::Members { node, .. }) = op;
                 holder = node;
             }
         }

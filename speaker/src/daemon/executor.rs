@@ -74,6 +74,7 @@ impl Executor {
         let l2_counters = Arc::new(crate::l2::Counters::default());
         let event_counters = Arc::new(EventCounters::default());
         let announcement_counters = Arc::new(WriteCounters::default());
+        let member_report_counters = Arc::new(WriteCounters::default());
         let metrics = Arc::new(SpeakerMetrics {
             l2: l2_counters.clone(),
             membership: std::sync::Mutex::new(None),
@@ -88,6 +89,7 @@ impl Executor {
             held_ips: Default::default(),
             events: event_counters.clone(),
             announcements: announcement_counters.clone(),
+            member_reports: member_report_counters.clone(),
             claim: Default::default(),
             keys: Default::default(),
         });
@@ -173,6 +175,11 @@ impl Executor {
         let (announcement_writer, announcement_task) =
             AnnouncementWriter::spawn(client.clone(), &config.namespace, announcement_counters);
         supervised.push(("announcement writer", announcement_task));
+        // The membership report has a writer of its own, so its writes are counted apart
+        // (`membership_report_writes_total`) and never wait behind thousands of IP reports.
+        let (member_report_writer, member_report_task) =
+            AnnouncementWriter::spawn(client.clone(), &config.namespace, member_report_counters);
+        supervised.push(("membership report writer", member_report_task));
         let reporting = Reporting {
             me: config.node_name.clone(),
             l2: config.l2.clone(),
@@ -182,6 +189,8 @@ impl Executor {
             announcements_ready: stores.announcements_ready(),
             planner: EventPlanner::new(&config.node_name),
             announcement_planner: Default::default(),
+            member_report_writer,
+            member_report_planner: Default::default(),
             last_announcements: None,
             last_forbidden: BTreeSet::new(),
             kernel_arp: Default::default(),
@@ -447,6 +456,12 @@ impl Executor {
         self.health
             .ready
             .store(core.ready() && self.membership.is_some(), Ordering::Relaxed);
+        let members = if self.membership.is_some() {
+            u32::try_from(self.observed_alive.len()).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
+        self.reporting.report_members(now, members, &self.stores);
         if let Some(plan) = planned {
             self.reporting
                 .report(now, &plan, core.view(), &self.stores, &self.responder);

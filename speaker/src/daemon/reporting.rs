@@ -38,6 +38,9 @@ pub(super) struct Reporting {
     pub(super) announcements_ready: Arc<AtomicBool>,
     pub(super) planner: EventPlanner,
     pub(super) announcement_planner: AnnouncementPlanner,
+    /// This node's membership report (`ferrolb status`), written by its own writer.
+    pub(super) member_report_writer: AnnouncementWriter,
+    pub(super) member_report_planner: crate::announcements::MemberReportPlanner,
     pub(super) last_announcements: Option<Instant>,
     pub(super) last_forbidden: BTreeSet<IpAddr>,
     pub(super) kernel_arp: KernelArpCheck,
@@ -57,6 +60,30 @@ impl Reporting {
         self.metrics.held_ips.store(0, Ordering::Relaxed);
         self.planner.forget();
         self.announcement_planner.forget();
+    }
+
+    /// Writes this node's membership report when the count it sees (`members`, 0 while out of
+    /// the membership) differs from the stored one, at most every
+    /// [`crate::announcements::MEMBER_REPORT_EVERY`]; only once the reports' watch has listed
+    /// them. Called on every step: it finds its own report among the stored ones (a scan of the
+    /// reflector's store, as [`super::lookups::held_reported`] does).
+    pub(super) fn report_members(&mut self, now: Instant, members: u32, stores: &Stores) {
+        if !self.announcements_ready.load(Ordering::Relaxed) {
+            return;
+        }
+        let name = ferrolb_crds::announcement::member_report_name(&self.me);
+        let stored = stores
+            .announcements
+            .state()
+            .iter()
+            .find(|a| a.metadata.name.as_deref() == Some(name.as_str()))
+            .and_then(|a| a.spec.membership.as_ref().map(|m| m.members));
+        if let Some(op) = self
+            .member_report_planner
+            .plan(now, &self.me, members, stored)
+        {
+            self.member_report_writer.send(op);
+        }
     }
 
     /// Reports one plan, made at `now`, after the responder got its owned set.

@@ -165,6 +165,7 @@ async fn apply(client: &Client, ip: &str, node: &str, interface: &str) -> Result
             services: vec!["default/web".to_owned()],
             since: None,
             held_by: None,
+            membership: None,
         },
     );
     api.patch(
