@@ -13,6 +13,9 @@ use crate::eligibility::{NodeFacts, PoolRef, ServiceFacts};
 
 const IP: &str = "198.51.100.53";
 
+/// Milliseconds.
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
 fn settings() -> ClaimSettings {
     ClaimSettings::for_membership(Duration::from_millis(100), Duration::from_millis(200))
 }
@@ -704,11 +707,7 @@ fn api_gain(holder: &str) -> (SpeakerCore, Instant) {
 /// over nothing: claimed at once.
 #[test]
 fn a_gain_from_the_api_view_waits_for_a_live_holder() {
-    let (ip, holder, ms) = (
-        IP.parse::<IpAddr>().unwrap(),
-        owner(&NODES),
-        Duration::from_millis,
-    );
+    let (ip, holder, ms) = (IP.parse::<IpAddr>().unwrap(), owner(&NODES), MS);
     let (mut core, mut t) = api_gain(&holder);
     assert!(!core.owned().contains_key(&ip), "held back for the holder");
     let due = core.poll_timeout().unwrap();
@@ -760,11 +759,7 @@ fn replied(holder: &str, ip: IpAddr, sent: Instant, released: bool) -> Observati
 /// replying is waited for one stall threshold after its last reply.
 #[test]
 fn a_holder_that_still_answers_is_waited_for_up_to_the_hold_max() {
-    let (ip, holder, ms) = (
-        IP.parse::<IpAddr>().unwrap(),
-        owner(&NODES),
-        Duration::from_millis,
-    );
+    let (ip, holder, ms) = (IP.parse::<IpAddr>().unwrap(), owner(&NODES), MS);
     let (mut core, mut t) = api_gain(&holder);
     let gained_at = t;
     // The holder says "still mine" every 50 ms: held past W, up to the cap.
@@ -806,11 +801,7 @@ fn a_holder_that_still_answers_is_waited_for_up_to_the_hold_max() {
 /// of an IP the responder answers for).
 #[test]
 fn a_released_handover_is_claimed_at_once() {
-    let (ip, holder, ms) = (
-        IP.parse::<IpAddr>().unwrap(),
-        owner(&NODES),
-        Duration::from_millis,
-    );
+    let (ip, holder, ms) = (IP.parse::<IpAddr>().unwrap(), owner(&NODES), MS);
     let (mut core, mut t) = api_gain(&holder);
     let gained_at = t;
     let outs = drain(&mut core);
@@ -858,11 +849,7 @@ fn a_released_handover_is_claimed_at_once() {
 /// start, and the holder, whose watch may never have shown the edit, answers throughout.
 #[test]
 fn an_api_edit_undone_within_the_wait_claims_nothing() {
-    let (ip, holder, ms) = (
-        IP.parse::<IpAddr>().unwrap(),
-        owner(&NODES),
-        Duration::from_millis,
-    );
+    let (ip, holder, ms) = (IP.parse::<IpAddr>().unwrap(), owner(&NODES), MS);
     let (mut core, mut t) = api_gain(&holder);
     assert!(!core.owned().contains_key(&ip), "held back");
     core.set_view(view(&NODES));
