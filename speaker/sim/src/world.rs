@@ -1186,10 +1186,15 @@ impl World {
             Output::Withdrawn => self.nodes[i].plan = None,
             Output::SetFresh(fresh) => self.nodes[i].responder.fresh = fresh,
             Output::Note(_) => {}
-            Output::SetHandovers { asks, holding } => {
+            Output::SetHandovers {
+                asks,
+                holding,
+                plan,
+            } => {
                 // As the executor: after the owned set was applied.
                 if let Some(m) = self.nodes[i].membership.as_mut() {
                     m.set_handovers(asks, holding);
+                    m.set_plan(plan);
                 }
             }
             Output::SetCarrier(report) => {

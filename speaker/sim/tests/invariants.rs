@@ -869,21 +869,19 @@ fn a_restart_while_another_speaker_is_down_answers_within_the_failover_bound() {
 /// Two API changes in a row, one node's watch lagging (found by attacking issue #32 G5.8 with a
 /// three-node chain): node 0 is excluded at 6.000 s, node 1 at 6.050 s (or 6.150 s), and node
 /// 1's watch lags 300 ms. Node 0 stops at once; the fast nodes give its IPs .5 and .7 to node 1
-/// for 50 ms, then (node 1 excluded) to nodes 3 and 4, which ask their previous holder — node 1,
-/// which holds nothing: released — and claim at 6.051 s. At 6.300 s node 1's watch delivers the
-/// first change only: its plan gives it .5 and .7 from node 0, it asks node 0, and node 0 —
-/// neither answering for nor holding back either IP — says released, so node 1 claims both next
-/// to nodes 3 and 4 until its watch delivers the second change at 6.350 s. "Released" is the
-/// word of the holder in the gainer's stale view only; it says nothing of whoever took the IP
-/// since. Measured (seed 0): .7 has two answerers for 49 ms (149 ms with the 150 ms gap: the gap
-/// between the two changes, whatever the lag), and node 3 yields .5 to node 1's signed claim
-/// until 8.800 s: .5 is unanswered for 2.45 s (I-failover) — with ℓ = 300 ms, where the docs
-/// promise no two answerers while ℓ < 3 s and a silence within the later lag + one heartbeat.
-/// The same two changes give two answerers at 3 and 10 nodes too (seed 0: 49.7/149.7 ms and
-/// 49.3/149.3 ms; the silence through the yield only at 5 nodes with the 50 ms gap). The
-/// checker's I-bounded allowance does not flag the double answer; the assertions below do.
+/// for the gap, then (node 1 excluded) to nodes 3 and 4, which ask their previous holder, node 1.
+/// At 6.300 s node 1's watch delivers the first change only: its plan gives it .5 and .7 from
+/// node 0, and it asks node 0. Found: node 0, neither answering for nor holding back either IP,
+/// said released, so node 1 claimed both next to nodes 3 and 4 until its watch delivered the
+/// second change (49 ms, 149 ms: the gap), and node 3 yielded .5 to node 1's signed claim until
+/// 8.800 s (2.45 s unanswered). "Released" was the word of the holder in the gainer's stale view
+/// only. Fixed: a holder releases an IP only to the node its own plan gives it (or when its
+/// plan gives it nobody). Node 0's plan gives the IPs to nodes 3 and 4: node 1 waits and drops
+/// the gain when its watch catches up. The cost is on the other side: node 1's stale plan gives
+/// the IPs to node 0, so it does not release them to nodes 3 and 4 either until its watch has
+/// both changes — the IPs are unanswered until the lagging watch has the last change (lag + gap:
+/// 350 and 450 ms), never answered twice.
 #[test]
-#[ignore = "issue #32 G5.8: a lagging gainer claims on the release of a holder that has handed the IP to a third node: two answerers for the gap between two API changes, and a silence through the yield"]
 fn a_lagging_gainer_does_not_claim_an_ip_its_stale_holder_handed_to_a_third_node() {
     let lag = Duration::from_millis(300);
     for gap in [50, 150] {
@@ -903,6 +901,7 @@ fn a_lagging_gainer_does_not_claim_an_ip_its_stale_holder_handed_to_a_third_node
         println!("gap {gap} ms: two answerers {dual:?}, none {none:?}");
         assert_eq!(check(&s, &r), vec![], "{}", s.literal());
         assert_eq!(dual, Duration::ZERO, "gap {gap} ms: {}", s.literal());
-        assert!(none <= lag + HOLDER_WORD, "gap {gap} ms: {none:?}");
+        let gap = Duration::from_millis(gap);
+        assert!(none <= lag + gap + HOLDER_WORD, "gap {gap:?}: {none:?}");
     }
 }

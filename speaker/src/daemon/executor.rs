@@ -388,9 +388,13 @@ impl Executor {
                 Output::SetOwned(owned) => self.responder.set_owned(owned),
                 // After the responder applied the owned set: never say an IP is let go while it
                 // is still answered for.
-                Output::SetHandovers { asks, holding } => {
+                Output::SetHandovers {
+                    asks,
+                    holding,
+                    plan,
+                } => {
                     if let Some(m) = &self.membership {
-                        m.set_handovers(&asks, &holding);
+                        m.set_handovers(&asks, &holding, plan);
                     }
                 }
                 Output::Reannounce => self.responder.reannounce(),

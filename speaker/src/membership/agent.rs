@@ -365,13 +365,20 @@ impl Membership {
         &self,
         asks: &BTreeMap<String, BTreeSet<IpAddr>>,
         holding: &BTreeSet<IpAddr>,
+        plan: Option<Arc<ferrolb_l2::plan::Plan>>,
     ) {
         self.handovers.send_if_modified(|current| {
-            if current.asks == *asks && current.holding == *holding {
+            let same_plan = match (&current.plan, &plan) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if current.asks == *asks && current.holding == *holding && same_plan {
                 false
             } else {
                 current.asks.clone_from(asks);
                 current.holding.clone_from(holding);
+                current.plan = plan;
                 true
             }
         });
@@ -571,10 +578,11 @@ struct Driver {
 }
 
 /// What [`Membership::set_handovers`] hands the membership task.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 struct Handovers {
     asks: BTreeMap<String, BTreeSet<IpAddr>>,
     holding: BTreeSet<IpAddr>,
+    plan: Option<Arc<ferrolb_l2::plan::Plan>>,
 }
 
 /// Per (previous holder, IP), the holder's latest reply to our asks
@@ -650,6 +658,7 @@ impl Driver {
                     if changed.is_ok() {
                         let h = self.handovers_rx.borrow_and_update().clone();
                         self.core.set_handovers(h.asks, h.holding);
+                        self.core.set_plan(h.plan);
                     }
                 }
                 changed = self.voters_rx.changed() => {
@@ -680,6 +689,7 @@ impl Driver {
         if self.handovers_rx.has_changed().unwrap_or(false) {
             let h = self.handovers_rx.borrow_and_update().clone();
             self.core.set_handovers(h.asks, h.holding);
+            self.core.set_plan(h.plan);
         }
         let Self {
             socket,

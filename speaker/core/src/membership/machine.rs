@@ -207,6 +207,8 @@ pub struct MembershipCore {
     asks: BTreeMap<String, Vec<IpAddr>>,
     /// The IPs this speaker answers for now ([`Self::set_handovers`]).
     holding: BTreeSet<IpAddr>,
+    /// This speaker's latest plan ([`Self::set_plan`]): whom its own view gives an asked IP.
+    plan: Option<Arc<crate::plan::Plan>>,
     /// The holders' latest replies to our asks ([`Self::handover_replies`]).
     replies: BTreeMap<(String, IpAddr), HandoverReply>,
     /// Per granter's node name, the member-list digest its latest grant carried
@@ -315,6 +317,7 @@ impl MembershipCore {
             carrier: CarrierBook::default(),
             asks: BTreeMap::new(),
             holding: BTreeSet::new(),
+            plan: None,
             replies: BTreeMap::new(),
             list_digests: BTreeMap::new(),
             config,
@@ -383,7 +386,8 @@ impl MembershipCore {
     /// make); `holding`, the IPs it answers for now. Each lease request to a holder asks about
     /// (at most [`super::lease::MAX_ASKS`] of) its IPs, and each grant this speaker sends says
     /// which of the requester's asks are not in `holding`. Releases of IPs no longer asked
-    /// about are forgotten.
+    /// about are forgotten. An IP is released only to the node this speaker's own plan gives
+    /// it, or when it gives it nobody ([`Self::set_plan`]).
     pub fn set_handovers(
         &mut self,
         asks: BTreeMap<String, BTreeSet<IpAddr>>,
@@ -399,6 +403,14 @@ impl MembershipCore {
             })
             .collect();
         self.holding = holding;
+    }
+
+    /// This speaker's latest plan (issue #32 G5.8), `None` while it plans nothing (gate
+    /// closed). A grant releases an asked IP only to the node this plan gives it (or when it
+    /// gives it nobody, or there is no plan): a holder whose view has handed the IP to a third
+    /// node never tells a requester whose view lags that it may claim it.
+    pub fn set_plan(&mut self, plan: Option<Arc<crate::plan::Plan>>) {
+        self.plan = plan;
     }
 
     /// The holders' replies (issue #32 G5.8): per (holder name, IP) asked about, the latest
@@ -1192,13 +1204,20 @@ impl MembershipCore {
                 let to = src.addr;
                 // Released: neither answered for nor held back here (a gain of ours waiting
                 // for its own holder counts as held, so two speakers whose views each give them
-                // the IP never release it to each other).
+                // the IP never release it to each other), and our own plan gives it to the
+                // requester or to nobody (not to a third node: the requester's view lags).
                 let released = asks
                     .into_iter()
                     .take(super::lease::MAX_ASKS)
                     .filter(|ip| {
+                        let owner = self
+                            .plan
+                            .as_ref()
+                            .and_then(|p| p.ips.get(ip))
+                            .and_then(|p| p.owner.as_ref());
                         !self.holding.contains(ip)
                             && !self.asks.values().any(|ips| ips.contains(ip))
+                            && owner.is_none_or(|o| *o == src.name)
                     })
                     .collect();
                 let grant = LeaseMsg::Grant {
@@ -1476,6 +1495,37 @@ mod tests {
         mesh(&mut nodes, t0, 3000, 500, |_, _| false);
         assert!(!nodes[0].handover_replies()[&key("node-2", 2)].released);
         assert!(!nodes[1].handover_replies()[&key("node-1", 2)].released);
+        // node-2 lets .2 go but its own plan gives .2 to node-3 (node-1's view lags): not
+        // released to node-1; once its plan gives .2 to node-1 (or nobody), released.
+        let plan_giving = |owner: Option<&str>| {
+            let mut plan = crate::plan::Plan::default();
+            plan.ips.insert(
+                ip(2),
+                crate::plan::IpPlan {
+                    owner: owner.map(String::from),
+                    services: Vec::new(),
+                    no_owner_reason: None,
+                    warnings: Vec::new(),
+                    reporter: None,
+                },
+            );
+            Some(Arc::new(plan))
+        };
+        nodes[1].set_handovers(BTreeMap::new(), BTreeSet::new());
+        for (from, owner, released) in [
+            (3500, Some("node-3"), false),
+            (3700, Some("node-1"), true),
+            (3900, Some("node-3"), false),
+            (4100, None, true),
+        ] {
+            nodes[1].set_plan(plan_giving(owner));
+            mesh(&mut nodes, t0, from, 200, |_, _| false);
+            assert_eq!(
+                nodes[0].handover_replies()[&key("node-2", 2)].released,
+                released,
+                "plan gives .2 to {owner:?}"
+            );
+        }
         // Nothing asked any more: nothing remembered.
         nodes[0].set_handovers(BTreeMap::new(), BTreeSet::new());
         assert!(nodes[0].handover_replies().is_empty());

@@ -186,6 +186,9 @@ pub struct SpeakerCore {
     handovers: BTreeMap<IpAddr, Handover>,
     /// The IPs of the last [`Output::SetOwned`] (what the membership was told is answered for).
     holding: BTreeSet<IpAddr>,
+    /// The plan of the latest step that planned, while the gate is open (handed to the
+    /// membership with [`Output::SetHandovers`]: whom a release may go to).
+    current_plan: Option<Arc<crate::plan::Plan>>,
     fresh: FreshIps,
     counters: CoreCounters,
     outputs: VecDeque<Output>,
@@ -223,6 +226,7 @@ impl SpeakerCore {
             planned_view: None,
             handovers: BTreeMap::new(),
             holding: BTreeSet::new(),
+            current_plan: None,
             fresh: FreshIps::default(),
             counters: CoreCounters::default(),
             outputs: VecDeque::new(),
@@ -440,6 +444,7 @@ impl SpeakerCore {
         self.last_standing = label;
         if !self.standing.may_claim() {
             self.handovers.clear();
+            self.current_plan = None;
             self.set_owned(BTreeMap::new());
             self.outputs.push_back(Output::Withdrawn);
             // What was assigned meanwhile was announced by the others: not new to us.
@@ -471,6 +476,7 @@ impl SpeakerCore {
             Some(obs.carrier),
             &carriers,
         ));
+        self.current_plan = Some(plan.clone());
         self.outputs.push_back(Output::Planned {
             plan: plan.clone(),
             alive: alive.clone(),
@@ -666,6 +672,7 @@ impl SpeakerCore {
     /// Stop answering at once: lease ends now, owned set empty.
     fn withdraw_now(&mut self, now: Instant) {
         self.outputs.push_back(Output::SetLease(Some(now)));
+        self.current_plan = None;
         self.set_owned(BTreeMap::new());
     }
 
@@ -684,13 +691,17 @@ impl SpeakerCore {
             self.outputs.push_back(Output::SetHandovers {
                 asks: asks.clone(),
                 holding: widened,
+                plan: self.current_plan.clone(),
             });
         }
         self.owned = owned.clone();
         self.outputs.push_back(Output::SetOwned(owned));
         self.holding.clone_from(&holding);
-        self.outputs
-            .push_back(Output::SetHandovers { asks, holding });
+        self.outputs.push_back(Output::SetHandovers {
+            asks,
+            holding,
+            plan: self.current_plan.clone(),
+        });
     }
 
     fn leave(&mut self) {

@@ -36,6 +36,9 @@ pub enum Output {
         asks: BTreeMap<String, BTreeSet<IpAddr>>,
         /// The IPs held: a superset of what the responder answers for while this applies.
         holding: BTreeSet<IpAddr>,
+        /// The latest plan, `None` while the gate is closed
+        /// ([`crate::membership::MembershipCore::set_plan`]).
+        plan: Option<Arc<crate::plan::Plan>>,
     },
     /// Re-announce every owned IP at once (S4: after a membership change).
     Reannounce,
