@@ -873,3 +873,120 @@ fn a_restart_while_another_speaker_is_down_answers_within_the_failover_bound() {
         assert_violates(&s, &[]);
     }
 }
+
+/// The IPs node `i` is the sole answerer of at `at` (from the observer's owner changes).
+fn answered_by(r: &ferrolb_sim::Report, i: usize, at: Duration) -> BTreeSet<std::net::IpAddr> {
+    r.ips
+        .iter()
+        .filter(|(_, rec)| {
+            rec.owners
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= at)
+                .is_some_and(|(_, o)| *o == Some(i))
+        })
+        .map(|(ip, _)| *ip)
+        .collect()
+}
+
+/// Issue #29 O3: `kubectl cordon` of an owner, then `kubectl uncordon`, with the cordoned node's
+/// own watch `lag_ms` behind the others'. The cordoned node's IPs move to uncordoned nodes and
+/// come back to it on uncordon (I-converge: the rendezvous owners at the end), each IP moves
+/// only away and back (I-flap), and with no invariant broken. Break before make: the successor
+/// claims one stall threshold after its view has the cordon, so two nodes answer only while the
+/// cordoned node's watch is more than that behind, for lag − wait; an IP is silent for at most
+/// the gainer's own lag plus the wait. Returns (longest two-answerer, longest silent window).
+fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (Duration, Duration) {
+    let (cordon, uncordon) = (5_000, 12_000);
+    let s = Scenario::quiet(seed, 5, 8)
+        .with(1_000, Fault::WatchDelay { node: 0, ms: lag_ms })
+        .with(cordon, Fault::Cordon { node: 0, on: true })
+        .with(uncordon, Fault::Cordon { node: 0, on: false });
+    let r = run(&s);
+    assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    let ms = Duration::from_millis;
+    let before = answered_by(&r, 0, ms(cordon - 1));
+    assert!(!before.is_empty(), "node-0 owns IPs before the cordon");
+    // From one lag + one wait after the cordon until the uncordon, node-0 answers nothing, and
+    // every one of its IPs has one other answerer.
+    let settled = ms(cordon + lag_ms) + API_WAIT + ms(1);
+    assert_eq!(answered_by(&r, 0, settled), BTreeSet::new());
+    for at in [settled, ms(uncordon - 1)] {
+        for ip in &before {
+            let sole = r.ips[ip]
+                .owners
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= at)
+                .and_then(|(_, o)| *o);
+            assert!(sole.is_some_and(|o| o != 0), "{ip} at {at:?}: {sole:?}");
+        }
+    }
+    // Uncordon: the same IPs are back on node-0.
+    assert_eq!(answered_by(&r, 0, ms(s.end_ms - 1)), before);
+    let longest = |f: &dyn Fn(&ferrolb_sim::observer::IpRecord) -> Option<Duration>| {
+        r.ips.values().filter_map(f).max().unwrap_or_default()
+    };
+    (
+        longest(&|rec| rec.dual.iter().map(|w| w.len()).max()),
+        longest(&|rec| rec.none.iter().map(|w| w.len()).max()),
+    )
+}
+
+/// Issue #29 O3 with the cordoned owner's watch behind the others' by less than the wait: no
+/// instant with two answerers; each move leaves an IP silent for at most lag + wait.
+#[test]
+fn o3_a_cordoned_owner_hands_its_ips_over_and_back_with_no_two_answerers() {
+    for (seed, lag) in [(1, 0), (2, 120), (3, 250)] {
+        let (dual, none) = cordon_and_uncordon(seed, lag);
+        assert_eq!(dual, Duration::ZERO, "seed {seed}, lag {lag} ms");
+        assert!(
+            none <= Duration::from_millis(lag) + API_WAIT,
+            "seed {seed}, lag {lag} ms: {none:?}"
+        );
+    }
+}
+
+/// The same with the cordoned owner's watch 483 ms behind (more than the wait): two answerers
+/// for at most lag − wait (the documented bound of API changes, I-bounded), never longer.
+#[test]
+fn o3_a_cordoned_owner_whose_watch_lags_past_the_wait_answers_twice_only_past_it() {
+    let lag = Duration::from_millis(483);
+    let (dual, none) = cordon_and_uncordon(4, 483);
+    assert!(dual <= lag - API_WAIT, "{dual:?}");
+    assert!(none <= lag + API_WAIT, "{none:?}");
+}
+
+/// Issue #29 O3: when every node is cordoned, the cordoned nodes are eligible again. On a
+/// one-node cluster (a laptop) nothing moves and the IPs are never silent. On three nodes
+/// cordoned one after the other, the IPs gather on the nodes still uncordoned and, once the
+/// last one is cordoned, go back to their rendezvous owners (the owners before the first
+/// cordon), each move break before make: no two answerers, no invariant broken.
+#[test]
+fn o3_every_node_cordoned_keeps_every_ip_answered() {
+    let one = Scenario::quiet(5, 1, 4)
+        .with(1_000, Fault::WatchDelay { node: 0, ms: 200 })
+        .with(5_000, Fault::Cordon { node: 0, on: true });
+    let r = run(&one);
+    assert_eq!(check(&one, &r), vec![], "{}", one.literal());
+    for (ip, rec) in &r.ips {
+        assert!(rec.dual.is_empty() && rec.none.is_empty(), "{ip}: {rec:?}");
+        assert_eq!(rec.owners.len(), 1, "{ip} never moved: {rec:?}");
+    }
+
+    let mut three = Scenario::quiet(6, 3, 6).with(1_000, Fault::WatchDelay { node: 1, ms: 200 });
+    for n in 0..3u64 {
+        three = three.with(5_000 + 3_000 * n, Fault::Cordon { node: n as usize, on: true });
+    }
+    let r = run(&three);
+    assert_eq!(check(&three, &r), vec![], "{}", three.literal());
+    for (ip, rec) in &r.ips {
+        assert!(rec.dual.is_empty(), "{ip}: {rec:?}");
+        let first = rec.owners.iter().rev().find(|(t, _)| *t < Duration::from_millis(5_000));
+        assert_eq!(
+            r.final_answerers[ip],
+            first.and_then(|(_, o)| *o).into_iter().collect(),
+            "{ip}: back on its rendezvous owner"
+        );
+    }
+}
