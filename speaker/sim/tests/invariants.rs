@@ -939,6 +939,7 @@ fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (Duration, Duration) {
 fn o3_a_cordoned_owner_hands_its_ips_over_and_back_with_no_two_answerers() {
     for (seed, lag) in [(1, 0), (2, 120), (3, 250)] {
         let (dual, none) = cordon_and_uncordon(seed, lag);
+        eprintln!("O3 lag {lag} ms: longest two-answerer {dual:?}, longest silence {none:?}");
         assert_eq!(dual, Duration::ZERO, "seed {seed}, lag {lag} ms");
         assert!(
             none <= Duration::from_millis(lag) + API_WAIT,
@@ -953,6 +954,7 @@ fn o3_a_cordoned_owner_hands_its_ips_over_and_back_with_no_two_answerers() {
 fn o3_a_cordoned_owner_whose_watch_lags_past_the_wait_answers_twice_only_past_it() {
     let lag = Duration::from_millis(483);
     let (dual, none) = cordon_and_uncordon(4, 483);
+    eprintln!("O3 lag 483 ms: longest two-answerer {dual:?}, longest silence {none:?}");
     assert!(dual <= lag - API_WAIT, "{dual:?}");
     assert!(none <= lag + API_WAIT, "{none:?}");
 }
