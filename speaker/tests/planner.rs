@@ -316,7 +316,11 @@ fn o3_a_cordoned_owner_moves_its_ip_through_the_trimmed_watch_objects() {
     for n in &mut c.nodes {
         cordon(n, true);
     }
-    assert_eq!(c.owners(), vec![first], "every node cordoned: nothing moves");
+    assert_eq!(
+        c.owners(),
+        vec![first],
+        "every node cordoned: nothing moves"
+    );
 }
 
 #[test]

@@ -831,3 +831,114 @@ async fn g5_4_a_speaker_on_another_timing_profile_is_refused_and_reported() {
         assert_eq!(answers, BTreeSet::from([lab.node(&owner).mac.clone()]));
     }
 }
+
+/// Sets `spec.unschedulable` of Node `node` as `kubectl cordon` / `uncordon` does.
+async fn cordon(client: &kube::Client, node: &str, on: bool) {
+    use kube::api::{Patch, PatchParams};
+    let patch = serde_json::json!({ "spec": { "unschedulable": on } });
+    Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// Probes `ip` from client 0 every ~50 ms for `span` after `changed` and returns when the sole
+/// answerer first became `to` (since `changed`) and the number of probes; panics on any probe
+/// answered by two MACs, by a MAC other than `from`'s or `to`'s, or by `from` after `to`
+/// answered.
+async fn probe_move(
+    lab: &Lab,
+    ip: Ipv4Addr,
+    from: &str,
+    to: &str,
+    changed: std::time::Instant,
+    span: Duration,
+) -> (Option<Duration>, usize) {
+    let (from_mac, to_mac) = (lab.node(from).mac.clone(), lab.node(to).mac.clone());
+    let (mut first, mut probes) = (None, 0);
+    while changed.elapsed() < span {
+        let seen = lab
+            .arp_probe(0, ip, Duration::from_millis(50))
+            .await
+            .unwrap();
+        probes += 1;
+        let who: BTreeSet<String> = seen
+            .iter()
+            .filter(|s| matches!(s, Seen::ArpReply { .. }) && s.ip() == std::net::IpAddr::V4(ip))
+            .map(|s| s.mac().to_owned())
+            .collect();
+        let at = changed.elapsed();
+        assert!(who.len() <= 1, "two answerers {who:?} at {at:?}");
+        assert!(
+            who.iter().all(|m| *m == from_mac || *m == to_mac),
+            "{who:?} at {at:?}: neither {from} nor {to}"
+        );
+        if first.is_some() {
+            assert!(!who.contains(&from_mac), "{from} answers again at {at:?}");
+        }
+        if first.is_none() && who.contains(&to_mac) {
+            first = Some(at);
+        }
+    }
+    (first, probes)
+}
+
+/// Issue #29 O3 on real frames: `kubectl cordon` of the owner moves its IP to the rendezvous
+/// owner of the uncordoned nodes and `kubectl uncordon` moves it back, each within the stated
+/// time (the new owner's watch delay + one stall threshold, 300 ms with `fast`; asserted with
+/// the lab's slack under 1.5 s) and with no probe answered by two nodes; on a one-node cluster
+/// the cordoned node keeps answering every probe (docs/operations.md, "Cordon and drain").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o3_cordon_moves_the_owners_ip_and_uncordon_brings_it_back() {
+    const BOUND: Duration = Duration::from_millis(1_500);
+    let ip = Ipv4Addr::new(198, 51, 100, 29);
+    let (lab, client) = lab_with_service(3, "198.51.100.29", "Cluster", &[]).await;
+    let all = names(3);
+    let all_refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let owner = expected_owner(ip, &all_refs);
+    let rest: Vec<&str> = all_refs.iter().copied().filter(|n| *n != owner).collect();
+    let successor = expected_owner(ip, &rest);
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some(&owner), SETTLE)
+            .await
+            .unwrap(),
+        BTreeSet::from([lab.node(&owner).mac.clone()])
+    );
+    for (on, from, to) in [(true, &owner, &successor), (false, &successor, &owner)] {
+        let changed = std::time::Instant::now();
+        cordon(&client, &owner, on).await;
+        let (took, probes) = probe_move(&lab, ip, from, to, changed, Duration::from_secs(4)).await;
+        let took = took.unwrap_or_else(|| {
+            panic!(
+                "{to} never answered (cordon {on}):\n{}\n{}",
+                lab.speaker_log(from, 20),
+                lab.speaker_log(to, 20)
+            )
+        });
+        eprintln!(
+            "O3: cordon={on}: {to} answered {took:?} after the API write; {probes} probes, none answered twice"
+        );
+        assert!(took <= BOUND, "cordon={on}: {took:?}");
+    }
+
+    drop((lab, client));
+
+    // One node, cordoned: it keeps answering every probe.
+    let (lab, client) = lab_with_service(1, "198.51.100.29", "Cluster", &[]).await;
+    assert_eq!(
+        lab.wait_for_owner(0, ip, Some("node-1"), SETTLE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    cordon(&client, "node-1", true).await;
+    let mac = lab.node("node-1").mac.clone();
+    for k in 0..10 {
+        assert_eq!(
+            lab.arp_answers(0, ip).await.unwrap(),
+            BTreeSet::from([mac.clone()]),
+            "probe {k} after cordoning the only node"
+        );
+    }
+}

@@ -558,7 +558,12 @@ pub fn prefer_uncordoned(eligibility: &mut Eligibility, cluster: &Cluster) -> BT
     if eligibility.nodes.iter().all(cordoned) {
         return BTreeSet::new();
     }
-    let removed: BTreeSet<String> = eligibility.nodes.iter().filter(|n| cordoned(n)).cloned().collect();
+    let removed: BTreeSet<String> = eligibility
+        .nodes
+        .iter()
+        .filter(|n| cordoned(n))
+        .cloned()
+        .collect();
     eligibility.nodes.retain(|n| !removed.contains(n));
     removed
 }

@@ -230,7 +230,15 @@ mod tests {
         let owners = |v: &View| -> BTreeSet<Option<String>> {
             nodes
                 .iter()
-                .map(|me| plan(v, &members, me, Some(true)).ips.values().next().unwrap().owner.clone())
+                .map(|me| {
+                    plan(v, &members, me, Some(true))
+                        .ips
+                        .values()
+                        .next()
+                        .unwrap()
+                        .owner
+                        .clone()
+                })
                 .collect()
         };
         let answering = |v: &View| -> Vec<&str> {

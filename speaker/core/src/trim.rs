@@ -21,9 +21,7 @@
 use ferrolb_crds::annotations::{ADDRESS_POOL, address_pool};
 use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{
-    Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, Service,
-};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

@@ -899,7 +899,13 @@ fn answered_by(r: &ferrolb_sim::Report, i: usize, at: Duration) -> BTreeSet<std:
 fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (Duration, Duration) {
     let (cordon, uncordon) = (5_000, 12_000);
     let s = Scenario::quiet(seed, 5, 8)
-        .with(1_000, Fault::WatchDelay { node: 0, ms: lag_ms })
+        .with(
+            1_000,
+            Fault::WatchDelay {
+                node: 0,
+                ms: lag_ms,
+            },
+        )
         .with(cordon, Fault::Cordon { node: 0, on: true })
         .with(uncordon, Fault::Cordon { node: 0, on: false });
     let r = run(&s);
@@ -978,13 +984,23 @@ fn o3_every_node_cordoned_keeps_every_ip_answered() {
 
     let mut three = Scenario::quiet(6, 3, 6).with(1_000, Fault::WatchDelay { node: 1, ms: 200 });
     for n in 0..3u64 {
-        three = three.with(5_000 + 3_000 * n, Fault::Cordon { node: n as usize, on: true });
+        three = three.with(
+            5_000 + 3_000 * n,
+            Fault::Cordon {
+                node: n as usize,
+                on: true,
+            },
+        );
     }
     let r = run(&three);
     assert_eq!(check(&three, &r), vec![], "{}", three.literal());
     for (ip, rec) in &r.ips {
         assert!(rec.dual.is_empty(), "{ip}: {rec:?}");
-        let first = rec.owners.iter().rev().find(|(t, _)| *t < Duration::from_millis(5_000));
+        let first = rec
+            .owners
+            .iter()
+            .rev()
+            .find(|(t, _)| *t < Duration::from_millis(5_000));
         assert_eq!(
             r.final_answerers[ip],
             first.and_then(|(_, o)| *o).into_iter().collect(),

@@ -934,7 +934,10 @@ fn o3_cordon_and_uncordon_hand_the_ip_over_break_before_make() {
         assert!(!owns_ip(&core), "still held back at {:?}", t - gained);
     }
     core.step(gained + wait, obs(Wake::Tick, &NODES, 0));
-    assert!(owns_ip(&core), "claimed one stall threshold after the cordon");
+    assert!(
+        owns_ip(&core),
+        "claimed one stall threshold after the cordon"
+    );
 
     // Uncordon: the successor drops it at once...
     core.set_view(view(&NODES));
