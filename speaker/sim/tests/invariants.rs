@@ -889,14 +889,23 @@ fn answered_by(r: &ferrolb_sim::Report, i: usize, at: Duration) -> BTreeSet<std:
         .collect()
 }
 
+/// The longest windows of one move in [`cordon_and_uncordon`]: with two answerers, with none.
+#[derive(Debug, Default, Clone, Copy)]
+struct MoveWindows {
+    dual: Duration,
+    none: Duration,
+}
+
 /// Issue #29 O3: `kubectl cordon` of an owner, then `kubectl uncordon`, with the cordoned node's
 /// own watch `lag_ms` behind the others'. The cordoned node's IPs move to uncordoned nodes and
 /// come back to it on uncordon (I-converge: the rendezvous owners at the end), each IP moves
-/// only away and back (I-flap), and with no invariant broken. Break before make: the successor
-/// claims one stall threshold after its view has the cordon, so two nodes answer only while the
-/// cordoned node's watch is more than that behind, for lag − wait; an IP is silent for at most
-/// the gainer's own lag plus the wait. Returns (longest two-answerer, longest silent window).
-fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (Duration, Duration) {
+/// only away and back (I-flap), and with no invariant broken. Break before make: the gainer
+/// claims once the holder's grant says it let the IP go (issue #32 G5.8), at the latest one
+/// stall threshold after its own view has the change, so two nodes answer only while the
+/// holder's watch is more than that behind the gainer's, for lag − wait; an IP is silent for at
+/// most the gainer's own lag plus the wait. Returns the longest windows of the cordon's move and
+/// of the uncordon's (windows that start before the uncordon, and from it).
+fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (MoveWindows, MoveWindows) {
     let (cordon, uncordon) = (5_000, 12_000);
     let s = Scenario::quiet(seed, 5, 8)
         .with(
@@ -930,12 +939,38 @@ fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (Duration, Duration) {
     }
     // Uncordon: the same IPs are back on node-0.
     assert_eq!(answered_by(&r, 0, ms(s.end_ms - 1)), before);
-    let longest = |f: &dyn Fn(&ferrolb_sim::observer::IpRecord) -> Option<Duration>| {
-        r.ips.values().filter_map(f).max().unwrap_or_default()
+    // No other IP moves: the IPs node-0 did not own keep their sole answerer throughout.
+    for (ip, rec) in r.ips.iter().filter(|(ip, _)| !before.contains(*ip)) {
+        assert!(
+            rec.owners.iter().all(|(t, _)| *t < ms(cordon)),
+            "{ip} moved: {:?}",
+            rec.owners
+        );
+    }
+    // Every window belongs to one of the two moves.
+    for (ip, rec) in &r.ips {
+        for w in rec.dual.iter().chain(&rec.none) {
+            assert!(w.start >= ms(cordon), "{ip}: {w:?} before the cordon");
+        }
+    }
+    let longest = |from: Duration, to: Duration| {
+        let mut m = MoveWindows::default();
+        for rec in r.ips.values() {
+            let of = |ws: &[ferrolb_sim::observer::Window]| {
+                ws.iter()
+                    .filter(|w| w.start >= from && w.start < to)
+                    .map(|w| w.len())
+                    .max()
+                    .unwrap_or_default()
+            };
+            m.dual = m.dual.max(of(&rec.dual));
+            m.none = m.none.max(of(&rec.none));
+        }
+        m
     };
     (
-        longest(&|rec| rec.dual.iter().map(|w| w.len()).max()),
-        longest(&|rec| rec.none.iter().map(|w| w.len()).max()),
+        longest(ms(cordon), ms(uncordon)),
+        longest(ms(uncordon), Duration::MAX),
     )
 }
 
@@ -944,25 +979,31 @@ fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (Duration, Duration) {
 #[test]
 fn o3_a_cordoned_owner_hands_its_ips_over_and_back_with_no_two_answerers() {
     for (seed, lag) in [(1, 0), (2, 120), (3, 250)] {
-        let (dual, none) = cordon_and_uncordon(seed, lag);
-        eprintln!("O3 lag {lag} ms: longest two-answerer {dual:?}, longest silence {none:?}");
-        assert_eq!(dual, Duration::ZERO, "seed {seed}, lag {lag} ms");
-        assert!(
-            none <= Duration::from_millis(lag) + API_WAIT,
-            "seed {seed}, lag {lag} ms: {none:?}"
-        );
+        let (away, back) = cordon_and_uncordon(seed, lag);
+        eprintln!("O3 lag {lag} ms: cordon {away:?}, uncordon {back:?}");
+        for m in [away, back] {
+            assert_eq!(m.dual, Duration::ZERO, "seed {seed}, lag {lag} ms");
+            assert!(
+                m.none <= Duration::from_millis(lag) + API_WAIT,
+                "seed {seed}, lag {lag} ms: {m:?}"
+            );
+        }
     }
 }
 
 /// The same with the cordoned owner's watch 483 ms behind (more than the wait): two answerers
-/// for at most lag − wait (the documented bound of API changes, I-bounded), never longer.
+/// for at most lag − wait (the documented bound of API changes, I-bounded), never longer, and
+/// only at the cordon (on uncordon the late node is the gainer: a longer silence instead).
 #[test]
 fn o3_a_cordoned_owner_whose_watch_lags_past_the_wait_answers_twice_only_past_it() {
     let lag = Duration::from_millis(483);
-    let (dual, none) = cordon_and_uncordon(4, 483);
-    eprintln!("O3 lag 483 ms: longest two-answerer {dual:?}, longest silence {none:?}");
-    assert!(dual <= lag - API_WAIT, "{dual:?}");
-    assert!(none <= lag + API_WAIT, "{none:?}");
+    let (away, back) = cordon_and_uncordon(4, 483);
+    eprintln!("O3 lag 483 ms: cordon {away:?}, uncordon {back:?}");
+    assert!(away.dual <= lag - API_WAIT, "{away:?}");
+    assert_eq!(back.dual, Duration::ZERO, "{back:?}");
+    for m in [away, back] {
+        assert!(m.none <= lag + API_WAIT, "{m:?}");
+    }
 }
 
 /// Issue #29 O3: when every node is cordoned, the cordoned nodes are eligible again. On a
