@@ -900,10 +900,10 @@ struct MoveWindows {
 /// own watch `lag_ms` behind the others'. The cordoned node's IPs move to uncordoned nodes and
 /// come back to it on uncordon (I-converge: the rendezvous owners at the end), each IP moves
 /// only away and back (I-flap), and with no invariant broken. Break before make: the gainer
-/// claims once the holder's grant says it let the IP go (issue #32 G5.8), at the latest one
-/// stall threshold after its own view has the change, so two nodes answer only while the
-/// holder's watch is more than that behind the gainer's, for lag − wait; an IP is silent for at
-/// most the gainer's own lag plus the wait. Returns the longest windows of the cordon's move and
+/// claims once the holder's grant says it let the IP go (issue #32 G5.8) — it waits while the
+/// holder says it still holds it, up to 3 s, and one stall threshold for a holder that says
+/// nothing — so two nodes answer only while the holder's watch is more than 3 s behind the
+/// gainer's; an IP is silent for about the later watch's lag. Returns the longest windows of the cordon's move and
 /// of the uncordon's (windows that start before the uncordon, and from it).
 fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (MoveWindows, MoveWindows) {
     let (cordon, uncordon) = (5_000, 12_000);
@@ -991,17 +991,17 @@ fn o3_a_cordoned_owner_hands_its_ips_over_and_back_with_no_two_answerers() {
     }
 }
 
-/// The same with the cordoned owner's watch 483 ms behind (more than the wait): two answerers
-/// for at most lag − wait (the documented bound of API changes, I-bounded), never longer, and
-/// only at the cordon (on uncordon the late node is the gainer: a longer silence instead).
+/// The same with the cordoned owner's watch 483 ms behind, more than the wait W: the new owner
+/// keeps waiting while the cordoned node's grants say it still holds the IP (issue #32 G5.8, up
+/// to `HANDOVER_HOLD_MAX`, 3 s), so still no instant with two answerers; silence at most lag +
+/// wait (on uncordon the late node is the gainer).
 #[test]
-fn o3_a_cordoned_owner_whose_watch_lags_past_the_wait_answers_twice_only_past_it() {
+fn o3_a_cordoned_owner_whose_watch_lags_past_the_wait_still_has_one_answerer() {
     let lag = Duration::from_millis(483);
     let (away, back) = cordon_and_uncordon(4, 483);
     eprintln!("O3 lag 483 ms: cordon {away:?}, uncordon {back:?}");
-    assert!(away.dual <= lag - API_WAIT, "{away:?}");
-    assert_eq!(back.dual, Duration::ZERO, "{back:?}");
     for m in [away, back] {
+        assert_eq!(m.dual, Duration::ZERO, "{m:?}");
         assert!(m.none <= lag + API_WAIT, "{m:?}");
     }
 }
