@@ -39,6 +39,11 @@ struct Cli {
     /// Ignore the node.kubernetes.io/exclude-from-external-load-balancers label (single-node clusters).
     #[arg(long, env = "FERROLB_IGNORE_EXCLUDE_LB")]
     ignore_exclude_lb: bool,
+    /// Keep announcing from cordoned Nodes (`spec.unschedulable`). By default a cordoned node's
+    /// IPs move to an uncordoned node, and stay when every eligible node is cordoned
+    /// (docs/operations.md, "Cordon and drain").
+    #[arg(long, env = "FERROLB_IGNORE_CORDON")]
+    ignore_cordon: bool,
     /// The default announce interfaces, comma-separated (e.g. `eth1` or `bond0,eth2`): IPs whose
     /// L2Advertisements name no `interfaces` are announced on exactly these, as given. Empty:
     /// chosen automatically (every interface that is up, can broadcast and is not virtual; one
@@ -286,6 +291,7 @@ async fn main() -> anyhow::Result<()> {
                 default_class: cli.default_class,
             },
             ignore_exclude_lb: cli.ignore_exclude_lb,
+            ignore_cordon: cli.ignore_cordon,
         },
         keys: cli.key_source(),
         memberlist_port: cli.memberlist_port,

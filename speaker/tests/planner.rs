@@ -277,6 +277,52 @@ fn s9_one_announcing_event_per_owner_change_and_one_reporter_when_nobody_may() {
     assert!(c.events(&mut planners).is_empty());
 }
 
+/// Issue #29 O3 from the Node objects: `kubectl cordon` sets `spec.unschedulable`, which the
+/// trimmed watch object keeps (S13) and the view reads; the owner's IP moves to one other node,
+/// comes back on uncordon, and stays when every node is cordoned.
+#[test]
+fn o3_a_cordoned_owner_moves_its_ip_through_the_trimmed_watch_objects() {
+    use ferrolb_speaker::trim;
+    let cordon = |n: &mut Node, on: bool| {
+        let mut full = n.clone();
+        // What the API server sends: the spec with more than the cordon, all of it trimmed
+        // but `unschedulable`.
+        full.spec = Some(obj(json!({
+            "unschedulable": on, "podCIDR": "10.244.1.0/24", "providerID": "x://y",
+            "taints": [{ "key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule" }],
+        })));
+        trim::node(&mut full);
+        assert_eq!(
+            serde_json::to_value(&full.spec).unwrap(),
+            json!({ "unschedulable": on })
+        );
+        *n = full;
+    };
+    let mut c = Cluster::new(3);
+    let owner = c.owners();
+    assert_eq!(owner.len(), 1);
+    let first = owner[0].clone();
+    let k = c
+        .nodes
+        .iter()
+        .position(|n| n.metadata.name.as_deref() == Some(first.as_str()))
+        .unwrap();
+    cordon(&mut c.nodes[k], true);
+    let during = c.owners();
+    assert_eq!(during.len(), 1, "{during:?}");
+    assert_ne!(during[0], first);
+    cordon(&mut c.nodes[k], false);
+    assert_eq!(c.owners(), vec![first.clone()]);
+    for n in &mut c.nodes {
+        cordon(n, true);
+    }
+    assert_eq!(
+        c.owners(),
+        vec![first],
+        "every node cordoned: nothing moves"
+    );
+}
+
 #[test]
 fn s13_trimmed_watch_objects_give_the_same_plans_and_stay_small() {
     use ferrolb_speaker::trim;

@@ -19,7 +19,7 @@
 //!   controller Deployment and the speaker DaemonSet, `resources`, `tolerations`,
 //!   `imagePullPolicy` and the speaker's `FERROLB_TIMING_PROFILE` become values, and
 //!   `imagePullSecrets`, `priorityClassName` and the optional environment (`lbClass`,
-//!   `defaultClass`, `ignoreExcludeLb`, `speaker.interfaces`, `extraEnv`) are added. With
+//!   `defaultClass`, `ignoreExcludeLb`, `ignoreCordon`, `speaker.interfaces`, `extraEnv`) are added. With
 //!   `memberlist.existingSecret` the controller gets `FERROLB_CREATE_MEMBERLIST_SECRET=false` and
 //!   its Role loses the Secret rules (it neither creates nor reads the user's key).
 //! - The chart creates **no** Secret: the controller creates the membership key when it is absent
@@ -600,6 +600,9 @@ fn workload(
         extra.push(format!("{}{{{{- if .Values.ignoreExcludeLb }}}}", pad(n)));
         extra.extend(item("FERROLB_IGNORE_EXCLUDE_LB", "\"true\""));
         extra.push(format!("{}{{{{- end }}}}", pad(n)));
+        extra.push(format!("{}{{{{- if .Values.ignoreCordon }}}}", pad(n)));
+        extra.extend(item("FERROLB_IGNORE_CORDON", "\"true\""));
+        extra.push(format!("{}{{{{- end }}}}", pad(n)));
         extra.push(format!(
             "{}{{{{- with .Values.speaker.interfaces }}}}",
             pad(n)
@@ -725,6 +728,10 @@ defaultClass: true
 # Speakers announce even from Nodes labelled node.kubernetes.io/exclude-from-external-load-balancers
 # (FERROLB_IGNORE_EXCLUDE_LB): for single-node clusters such as minikube, whose only node has it.
 ignoreExcludeLb: false
+# Speakers keep announcing from cordoned Nodes (FERROLB_IGNORE_CORDON). Off (the default): a
+# cordoned Node's IPs move to an uncordoned one, break before make, and come back on uncordon;
+# when every eligible Node is cordoned they stay (docs/operations.md, \"Cordon and drain\").
+ignoreCordon: false
 
 # The speakers' membership key (docs/install.md, \"The membership key\").
 memberlist:

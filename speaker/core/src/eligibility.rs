@@ -25,6 +25,15 @@
 //!
 //! For an IP shared by several Services the eligible set is the intersection over the Services.
 //!
+//! **Cordon** (issue #29 O3) is a preference, not a clause: [`prefer_uncordoned`] narrows the
+//! eligible set of an IP — after every clause above and after the per-IP carrier rule — to its
+//! nodes whose Node is not cordoned (`spec.unschedulable`, [`NodeFacts::unschedulable`]) when at
+//! least one of them is not cordoned, and leaves it whole when every one of them is. So a
+//! cordoned node is eligible for X exactly when no uncordoned node is: a drained node hands its
+//! IPs to the others, and a cluster whose every node is cordoned (a single-node laptop cluster
+//! being drained) keeps answering. [`Cluster::ignore_cordon`] (`--ignore-cordon`) turns the
+//! preference off.
+//!
 //! **Endpoints without `nodeName`** (ETP Local): kube-proxy cannot place them either, so they make
 //! no node eligible. This is never silent: every such endpoint produces an
 //! [`Eligibility::warnings`] entry, and when they are the only ready endpoints the reason is
@@ -54,6 +63,10 @@ pub struct NodeFacts {
     /// Such a node does not count among the speakers that should exist ([`crate::claim`]); it
     /// does not change eligibility (a live speaker on it still announces).
     pub not_ready: bool,
+    /// `spec.unschedulable` is `true`: the Node is cordoned (`kubectl cordon`, `kubectl drain`).
+    /// Not a clause: a cordoned node is eligible for an IP only when no uncordoned node is
+    /// ([`prefer_uncordoned`], issue #29 O3). It does not change the voters either.
+    pub unschedulable: bool,
     /// While `not_ready`: when the `Ready` condition last changed (`lastTransitionTime`, Unix
     /// seconds), if given. Lets a restarted speaker tell a Node that turned NotReady a moment ago
     /// (a partition) from one that has been dead for long ([`crate::claim::Voters::seed`]).
@@ -71,6 +84,9 @@ pub struct Cluster {
     pub advertisements: BTreeMap<String, L2AdvertisementSpec>,
     /// `--ignore-exclude-lb`: do not honour [`EXCLUDE_LB_LABEL`].
     pub ignore_exclude_lb: bool,
+    /// `--ignore-cordon`: do not prefer uncordoned nodes ([`prefer_uncordoned`] changes
+    /// nothing); a cordoned owner keeps its IPs until its speaker stops.
+    pub ignore_cordon: bool,
     /// Nodes a speaker Pod of ours is bound to ([`crate::view::speaker_nodes`], issue #32 G3):
     /// only these vote in the majority rule ([`crate::claim::expected_speakers`]). Empty when
     /// the Pod watch shows none — speakers run outside Pods (development, the netns lab) or the
@@ -522,6 +538,36 @@ pub fn eligible_nodes(cluster: &Cluster, services: &[ServiceFacts]) -> Eligibili
     }
 }
 
+/// Narrows `eligibility` to its uncordoned nodes (issue #29 O3, see the module docs): when at
+/// least one node of `eligibility.nodes` is not cordoned ([`NodeFacts::unschedulable`] false,
+/// or no Node object known), the cordoned ones are removed; when all of them are cordoned, or
+/// the set is empty, or [`Cluster::ignore_cordon`] is set, nothing changes. So the set never
+/// becomes empty here and `reason` is untouched. Returns the cordoned nodes removed (sorted),
+/// for logs and tests.
+///
+/// Applied last, after the clauses and [`crate::carrier::exclude_without_carrier`]: a
+/// cordoned node with carrier must still win over nobody when the only uncordoned one lost it.
+/// A missing carrier report (which can only leave the set larger) never gives two answerers:
+/// a node that elects itself from a larger set is, cordoned or not, the owner of the true set
+/// too (`docs/speaker.md`, "Cordon and drain").
+pub fn prefer_uncordoned(eligibility: &mut Eligibility, cluster: &Cluster) -> BTreeSet<String> {
+    if cluster.ignore_cordon {
+        return BTreeSet::new();
+    }
+    let cordoned = |n: &String| cluster.nodes.get(n).is_some_and(|f| f.unschedulable);
+    if eligibility.nodes.iter().all(cordoned) {
+        return BTreeSet::new();
+    }
+    let removed: BTreeSet<String> = eligibility
+        .nodes
+        .iter()
+        .filter(|n| cordoned(n))
+        .cloned()
+        .collect();
+    eligibility.nodes.retain(|n| !removed.contains(n));
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -654,6 +700,93 @@ mod tests {
             eligible_nodes(&c, &[svc("ns/a")]).nodes,
             names(&["node-2", "node-3"])
         );
+    }
+
+    /// Issue #29 O3: the cordon clause by clause. The eligible set (after every clause) loses
+    /// its cordoned nodes while one uncordoned node is left; all cordoned, or the setting off,
+    /// leaves it whole; a missing Node object counts as uncordoned.
+    #[test]
+    fn o3_cordoned_nodes_are_eligible_only_when_no_uncordoned_node_is() {
+        let mut c = cluster();
+        c.nodes.get_mut("node-1").unwrap().unschedulable = true;
+        let mut e = eligible_nodes(&c, &[svc("ns/a")]);
+        assert_eq!(e.nodes.len(), 3, "cordon is not a clause of eligible_nodes");
+        assert_eq!(prefer_uncordoned(&mut e, &c), names(&["node-1"]));
+        assert_eq!(e.nodes, names(&["node-2", "node-3"]));
+        assert_eq!(e.reason, None);
+
+        // Every eligible node cordoned: nothing changes (the single-node laptop cluster).
+        for n in ["node-2", "node-3"] {
+            c.nodes.get_mut(n).unwrap().unschedulable = true;
+        }
+        let mut e = eligible_nodes(&c, &[svc("ns/a")]);
+        assert_eq!(prefer_uncordoned(&mut e, &c), BTreeSet::new());
+        assert_eq!(e.nodes, names(&["node-1", "node-2", "node-3"]));
+        let mut one = cluster();
+        one.nodes.retain(|n, _| n == "node-1");
+        one.alive = names(&["node-1"]);
+        one.nodes.get_mut("node-1").unwrap().unschedulable = true;
+        let mut e = eligible_nodes(&one, &[svc("ns/a")]);
+        prefer_uncordoned(&mut e, &one);
+        assert_eq!(e.nodes, names(&["node-1"]));
+
+        // The setting off: a cordoned node keeps its place.
+        let mut c = cluster();
+        c.nodes.get_mut("node-1").unwrap().unschedulable = true;
+        c.ignore_cordon = true;
+        let mut e = eligible_nodes(&c, &[svc("ns/a")]);
+        assert_eq!(prefer_uncordoned(&mut e, &c), BTreeSet::new());
+        assert_eq!(e.nodes.len(), 3);
+
+        // "Otherwise eligible": the uncordoned nodes that fail a clause do not count, so the
+        // cordoned node that passes them all keeps the IP (here the others are excluded by
+        // label; under ETP Local, the only endpoint is on the cordoned node).
+        let mut c = cluster();
+        c.nodes.get_mut("node-1").unwrap().unschedulable = true;
+        for n in ["node-2", "node-3"] {
+            c.nodes
+                .get_mut(n)
+                .unwrap()
+                .labels
+                .insert(EXCLUDE_LB_LABEL.into(), String::new());
+        }
+        let mut e = eligible_nodes(&c, &[svc("ns/a")]);
+        prefer_uncordoned(&mut e, &c);
+        assert_eq!(e.nodes, names(&["node-1"]));
+        let c = {
+            let mut c = cluster();
+            c.nodes.get_mut("node-1").unwrap().unschedulable = true;
+            c
+        };
+        let local_1 = [local("ns/a", &[(Some("node-1"), true, true)])];
+        let mut e = eligible_nodes(&c, &local_1);
+        prefer_uncordoned(&mut e, &c);
+        assert_eq!(e.nodes, names(&["node-1"]));
+        // With a second endpoint on an uncordoned node, that node takes it.
+        let local_12 = [local(
+            "ns/a",
+            &[(Some("node-1"), true, true), (Some("node-2"), true, true)],
+        )];
+        let mut e = eligible_nodes(&c, &local_12);
+        prefer_uncordoned(&mut e, &c);
+        assert_eq!(e.nodes, names(&["node-2"]));
+
+        // A live speaker without a Node object is not cordoned (it fails clause 2 anyway).
+        let mut e = Eligibility {
+            nodes: names(&["node-1", "node-9"]),
+            reason: None,
+            warnings: Vec::new(),
+        };
+        prefer_uncordoned(&mut e, &c);
+        assert_eq!(e.nodes, names(&["node-9"]));
+        // Empty stays empty, with its reason.
+        let mut e = Eligibility {
+            nodes: BTreeSet::new(),
+            reason: Some(NoEligibleNode::NoService),
+            warnings: Vec::new(),
+        };
+        prefer_uncordoned(&mut e, &c);
+        assert_eq!(e.reason, Some(NoEligibleNode::NoService));
     }
 
     #[test]
@@ -966,6 +1099,7 @@ mod tests {
                             network_unavailable: unavailable,
                             carrier: Some(carrier),
                             not_ready: false,
+                            unschedulable: false,
                             not_ready_since: None,
                         },
                     );
@@ -1021,6 +1155,48 @@ mod tests {
                     })
                     .collect(),
             })
+    }
+
+    proptest::proptest! {
+        /// Issue #29 O3 over random sets: [`prefer_uncordoned`] never empties a set, keeps
+        /// exactly its uncordoned nodes when it has one, and — the safety argument for a
+        /// speaker that lacks a carrier report and so plans with a larger set `s` than the true
+        /// `t` — a node of `t` that owns the IP under `s` owns it under `t`: never two answerers.
+        #[test]
+        fn prefer_uncordoned_keeps_one_owner_under_a_larger_set(
+            cordoned in proptest::collection::vec(proptest::prelude::any::<bool>(), 6),
+            in_s in proptest::collection::vec(proptest::prelude::any::<bool>(), 6),
+            in_t in proptest::collection::vec(proptest::prelude::any::<bool>(), 6),
+            octet in 0u8..=255,
+        ) {
+            let mut c = cluster();
+            c.nodes.clear();
+            for (i, cordon) in cordoned.iter().enumerate() {
+                c.nodes.insert(format!("node-{i}"), NodeFacts { unschedulable: *cordon, ..Default::default() });
+            }
+            let set = |mask: &[bool]| -> BTreeSet<String> {
+                mask.iter().enumerate().filter(|(_, b)| **b).map(|(i, _)| format!("node-{i}")).collect()
+            };
+            let s_nodes = set(&in_s);
+            let t_nodes: BTreeSet<String> = set(&in_t).intersection(&s_nodes).cloned().collect();
+            let narrowed = |nodes: &BTreeSet<String>| {
+                let mut e = Eligibility { nodes: nodes.clone(), reason: None, warnings: Vec::new() };
+                prefer_uncordoned(&mut e, &c);
+                e.nodes
+            };
+            let (s, t) = (narrowed(&s_nodes), narrowed(&t_nodes));
+            proptest::prop_assert_eq!(s.is_empty(), s_nodes.is_empty());
+            proptest::prop_assert!(s.is_subset(&s_nodes));
+            let uncordoned: BTreeSet<String> = s_nodes.iter().filter(|n| !c.nodes[*n].unschedulable).cloned().collect();
+            if !uncordoned.is_empty() {
+                proptest::prop_assert_eq!(&s, &uncordoned);
+            }
+            let ip: std::net::IpAddr = format!("198.51.100.{octet}").parse().unwrap();
+            let owner_s = owner(ip, s.iter().map(String::as_str)).map(str::to_owned);
+            if let Some(x) = owner_s.filter(|x| t_nodes.contains(x)) {
+                proptest::prop_assert_eq!(owner(ip, t.iter().map(String::as_str)), Some(x.as_str()));
+            }
+        }
     }
 
     proptest::proptest! {

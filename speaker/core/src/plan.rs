@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use crate::carrier::{Carriers, exclude_without_carrier};
 use crate::election::owner;
-use crate::eligibility::{Interfaces, eligible_nodes};
+use crate::eligibility::{Interfaces, eligible_nodes, prefer_uncordoned};
 use crate::view::View;
 
 /// The decision for one IP.
@@ -63,7 +63,8 @@ pub fn plan(view: &View, alive: &BTreeSet<String>, me: &str, my_carrier: Option<
 
 /// [`plan`] with the members' carrier reports, this node's included (issue #32 G5.5): a node
 /// whose report says it has no carrier towards the clients of an IP is not eligible for it
-/// ([`crate::carrier`]).
+/// ([`crate::carrier`]). Then, per IP, a cordoned node is eligible only when no uncordoned node
+/// is ([`prefer_uncordoned`], issue #29 O3).
 pub fn plan_with_carrier(
     view: &View,
     alive: &BTreeSet<String>,
@@ -82,6 +83,8 @@ pub fn plan_with_carrier(
         if let Some(first) = services.first() {
             exclude_without_carrier(&mut eligibility, &cluster, carriers, &first.pool, *ip);
         }
+        // Last: a cordoned node only when no uncordoned one is left (issue #29 O3).
+        prefer_uncordoned(&mut eligibility, &cluster);
         let chosen = owner(*ip, eligibility.nodes.iter().map(String::as_str)).map(str::to_owned);
         let reporter = owner(*ip, alive.iter().map(String::as_str)).map(str::to_owned);
         if chosen.as_deref() == Some(me)
@@ -215,6 +218,93 @@ mod tests {
                 .contains("no carrier"),
             "{ip:?}"
         );
+    }
+
+    /// Issue #29 O3: every node elects the same uncordoned node while the owner is cordoned,
+    /// the rendezvous owner again once it is uncordoned, and the cordoned owner itself when
+    /// every node is cordoned or `--ignore-cordon` is set.
+    #[test]
+    fn o3_a_cordoned_owner_hands_its_ip_over_and_gets_it_back_on_uncordon() {
+        let nodes = ["node-1", "node-2", "node-3"];
+        let members = alive(&nodes);
+        let owners = |v: &View| -> BTreeSet<Option<String>> {
+            nodes
+                .iter()
+                .map(|me| {
+                    plan(v, &members, me, Some(true))
+                        .ips
+                        .values()
+                        .next()
+                        .unwrap()
+                        .owner
+                        .clone()
+                })
+                .collect()
+        };
+        let answering = |v: &View| -> Vec<&str> {
+            nodes
+                .iter()
+                .copied()
+                .filter(|me| !plan(v, &members, me, Some(true)).owned.is_empty())
+                .collect()
+        };
+        let mut v = view(&nodes, &[]);
+        let first = owners(&v).into_iter().next().unwrap().unwrap();
+        v.cluster.nodes.get_mut(&first).unwrap().unschedulable = true;
+        let during = owners(&v);
+        assert_eq!(during.len(), 1, "{during:?}");
+        let successor = during.into_iter().next().unwrap().unwrap();
+        assert_ne!(successor, first);
+        assert_eq!(answering(&v), [successor.as_str()]);
+        // Uncordon: the rendezvous owner again.
+        v.cluster.nodes.get_mut(&first).unwrap().unschedulable = false;
+        assert_eq!(owners(&v), [Some(first.clone())].into());
+        // Every node cordoned: nothing moves.
+        for n in nodes {
+            v.cluster.nodes.get_mut(n).unwrap().unschedulable = true;
+        }
+        assert_eq!(owners(&v), [Some(first.clone())].into());
+        assert_eq!(answering(&v), [first.as_str()]);
+        // The setting off: the cordoned owner keeps it.
+        v.cluster.nodes.get_mut(&successor).unwrap().unschedulable = false;
+        assert_eq!(owners(&v), [Some(successor.clone())].into());
+        v.cluster.ignore_cordon = true;
+        assert_eq!(owners(&v), [Some(first)].into());
+    }
+
+    /// Issue #29 O3 after G5.5: the cordon preference comes after the carrier rule, so a
+    /// cordoned node with carrier answers when the only uncordoned node has none towards the
+    /// IP's clients (applied before, it would leave the IP unanswered).
+    #[test]
+    fn o3_a_cordoned_node_with_carrier_beats_nobody() {
+        use crate::carrier::{Link, LinkReport};
+        let nodes = ["node-1", "node-2"];
+        let mut v = view(&nodes, &[]);
+        v.cluster.nodes.get_mut("node-1").unwrap().unschedulable = true;
+        let report = |carrier| LinkReport {
+            links: vec![Link {
+                name: "eth0".into(),
+                carrier,
+                default_v4: true,
+                default_v6: false,
+                named_v4: true,
+                named_v6: false,
+                prefixes: vec![("198.51.100.0".parse().unwrap(), 24)],
+            }],
+        };
+        let carriers: Carriers = [
+            ("node-1".to_string(), report(true)),
+            ("node-2".to_string(), report(false)),
+        ]
+        .into();
+        for me in nodes {
+            let p = plan_with_carrier(&v, &alive(&nodes), me, Some(true), &carriers);
+            assert_eq!(
+                p.ips.values().next().unwrap().owner.as_deref(),
+                Some("node-1"),
+                "{me}"
+            );
+        }
     }
 
     #[test]

@@ -12,15 +12,16 @@
 //!   annotation and no label;
 //! - EndpointSlice: the `kubernetes.io/service-name` label, and per endpoint only `nodeName` and
 //!   `conditions`;
-//! - Node: labels (node selectors, the exclusion label), `status.addresses` and
-//!   `status.conditions` (`NetworkUnavailable`, `Ready`), nothing else of the status;
+//! - Node: labels (node selectors, the exclusion label), `spec.unschedulable` (cordon, issue
+//!   #29 O3) and nothing else of the spec, `status.addresses` and `status.conditions`
+//!   (`NetworkUnavailable`, `Ready`), nothing else of the status;
 //! - IPAddressPool and L2Advertisement: labels (pool selectors), `spec`, `status`;
 //! - L2Announcement (the speakers' own reports): `spec` only.
 
 use ferrolb_crds::annotations::{ADDRESS_POOL, address_pool};
 use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodSpec, PodStatus, Service};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -75,7 +76,15 @@ pub fn node(node: &mut Node) {
     let mut meta = identity(&node.metadata);
     meta.labels = node.metadata.labels.take();
     node.metadata = meta;
-    node.spec = None;
+    // Only the cordon: taints, podCIDRs and providerID are never read.
+    node.spec = node
+        .spec
+        .take()
+        .and_then(|s| s.unschedulable)
+        .map(|u| NodeSpec {
+            unschedulable: Some(u),
+            ..NodeSpec::default()
+        });
     node.status = node.status.take().map(|s| NodeStatus {
         addresses: s.addresses,
         conditions: s.conditions.map(|cs| {

@@ -97,6 +97,8 @@ pub struct ViewSettings {
     pub class: ClassFilter,
     /// `--ignore-exclude-lb`.
     pub ignore_exclude_lb: bool,
+    /// `--ignore-cordon` ([`crate::eligibility::Cluster::ignore_cordon`]).
+    pub ignore_cordon: bool,
 }
 
 /// Everything the speaker derives from the API, before membership is applied.
@@ -136,6 +138,7 @@ pub fn build(
     let mut view = View {
         cluster: Cluster {
             ignore_exclude_lb: settings.ignore_exclude_lb,
+            ignore_cordon: settings.ignore_cordon,
             advertisements: advertisements
                 .iter()
                 .filter_map(|a| Some((a.metadata.name.clone()?, a.spec.clone())))
@@ -155,6 +158,7 @@ pub fn build(
                 network_unavailable: network_unavailable(node),
                 carrier: None,
                 not_ready: not_ready(node),
+                unschedulable: unschedulable(node),
                 not_ready_since: not_ready(node).then(|| ready_transition(node)).flatten(),
             },
         );
@@ -230,6 +234,14 @@ fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a str> {
 
 fn network_unavailable(node: &Node) -> bool {
     condition(node, "NetworkUnavailable") == Some("True")
+}
+
+/// `spec.unschedulable` is `true` (cordoned; absent counts as schedulable).
+fn unschedulable(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
 }
 
 /// `Ready` is `False` or `Unknown`; a Node without the condition (just registered) counts as ready.

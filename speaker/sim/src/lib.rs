@@ -26,16 +26,16 @@
 //!   reads each interface's answer state instead of sending requests.
 //! - **the API server**: one authoritative set of objects (Nodes Ready, one L2Advertisement for
 //!   all nodes, one Service per IP at the start) and a watch per node with its own delay and
-//!   outages; scripted changes: NotReady, the exclusion label, a Node deleted and created again,
-//!   the endpoint of an `externalTrafficPolicy: Local` Service moving;
+//!   outages; scripted changes: NotReady, the exclusion label, cordon and uncordon, a Node
+//!   deleted and created again, the endpoint of an `externalTrafficPolicy: Local` Service
+//!   moving, an L2Advertisement's node selectors, a Service's IP;
 //! - **an outsider without the key**: forged ARP claims (a peer's MAC, no proof), replayed
 //!   signed claims (a proof made a moment ago, as if captured on the LAN), a spoofed membership
 //!   flood.
 //!
 //! What is not modelled yet (`docs/speaker.md`, "The decisions, sans-IO, and the cluster
-//! simulator", keeps the list): L2Advertisement edits, Service IP changes, speaker Pods, cordon,
-//! multi-NIC segments, a scheduler model of CPU starvation, clock steps, key rotations, a
-//! compromised key holder.
+//! simulator", keeps the list): speaker Pods appearing and going, a scheduler model of CPU
+//! starvation beyond the shared-CPU queue, a compromised key holder.
 
 pub mod invariants;
 pub mod observer;

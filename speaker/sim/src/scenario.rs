@@ -162,6 +162,14 @@ pub enum Fault {
         /// Labelled.
         on: bool,
     },
+    /// The Node is cordoned (`spec.unschedulable: true`, `kubectl cordon` or the first step of
+    /// `kubectl drain`) or uncordoned in the API (issue #29 O3).
+    Cordon {
+        /// The node.
+        node: usize,
+        /// Cordoned.
+        on: bool,
+    },
     /// The Node object is deleted (its speaker may keep running).
     DeleteNode(usize),
     /// The Node object is created again (Ready, no labels).
@@ -282,6 +290,7 @@ impl Fault {
             // Object changes reach the nodes at different times (per-node views decide).
             Fault::NodeReady { .. }
             | Fault::ExcludeLabel { .. }
+            | Fault::Cordon { .. }
             | Fault::DeleteNode(_)
             | Fault::RecreateNode(_)
             | Fault::EndpointOn { .. }

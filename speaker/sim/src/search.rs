@@ -23,10 +23,10 @@ pub enum FaultClass {
     Carrier,
     /// An outsider without the key: forged ARP claims for an IP, or a spoofed membership flood.
     Adversary,
-    /// The API: a Node NotReady, labelled excluded, deleted and recreated; an endpoint of an
-    /// `externalTrafficPolicy: Local` Service moving (the Service stays `Local`); the
-    /// L2Advertisement edited to leave one node out and back; a Service's IP changed to a fresh
-    /// one; one node's watch late (up to 500 ms) or cut off while objects change.
+    /// The API: a Node NotReady, labelled excluded or cordoned, deleted and recreated; an
+    /// endpoint of an `externalTrafficPolicy: Local` Service moving (the Service stays `Local`);
+    /// the L2Advertisement edited to leave one node out and back; a Service's IP changed to a
+    /// fresh one; one node's watch late (up to 500 ms) or cut off while objects change.
     Api,
     /// Steady membership loss (0.5–5 % of every datagram, for the whole run) and no other fault.
     Loss,
@@ -262,21 +262,20 @@ pub fn scenario(seed: u64, nodes: usize, ips: usize, class: FaultClass) -> Scena
                                 ready: true,
                             },
                         ),
-                    1 => s
-                        .with(
-                            t,
-                            Fault::ExcludeLabel {
-                                node: victim,
-                                on: true,
-                            },
-                        )
-                        .with(
-                            t + lasts,
-                            Fault::ExcludeLabel {
-                                node: victim,
-                                on: false,
-                            },
-                        ),
+                    1 => {
+                        // Labelled excluded or, one time in two, cordoned (issue #29 O3): the
+                        // choice comes from a generator of its own, so that every other draw
+                        // of the class is what it was before cordon joined it.
+                        let cordon = StdRng::seed_from_u64(seed ^ 0x0c0d_0029 ^ t).random_bool(0.5);
+                        let fault = |on| {
+                            if cordon {
+                                Fault::Cordon { node: victim, on }
+                            } else {
+                                Fault::ExcludeLabel { node: victim, on }
+                            }
+                        };
+                        s.with(t, fault(true)).with(t + lasts, fault(false))
+                    }
                     2 => s
                         .with(
                             t,

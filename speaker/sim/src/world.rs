@@ -758,6 +758,11 @@ impl World {
                     }
                 }
             }),
+            Fault::Cordon { node, on } => self.change_api(|v| {
+                if let Some(f) = v.cluster.nodes.get_mut(&name(node)) {
+                    f.unschedulable = on;
+                }
+            }),
             Fault::DeleteNode(node) => self.change_api(|v| {
                 v.cluster.nodes.remove(&name(node));
                 // Deleting a Node garbage-collects the Pods bound to it.

@@ -905,3 +905,183 @@ fn a_lagging_gainer_does_not_claim_an_ip_its_stale_holder_handed_to_a_third_node
         assert!(none <= lag + gap + HOLDER_WORD, "gap {gap:?}: {none:?}");
     }
 }
+
+/// The IPs node `i` is the sole answerer of at `at` (from the observer's owner changes).
+fn answered_by(r: &ferrolb_sim::Report, i: usize, at: Duration) -> BTreeSet<std::net::IpAddr> {
+    r.ips
+        .iter()
+        .filter(|(_, rec)| {
+            rec.owners
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= at)
+                .is_some_and(|(_, o)| *o == Some(i))
+        })
+        .map(|(ip, _)| *ip)
+        .collect()
+}
+
+/// One stall threshold (W), 300 ms with the `fast` profile: what a gainer waits for a holder
+/// that says nothing, so the bound of the O3 cases' silences (lag + W).
+const STALL_WAIT: Duration = Duration::from_millis(300);
+
+/// The longest windows of one move in [`cordon_and_uncordon`]: with two answerers, with none.
+#[derive(Debug, Default, Clone, Copy)]
+struct MoveWindows {
+    dual: Duration,
+    none: Duration,
+}
+
+/// Issue #29 O3: `kubectl cordon` of an owner, then `kubectl uncordon`, with the cordoned node's
+/// own watch `lag_ms` behind the others'. The cordoned node's IPs move to uncordoned nodes and
+/// come back to it on uncordon (I-converge: the rendezvous owners at the end), each IP moves
+/// only away and back (I-flap), and with no invariant broken. Break before make: the gainer
+/// claims once the holder's grant says it let the IP go (issue #32 G5.8) — it waits while the
+/// holder says it still holds it, up to 3 s, and one stall threshold for a holder that says
+/// nothing — so two nodes answer only while the holder's watch is more than 3 s behind the
+/// gainer's; an IP is silent for about the later watch's lag. Returns the longest windows of the cordon's move and
+/// of the uncordon's (windows that start before the uncordon, and from it).
+fn cordon_and_uncordon(seed: u64, lag_ms: u64) -> (MoveWindows, MoveWindows) {
+    let (cordon, uncordon) = (5_000, 12_000);
+    let s = Scenario::quiet(seed, 5, 8)
+        .with(
+            1_000,
+            Fault::WatchDelay {
+                node: 0,
+                ms: lag_ms,
+            },
+        )
+        .with(cordon, Fault::Cordon { node: 0, on: true })
+        .with(uncordon, Fault::Cordon { node: 0, on: false });
+    let r = run(&s);
+    assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    let ms = Duration::from_millis;
+    let before = answered_by(&r, 0, ms(cordon - 1));
+    assert!(!before.is_empty(), "node-0 owns IPs before the cordon");
+    // From one lag + one wait after the cordon until the uncordon, node-0 answers nothing, and
+    // every one of its IPs has one other answerer.
+    let settled = ms(cordon + lag_ms) + STALL_WAIT + ms(1);
+    assert_eq!(answered_by(&r, 0, settled), BTreeSet::new());
+    for at in [settled, ms(uncordon - 1)] {
+        for ip in &before {
+            let sole = r.ips[ip]
+                .owners
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= at)
+                .and_then(|(_, o)| *o);
+            assert!(sole.is_some_and(|o| o != 0), "{ip} at {at:?}: {sole:?}");
+        }
+    }
+    // Uncordon: the same IPs are back on node-0.
+    assert_eq!(answered_by(&r, 0, ms(s.end_ms - 1)), before);
+    // No other IP moves: the IPs node-0 did not own keep their sole answerer throughout.
+    for (ip, rec) in r.ips.iter().filter(|(ip, _)| !before.contains(*ip)) {
+        assert!(
+            rec.owners.iter().all(|(t, _)| *t < ms(cordon)),
+            "{ip} moved: {:?}",
+            rec.owners
+        );
+    }
+    // Every window belongs to one of the two moves.
+    for (ip, rec) in &r.ips {
+        for w in rec.dual.iter().chain(&rec.none) {
+            assert!(w.start >= ms(cordon), "{ip}: {w:?} before the cordon");
+        }
+    }
+    let longest = |from: Duration, to: Duration| {
+        let mut m = MoveWindows::default();
+        for rec in r.ips.values() {
+            let of = |ws: &[ferrolb_sim::observer::Window]| {
+                ws.iter()
+                    .filter(|w| w.start >= from && w.start < to)
+                    .map(|w| w.len())
+                    .max()
+                    .unwrap_or_default()
+            };
+            m.dual = m.dual.max(of(&rec.dual));
+            m.none = m.none.max(of(&rec.none));
+        }
+        m
+    };
+    (
+        longest(ms(cordon), ms(uncordon)),
+        longest(ms(uncordon), Duration::MAX),
+    )
+}
+
+/// Issue #29 O3 with the cordoned owner's watch behind the others' by less than the wait: no
+/// instant with two answerers; each move leaves an IP silent for at most lag + wait.
+#[test]
+fn o3_a_cordoned_owner_hands_its_ips_over_and_back_with_no_two_answerers() {
+    for (seed, lag) in [(1, 0), (2, 120), (3, 250)] {
+        let (away, back) = cordon_and_uncordon(seed, lag);
+        eprintln!("O3 lag {lag} ms: cordon {away:?}, uncordon {back:?}");
+        for m in [away, back] {
+            assert_eq!(m.dual, Duration::ZERO, "seed {seed}, lag {lag} ms");
+            assert!(
+                m.none <= Duration::from_millis(lag) + STALL_WAIT,
+                "seed {seed}, lag {lag} ms: {m:?}"
+            );
+        }
+    }
+}
+
+/// The same with the cordoned owner's watch 483 ms behind, more than the wait W: the new owner
+/// keeps waiting while the cordoned node's grants say it still holds the IP (issue #32 G5.8, up
+/// to `HANDOVER_HOLD_MAX`, 3 s), so still no instant with two answerers; silence at most lag +
+/// wait (on uncordon the late node is the gainer).
+#[test]
+fn o3_a_cordoned_owner_whose_watch_lags_past_the_wait_still_has_one_answerer() {
+    let lag = Duration::from_millis(483);
+    let (away, back) = cordon_and_uncordon(4, 483);
+    eprintln!("O3 lag 483 ms: cordon {away:?}, uncordon {back:?}");
+    for m in [away, back] {
+        assert_eq!(m.dual, Duration::ZERO, "{m:?}");
+        assert!(m.none <= lag + STALL_WAIT, "{m:?}");
+    }
+}
+
+/// Issue #29 O3: when every node is cordoned, the cordoned nodes are eligible again. On a
+/// one-node cluster (a laptop) nothing moves and the IPs are never silent. On three nodes
+/// cordoned one after the other, the IPs gather on the nodes still uncordoned and, once the
+/// last one is cordoned, go back to their rendezvous owners (the owners before the first
+/// cordon), each move break before make: no two answerers, no invariant broken.
+#[test]
+fn o3_every_node_cordoned_keeps_every_ip_answered() {
+    let one = Scenario::quiet(5, 1, 4)
+        .with(1_000, Fault::WatchDelay { node: 0, ms: 200 })
+        .with(5_000, Fault::Cordon { node: 0, on: true });
+    let r = run(&one);
+    assert_eq!(check(&one, &r), vec![], "{}", one.literal());
+    for (ip, rec) in &r.ips {
+        assert!(rec.dual.is_empty() && rec.none.is_empty(), "{ip}: {rec:?}");
+        assert_eq!(rec.owners.len(), 1, "{ip} never moved: {rec:?}");
+    }
+
+    let mut three = Scenario::quiet(6, 3, 6).with(1_000, Fault::WatchDelay { node: 1, ms: 200 });
+    for n in 0..3u64 {
+        three = three.with(
+            5_000 + 3_000 * n,
+            Fault::Cordon {
+                node: n as usize,
+                on: true,
+            },
+        );
+    }
+    let r = run(&three);
+    assert_eq!(check(&three, &r), vec![], "{}", three.literal());
+    for (ip, rec) in &r.ips {
+        assert!(rec.dual.is_empty(), "{ip}: {rec:?}");
+        let first = rec
+            .owners
+            .iter()
+            .rev()
+            .find(|(t, _)| *t < Duration::from_millis(5_000));
+        assert_eq!(
+            r.final_answerers[ip],
+            first.and_then(|(_, o)| *o).into_iter().collect(),
+            "{ip}: back on its rendezvous owner"
+        );
+    }
+}

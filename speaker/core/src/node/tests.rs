@@ -862,6 +862,104 @@ fn an_api_edit_undone_within_the_wait_claims_nothing() {
     }
 }
 
+/// [`view`] with `cordoned` cordoned (`spec.unschedulable`, issue #29 O3).
+fn view_cordoning(nodes: &[&str], cordoned: &[&str]) -> Arc<View> {
+    let mut v = (*view(nodes)).clone();
+    for c in cordoned {
+        if let Some(n) = v.cluster.nodes.get_mut(*c) {
+            n.unschedulable = true;
+        }
+    }
+    Arc::new(v)
+}
+
+/// Issue #29 O3: a cordon and an uncordon are API gains like any other, so break before make
+/// holds both ways. Cordon: the cordoned owner drops the IP in the step whose view has the
+/// cordon; its successor claims one stall threshold after its own view has it. Uncordon: the
+/// rendezvous owner gets the IP back one stall threshold after its view has the uncordon, the
+/// node that held it meanwhile drops it as soon as its view has it. Every node cordoned: the
+/// owner keeps the IP.
+#[test]
+fn o3_cordon_and_uncordon_hand_the_ip_over_break_before_make() {
+    let (ip, holder, ms) = (
+        IP.parse::<IpAddr>().unwrap(),
+        owner(&NODES),
+        Duration::from_millis,
+    );
+    let wait = settings().stall_threshold;
+    let cordoned = view_cordoning(&NODES, &[&holder]);
+
+    // The owner, cordoned: released in the step that sees it.
+    let (t0, mut owner_core) = converged_drained();
+    assert!(owns_ip(&owner_core));
+    owner_core.set_view(cordoned.clone());
+    owner_core.step(t0 + ms(150), obs(Wake::ViewChanged, &NODES, 0));
+    assert!(!owns_ip(&owner_core), "released at once");
+
+    // Its successor: held back for the live holder, claimed one stall threshold later.
+    let successor = crate::plan::plan(&cordoned, &names(&NODES), NODES[0], Some(true)).ips[&ip]
+        .owner
+        .clone()
+        .unwrap();
+    assert_ne!(successor, holder);
+    let mut core = SpeakerCore::new(NodeConfig::new(successor.clone(), settings()), t0);
+    core.set_view(view(&NODES));
+    let mut t = t0;
+    for _ in 0..6 {
+        t += ms(100);
+        core.step(t, obs(Wake::Tick, &NODES, 0));
+    }
+    assert!(!owns_ip(&core), "not the owner before the cordon");
+    core.set_view(cordoned.clone());
+    let gained = t + ms(5);
+    core.step(gained, obs(Wake::ViewChanged, &NODES, 0));
+    assert!(!owns_ip(&core), "held back for the cordoned holder");
+    t = gained;
+    while t + ms(100) < gained + wait {
+        t += ms(100);
+        core.step(t, obs(Wake::Tick, &NODES, 0));
+        assert!(!owns_ip(&core), "still held back at {:?}", t - gained);
+    }
+    core.step(gained + wait, obs(Wake::Tick, &NODES, 0));
+    assert!(
+        owns_ip(&core),
+        "claimed one stall threshold after the cordon"
+    );
+
+    // Uncordon: the successor drops it at once...
+    core.set_view(view(&NODES));
+    let uncordoned = gained + wait + ms(50);
+    core.step(uncordoned, obs(Wake::ViewChanged, &NODES, 0));
+    assert!(!owns_ip(&core), "the successor releases at once");
+
+    // ...and the rendezvous owner, converged while cordoned, waits one stall threshold.
+    let mut back = SpeakerCore::new(NodeConfig::new(holder.clone(), settings()), t0);
+    back.set_view(cordoned.clone());
+    let mut t = t0;
+    for _ in 0..6 {
+        t += ms(100);
+        back.step(t, obs(Wake::Tick, &NODES, 0));
+    }
+    assert!(back.standing().may_claim(), "{:?}", back.standing());
+    assert!(!owns_ip(&back), "a cordoned node is not planned the IP");
+    back.set_view(view(&NODES));
+    let gained = t + ms(5);
+    back.step(gained, obs(Wake::ViewChanged, &NODES, 0));
+    assert!(!owns_ip(&back), "held back for the successor");
+    back.step(gained + wait - ms(1), obs(Wake::Tick, &NODES, 0));
+    assert!(!owns_ip(&back), "held back until the stall threshold");
+    back.step(gained + wait, obs(Wake::Tick, &NODES, 0));
+    assert!(owns_ip(&back), "the rendezvous owner is back");
+
+    // Every node cordoned: the owner keeps answering, nothing moves.
+    let (t0, mut owner_core) = converged_drained();
+    owner_core.set_view(view_cordoning(&NODES, &NODES));
+    for k in 1..=5 {
+        owner_core.step(t0 + ms(100 + 100 * k), obs(Wake::ViewChanged, &NODES, 0));
+        assert!(owns_ip(&owner_core), "all cordoned: kept");
+    }
+}
+
 /// Two NICs: `eth0` faces the clients (the IP is on its /24), `eth1` another network.
 fn two_nics(client: bool, other: bool) -> LinkReport {
     let link = |name: &str, carrier, net: &str| crate::carrier::Link {
