@@ -86,10 +86,20 @@ pub struct MembershipReport {
     /// Alive speakers this speaker counts in its SWIM membership, itself included (the
     /// `ferrolb_speaker_members` gauge); 0 while it is out of the membership (no key, carrier
     /// lost, declared down).
-    #[schemars(range(min = 0, max = 100000))]
+    #[schemars(schema_with = "member_count_schema")]
     pub members: u32,
     /// When the speaker saw this count (whole seconds).
     pub observed: Time,
+}
+
+/// The schema of [`MembershipReport::members`]: an `int32` (Kubernetes knows no `uint32`
+/// format: `helm install` warns on it), without numeric bounds (the generator writes them as
+/// floats, `100000.0`, which kustomize rewrites, failing the manifest round trip).
+fn member_count_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "integer",
+        "format": "int32",
+    })
 }
 
 /// The prefix of a node's membership report: `node-<node name>`.
