@@ -448,20 +448,29 @@ pub fn quorum_until(
     if total <= 2 {
         return None;
     }
-    // The same rule as `has_quorum`, counted without building sets: it runs at every send.
-    let first = voters.first().map(String::as_str);
-    let me_votes = voters.contains(me);
-    let mut valid: Vec<(Instant, bool)> = voters
-        .iter()
-        .filter(|v| v.as_str() != me)
-        .filter_map(|v| {
-            let until = evidence.get(v).filter(|t| **t > now)?;
-            Some((*until, Some(v.as_str()) == first))
-        })
-        .collect();
+    // The same rule as `has_quorum`, counted without building sets: it runs at every send
+    // (and at every step of the simulator's observer). Voters and evidence are both sorted by
+    // name, so one merged pass finds each voter's evidence.
+    let mut me_votes = false;
+    let mut me_first = false;
+    let mut valid: Vec<(Instant, bool)> = Vec::with_capacity(total);
+    let mut evidence = evidence.iter().peekable();
+    for (k, v) in voters.iter().enumerate() {
+        if v == me {
+            me_votes = true;
+            me_first = k == 0;
+            continue;
+        }
+        while evidence.next_if(|(e, _)| e.as_str() < v.as_str()).is_some() {}
+        if let Some((_, until)) = evidence.next_if(|(e, _)| *e == v)
+            && *until > now
+        {
+            valid.push((*until, k == 0));
+        }
+    }
     valid.sort_unstable();
     let mut seen = valid.len() + usize::from(me_votes);
-    let mut first_seen = (me_votes && first == Some(me)) || valid.iter().any(|(_, f)| *f);
+    let mut first_seen = me_first || valid.iter().any(|(_, f)| *f);
     let majority = |seen: usize, first_seen: bool| match (seen * 2).cmp(&total) {
         std::cmp::Ordering::Greater => true,
         std::cmp::Ordering::Equal => first_seen,
@@ -881,6 +890,48 @@ mod tests {
             }
             // And some side always has it, so a split never silences every IP.
             prop_assert!(sides[0] || sides[1], "{left:?} | {right:?}");
+        }
+
+        /// The quorum lease is `has_quorum` over time: the voters with evidence valid at `t`
+        /// (`me` always) have quorum at every instant in `[now, until)` and not at `until`,
+        /// or `until` is `now` when they have none now. Names outside the voters never count.
+        #[test]
+        fn the_quorum_lease_is_has_quorum_over_time(
+            voters in proptest::collection::btree_set("[a-f]", 2..7),
+            me in "[a-g]",
+            evidence in proptest::collection::btree_map("[a-g]", 0u64..200, 0..8),
+            now in 0u64..100,
+        ) {
+            let t0 = Instant::now();
+            let at = |ms: u64| t0 + Duration::from_millis(ms);
+            let evidence: BTreeMap<String, Instant> =
+                evidence.into_iter().map(|(n, t)| (n, at(t))).collect();
+            let alive_at = |t: Instant| -> BTreeSet<String> {
+                evidence
+                    .iter()
+                    .filter(|(_, u)| **u > t)
+                    .map(|(n, _)| n.clone())
+                    .chain([me.clone()])
+                    .collect()
+            };
+            let until = quorum_until(&evidence, &voters, &me, at(now));
+            if voters.len() <= 2 {
+                prop_assert_eq!(until, None);
+                return Ok(());
+            }
+            let until = until.expect("three or more voters have a lease");
+            prop_assert!(until >= at(now));
+            if until == at(now) {
+                prop_assert!(!has_quorum(&alive_at(at(now)), &voters));
+            } else {
+                // The evidence only changes at its instants: check each one in the window.
+                for t in [at(now)].into_iter().chain(evidence.values().copied()) {
+                    if t >= at(now) && t < until {
+                        prop_assert!(has_quorum(&alive_at(t), &voters), "at {t:?}");
+                    }
+                }
+                prop_assert!(!has_quorum(&alive_at(until), &voters));
+            }
         }
     }
 }
