@@ -234,6 +234,8 @@ impl Responder {
 }
 
 struct Node {
+    /// [`name`] of this node, made once (the observer needs it at every step).
+    name: String,
     /// The API view this node's watches have delivered, and its version.
     view: (u64, Arc<View>),
     watch_delay: Duration,
@@ -329,7 +331,7 @@ struct World {
     observer: Observer,
     /// [`World::oracle`]'s last result and what it was computed from.
     #[allow(clippy::type_complexity)]
-    oracle_cache: Option<((u64, BTreeSet<String>), BTreeMap<IpAddr, Option<usize>>)>,
+    oracle_cache: Option<((u64, Vec<bool>), BTreeMap<IpAddr, Option<usize>>)>,
     announcements: Vec<(Duration, usize, IpAddr)>,
     /// Per IP and sending node, the latest gratuitous ARP (with its claim proof) sent on the
     /// clients' segment and when: what an outsider there can capture and replay
@@ -404,6 +406,7 @@ impl World {
             let seed = w.rng.random::<u64>();
             let first = (w.version, w.view.clone());
             w.nodes.push(Node {
+                name: name(i),
                 view: first,
                 watch_delay: Duration::ZERO,
                 outage_until: None,
@@ -1256,7 +1259,7 @@ impl World {
         let step = n.responder.lease.map(|l| self.t0 + l);
         let empty = BTreeMap::new();
         let evidence = n.membership.as_ref().map_or(&empty, |m| m.evidence());
-        let quorum = quorum_until(evidence, &n.responder.voters, &name(i), self.mono());
+        let quorum = quorum_until(evidence, &n.responder.voters, &n.name, self.mono());
         match (step, quorum) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -1499,19 +1502,25 @@ impl World {
     /// interface has carrier, in the API server's view (`None`: no running speaker may announce
     /// it). Cached until the view or a process or carrier changes.
     fn oracle(&mut self) -> &BTreeMap<IpAddr, Option<usize>> {
-        let running: BTreeSet<String> = (0..self.nodes.len())
+        // The key is cheap to build (it is compared at every step); the names only on a miss.
+        let running: Vec<bool> = self
+            .nodes
+            .iter()
             // A speaker on another profile than the cluster's is refused by the others (issue
             // #32 G5.4): not eligible.
-            .filter(|i| {
-                self.nodes[*i].proc_ != Proc::Down
-                    && self.nodes[*i].responder.reaches_clients()
-                    && self.nodes[*i].profile == self.scenario.profile
+            .map(|n| {
+                n.proc_ != Proc::Down
+                    && n.responder.reaches_clients()
+                    && n.profile == self.scenario.profile
             })
-            .map(name)
             .collect();
         let key = (self.version, running);
         if self.oracle_cache.as_ref().is_none_or(|(k, _)| *k != key) {
-            let plan = ferrolb_l2::plan::plan(&self.view, &key.1, &name(0), Some(true));
+            let names: BTreeSet<String> = (0..self.nodes.len())
+                .filter(|i| key.1[*i])
+                .map(name)
+                .collect();
+            let plan = ferrolb_l2::plan::plan(&self.view, &names, &name(0), Some(true));
             let owners = self
                 .ips
                 .iter()
