@@ -711,8 +711,8 @@ fn pending_reason(svc: &Service, events: &[Event]) -> String {
         .into()
 }
 
-/// Whether the speakers' DaemonSet runs them with `--ignore-exclude-lb` (flag, `=true`, or
-/// `FERROLB_IGNORE_EXCLUDE_LB=true`).
+/// Whether the speakers' DaemonSet runs them with `--ignore-exclude-lb` (the flag, or
+/// `FERROLB_IGNORE_EXCLUDE_LB` set to a value the speaker reads as true: [`env_flag_is_set`]).
 fn speakers_ignore_exclude_lb(ds: &DaemonSet) -> bool {
     let containers = ds
         .spec
@@ -727,11 +727,20 @@ fn speakers_ignore_exclude_lb(ds: &DaemonSet) -> bool {
             .into_iter()
             .any(|a| a == "--ignore-exclude-lb" || a == "--ignore-exclude-lb=true");
         let env = c.env.iter().flatten().any(|e| {
-            e.name == "FERROLB_IGNORE_EXCLUDE_LB"
-                && e.value.as_deref().is_some_and(|v| v == "true" || v == "1")
+            e.name == "FERROLB_IGNORE_EXCLUDE_LB" && e.value.as_deref().is_some_and(env_flag_is_set)
         });
         flag || env
     })
+}
+
+/// How the speaker reads the environment variable of a boolean flag (clap's `SetTrue` action
+/// with `env`, parsed by clap's `FalseyValueParser`): false for the empty string and for `n`,
+/// `no`, `f`, `false`, `off`, `0` in any case; true for every other value (`1`, `yes`, `on`,
+/// `True`, …). The status report must agree with the speaker, or it would call a node
+/// excluded that the speakers serve.
+fn env_flag_is_set(value: &str) -> bool {
+    const FALSEY: [&str; 6] = ["n", "no", "f", "false", "off", "0"];
+    !value.is_empty() && !FALSEY.iter().any(|f| value.eq_ignore_ascii_case(f))
 }
 
 /// kube-proxy's `mode` and `ipvs.strictARP` from its ConfigMap's `config.conf` (a

@@ -330,6 +330,30 @@ fn excluded_nodes_say_why_and_the_speakers_override_counts() {
     })));
     let r = report(&c);
     assert!(r.nodes[0].excluded.is_empty(), "{:?}", r.nodes[0]);
+    // Or with the environment variable, read as the speaker reads it (clap's falsey values).
+    for (value, ignored) in [
+        ("true", true),
+        ("1", true),
+        ("yes", true),
+        ("On", true),
+        ("false", false),
+        ("0", false),
+        ("No", false),
+        ("", false),
+    ] {
+        c.speaker_daemonset = Some(obj(json!({
+            "metadata": {"name": "ferrolb-speaker"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [
+                {"name": "speaker", "env": [{"name": "FERROLB_IGNORE_EXCLUDE_LB", "value": value}]}]}}},
+        })));
+        let r = report(&c);
+        assert_eq!(
+            r.nodes[0].excluded.is_empty(),
+            ignored,
+            "{value:?}: {:?}",
+            r.nodes[0]
+        );
+    }
 }
 
 #[test]
