@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
     version = "v1beta1",
     kind = "L2Announcement",
     namespaced,
-    doc = "Which node answers ARP/NDP for one LoadBalancer IP, on which interfaces, for which Services; written by the speaker that owns the IP (ferrolb.io/v1beta1). A report: nothing reads it back.",
+    doc = "Which node answers ARP/NDP for one LoadBalancer IP, on which interfaces, for which Services; written by the speaker that owns the IP (ferrolb.io/v1beta1). A report: `ferrolb status` reads it and the controller deletes the reports of Nodes that are gone; no speaker decides anything from it.",
     plural = "l2announcements",
     singular = "l2announcement",
     shortname = "flann",
