@@ -782,6 +782,7 @@ async fn a12_fast_profile_starved_owner_never_answers_alongside_its_successor() 
         Starve {
             percent: 3,
             hog: true,
+            shares: None,
             duration: Duration::from_secs(secs),
             listen: Duration::from_millis(500),
         },

@@ -480,6 +480,7 @@ fn starve_for_a_minute(percent: u32, hog: bool) -> Starve {
     Starve {
         percent,
         hog,
+        shares: None,
         duration: Duration::from_secs(60),
         listen: Duration::from_millis(500),
     }

@@ -14,9 +14,10 @@
 //!   broadcasts ARP requests for the owned IP (each answered and checked for a conflicting claim)
 //!   and for an unowned one (dropped): speaker CPU per 100k requests (issue #10).
 //!
-//! - `starve [--percent P] [--hog] [--seconds S]`: three nodes; node-1's speaker is confined to
-//!   P % of one CPU (cgroup v1 CFS quota, 100 ms period), with `--hog` sharing it with a busy
-//!   loop, for S seconds; reports members declared down and stalls (false failovers) per hour,
+//! - `starve [--percent P] [--shares N] [--hog] [--seconds S]`: three nodes; node-1's speaker is
+//!   confined to P % of one CPU (cgroup v1 CFS quota, 100 ms period), with `--hog` sharing it
+//!   with a busy loop, or with `--shares N` given `cpu.shares` N and no quota (a CPU request
+//!   without a limit), with `--hog` next to a busy loop on every CPU; for S seconds; reports members declared down and stalls (false failovers) per hour,
 //!   wrong ARP answers and the starved owner's ARP reply latency (issue #8 F4).
 //!
 //! - `compare [--nodes N] [--trials T]`: ferrolb and MetalLB (built from its Go module by
@@ -132,9 +133,14 @@ enum Command {
         /// CPU quota, % of one CPU per 100 ms period.
         #[arg(long, env = "FERROLB_BENCH_PERCENT", default_value_t = 3)]
         percent: u32,
-        /// A busy loop shares the speaker's cgroup (the quota runs out every period).
+        /// A busy loop shares the speaker's cgroup (the quota runs out every period); with
+        /// `--shares`, a neighbour group keeps every CPU busy instead.
         #[arg(long, env = "FERROLB_BENCH_HOG")]
         hog: bool,
+        /// Instead of a quota: the speaker's group gets this `cpu.shares` and no quota, as a CPU
+        /// request without a limit (the manifests' 20m request = 20 shares).
+        #[arg(long, env = "FERROLB_BENCH_SHARES")]
+        shares: Option<u32>,
         /// How long, seconds.
         #[arg(long, env = "FERROLB_BENCH_SECONDS", default_value_t = 60)]
         seconds: u64,
@@ -453,11 +459,13 @@ async fn main() -> anyhow::Result<()> {
             Command::Starve {
                 percent,
                 hog,
+                shares,
                 seconds,
             } => {
                 let how = Starve {
                     percent,
                     hog,
+                    shares,
                     duration: Duration::from_secs(seconds),
                     listen: Duration::from_millis(500),
                 };
@@ -467,10 +475,17 @@ async fn main() -> anyhow::Result<()> {
                     how,
                 )
                 .await?;
+                let limit = match (shares, hog) {
+                    (Some(s), true) => {
+                        format!("cpu.shares {s}, no quota, next to a busy loop on every CPU")
+                    }
+                    (Some(s), false) => format!("cpu.shares {s}, no quota"),
+                    (None, true) => format!("{percent} % quota shared with a busy loop"),
+                    (None, false) => format!("{percent} % quota"),
+                };
                 println!(
-                    "starve: profile {}, {percent} % quota{}, {seconds} s: {}",
+                    "starve: profile {}, {limit}, {seconds} s: {}",
                     speaker.profile,
-                    if hog { " shared with a busy loop" } else { "" },
                     outcome.summary()
                 );
                 Ok(())

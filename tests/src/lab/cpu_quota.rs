@@ -5,6 +5,9 @@
 //! few milliseconds of each period and waits for the rest, like a speaker whose Pod sits at its
 //! CPU limit.
 //!
+//! [`CpuQuota::share`] models the other case, a CPU request without a limit (`cpu.shares`, no
+//! quota), next to a neighbour that keeps every CPU busy.
+//!
 //! The group lives under `/sys/fs/cgroup/cpu/ferrolb-lab/` and is removed on drop (its processes
 //! are moved back to the root group first). Machines with cgroup v2 only are refused with a clear
 //! error; this project's CI machines run cgroup v1 (hybrid).
@@ -21,6 +24,9 @@ const CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
 pub struct CpuQuota {
     dir: PathBuf,
     hog: Option<Child>,
+    /// [`CpuQuota::share`]'s busy loops, in their own group `busy_dir`.
+    busy: Vec<Child>,
+    busy_dir: Option<PathBuf>,
 }
 
 /// Throttling statistics of a group (`cpu.stat`).
@@ -52,21 +58,69 @@ impl CpuQuota {
         }
         let dir = Path::new(CPU_ROOT).join("ferrolb-lab").join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut quota = CpuQuota { dir, hog: None };
+        let mut quota = CpuQuota {
+            dir,
+            hog: None,
+            busy: Vec::new(),
+            busy_dir: None,
+        };
         quota.write("cpu.cfs_period_us", "100000")?;
         quota.write("cpu.cfs_quota_us", &(u64::from(percent) * 1000).to_string())?;
         quota.write("cgroup.procs", &pid.to_string())?;
         if hog {
-            let child = Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("starting the busy loop")?;
+            let child = busy_loop()?;
             let hog_pid = child.id();
             quota.hog = Some(child);
             quota.write("cgroup.procs", &hog_pid.to_string())?;
+        }
+        Ok(quota)
+    }
+
+    /// Puts process `pid` (all its threads) in a group with `cpu.shares` = `shares` and no
+    /// quota — what the kubelet does for a container with a CPU request and no CPU limit
+    /// (shares = request in millicores × 1024 / 1000, at least 2) — and, with `hog`, runs one busy
+    /// loop per online CPU in a sibling group with 1024 shares per loop: a neighbour Pod that
+    /// requested every CPU of the node and uses them all. CFS then gives the confined process
+    /// its share of each contended CPU instead of stopping it for the rest of a period.
+    ///
+    /// # Errors
+    /// No cgroup v1 `cpu` hierarchy, `shares` below 2, or a cgroup file write failed.
+    pub fn share(name: &str, pid: u32, shares: u32, hog: bool) -> anyhow::Result<CpuQuota> {
+        if shares < 2 {
+            bail!("cpu.shares {shares} is below the kernel's minimum of 2");
+        }
+        if !Path::new(CPU_ROOT).join("cpu.shares").exists() {
+            bail!(
+                "no cgroup v1 cpu controller at {CPU_ROOT} (cgroup v2-only machines are not supported by the lab)"
+            );
+        }
+        let dir = Path::new(CPU_ROOT).join("ferrolb-lab").join(name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut quota = CpuQuota {
+            dir,
+            hog: None,
+            busy: Vec::new(),
+            busy_dir: None,
+        };
+        quota.write("cpu.shares", &shares.to_string())?;
+        quota.write("cgroup.procs", &pid.to_string())?;
+        if hog {
+            let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+            let busy_dir = Path::new(CPU_ROOT)
+                .join("ferrolb-lab")
+                .join(format!("{name}-neighbour"));
+            std::fs::create_dir_all(&busy_dir)
+                .with_context(|| format!("creating {}", busy_dir.display()))?;
+            quota.busy_dir = Some(busy_dir.clone());
+            std::fs::write(busy_dir.join("cpu.shares"), (1024 * cpus).to_string())
+                .context("writing the neighbour's cpu.shares")?;
+            for _ in 0..cpus {
+                let child = busy_loop()?;
+                let busy_pid = child.id();
+                quota.busy.push(child);
+                std::fs::write(busy_dir.join("cgroup.procs"), busy_pid.to_string())
+                    .context("moving a busy loop into the neighbour group")?;
+            }
         }
         Ok(quota)
     }
@@ -87,11 +141,25 @@ impl CpuQuota {
     }
 }
 
+/// A `sh` busy loop.
+fn busy_loop() -> anyhow::Result<Child> {
+    Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting a busy loop")
+}
+
 impl Drop for CpuQuota {
     fn drop(&mut self) {
-        if let Some(mut hog) = self.hog.take() {
+        for mut hog in self.hog.take().into_iter().chain(self.busy.drain(..)) {
             let _ = hog.kill();
             let _ = hog.wait();
+        }
+        if let Some(dir) = self.busy_dir.take() {
+            let _ = std::fs::remove_dir(dir);
         }
         // Lift the quota first so nothing is left throttled, then move the rest back to the root.
         let _ = self.write("cpu.cfs_quota_us", "-1");

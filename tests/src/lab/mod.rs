@@ -693,6 +693,21 @@ impl Lab {
         cpu_quota::CpuQuota::confine(&format!("{}-{name}", self.id), pid, percent, hog)
     }
 
+    /// Gives node `name`'s speaker `cpu.shares` = `shares` and no quota, with `hog` next to busy
+    /// loops on every CPU ([`cpu_quota::CpuQuota::share`]); undone when the result is dropped.
+    ///
+    /// # Errors
+    /// No speaker is running on the node, or the cgroup could not be set up.
+    pub fn share_speaker(
+        &self,
+        name: &str,
+        shares: u32,
+        hog: bool,
+    ) -> anyhow::Result<cpu_quota::CpuQuota> {
+        let pid = self.speaker_pid(name)?;
+        cpu_quota::CpuQuota::share(&format!("{}-{name}", self.id), pid, shares, hog)
+    }
+
     /// Blocks (`block = true`) or restores the membership port `port` (UDP, both directions) in
     /// node `name`'s namespace with nftables, for the packets exchanged with `peers` (node
     /// names; empty = every peer). A partition on the membership only: ARP and the API relay

@@ -19,8 +19,12 @@ use super::{Lab, Seen, bench};
 pub struct Starve {
     /// CPU quota of its cgroup, % of one CPU per 100 ms period.
     pub percent: u32,
-    /// A busy loop shares the cgroup, so the quota runs out every period.
+    /// A busy loop shares the cgroup, so the quota runs out every period; with `shares`, busy
+    /// loops on every CPU in a neighbour group instead.
     pub hog: bool,
+    /// Instead of the quota: `cpu.shares` of the speaker's group and no quota, a CPU request
+    /// without a limit as the manifests set it ([`super::cpu_quota::CpuQuota::share`]).
+    pub shares: Option<u32>,
     /// How long.
     pub duration: Duration,
     /// Listen window of each ARP probe (a throttled owner answers late, not never).
@@ -82,7 +86,7 @@ impl Starvation {
     /// One line for the test output and the benchmark table.
     pub fn summary(&self) -> String {
         format!(
-            "{} of {} periods throttled; speaker used {:.1} ms CPU/s; {} failovers in {} s ({:.0}/hour: members declared down + stalls, per node before {:?} after {:?}); {} wrong answers of {} probes; starved owner's ARP reply p50 {:.1} ms p99 {:.1} ms",
+            "{} of {} periods throttled; speaker used {:.1} ms CPU/s; {} failovers in {} s ({:.0}/hour: members declared down + stalls, per node before {:?} after {:?}); {} wrong answers of {} probes ({} unanswered within the listen window, {} by two or more MACs: {:?}); gratuitous ARP from a non-owner: {:?}; starved owner's ARP reply p50 {:.1} ms p99 {:.1} ms",
             self.throttling.throttled_periods,
             self.throttling.periods,
             self.cpu_ms_per_s,
@@ -93,6 +97,16 @@ impl Starvation {
             self.after,
             self.wrong_answers.len(),
             self.probes,
+            self.wrong_answers
+                .iter()
+                .filter(|(_, m)| m.is_empty())
+                .count(),
+            self.wrong_answers
+                .iter()
+                .filter(|(_, m)| m.len() > 1)
+                .count(),
+            self.wrong_answers,
+            self.foreign_announcements,
             self.reply_percentile(50).unwrap_or(f64::NAN),
             self.reply_percentile(99).unwrap_or(f64::NAN),
         )
@@ -158,7 +172,10 @@ pub async fn starve(
     let before = signals(lab, nodes).await?;
     let pid = lab.speaker_pid(starved)?;
     let cpu_before = bench::cpu_sample(pid)?;
-    let quota = lab.starve_speaker(starved, how.percent, how.hog)?;
+    let quota = match how.shares {
+        Some(shares) => lab.share_speaker(starved, shares, how.hog)?,
+        None => lab.starve_speaker(starved, how.percent, how.hog)?,
+    };
     let probes = async {
         let start = tokio::time::Instant::now();
         let mut samples = Vec::new();
