@@ -1247,57 +1247,11 @@ async fn a15_ndp_forged_peer_advertisements_never_silence_the_owner() {
     use ferrolb_speaker::wire::ndp::{
         ALL_NODES, NeighborAdvertisement, build_neighbor_advertisement, multicast_mac,
     };
-    use ferrolb_tests::lab::Seen;
-    use std::net::{IpAddr, Ipv6Addr};
     const ATTACK: Duration = Duration::from_secs(6);
-    let nodes = node_names(3);
-    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
-    let vip: Ipv6Addr = (0x100u16..0x1ff)
-        .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, i))
-        .find(|ip| {
-            ferrolb_speaker::election::owner(IpAddr::V6(*ip), all.iter().copied()) == Some("node-1")
-        })
-        .unwrap();
-    let mut lab = ferrolb_tests::lab::Lab::start(3, 1).await.unwrap();
-    let client = lab.client().await.unwrap();
-    ferrolb_tests::objects::announced_service(
-        &client,
-        &["2001:db8:0:8::/64"],
-        "svc-a",
-        "Cluster",
-        &[&vip.to_string()],
-    )
-    .await
-    .unwrap();
-    let client_ns = lab.clients[0].netns.clone();
-    lab.add_address(&client_ns, "2001:db8:0:8::1/64").unwrap();
-    for (i, n) in nodes.iter().enumerate() {
-        // The default NDP interface set needs a global address besides the link-local one.
-        let ns = lab.node(n).netns.clone();
-        lab.add_address(&ns, &format!("2001:db8:0:8::{}/64", 10 + i))
-            .unwrap();
-        lab.start_speaker(n, &[]).unwrap();
-    }
+    let (lab, vip) = ipv6_lab_owned_by_node_1().await;
     let owner_mac = lab.node("node-1").mac.clone();
-    let answers = |seen: &[Seen]| -> std::collections::BTreeSet<String> {
-        seen.iter()
-            .filter(|s| matches!(s, Seen::NeighborAdvertisement { solicited: true, ip, .. } if *ip == vip))
-            .map(|s| s.mac().to_owned())
-            .collect()
-    };
     let alone = std::collections::BTreeSet::from([owner_mac.clone()]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let seen = lab.ndp_probe(0, vip, None, None, LISTEN).await.unwrap();
-        if answers(&seen) == alone {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "node-1 never answered {vip} alone: {seen:?}\n{}",
-            lab.speaker_log("node-1", 30)
-        );
-    }
+    wait_ndp_owner(&lab, vip, &alone).await;
     let peer_mac: ferrolb_speaker::wire::MacAddr = lab.node("node-2").mac.parse().unwrap();
     let forged = build_neighbor_advertisement(&NeighborAdvertisement {
         eth_dst: multicast_mac(ALL_NODES),
@@ -1328,7 +1282,7 @@ async fn a15_ndp_forged_peer_advertisements_never_silence_the_owner() {
     let mut samples = Vec::new();
     while start.elapsed() < ATTACK {
         let seen = lab.ndp_probe(0, vip, None, None, LISTEN).await.unwrap();
-        samples.push(answers(&seen));
+        samples.push(ndp_answers(&seen, vip));
     }
     let sent = forger.await.unwrap().unwrap();
     let (_, body) = lab.speaker_http("node-1", "/metrics").await.unwrap();
@@ -1350,4 +1304,178 @@ async fn a15_ndp_forged_peer_advertisements_never_silence_the_owner() {
     assert!(samples.len() > 10, "too few probes: {}", samples.len());
     assert!(unproven.unwrap_or(0.0) > 0.0, "the forged NAs were seen");
     assert_eq!(yields, Some(0.0), "no yield to a forged NA");
+}
+
+/// A 3-node lab with an IPv6 LoadBalancer address in `2001:db8:0:8::/64` whose rendezvous owner
+/// is node-1, a global address on every node (the default NDP interface set needs one besides the
+/// link-local) and on client 0, and every speaker started.
+async fn ipv6_lab_owned_by_node_1() -> (Lab, std::net::Ipv6Addr) {
+    use std::net::{IpAddr, Ipv6Addr};
+    let nodes = node_names(3);
+    let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let vip: Ipv6Addr = (0x100u16..0x1ff)
+        .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, i))
+        .find(|ip| {
+            ferrolb_speaker::election::owner(IpAddr::V6(*ip), all.iter().copied()) == Some("node-1")
+        })
+        .unwrap();
+    let mut lab = ferrolb_tests::lab::Lab::start(3, 1).await.unwrap();
+    let client = lab.client().await.unwrap();
+    ferrolb_tests::objects::announced_service(
+        &client,
+        &["2001:db8:0:8::/64"],
+        "svc-a",
+        "Cluster",
+        &[&vip.to_string()],
+    )
+    .await
+    .unwrap();
+    let client_ns = lab.clients[0].netns.clone();
+    lab.add_address(&client_ns, "2001:db8:0:8::1/64").unwrap();
+    for (i, n) in nodes.iter().enumerate() {
+        let ns = lab.node(n).netns.clone();
+        lab.add_address(&ns, &format!("2001:db8:0:8::{}/64", 10 + i))
+            .unwrap();
+        lab.start_speaker(n, &[]).unwrap();
+    }
+    (lab, vip)
+}
+
+/// The MACs that answered a Neighbor Solicitation for `vip` (solicited advertisements).
+fn ndp_answers(
+    seen: &[ferrolb_tests::lab::Seen],
+    vip: std::net::Ipv6Addr,
+) -> std::collections::BTreeSet<String> {
+    use ferrolb_tests::lab::Seen;
+    seen.iter()
+        .filter(
+            |s| matches!(s, Seen::NeighborAdvertisement { solicited: true, ip, .. } if *ip == vip),
+        )
+        .map(|s| s.mac().to_owned())
+        .collect()
+}
+
+/// Probes `vip` until exactly the MACs `want` answer (at most 30 s).
+async fn wait_ndp_owner(
+    lab: &Lab,
+    vip: std::net::Ipv6Addr,
+    want: &std::collections::BTreeSet<String>,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = lab.ndp_probe(0, vip, None, None, LISTEN).await.unwrap();
+        if ndp_answers(&seen, vip) == *want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{want:?} never answered {vip} alone: {seen:?}\n{}",
+            lab.speaker_log("node-1", 30)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A17 on IPv6 (issue #32 G4, G6): the keyless host captures every unsolicited Neighbor
+// Advertisement the interim owner sends for the IPv6 address (with its claim proof option) and
+// replays the latest one ten times a second while it is within the proof's 2 s clock-skew
+// allowance, across a failback: node-1 (the owner) is killed, the interim owner takes the
+// address, node-1 restarts and takes it back. Once node-1 answers again, every Neighbor
+// Solicitation is answered by node-1 alone, and the replays that reach it are counted as
+// unproven claims, never a yield.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a17_ndp_replayed_advertisements_across_a_failback_never_silence_the_owner() {
+    use ferrolb_speaker::wire::claim_proof;
+    use ferrolb_speaker::wire::ndp::{NdpMessage, parse_ndp};
+    const ATTACK: Duration = Duration::from_secs(14);
+    let (mut lab, vip) = ipv6_lab_owned_by_node_1().await;
+    let owner_mac = lab.node("node-1").mac.clone();
+    let alone = std::collections::BTreeSet::from([owner_mac.clone()]);
+    wait_ndp_owner(&lab, vip, &alone).await;
+    let interim = ferrolb_speaker::election::owner(std::net::IpAddr::V6(vip), ["node-2", "node-3"])
+        .unwrap()
+        .to_owned();
+    let interim_mac: ferrolb_speaker::wire::MacAddr = lab.node(&interim).mac.parse().unwrap();
+    let netns = lab.client_netns(0).unwrap();
+    let replayer = tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&netns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            let mut latest: Option<(std::time::Instant, Vec<u8>)> = None;
+            let mut last_sent = std::time::Instant::now();
+            let (mut captured, mut sent) = (0u32, 0u32);
+            c.each_icmp6_frame(ATTACK, |c, frame| {
+                if let Some(f) = frame
+                    && let Ok(NdpMessage::Advertisement(na)) = parse_ndp(f)
+                    && !na.solicited
+                    && na.eth_src == interim_mac
+                    && na.target == vip
+                    && claim_proof::from_na(f).is_some()
+                {
+                    captured += 1;
+                    latest = Some((std::time::Instant::now(), f.to_vec()));
+                }
+                if let Some((at, f)) = &latest
+                    && at.elapsed() < Duration::from_millis(1_900)
+                    && last_sent.elapsed() >= Duration::from_millis(100)
+                {
+                    last_sent = std::time::Instant::now();
+                    if c.send_frame(f).is_ok() {
+                        sent += 1;
+                    }
+                }
+            })?;
+            Ok((captured, sent))
+        })
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    lab.signal_speaker("node-1", "KILL").unwrap();
+    let interim_alone = std::collections::BTreeSet::from([lab.node(&interim).mac.clone()]);
+    wait_ndp_owner(&lab, vip, &interim_alone).await;
+    lab.start_speaker("node-1", &[]).unwrap();
+    let start = tokio::time::Instant::now();
+    let mut timeline = Vec::new();
+    while start.elapsed() < Duration::from_secs(8) {
+        let seen = lab.ndp_probe(0, vip, None, None, LISTEN).await.unwrap();
+        timeline.push((start.elapsed(), ndp_answers(&seen, vip)));
+    }
+    let (captured, sent) = replayer.await.unwrap().unwrap();
+    let (_, body) = lab.speaker_http("node-1", "/metrics").await.unwrap();
+    let unproven = scenario::metric_value(&body, "ferrolb_speaker_unproven_claims_total");
+    let yields = scenario::metric_value(&body, "ferrolb_speaker_peer_claim_yields_total");
+    attack(
+        "A17v6",
+        "interim advertisements captured / replays sent",
+        (captured, sent),
+    );
+    attack(
+        "A17v6",
+        "node-1 unproven claims / yields",
+        (unproven, yields),
+    );
+    keep_logs(&lab, "a17v6");
+    let back = timeline
+        .iter()
+        .position(|(_, macs)| *macs == alone)
+        .expect("node-1 answers again after its restart");
+    let wrong: Vec<_> = timeline[back..]
+        .iter()
+        .filter(|(_, macs)| *macs != alone)
+        .collect();
+    attack(
+        "A17v6",
+        "probes after the failback / not by node-1 alone",
+        (timeline.len() - back, wrong.len()),
+    );
+    assert!(
+        wrong.is_empty(),
+        "after the failback, solicitations not answered by node-1 alone while the interim owner's advertisements were replayed: {wrong:?}\n{}",
+        lab.speaker_log("node-1", 30)
+    );
+    assert!(captured > 0 && sent > 0, "nothing captured or replayed");
+    assert!(
+        unproven.unwrap_or(0.0) > 0.0,
+        "no replay reached node-1 while it owned the address: the attack did not happen"
+    );
+    assert_eq!(yields, Some(0.0), "no yield to a replayed advertisement");
 }

@@ -295,17 +295,39 @@ impl Client {
     pub fn each_arp_frame(
         &self,
         duration: Duration,
+        on: impl FnMut(&Client, Option<&[u8]>),
+    ) -> io::Result<()> {
+        self.each_frame_of(&self.arp, duration, on)
+    }
+
+    /// [`Client::each_arp_frame`] for ICMPv6 frames (Neighbor Solicitations and Advertisements
+    /// among them): the lab attack A17 on IPv6.
+    ///
+    /// # Errors
+    /// `poll` failed.
+    pub fn each_icmp6_frame(
+        &self,
+        duration: Duration,
+        on: impl FnMut(&Client, Option<&[u8]>),
+    ) -> io::Result<()> {
+        self.each_frame_of(&self.icmp6, duration, on)
+    }
+
+    fn each_frame_of(
+        &self,
+        socket: &PacketSocket,
+        duration: Duration,
         mut on: impl FnMut(&Client, Option<&[u8]>),
     ) -> io::Result<()> {
         let deadline = Instant::now() + duration;
         let mut buf = [0u8; 1600];
         while Instant::now() < deadline {
-            let mut fds = [PollFd::new(self.arp.as_fd(), PollFlags::POLLIN)];
+            let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, PollTimeout::from(50u16)) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => return Err(e.into()),
             }
-            while let Ok(got) = self.arp.recv(&mut buf) {
+            while let Ok(got) = socket.recv(&mut buf) {
                 if got.arrived_on(usize::try_from(self.info.index).unwrap_or(usize::MAX)) {
                     on(self, buf.get(..got.len));
                 }
