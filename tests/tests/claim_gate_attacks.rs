@@ -1162,36 +1162,10 @@ async fn a17_replayed_claims_across_a_failback_never_silence_the_owner() {
     }
     wait_owner(&lab, ip, &all).await;
     let interim_mac: ferrolb_speaker::wire::MacAddr = lab.node(&interim).mac.parse().unwrap();
-    let netns = lab.client_netns(0).unwrap();
-    let replayer = tokio::task::spawn_blocking(move || {
-        ferrolb_tests::lab::within_netns(&netns, move || {
-            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
-            let mut latest: Option<(std::time::Instant, Vec<u8>)> = None;
-            let mut last_sent = std::time::Instant::now();
-            let (mut captured, mut sent) = (0u32, 0u32);
-            c.each_arp_frame(ATTACK, |c, frame| {
-                if let Some(f) = frame
-                    && let Ok(m) = parse_arp(f)
-                    && m.is_gratuitous()
-                    && m.sender_mac == interim_mac
-                    && m.sender_ip == ip
-                    && claim_proof::from_arp(f).is_some()
-                {
-                    captured += 1;
-                    latest = Some((std::time::Instant::now(), f.to_vec()));
-                }
-                if let Some((at, f)) = &latest
-                    && at.elapsed() < Duration::from_millis(1_900)
-                    && last_sent.elapsed() >= Duration::from_millis(100)
-                {
-                    last_sent = std::time::Instant::now();
-                    if c.send_frame(f).is_ok() {
-                        sent += 1;
-                    }
-                }
-            })?;
-            Ok((captured, sent))
-        })
+    let replayer = replay_latest_claim(&lab, ATTACK, false, move |f| {
+        parse_arp(f)
+            .is_ok_and(|m| m.is_gratuitous() && m.sender_mac == interim_mac && m.sender_ip == ip)
+            && claim_proof::from_arp(f).is_some()
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
     lab.signal_speaker("node-1", "KILL").unwrap();
@@ -1397,36 +1371,10 @@ async fn a17_ndp_replayed_advertisements_across_a_failback_never_silence_the_own
         .unwrap()
         .to_owned();
     let interim_mac: ferrolb_speaker::wire::MacAddr = lab.node(&interim).mac.parse().unwrap();
-    let netns = lab.client_netns(0).unwrap();
-    let replayer = tokio::task::spawn_blocking(move || {
-        ferrolb_tests::lab::within_netns(&netns, move || {
-            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
-            let mut latest: Option<(std::time::Instant, Vec<u8>)> = None;
-            let mut last_sent = std::time::Instant::now();
-            let (mut captured, mut sent) = (0u32, 0u32);
-            c.each_icmp6_frame(ATTACK, |c, frame| {
-                if let Some(f) = frame
-                    && let Ok(NdpMessage::Advertisement(na)) = parse_ndp(f)
-                    && !na.solicited
-                    && na.eth_src == interim_mac
-                    && na.target == vip
-                    && claim_proof::from_na(f).is_some()
-                {
-                    captured += 1;
-                    latest = Some((std::time::Instant::now(), f.to_vec()));
-                }
-                if let Some((at, f)) = &latest
-                    && at.elapsed() < Duration::from_millis(1_900)
-                    && last_sent.elapsed() >= Duration::from_millis(100)
-                {
-                    last_sent = std::time::Instant::now();
-                    if c.send_frame(f).is_ok() {
-                        sent += 1;
-                    }
-                }
-            })?;
-            Ok((captured, sent))
-        })
+    let replayer = replay_latest_claim(&lab, ATTACK, true, move |f| {
+        matches!(parse_ndp(f), Ok(NdpMessage::Advertisement(na))
+            if !na.solicited && na.eth_src == interim_mac && na.target == vip)
+            && claim_proof::from_na(f).is_some()
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
     lab.signal_speaker("node-1", "KILL").unwrap();
@@ -1478,4 +1426,49 @@ async fn a17_ndp_replayed_advertisements_across_a_failback_never_silence_the_own
         "no replay reached node-1 while it owned the address: the attack did not happen"
     );
     assert_eq!(yields, Some(0.0), "no yield to a replayed advertisement");
+}
+
+/// The replayer of A17 (IPv4, `icmp6` false: gratuitous ARPs) and A17 on IPv6 (`icmp6` true:
+/// unsolicited Neighbor Advertisements), on client 0 for `duration`: it captures every frame
+/// `captured` accepts and resends the latest one ten times a second while it is younger than
+/// 1.9 s (within the claim proof's 2 s clock-skew allowance), as a keyless host on the LAN can.
+/// Returns (frames captured, replays sent).
+fn replay_latest_claim(
+    lab: &Lab,
+    duration: Duration,
+    icmp6: bool,
+    captured: impl Fn(&[u8]) -> bool + Send + 'static,
+) -> tokio::task::JoinHandle<anyhow::Result<(u32, u32)>> {
+    let netns = lab.client_netns(0).unwrap();
+    tokio::task::spawn_blocking(move || {
+        ferrolb_tests::lab::within_netns(&netns, move || {
+            let c = ferrolb_speaker::l2::capture::Client::open("eth0")?;
+            let mut latest: Option<(std::time::Instant, Vec<u8>)> = None;
+            let mut last_sent = std::time::Instant::now();
+            let (mut count, mut sent) = (0u32, 0u32);
+            let on = |c: &ferrolb_speaker::l2::capture::Client, frame: Option<&[u8]>| {
+                if let Some(f) = frame
+                    && captured(f)
+                {
+                    count += 1;
+                    latest = Some((std::time::Instant::now(), f.to_vec()));
+                }
+                if let Some((at, f)) = &latest
+                    && at.elapsed() < Duration::from_millis(1_900)
+                    && last_sent.elapsed() >= Duration::from_millis(100)
+                {
+                    last_sent = std::time::Instant::now();
+                    if c.send_frame(f).is_ok() {
+                        sent += 1;
+                    }
+                }
+            };
+            if icmp6 {
+                c.each_icmp6_frame(duration, on)?;
+            } else {
+                c.each_arp_frame(duration, on)?;
+            }
+            Ok((count, sent))
+        })
+    })
 }

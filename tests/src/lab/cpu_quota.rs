@@ -51,19 +51,7 @@ impl CpuQuota {
         if !(1..=100).contains(&percent) {
             bail!("CPU quota {percent}% is outside 1..=100");
         }
-        if !Path::new(CPU_ROOT).join("cpu.cfs_quota_us").exists() {
-            bail!(
-                "no cgroup v1 cpu controller at {CPU_ROOT} (cgroup v2-only machines are not supported by the lab)"
-            );
-        }
-        let dir = Path::new(CPU_ROOT).join("ferrolb-lab").join(name);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut quota = CpuQuota {
-            dir,
-            hog: None,
-            busy: Vec::new(),
-            busy_dir: None,
-        };
+        let mut quota = CpuQuota::group(name, "cpu.cfs_quota_us")?;
         quota.write("cpu.cfs_period_us", "100000")?;
         quota.write("cpu.cfs_quota_us", &(u64::from(percent) * 1000).to_string())?;
         quota.write("cgroup.procs", &pid.to_string())?;
@@ -89,19 +77,7 @@ impl CpuQuota {
         if shares < 2 {
             bail!("cpu.shares {shares} is below the kernel's minimum of 2");
         }
-        if !Path::new(CPU_ROOT).join("cpu.shares").exists() {
-            bail!(
-                "no cgroup v1 cpu controller at {CPU_ROOT} (cgroup v2-only machines are not supported by the lab)"
-            );
-        }
-        let dir = Path::new(CPU_ROOT).join("ferrolb-lab").join(name);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut quota = CpuQuota {
-            dir,
-            hog: None,
-            busy: Vec::new(),
-            busy_dir: None,
-        };
+        let mut quota = CpuQuota::group(name, "cpu.shares")?;
         quota.write("cpu.shares", &shares.to_string())?;
         quota.write("cgroup.procs", &pid.to_string())?;
         if hog {
@@ -123,6 +99,24 @@ impl CpuQuota {
             }
         }
         Ok(quota)
+    }
+
+    /// Creates the group `ferrolb-lab/<name>` (nothing in it yet), after checking that the
+    /// cgroup v1 `cpu` hierarchy has `file` at its root.
+    fn group(name: &str, file: &str) -> anyhow::Result<CpuQuota> {
+        if !Path::new(CPU_ROOT).join(file).exists() {
+            bail!(
+                "no cgroup v1 cpu controller at {CPU_ROOT} (cgroup v2-only machines are not supported by the lab)"
+            );
+        }
+        let dir = Path::new(CPU_ROOT).join("ferrolb-lab").join(name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(CpuQuota {
+            dir,
+            hog: None,
+            busy: Vec::new(),
+            busy_dir: None,
+        })
     }
 
     /// The group's throttling so far.
