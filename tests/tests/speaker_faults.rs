@@ -316,6 +316,9 @@ async fn partition_scenario(shape: &str, nodes: usize, isolated: &[&str], ips: &
         &format!("{shape}: dual-answer window at the split ({})", ips[0]),
         dual_answer_window(&timeline, LISTEN),
     );
+    // A partition is a benign fault: no probe may see two answerers (issue #32 G6; the quorum
+    // lease stops the cut-off side before the other can declare it down).
+    assert_no_dual(shape, "split", &timeline);
     // After the split settled: each IP answered by its owner among the majority, the minority
     // silent.
     wait_owners(&lab, ips, majority).await;
@@ -352,6 +355,7 @@ async fn partition_scenario(shape: &str, nodes: usize, isolated: &[&str], ips: &
         &format!("{shape}: dual-answer window at the heal"),
         dual_answer_window(&timeline, LISTEN),
     );
+    assert_no_dual(shape, "heal", &timeline);
     report(
         "F3",
         &format!("{shape}: heal → rightful owner alone answers"),
@@ -369,6 +373,18 @@ async fn partition_scenario(shape: &str, nodes: usize, isolated: &[&str], ips: &
             "{shape}: {ip}: the rightful owner re-announces after the heal: {g:?}"
         );
     }
+}
+
+/// Fails when a probe of `timeline` (taken around the `when` of partition `shape`) was answered
+/// by two or more MACs.
+fn assert_no_dual(shape: &str, when: &str, timeline: &[Sample]) {
+    let dual: Vec<&Sample> = timeline.iter().filter(|s| s.macs.len() > 1).collect();
+    assert!(
+        dual.is_empty(),
+        "{shape}: {} of {} probes at the {when} answered by two or more nodes: {dual:?}",
+        dual.len(),
+        timeline.len()
+    );
 }
 
 /// When the timeline settled on exactly `mac` for good (from that probe on, every probe saw
@@ -403,6 +419,47 @@ async fn f3_partition_even_split_of_four() {
     let mut ips = ips_where(&all, 1, |o| o == "node-3");
     ips.extend(ips_where(&all, 1, |o| o == "node-2"));
     partition_scenario("even split of 4", 4, &["node-3", "node-4"], &ips).await;
+}
+
+// The partition shapes at 10 nodes (issue #32 G6): about 20 s each here, so they run in CI.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_partition_owner_isolated_at_ten_nodes() {
+    let names = node_names(10);
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ips = ips_where(&all, 2, |o| o == "node-1");
+    partition_scenario("owner isolated (10 nodes)", 10, &["node-1"], &ips).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_partition_owner_on_a_minority_of_four_at_ten_nodes() {
+    let names = node_names(10);
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut ips = ips_where(&all, 1, |o| o == "node-3");
+    ips.extend(ips_where(&all, 1, |o| o == "node-8"));
+    partition_scenario(
+        "owner on a minority of 4 (10 nodes)",
+        10,
+        &["node-3", "node-4", "node-5", "node-6"],
+        &ips,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_partition_even_split_at_ten_nodes() {
+    let names = node_names(10);
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    // The side with node-1 (the smallest name) keeps serving; an IP owned on each side.
+    let mut ips = ips_where(&all, 1, |o| o == "node-2");
+    ips.extend(ips_where(&all, 1, |o| o == "node-7"));
+    partition_scenario(
+        "even split 5 | 5 (10 nodes)",
+        10,
+        &["node-6", "node-7", "node-8", "node-9", "node-10"],
+        &ips,
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
