@@ -86,6 +86,11 @@ pub struct HandoverReply {
     pub released: bool,
 }
 
+/// The `members` value of a grant from a speaker whose gate is closed (no plan): it vouches
+/// for no member list, so it never counts as agreeing (issue #32 F1). A real digest equal to it
+/// (probability 2^-64) would only make that list never agree: the gate then waits, as before.
+pub const GATE_CLOSED: u64 = 0;
+
 /// A digest of a member list (node names): SipHash-1-3 with fixed keys over the sorted names,
 /// each followed by a 0 byte. Two speakers that list the same names get the same digest on any
 /// platform; different lists collide with probability 2^-64.

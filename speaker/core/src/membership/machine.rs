@@ -429,8 +429,10 @@ impl MembershipCore {
         &self.replies
     }
 
-    /// Members whose latest lease grant said they list exactly the members this speaker lists
-    /// alive now ([`Self::alive`]; [`super::lease::member_list_digest`]). A voter that a
+    /// Members whose gate is open and whose latest lease grant said they list exactly the
+    /// members this speaker lists alive now ([`Self::alive`];
+    /// [`super::lease::member_list_digest`]; a speaker with its gate closed sends
+    /// [`super::lease::GATE_CLOSED`] instead, so peers that are starting themselves never count). A voter that a
     /// majority of the voters agreeing with us leaves out is one they have declared down or
     /// never heard of: a restarted speaker's gate need not wait for it (issue #32 F1). Pair it
     /// with the lease evidence: only a grant within the lease says anything about now.
@@ -441,7 +443,7 @@ impl MembershipCore {
         let ours = super::lease::member_list_digest(&self.alive);
         self.list_digests
             .iter()
-            .filter(|(_, d)| **d == ours)
+            .filter(|(_, d)| **d == ours && **d != super::lease::GATE_CLOSED)
             .map(|(n, _)| n.clone())
             .collect()
     }
@@ -1247,7 +1249,18 @@ impl MembershipCore {
                     dst: src,
                     seq,
                     released,
-                    members: Some(super::lease::member_list_digest(&self.alive)),
+                    // Only a speaker whose gate is open (it has a plan) says what it lists: a
+                    // restarted speaker converges early on an agreeing majority of speakers that
+                    // serve (issue #32 F1), never on peers that are starting themselves — at a
+                    // cold start of every speaker, two fast ones must not plan without a third
+                    // that is a moment late (lab F1 cold start: two announcers of one IP).
+                    // A closed gate sends `GATE_CLOSED`, never `None`: `None` marks a speaker
+                    // from before the handover fields, whose replies say nothing.
+                    members: Some(if self.plan.is_some() {
+                        super::lease::member_list_digest(&self.alive)
+                    } else {
+                        super::lease::GATE_CLOSED
+                    }),
                 };
                 if let Ok(body) = postcard::to_allocvec(&grant) {
                     self.send_sealed(KIND_LEASE, &body, to, now);
@@ -1568,6 +1581,14 @@ mod tests {
             n.set_peers(addrs.iter().copied(), clock(t0, 0));
         }
         mesh(&mut nodes, t0, 0, 2000, |_, _| false);
+        // Gates closed (no plan yet, as at a cold start): nobody vouches for its list.
+        for n in &nodes {
+            assert!(n.agreeing().is_empty(), "{:?}", n.agreeing());
+        }
+        for n in nodes.iter_mut() {
+            n.set_plan(Some(Arc::new(crate::plan::Plan::default())));
+        }
+        mesh(&mut nodes, t0, 2000, 2000, |_, _| false);
         let others = |me: &str| -> BTreeSet<String> {
             ["node-1", "node-2", "node-3"]
                 .into_iter()
