@@ -106,23 +106,6 @@ impl CarrierBook {
         true
     }
 
-    /// Whether [`Self::outgoing`] would send anything from `me` to `members` now, without
-    /// cloning or allocating: it runs at every membership step, where `outgoing` would clone
-    /// each member identity (the simulator spent a tenth of its time there at 10 nodes).
-    pub fn owes<'a>(
-        &self,
-        me: &SpeakerId,
-        mut members: impl Iterator<Item = &'a SpeakerId>,
-    ) -> bool {
-        if self.own.is_none() {
-            return false;
-        }
-        if self.sent_as.as_ref() != Some(me) {
-            return true;
-        }
-        members.any(|m| !self.sent.contains(m))
-    }
-
     /// The messages owed now, from `me` to the `members` (their current identities): each
     /// member that has not had our current report this round gets it. Nothing before the
     /// executor gave a report.

@@ -1038,12 +1038,6 @@ impl MembershipCore {
     /// Our carrier report to every member identity that does not have its current version
     /// ([`super::carrier`]).
     fn send_carrier(&mut self, now: Clock) {
-        if !self
-            .carrier
-            .owes(self.identity(), self.foca.iter_members().map(|m| m.id()))
-        {
-            return;
-        }
         let me = self.identity().clone();
         let members: Vec<SpeakerId> = self.foca.iter_members().map(|m| m.id().clone()).collect();
         let limit = self.config.max_packet_size.saturating_sub(1);
