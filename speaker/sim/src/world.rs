@@ -552,6 +552,7 @@ impl World {
                     .is_some_and(|d| d <= mono)
                 {
                     let clock = self.clock_of(i);
+                    let _span = self.log_span(i).entered();
                     if let Some(m) = self.nodes[i].membership.as_mut() {
                         m.handle_timers(clock);
                     }
@@ -577,6 +578,20 @@ impl World {
             if !progressed {
                 break;
             }
+        }
+    }
+
+    /// With `SIM_LOG` set (the `ferrolb-sim` binary installs a log subscriber), a span naming
+    /// node `i` and the virtual time, so the membership's logs say who and when.
+    fn log_span(&self, i: usize) -> tracing::Span {
+        if self.trace {
+            tracing::debug_span!(
+                "sim",
+                node = i,
+                t = format!("{:.6}", self.now.as_secs_f64())
+            )
+        } else {
+            tracing::Span::none()
         }
     }
 
@@ -1047,6 +1062,7 @@ impl World {
             Proc::Stopped => self.nodes[to].inbox.push((addr(from), bytes)),
             Proc::Running => {
                 let clock = self.clock_of(to);
+                let _span = self.log_span(to).entered();
                 let result = self.nodes[to]
                     .membership
                     .as_mut()

@@ -17,6 +17,10 @@
 //!     the signal to the first gratuitous ARP of another node (what `ferrolb-bench-lab failover`
 //!     measures on real frames): p50, p90, p99, max and the seed of the slowest trial.
 //! ```
+//!
+//! `SIM_TRACE=1` prints each node's owned sets, notes, membership commands and yields;
+//! `SIM_LOG=<filter>` (e.g. `debug`, with `SIM_TRACE`) adds the speakers' and foca's own logs,
+//! each tagged with its node and virtual time (`search --seeds 1 --from S` replays one seed).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
@@ -35,6 +39,13 @@ fn arg<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> T {
 }
 
 fn main() {
+    if std::env::var_os("SIM_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_env("SIM_LOG"))
+            .without_time()
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("search") => search(&args),
