@@ -265,6 +265,11 @@ struct Node {
     claim_keys: ClaimKeys,
     /// The MACs of this node's NICs ([`Context::own`]).
     own_macs: BTreeSet<MacAddr>,
+    /// A SIGTERM was sent and its handler has not run yet ([`Event::Terminate`]).
+    sigterm_pending: bool,
+    /// A [`Fault::Restart`] came while the SIGTERM was pending: the process starts again
+    /// when it has exited (kubelet restarts a container after it exits, never before).
+    restart_on_exit: bool,
 }
 
 enum Event {
@@ -426,6 +431,8 @@ impl World {
                 keys: key_ring(),
                 claim_keys: ClaimKeys::from_ring(&key_ring()),
                 own_macs: (0..s.nics.max(1)).map(|k| mac(i, k)).collect(),
+                sigterm_pending: false,
+                restart_on_exit: false,
             });
             w.start(i);
         }
@@ -599,7 +606,13 @@ impl World {
         match e {
             Event::Datagram { from, to, bytes } => self.deliver(from, to, bytes),
             Event::Fault(f) => self.fault(f),
-            Event::Terminate(i) => self.stop_process(i, true),
+            Event::Terminate(i) => {
+                self.nodes[i].sigterm_pending = false;
+                self.stop_process(i, true);
+                if std::mem::take(&mut self.nodes[i].restart_on_exit) {
+                    self.start(i);
+                }
+            }
             Event::Resume(i) => self.resume(i),
             Event::View(i, version, view) => self.deliver_view(i, version, view),
             Event::Relist(i) => {
@@ -716,11 +729,18 @@ impl World {
             Fault::Crash(i) => self.stop_process(i, false),
             Fault::Terminate(i) => {
                 let delay = self.task_delay();
+                self.nodes[i].sigterm_pending = true;
                 self.push(self.now + delay, Event::Terminate(i));
             }
             Fault::Restart(i) => {
                 if self.nodes[i].proc_ == Proc::Down {
                     self.start(i);
+                } else if self.nodes[i].sigterm_pending {
+                    // Starved, the SIGTERM handler had not run by the restart's time: the
+                    // restart follows the exit (it used to be lost, and the node stayed down
+                    // for the rest of the scenario: the majority the checker assumes was gone;
+                    // starved seeds 4378 and 7706 of the 100,000-scenario run).
+                    self.nodes[i].restart_on_exit = true;
                 }
             }
             Fault::Stop { node, for_ms } => {
