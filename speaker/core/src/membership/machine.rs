@@ -1564,16 +1564,8 @@ mod tests {
     #[test]
     fn a_suspicion_raised_while_cut_off_is_refuted_and_declares_nobody_down() {
         let t0 = Instant::now();
-        let config = MembershipConfig::default();
-        let mut nodes: Vec<MembershipCore> = (1..=3)
-            .map(|i| core(i, config.clone(), u64::from(i)))
-            .collect();
-        let addrs: Vec<SocketAddr> = (1..=3).map(|i| addr(i, 7947)).collect();
-        for n in nodes.iter_mut() {
-            n.set_peers(addrs.iter().copied(), clock(t0, 0));
-        }
+        let mut nodes = three_joined(t0);
         let ids: Vec<SpeakerId> = nodes.iter().map(|n| n.identity().clone()).collect();
-        mesh(&mut nodes, t0, 0, 2000, |_, _| false);
         for (start, isolated_ms, case) in [
             (2000, 330, "heal just before the suspicion runs out"),
             (5000, 420, "heal after"),
@@ -1614,16 +1606,8 @@ mod tests {
     #[test]
     fn a_suspicion_is_held_until_a_majority_was_heard_for_a_whole_suspicion() {
         let t0 = Instant::now();
-        let config = MembershipConfig::default();
-        let mut nodes: Vec<MembershipCore> = (1..=3)
-            .map(|i| core(i, config.clone(), u64::from(i)))
-            .collect();
-        let addrs: Vec<SocketAddr> = (1..=3).map(|i| addr(i, 7947)).collect();
-        for n in nodes.iter_mut() {
-            n.set_peers(addrs.iter().copied(), clock(t0, 0));
-        }
+        let mut nodes = three_joined(t0);
         let node_3 = nodes[2].identity().clone();
-        mesh(&mut nodes, t0, 0, 2000, |_, _| false);
         // Shorter than the others need to declare node-1 down (300 ms).
         mesh(&mut nodes, t0, 2000, 250, |a, b| a == 0 || b == 0);
         let cut_1_3 = |a: usize, b: usize| (a, b) == (0, 2) || (a, b) == (2, 0);
@@ -1803,6 +1787,16 @@ mod tests {
             u64::from(last),
         )
         .unwrap()
+    }
+
+    /// node-1, node-2 and node-3 (default settings) after two seconds of a full mesh.
+    fn three_joined(t0: Instant) -> Vec<MembershipCore> {
+        let config = MembershipConfig::default();
+        let mut nodes: Vec<MembershipCore> = (1..=3)
+            .map(|i| core(i, config.clone(), u64::from(i)))
+            .collect();
+        joined(&mut nodes, t0, 2000);
+        nodes
     }
 
     fn joined(nodes: &mut [MembershipCore], t0: Instant, ms: u64) {
