@@ -1190,6 +1190,42 @@ fn an_api_change_under_a_lagging_watch_answers_within_the_failover_bound() {
     }
 }
 
+/// Found by attacking a tie-break for the mutual hold above (release the IP to the smaller
+/// name): node-1's watch is cut off after an edit gives it the IPs, node-0's lags 2.91 s and
+/// sees the edit and its undo together. Both hold .2 and .4 back for each other; with the
+/// tie-break node-0 claimed, and node-1 claimed 50 ms later at its 3 s cap — both within
+/// `PEER_SETTLE`, so neither yielded: two answerers for 450 ms (I-bounded's bound is 300 ms).
+/// Without it, node-1 claims at its cap and node-0 keeps waiting: one answerer.
+#[test]
+fn a_mutual_hold_near_the_larger_names_cap_answers_once() {
+    let s = Scenario {
+        faults: vec![
+            Timed {
+                at_ms: 1000,
+                fault: Fault::WatchDelay { node: 0, ms: 2910 },
+            },
+            Timed {
+                at_ms: 5000,
+                fault: Fault::AdvertiseOn(vec![1]),
+            },
+            Timed {
+                at_ms: 5002,
+                fault: Fault::ApiOutage {
+                    node: 1,
+                    for_ms: 5000,
+                },
+            },
+            Timed {
+                at_ms: 5004,
+                fault: Fault::AdvertiseOn(vec![]),
+            },
+        ],
+        end_ms: 30_000,
+        ..isolation(0, 3)
+    };
+    assert_violates(&s, &[]);
+}
+
 /// Found by the 100,000-scenario run: SIGTERM or SIGSTOP of two nodes one after the other
 /// with task hops of up to 100 ms left an IP silent for up to 3.27 s. Not the protocol: a
 /// restart scheduled less than one task hop after a SIGTERM came before the handler had run

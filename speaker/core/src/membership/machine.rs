@@ -743,15 +743,13 @@ impl MembershipCore {
                 // our own lease request within the lease declared down: that is direct proof it
                 // is alive, fresher than its refutation, which travels by gossip.
                 self.counters.bump(Counter::SuspicionsPostponed);
-                self.timers
-                    .schedule(now.mono, self.config.suspect_timeout, timer);
+                self.hold_suspicion(now.mono, timer);
                 continue;
             }
             if self.postpone(&timer, late) {
                 self.counters.bump(Counter::SuspicionsPostponed);
                 tracing::debug!(late = ?now.mono.saturating_duration_since(due), "membership: suspicion ran out while this speaker was not running; postponed");
-                self.timers
-                    .schedule(now.mono, self.config.suspect_timeout, timer);
+                self.hold_suspicion(now.mono, timer);
                 continue;
             }
             if let Err(error) = self.foca.handle_timer(timer, &mut self.runtime) {
@@ -834,6 +832,34 @@ impl MembershipCore {
             .filter(|m| heard_throughout(&m.id().name))
             .count();
         heard * 2 < listed
+    }
+
+    /// Schedules a held suspect→down `timer` again one suspicion timeout from `now`, unless a
+    /// timer for the same suspicion (member and incarnation) is already pending: foca adds one
+    /// after every failed probe of a member it already suspects, and re-queueing each of them
+    /// made a long isolation's queue grow by about ten timers a second without bound (about
+    /// 3,000 postponements a second after a minute; found by attacking the held-suspicion
+    /// rule).
+    fn hold_suspicion(&mut self, now: Instant, timer: Timer<SpeakerId>) {
+        let same = |t: &Timer<SpeakerId>| match (t, &timer) {
+            (
+                Timer::ChangeSuspectToDown {
+                    member_id: a,
+                    incarnation: i,
+                    ..
+                },
+                Timer::ChangeSuspectToDown {
+                    member_id: b,
+                    incarnation: j,
+                    ..
+                },
+            ) => a == b && i == j,
+            _ => false,
+        };
+        if !self.timers.any(same) {
+            self.timers
+                .schedule(now, self.config.suspect_timeout, timer);
+        }
     }
 
     /// Whether a suspect→down `timer` no longer concerns a suspicion: its member is not listed
@@ -1595,6 +1621,22 @@ mod tests {
                 false
             });
         }
+    }
+
+    /// A long isolation keeps one pending suspect→down timer per suspicion: held suspicions are
+    /// not re-queued next to a timer foca added for the same one after another failed probe.
+    #[test]
+    fn a_long_isolation_keeps_one_timer_per_held_suspicion() {
+        let t0 = Instant::now();
+        let mut nodes = three_joined(t0);
+        mesh(&mut nodes, t0, 2000, 10_000, |a, b| a == 0 || b == 0);
+        // foca's own timers (probe, gossip, announce) plus one per held suspicion; without the
+        // rule, about a hundred more after 10 s.
+        assert!(
+            nodes[0].timers.len() < 20,
+            "{} timers",
+            nodes[0].timers.len()
+        );
     }
 
     /// A suspicion that runs out after its holder heard a majority again, but not for a whole

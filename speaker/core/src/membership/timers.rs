@@ -65,6 +65,11 @@ impl<T> TimerQueue<T> {
         self.next_seq = self.next_seq.wrapping_add(1);
     }
 
+    /// Whether a pending event satisfies `pred` (a pass over the queue).
+    pub fn any(&self, mut pred: impl FnMut(&T) -> bool) -> bool {
+        self.heap.iter().any(|e| pred(&e.event))
+    }
+
     /// The earliest deadline, if any.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.heap.peek().map(|e| e.due)
