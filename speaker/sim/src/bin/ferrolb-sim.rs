@@ -58,8 +58,10 @@ fn main() {
     }
 }
 
-/// Per class and invariant: count, worst window, example.
-type Findings = BTreeMap<(FaultClass, &'static str), (u64, Duration, String)>;
+/// Per class and invariant: count, worst window, example, and each violating seed with its
+/// worst window there.
+type Findings =
+    BTreeMap<(FaultClass, &'static str), (u64, Duration, String, BTreeMap<u64, Duration>)>;
 
 fn search(args: &[String]) {
     let nodes: usize = arg(args, "--nodes", 5);
@@ -109,8 +111,11 @@ fn search(args: &[String]) {
                                 0,
                                 Duration::ZERO,
                                 String::new(),
+                                BTreeMap::new(),
                             ));
                             e.0 += 1;
+                            let at = e.3.entry(seed).or_default();
+                            *at = (*at).max(v.window);
                             if v.window >= e.1 || e.2.is_empty() {
                                 e.1 = v.window;
                                 e.2 = format!("{v:?}\n      {}", s.literal());
@@ -143,11 +148,13 @@ fn search(args: &[String]) {
     if findings.is_empty() {
         println!("no violation");
     }
-    for ((class, invariant), (count, worst, example)) in findings {
+    for ((class, invariant), (count, worst, example, seeds)) in findings {
         println!(
             "{} {invariant}: {count} violations, worst window {worst:?}\n    {example}",
             class.label()
         );
+        let listed: Vec<String> = seeds.iter().map(|(s, w)| format!("{s} ({w:?})")).collect();
+        println!("    seeds: {}", listed.join(", "));
     }
 }
 
