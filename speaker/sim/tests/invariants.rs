@@ -802,7 +802,6 @@ fn carrier_behind_a_one_way_cut(
 /// expiry in the long cut, 3.3 s at 5 nodes. Either fault alone holds (the two-NIC and
 /// one-way classes).
 #[test]
-#[ignore = "issue #32: a carrier report behind a one-way cut leaves the dead NIC's IPs unanswered for the cut's length"]
 fn a_carrier_report_lost_behind_a_one_way_cut_leaves_no_ip_unanswered() {
     // The cut first: node 1 never gets the report (3 nodes, then 5).
     let never = carrier_behind_a_one_way_cut(1, 3, 5_000, 6_000, 8_500);

@@ -19,8 +19,22 @@
 //!   its new identity's first report, which it sends at once. A report not refreshed within
 //!   [`CARRIER_MEMORY`] is forgotten. No report means "eligible as before G5.5"
 //!   ([`crate::carrier`] says why that is safe).
-//! - **Roll-out.** A speaker of the previous protocol sends no report and drops ours as
-//!   `malformed` (counted): it is judged without carrier reports, as it judges the others.
+//! - **Relayed** ([`RelayMsg`], kind byte [`KIND_CARRIER_RELAY`]). The direct path from a
+//!   sender to one member can be cut one way while SWIM keeps the sender listed there through
+//!   indirect probes; that member then never gets the report and plans the sender as eligible
+//!   while the others do not — nobody answered the sender's IPs for the cut's length (simulator
+//!   case `a_carrier_report_lost_behind_a_one_way_cut_leaves_no_ip_unanswered`). So every
+//!   speaker also passes on the reports it heard *directly* that matter: those that say a link
+//!   lacks carrier, and any report for [`CARRIER_MEMORY`] after it changed (so an "up again"
+//!   overrides the stale "down" it relayed). Each goes to every other member once when it
+//!   arrives changed and once per [`CARRIER_REFRESH`] round; a healthy cluster relays nothing.
+//!   The relayed report is the origin's, ordered by its identity and counter like a direct one;
+//!   only reports heard from their origin are relayed, and a relay carries its age (since the
+//!   relayer's copy was last known fresh from the origin), so a report passed back and forth
+//!   never outlives its origin's last send by more than [`CARRIER_MEMORY`] and the transit times.
+//! - **Roll-out.** A speaker of the previous protocol sends no report and drops ours (and the
+//!   relays) as `malformed` (counted): it is judged without carrier reports, as it judges the
+//!   others.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -31,8 +45,11 @@ use super::identity::{MAX_NODE_NAME_LEN, SpeakerId};
 use super::machine::DropReason;
 use crate::carrier::{Carriers, LinkReport, MAX_PREFIXES};
 
-/// First plaintext byte of a sealed [`CarrierMsg`] (0 SWIM, 1 lease, 2 hello).
+/// First plaintext byte of a sealed [`CarrierMsg`] (0 SWIM, 1 lease, 2 hello, 4 relay).
 pub const KIND_CARRIER: u8 = 3;
+
+/// First plaintext byte of a sealed [`RelayMsg`].
+pub const KIND_CARRIER_RELAY: u8 = 4;
 
 /// How often every member gets this speaker's report again, changed or not.
 pub const CARRIER_REFRESH: Duration = Duration::from_secs(1);
@@ -60,6 +77,19 @@ pub struct CarrierMsg {
     pub report: LinkReport,
 }
 
+/// A peer's report passed on by a member that heard it directly ([module docs](self)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayMsg {
+    /// The relaying speaker's current identity (the datagram's sender).
+    pub via: SpeakerId,
+    /// How long before sending the relayer knew the report fresh from its origin
+    /// (milliseconds): the receiver forgets it [`CARRIER_MEMORY`] after that, not after the
+    /// relay, so no report outlives its origin's last send by passing back and forth.
+    pub age_ms: u32,
+    /// The report as its origin sent it, addressed (`dst`) to the receiver of the relay.
+    pub msg: CarrierMsg,
+}
+
 /// `msg` encoded in at most `limit` bytes: links are dropped from the end of the report until
 /// it fits (a link left out counts as unreported: [`crate::carrier`]). `None` when even an
 /// empty report does not fit (names of 253 bytes and a tiny configured packet size).
@@ -73,6 +103,32 @@ pub fn encode(mut msg: CarrierMsg, limit: usize) -> Option<Vec<u8>> {
     }
 }
 
+/// [`encode`] for a relay.
+pub fn encode_relay(mut relay: RelayMsg, limit: usize) -> Option<Vec<u8>> {
+    loop {
+        let body = postcard::to_allocvec(&relay).ok()?;
+        if body.len() <= limit {
+            return Some(body);
+        }
+        relay.msg.report.links.pop()?;
+    }
+}
+
+/// A peer's newest report as held.
+#[derive(Debug, Clone)]
+struct Held {
+    /// The latest instant it is known to have come from its origin: its arrival, or for a
+    /// relay the relayer's own (the relay's age).
+    heard: Instant,
+    src: SpeakerId,
+    seq: u64,
+    report: LinkReport,
+    /// Heard from its origin itself at least once (only those are relayed).
+    direct: bool,
+    /// When its content last changed.
+    changed: Instant,
+}
+
 /// The reports held and sent by one speaker.
 #[derive(Debug, Default)]
 pub struct CarrierBook {
@@ -84,8 +140,10 @@ pub struct CarrierBook {
     /// Member identities that have our current report this round.
     sent: HashSet<SpeakerId>,
     next_round: Option<Instant>,
-    /// Per peer name: when its newest report arrived, its sender identity, number, report.
-    peers: BTreeMap<String, (Instant, SpeakerId, u64, LinkReport)>,
+    /// Per peer name: its newest report.
+    peers: BTreeMap<String, Held>,
+    /// (Member identity, origin name) pairs relayed this round.
+    relayed: HashSet<(SpeakerId, String)>,
 }
 
 impl CarrierBook {
@@ -152,14 +210,55 @@ impl CarrierBook {
         }
         self.next_round = now.checked_add(CARRIER_REFRESH);
         self.sent.clear();
+        self.relayed.clear();
         self.peers
-            .retain(|_, (heard, ..)| now.saturating_duration_since(*heard) < CARRIER_MEMORY);
+            .retain(|_, h| now.saturating_duration_since(h.heard) < CARRIER_MEMORY);
         true
+    }
+
+    /// The relays owed now from `me` to the `members` ([module docs](self)): each report heard
+    /// directly that lacks carrier somewhere or changed less than [`CARRIER_MEMORY`] ago, to
+    /// each member but its origin that has not had it this round (or since it changed).
+    pub fn relays(
+        &mut self,
+        me: &SpeakerId,
+        members: impl IntoIterator<Item = SpeakerId>,
+        now: Instant,
+    ) -> Vec<RelayMsg> {
+        let members: Vec<SpeakerId> = members.into_iter().collect();
+        let mut out = Vec::new();
+        for (origin, h) in &self.peers {
+            let matters = h.report.links.iter().any(|l| !l.carrier)
+                || now.saturating_duration_since(h.changed) < CARRIER_MEMORY;
+            if !h.direct || !matters {
+                continue;
+            }
+            for dst in &members {
+                if dst.name == *origin || dst.name == me.name {
+                    continue;
+                }
+                if self.relayed.insert((dst.clone(), origin.clone())) {
+                    let age = now.saturating_duration_since(h.heard).as_millis();
+                    out.push(RelayMsg {
+                        via: me.clone(),
+                        age_ms: u32::try_from(age).unwrap_or(u32::MAX),
+                        msg: CarrierMsg {
+                            src: h.src.clone(),
+                            dst: dst.clone(),
+                            seq: h.seq,
+                            report: h.report.clone(),
+                        },
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// An authenticated, fresh (replay-checked) report from a peer, addressed to `me`: kept
     /// unless older than the one held (same identity: by number; another identity: the newer
-    /// generation, or the one the membership lists now, `listed`).
+    /// generation, or the one the membership lists now, `listed`). `Ok(true)` when the report
+    /// held for that peer changed (the caller relays it at once).
     ///
     /// # Errors
     /// [`DropReason::Rejected`] for an undecodable or invalid message, or a new name beyond
@@ -170,8 +269,43 @@ impl CarrierBook {
         me: &SpeakerId,
         listed: impl Fn(&SpeakerId) -> bool,
         now: Instant,
-    ) -> Result<(), DropReason> {
+    ) -> Result<bool, DropReason> {
         let msg: CarrierMsg = postcard::from_bytes(body).map_err(|_| DropReason::Rejected)?;
+        self.take(msg, me, listed, now, None)
+    }
+
+    /// An authenticated, fresh relay ([`RelayMsg`]) addressed to `me`: the origin's report,
+    /// kept as [`Self::receive`] keeps a direct one, as heard [`RelayMsg::age_ms`] ago (when
+    /// the relayer last knew it fresh from its origin), and never relayed on.
+    ///
+    /// # Errors
+    /// As [`Self::receive`]; also [`DropReason::Rejected`] for a relay of the relayer's own
+    /// report (it sends that directly).
+    pub fn receive_relay(
+        &mut self,
+        body: &[u8],
+        me: &SpeakerId,
+        listed: impl Fn(&SpeakerId) -> bool,
+        now: Instant,
+    ) -> Result<bool, DropReason> {
+        let relay: RelayMsg = postcard::from_bytes(body).map_err(|_| DropReason::Rejected)?;
+        if relay.via.name == relay.msg.src.name {
+            return Err(DropReason::Rejected);
+        }
+        let age = Duration::from_millis(u64::from(relay.age_ms));
+        self.take(relay.msg, me, listed, now, Some(age))
+    }
+
+    /// Keeps `msg` if newer; `relayed_age`: `None` for a report from its origin, the
+    /// relayer's age of it otherwise.
+    fn take(
+        &mut self,
+        msg: CarrierMsg,
+        me: &SpeakerId,
+        listed: impl Fn(&SpeakerId) -> bool,
+        now: Instant,
+        relayed_age: Option<Duration>,
+    ) -> Result<bool, DropReason> {
         if msg.dst != *me {
             return Err(DropReason::Misdirected);
         }
@@ -187,22 +321,50 @@ impl CarrierBook {
         {
             return Err(DropReason::Rejected);
         }
-        let held = self.peers.get(&msg.src.name);
-        if held.is_none() && self.peers.len() >= MAX_REPORTS {
+        let direct = relayed_age.is_none();
+        let heard = now
+            .checked_sub(relayed_age.unwrap_or_default())
+            .unwrap_or(now);
+        if !self.peers.contains_key(&msg.src.name) && self.peers.len() >= MAX_REPORTS {
             return Err(DropReason::Rejected);
         }
-        let newer = held.is_none_or(|(_, src, seq, _)| {
-            if *src == msg.src {
-                msg.seq >= *seq
-            } else {
-                listed(&msg.src) || msg.src.generation > src.generation
+        if let Some(h) = self.peers.get_mut(&msg.src.name) {
+            if h.src == msg.src && msg.seq == h.seq {
+                // The same report again: fresher, and relayable once heard from its origin.
+                h.heard = h.heard.max(heard);
+                h.direct |= direct;
+                return Ok(false);
             }
-        });
-        if newer {
-            self.peers
-                .insert(msg.src.name.clone(), (now, msg.src, msg.seq, msg.report));
+            let newer = if h.src == msg.src {
+                msg.seq > h.seq
+            } else {
+                listed(&msg.src) || msg.src.generation > h.src.generation
+            };
+            if !newer {
+                return Ok(false);
+            }
         }
-        Ok(())
+        let held = self.peers.get(&msg.src.name);
+        let changed = held.is_none_or(|h| h.report != msg.report);
+        let since = match held {
+            Some(h) if !changed => h.changed,
+            _ => now,
+        };
+        if changed {
+            self.relayed.retain(|(_, origin)| *origin != msg.src.name);
+        }
+        self.peers.insert(
+            msg.src.name.clone(),
+            Held {
+                heard,
+                src: msg.src,
+                seq: msg.seq,
+                report: msg.report,
+                direct,
+                changed: since,
+            },
+        );
+        Ok(changed)
     }
 
     /// The reports of the `listed` identities (the members the membership lists now, not
@@ -210,8 +372,8 @@ impl CarrierBook {
     pub fn reports(&self, listed: impl Fn(&SpeakerId) -> bool) -> Carriers {
         self.peers
             .iter()
-            .filter(|(_, (_, src, ..))| listed(src))
-            .map(|(name, (.., report))| (name.clone(), report.clone()))
+            .filter(|(_, h)| listed(&h.src))
+            .map(|(name, h)| (name.clone(), h.report.clone()))
             .collect()
     }
 }
@@ -352,6 +514,148 @@ mod tests {
         let _ = book.outgoing(&me, [], t0);
         assert!(book.round_due(t0 + CARRIER_MEMORY));
         assert!(book.reports(listed2).is_empty());
+    }
+
+    fn relay_body(
+        via: &SpeakerId,
+        origin: &SpeakerId,
+        dst: &SpeakerId,
+        seq: u64,
+        up: bool,
+        age_ms: u32,
+    ) -> Vec<u8> {
+        postcard::to_allocvec(&RelayMsg {
+            via: via.clone(),
+            age_ms,
+            msg: CarrierMsg {
+                src: origin.clone(),
+                dst: dst.clone(),
+                seq,
+                report: report(up),
+            },
+        })
+        .unwrap()
+    }
+
+    /// A report heard from its origin that says a link lacks carrier is passed on to every
+    /// other member once per round and at once when it changes; an "up" report only for
+    /// [`CARRIER_MEMORY`] after its change; a report known only from a relay never.
+    #[test]
+    fn reports_that_matter_are_relayed_to_the_other_members() {
+        let t0 = Instant::now();
+        let (me, a, b, c) = (id("me", 1), id("a", 1), id("b", 1), id("c", 1));
+        let all = || [a.clone(), b.clone(), c.clone()];
+        let anyone = |_: &SpeakerId| true;
+        let mut book = CarrierBook::default();
+        assert!(book.set_own(report(true)));
+        let _ = book.outgoing(&me, all(), t0);
+        assert!(book.relays(&me, all(), t0).is_empty(), "nothing heard yet");
+        assert_eq!(
+            book.receive(&body(&a, &me, 1, false), &me, anyone, t0),
+            Ok(true)
+        );
+        let relays = book.relays(&me, all(), t0);
+        let to: Vec<&str> = relays.iter().map(|r| r.msg.dst.name.as_str()).collect();
+        assert_eq!(to, ["b", "c"], "to every member but the origin");
+        assert!(
+            relays
+                .iter()
+                .all(|r| r.via == me && r.msg.src == a && r.age_ms == 0)
+        );
+        assert!(book.relays(&me, all(), t0).is_empty(), "once per round");
+        // The same report again changes nothing; the next round relays it again.
+        assert_eq!(
+            book.receive(&body(&a, &me, 1, false), &me, anyone, t0),
+            Ok(false)
+        );
+        let t1 = t0 + CARRIER_REFRESH;
+        assert!(book.round_due(t1));
+        assert_eq!(
+            book.relays(&me, all(), t1 + Duration::from_millis(300))[0].age_ms,
+            1_300,
+            "heard from the origin at t0"
+        );
+        // Up again: relayed at once, and in each round for CARRIER_MEMORY after the change.
+        assert_eq!(
+            book.receive(&body(&a, &me, 2, true), &me, anyone, t1),
+            Ok(true)
+        );
+        assert_eq!(book.relays(&me, all(), t1).len(), 2);
+        let mut t = t1;
+        while t < t1 + CARRIER_MEMORY - CARRIER_REFRESH {
+            t += CARRIER_REFRESH;
+            assert_eq!(
+                book.receive(&body(&a, &me, 2, true), &me, anyone, t),
+                Ok(false)
+            );
+            assert!(book.round_due(t));
+            assert_eq!(book.relays(&me, all(), t).len(), 2, "{:?}", t - t1);
+        }
+        t += CARRIER_REFRESH;
+        assert_eq!(
+            book.receive(&body(&a, &me, 2, true), &me, anyone, t),
+            Ok(false)
+        );
+        assert!(book.round_due(t));
+        assert!(
+            book.relays(&me, all(), t).is_empty(),
+            "up and settled: nothing"
+        );
+        // A report known only from a relay is never passed on.
+        assert_eq!(
+            book.receive_relay(&relay_body(&c, &b, &me, 0, false, 0), &me, anyone, t),
+            Ok(true)
+        );
+        assert_eq!(book.reports(anyone)["b"], report(false));
+        assert!(book.relays(&me, all(), t).is_empty());
+    }
+
+    /// A relayed report is the origin's: ordered by its counter, never older than what is
+    /// held, forgotten [`CARRIER_MEMORY`] after the relayer last heard it from the origin (not
+    /// after the relay), and a relay of the relayer's own report is refused.
+    #[test]
+    fn a_relayed_report_is_ordered_and_aged_as_its_origins() {
+        let t0 = Instant::now();
+        let (me, a, b) = (id("me", 1), id("a", 1), id("b", 1));
+        let anyone = |_: &SpeakerId| true;
+        let mut book = CarrierBook::default();
+        assert!(book.set_own(report(true)));
+        let _ = book.outgoing(&me, [], t0);
+        assert_eq!(
+            book.receive(&body(&a, &me, 5, false), &me, anyone, t0),
+            Ok(true)
+        );
+        assert_eq!(
+            book.receive_relay(&relay_body(&b, &a, &me, 4, true, 0), &me, anyone, t0),
+            Ok(false),
+            "older than the one held"
+        );
+        assert_eq!(book.reports(anyone)["a"], report(false));
+        assert_eq!(
+            book.receive_relay(&relay_body(&a, &a, &me, 6, true, 0), &me, anyone, t0),
+            Err(DropReason::Rejected),
+            "its own report is sent directly"
+        );
+        assert_eq!(
+            book.receive_relay(
+                &relay_body(&b, &a, &id("x", 1), 6, true, 0),
+                &me,
+                anyone,
+                t0
+            ),
+            Err(DropReason::Misdirected)
+        );
+        // A newer one relayed 9 s after the relayer heard it: forgotten 1 s later.
+        let t1 = t0 + Duration::from_millis(100);
+        assert_eq!(
+            book.receive_relay(&relay_body(&b, &a, &me, 6, true, 9_000), &me, anyone, t1),
+            Ok(true)
+        );
+        assert_eq!(book.reports(anyone)["a"], report(true));
+        assert!(book.round_due(t0 + CARRIER_REFRESH + Duration::from_millis(50)));
+        assert!(book.reports(anyone).contains_key("a"));
+        assert!(book.round_due(t1 + Duration::from_millis(1_000) + CARRIER_REFRESH));
+        assert!(!book.reports(anyone).contains_key("a"), "aged out");
     }
 
     /// Through two real [`super::super::MembershipCore`]s: a report is sealed to every member

@@ -10,7 +10,8 @@
 //!      4     1  version (2)
 //!      5     8  sent_at: sender's wall clock, milliseconds since the Unix epoch, big-endian
 //!     13    24  nonce: random per datagram (XChaCha20 extended nonce)
-//!     37     n  ciphertext of: kind (1 byte: 0 SWIM, 1 lease), then the postcard-encoded
+//!     37     n  ciphertext of: kind (1 byte: 0 SWIM, 1 lease, 2 hello, 3 carrier, 4 carrier
+//!               relay), then the postcard-encoded
 //!                 foca message (SWIM header, updates) or lease message
 //!   37+n    16  Poly1305 tag
 //! ```

@@ -23,7 +23,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::budget::{OpenBudget, SourceFilter};
-use super::carrier::{CarrierBook, CarrierMsg, KIND_CARRIER};
+use super::carrier::{CarrierBook, CarrierMsg, KIND_CARRIER, KIND_CARRIER_RELAY, RelayMsg};
 use super::config::{ConfigError, MembershipConfig};
 use super::counters::{Counter, Counters};
 use super::envelope::{OVERHEAD, OpenError, Opener, Sealer, check_framing};
@@ -641,6 +641,11 @@ impl MembershipCore {
                     .map_err(rejected)?
                     .src
             }
+            KIND_CARRIER_RELAY => {
+                postcard::from_bytes::<RelayMsg>(body)
+                    .map_err(rejected)?
+                    .via
+            }
             _ => return Err(DropReason::Malformed),
         };
         if !sender.is_sent_from(from) {
@@ -655,10 +660,19 @@ impl MembershipCore {
         if kind == KIND_HELLO {
             return self.handle_hello(body, now.mono);
         }
-        if kind == KIND_CARRIER {
+        if kind == KIND_CARRIER || kind == KIND_CARRIER_RELAY {
             let (me, foca) = (self.foca.identity(), &self.foca);
             let listed = |id: &SpeakerId| foca.iter_members().any(|m| m.id() == id);
-            return self.carrier.receive(body, me, listed, now.mono);
+            let changed = if kind == KIND_CARRIER {
+                self.carrier.receive(body, me, listed, now.mono)?
+            } else {
+                self.carrier.receive_relay(body, me, listed, now.mono)?
+            };
+            if changed && !self.left {
+                // Passed on at once to the members that may not have it (a one-way cut).
+                self.send_carrier(now);
+            }
+            return Ok(());
         }
         let swim = body;
         let header = Codec::<SpeakerId>::decode_header(&mut PostcardCodec, swim)
@@ -1092,16 +1106,25 @@ impl MembershipCore {
         }
     }
 
-    /// Our carrier report to every member identity that does not have its current version
-    /// ([`super::carrier`]).
+    /// Our carrier report to every member identity that does not have its current version, and
+    /// the relays of the peers' reports owed ([`super::carrier`]).
     fn send_carrier(&mut self, now: Clock) {
         let me = self.identity().clone();
         let members: Vec<SpeakerId> = self.foca.iter_members().map(|m| m.id().clone()).collect();
         let limit = self.config.max_packet_size.saturating_sub(1);
-        for msg in self.carrier.outgoing(&me, members, now.mono) {
+        for msg in self
+            .carrier
+            .outgoing(&me, members.iter().cloned(), now.mono)
+        {
             let to = msg.dst.addr;
             if let Some(body) = super::carrier::encode(msg, limit) {
                 self.send_sealed(KIND_CARRIER, &body, to, now);
+            }
+        }
+        for relay in self.carrier.relays(&me, members, now.mono) {
+            let to = relay.msg.dst.addr;
+            if let Some(body) = super::carrier::encode_relay(relay, limit) {
+                self.send_sealed(KIND_CARRIER_RELAY, &body, to, now);
             }
         }
     }
@@ -1886,6 +1909,51 @@ mod tests {
             .collect();
         joined(&mut nodes, t0, 2000);
         nodes
+    }
+
+    /// G5.5 behind a one-way cut: node-1's client NIC loses carrier while nothing it sends
+    /// reaches node-2 (SWIM keeps it listed there through node-3's indirect probes). node-2
+    /// gets the report from node-3's relay, keeps it while the cut lasts (past
+    /// `CARRIER_MEMORY`), and gets "up again" the same way.
+    #[test]
+    fn a_carrier_report_reaches_a_member_behind_a_one_way_cut_through_a_relay() {
+        let t0 = Instant::now();
+        let mut nodes = three_joined(t0);
+        let link = |up: bool| crate::carrier::LinkReport {
+            links: vec![crate::carrier::Link {
+                name: "eth1".into(),
+                carrier: up,
+                default_v4: true,
+                default_v6: false,
+                named_v4: true,
+                named_v6: false,
+                prefixes: vec![("198.51.100.0".parse().unwrap(), 24)],
+            }],
+        };
+        for n in nodes.iter_mut() {
+            n.set_carrier_report(link(true), clock(t0, 2000));
+        }
+        mesh(&mut nodes, t0, 2000, 500, |_, _| false);
+        let cut = |from: usize, to: usize| from == 0 && to == 1;
+        mesh(&mut nodes, t0, 2500, 500, cut);
+        nodes[0].set_carrier_report(link(false), clock(t0, 3000));
+        mesh(&mut nodes, t0, 3000, 50, cut);
+        assert!(nodes[1].alive().contains("node-1"), "listed through node-3");
+        assert_eq!(
+            nodes[1].carrier_reports()["node-1"],
+            link(false),
+            "relayed at once"
+        );
+        mesh(&mut nodes, t0, 3050, 15_000, cut);
+        assert!(nodes[1].alive().contains("node-1"));
+        assert_eq!(
+            nodes[1].carrier_reports()["node-1"],
+            link(false),
+            "kept past the memory"
+        );
+        nodes[0].set_carrier_report(link(true), clock(t0, 18_050));
+        mesh(&mut nodes, t0, 18_050, 50, cut);
+        assert_eq!(nodes[1].carrier_reports()["node-1"], link(true));
     }
 
     fn joined(nodes: &mut [MembershipCore], t0: Instant, ms: u64) {
