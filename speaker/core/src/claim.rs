@@ -332,8 +332,8 @@ pub const VOTER_MEMORY: Duration = Duration::from_secs(300);
 
 /// The voting set of the majority rule, remembered across API changes: [`expected_speakers`]
 /// (Ready Nodes that run a speaker Pod and could announce something, and this speaker) plus
-/// every speaker heard alive in the membership within the last [`VOTER_MEMORY`] whose Node could
-/// announce something or was deleted (issue #32 G3), less the Nodes an operator dropped
+/// every speaker heard in the membership within the last [`VOTER_MEMORY`] (issue #32 G3:
+/// two-way evidence, or listed by the membership — [`Self::observe`]), less the Nodes an operator dropped
 /// ([`Cluster::dropped_voters`]). Without the memory, a Node turning `NotReady` (its kubelet lost the API server,
 /// say) would shrink the set on one side of a partition only, and an isolated owner that keeps
 /// the API server would find itself a majority of one next to the others' new owner (the lab
@@ -380,8 +380,13 @@ impl Voters {
         }
     }
 
-    /// Records the speakers alive in the membership at `now` and forgets those not heard for
-    /// longer than the memory.
+    /// Records the speakers present at `now` — those with two-way evidence and those the
+    /// membership lists (a member's gossip: somebody heard them; the set only grows the
+    /// denominator of the majority, it never counts toward one) — and forgets those not heard
+    /// for longer than the memory. A speaker restarted on the minority side of a split learns
+    /// the far side's speakers from its peers' member lists, also those whose Node was deleted
+    /// meanwhile and so is missing from the API view it seeded from ([`Self::seed`]; the
+    /// simulator's `a_restart_on_the_minority_side_after_a_node_deletion_claims_nothing`).
     pub fn observe(&mut self, now: Instant, alive: &BTreeSet<String>) {
         for name in alive {
             match self.heard.get_mut(name) {
@@ -396,17 +401,20 @@ impl Voters {
             .retain(|_, t| now.saturating_duration_since(*t) <= memory);
     }
 
-    /// The voting set now (see the type docs). A heard speaker whose Node was deleted keeps
-    /// its vote for the memory (issue #32 G3): views of a deletion differ between speakers,
-    /// and one side of a partition must not shrink its voters alone (lab attack A11, `delete`).
-    /// [`Cluster::dropped_voters`] ends a vote at once.
+    /// The voting set now (see the type docs). A heard speaker keeps its vote for the memory
+    /// whatever the API view says of its Node (issue #32 G3: a node votes while its speaker
+    /// was heard within the memory): deleted, NotReady, excluded by the label or left out by
+    /// every L2Advertisement — views of such a change differ between speakers, and one side
+    /// of a partition must not shrink its voters alone (lab attack A11, `delete`; the
+    /// simulator's `an_exclusion_seen_by_the_minority_side_only_gives_it_no_majority`, where
+    /// an exclusion seen by the minority only made its 2 of 4 a "majority" next to the other
+    /// side's 3 of 5). [`Cluster::dropped_voters`] ends a vote at once.
     pub fn voters(&self, cluster: &Cluster, me: &str) -> BTreeSet<String> {
         let mut set = expected_speakers(cluster, me);
         set.extend(
             self.heard
                 .keys()
                 .filter(|n| !cluster.dropped_voters.contains(*n))
-                .filter(|n| !cluster.nodes.contains_key(*n) || cluster.may_announce_anything(n))
                 .cloned(),
         );
         set
@@ -724,6 +732,33 @@ mod tests {
         let mut fresh = Voters::new(Duration::from_secs(300));
         fresh.seed(t0, wall, &cluster);
         assert_eq!(fresh.voters(&cluster, "a"), set(&["a", "b"]));
+    }
+
+    /// Issue #32 G3, "the voter set must not shrink on one side of a partition only": a heard
+    /// speaker keeps its vote for the memory when its Node is excluded or no L2Advertisement
+    /// selects it any more (the simulator's `an_exclusion_seen_by_the_minority_side_only_*`:
+    /// the minority's 2 of 4 was a "majority"), as when it turns NotReady or is deleted.
+    #[test]
+    fn a_heard_speaker_keeps_its_vote_when_its_node_can_announce_nothing() {
+        let t0 = Instant::now();
+        let mut cluster = Cluster::default();
+        for n in ["a", "b", "c", "d", "e"] {
+            cluster.nodes.insert(n.into(), NodeFacts::default());
+        }
+        let mut voters = Voters::new(VOTER_MEMORY);
+        voters.observe(t0, &set(&["a", "b", "c", "d", "e"]));
+        if let Some(f) = cluster.nodes.get_mut("e") {
+            f.labels
+                .insert(crate::eligibility::EXCLUDE_LB_LABEL.into(), String::new());
+        }
+        assert!(!cluster.may_announce_anything("e"));
+        assert!(!expected_speakers(&cluster, "a").contains("e"));
+        let v = voters.voters(&cluster, "a");
+        assert_eq!(v, set(&["a", "b", "c", "d", "e"]));
+        assert!(!has_quorum(&set(&["a", "b"]), &v), "2 of 5, not 2 of 4");
+        // Unheard for the memory: gone.
+        voters.observe(t0 + VOTER_MEMORY + Duration::from_secs(1), &set(&["a"]));
+        assert!(!voters.voters(&cluster, "a").contains("e"));
     }
 
     fn settings() -> ClaimSettings {

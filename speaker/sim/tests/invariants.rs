@@ -846,7 +846,6 @@ fn skewed_minority_split(seed: u64, skew_ms: i64) -> Scenario {
 /// (I-bounded, W = 300 ms). Without the restart, or without the deletion, or without the skew:
 /// no violation.
 #[test]
-#[ignore = "issue #32: a restart on the minority side after a Node deletion shrinks its voters: two answerers for the split"]
 fn a_restart_on_the_minority_side_after_a_node_deletion_claims_nothing() {
     for skew_ms in [5_000, -5_000] {
         let s = skewed_minority_split(1, skew_ms)
@@ -870,7 +869,6 @@ fn a_restart_on_the_minority_side_after_a_node_deletion_claims_nothing() {
 /// table's bound for API skew (ℓ − W, for the IPs the change moves) does not cover it: every
 /// IP of the majority side is answered twice, for as long as the outage lasts.
 #[test]
-#[ignore = "issue #32: an exclusion seen by the minority side only drops a vote there: two answerers for the split"]
 fn an_exclusion_seen_by_the_minority_side_only_gives_it_no_majority() {
     let mut s =
         skewed_minority_split(1, 5_000).with(6_000, Fault::ExcludeLabel { node: 4, on: true });

@@ -378,7 +378,9 @@ impl SpeakerCore {
             })
             .cloned()
             .collect();
-        self.voters.observe(now, &evidenced);
+        // The voter memory records the listed members too: a denominator that only grows.
+        self.voters
+            .observe(now, &alive.union(&evidenced).cloned().collect());
         let expected = self.voters.voters(&self.view.cluster, &self.config.me);
         if expected != self.last_voters {
             self.last_voters = expected.clone();
