@@ -379,7 +379,7 @@ impl CarrierBook {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::carrier::Link;
@@ -389,9 +389,14 @@ mod tests {
     }
 
     fn report(up: bool) -> LinkReport {
+        one_link("eth0", up)
+    }
+
+    /// A report of one IPv4 link `name` in the default set, on 198.51.100.0/24.
+    pub(in crate::membership) fn one_link(name: &str, up: bool) -> LinkReport {
         LinkReport {
             links: vec![Link {
-                name: "eth0".into(),
+                name: name.into(),
                 carrier: up,
                 default_v4: true,
                 default_v6: false,

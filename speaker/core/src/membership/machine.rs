@@ -1919,17 +1919,7 @@ mod tests {
     fn a_carrier_report_reaches_a_member_behind_a_one_way_cut_through_a_relay() {
         let t0 = Instant::now();
         let mut nodes = three_joined(t0);
-        let link = |up: bool| crate::carrier::LinkReport {
-            links: vec![crate::carrier::Link {
-                name: "eth1".into(),
-                carrier: up,
-                default_v4: true,
-                default_v6: false,
-                named_v4: true,
-                named_v6: false,
-                prefixes: vec![("198.51.100.0".parse().unwrap(), 24)],
-            }],
-        };
+        let link = |up: bool| super::super::carrier::tests::one_link("eth1", up);
         for n in nodes.iter_mut() {
             n.set_carrier_report(link(true), clock(t0, 2000));
         }
