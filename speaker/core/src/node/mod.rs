@@ -485,8 +485,13 @@ impl SpeakerCore {
         });
         // Probed before their first announcement (issue #10 item 5): IPs that newly got an
         // owner, and IPs a report says another host holds (whoever held them before).
-        self.fresh
-            .observe(now, plan.ips.iter().map(|(ip, p)| (*ip, p.owner.is_some())));
+        self.fresh.observe(
+            now,
+            plan.ips
+                .iter()
+                .filter(|(_, p)| p.owner.is_some())
+                .map(|(ip, _)| *ip),
+        );
         let mut probe_first = self.fresh.fresh(now);
         probe_first.extend(obs.held_reported.iter().copied());
         let previously_owned = std::mem::take(&mut self.owned);
