@@ -102,13 +102,6 @@ pub struct HandoverReply {
     /// `true`: the holder neither answered for the IP nor held it back when it granted.
     /// `false`: it still did.
     pub released: bool,
-    /// When this speaker first released the IP to that holder in a mutual hold (each held the
-    /// IP back for the other; the smaller name claims, see
-    /// [`super::MembershipCore::handover_replies`]), if it did while the ask lasted. The
-    /// larger name's wait for the holder is capped from then, not from its gain: the holder
-    /// claimed on that release, and a cap counted from the gain could run out a moment after
-    /// it, two fresh claims within the peer-claim settle time that neither yields.
-    pub yielded_at: Option<Instant>,
 }
 
 /// The `members` value of a grant from a speaker whose gate is closed (no plan): it vouches

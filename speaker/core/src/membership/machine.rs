@@ -221,9 +221,6 @@ pub struct MembershipCore {
     plan: Option<Arc<crate::plan::Plan>>,
     /// The holders' latest replies to our asks ([`Self::handover_replies`]).
     replies: BTreeMap<(String, IpAddr), HandoverReply>,
-    /// Per (holder name, IP) we ask about, when we first released that IP to the holder in a
-    /// mutual hold ([`HandoverReply::yielded_at`]).
-    yielded: BTreeMap<(String, IpAddr), Instant>,
     /// Per granter's node name, the member-list digest its latest grant carried
     /// ([`Self::agreeing`]).
     list_digests: BTreeMap<String, u64>,
@@ -334,7 +331,6 @@ impl MembershipCore {
             refuted: None,
             plan: None,
             replies: BTreeMap::new(),
-            yielded: BTreeMap::new(),
             list_digests: BTreeMap::new(),
             config,
         })
@@ -410,10 +406,8 @@ impl MembershipCore {
         asks: BTreeMap<String, BTreeSet<IpAddr>>,
         holding: BTreeSet<IpAddr>,
     ) {
-        let asked =
-            |holder: &String, ip: &IpAddr| asks.get(holder).is_some_and(|ips| ips.contains(ip));
-        self.replies.retain(|(holder, ip), _| asked(holder, ip));
-        self.yielded.retain(|(holder, ip), _| asked(holder, ip));
+        self.replies
+            .retain(|(holder, ip), _| asks.get(holder).is_some_and(|ips| ips.contains(ip)));
         self.asks = asks
             .into_iter()
             .map(|(holder, ips)| {
@@ -435,10 +429,7 @@ impl MembershipCore {
     /// The holders' replies (issue #32 G5.8): per (holder name, IP) asked about, the latest
     /// grant's answer — released, or still answered for (or held back) there — with the send
     /// instant of the request it answered. The grant was sent after that instant, so a release
-    /// says the holder had let the IP go at some moment after it. Two speakers that each hold
-    /// an IP back for the other (a mutual hold: their views each gave them the IP from the
-    /// other, so nobody answers it) break the tie by name: the larger releases it to the
-    /// smaller, which claims, and records when ([`HandoverReply::yielded_at`]).
+    /// says the holder had let the IP go at some moment after it.
     pub fn handover_replies(&self) -> &BTreeMap<(String, IpAddr), HandoverReply> {
         &self.replies
     }
@@ -1315,19 +1306,10 @@ impl MembershipCore {
                 }
                 let to = src.addr;
                 // Released: neither answered for nor held back here (a gain of ours waiting
-                // for its own holder counts as held), and our own plan gives it to the
+                // for its own holder counts as held, so two speakers whose views each give them
+                // the IP never release it to each other), and our own plan gives it to the
                 // requester or to nobody (not to a third node: the requester's view lags).
-                // Two speakers whose views each give them the IP from the other (a mutual
-                // hold: nobody answers it) release it to the smaller name, which claims; the
-                // other keeps waiting while that one says it holds the IP, as for any holder.
-                // Without the tie-break the IP stayed silent until the lagging watch
-                // delivered (an edit undone within one watch lag: 936 ms and 1.01 s in the
-                // 100,000-scenario run, API seeds 965 and 5437).
-                let mutual = |ip: &IpAddr| {
-                    src.name < me.name
-                        && self.asks.get(&src.name).is_some_and(|ips| ips.contains(ip))
-                };
-                let released: Vec<IpAddr> = asks
+                let released = asks
                     .into_iter()
                     .take(super::lease::MAX_ASKS)
                     .filter(|ip| {
@@ -1336,20 +1318,11 @@ impl MembershipCore {
                             .as_ref()
                             .and_then(|p| p.ips.get(ip))
                             .and_then(|p| p.owner.as_ref());
-                        let waiting_for = |holder: &String| {
-                            self.asks.get(holder).is_some_and(|ips| ips.contains(ip))
-                        };
                         !self.holding.contains(ip)
-                            && (mutual(ip)
-                                || (!self.asks.keys().any(waiting_for)
-                                    && owner.is_none_or(|o| *o == src.name)))
+                            && !self.asks.values().any(|ips| ips.contains(ip))
+                            && owner.is_none_or(|o| *o == src.name)
                     })
                     .collect();
-                for ip in released.iter().filter(|ip| mutual(ip)) {
-                    self.yielded
-                        .entry((src.name.clone(), *ip))
-                        .or_insert(now.mono);
-                }
                 let grant = LeaseMsg::Grant {
                     src: me,
                     dst: src,
@@ -1435,7 +1408,6 @@ impl MembershipCore {
                             let reply = HandoverReply {
                                 sent,
                                 released: released.contains(ip),
-                                yielded_at: self.yielded.get(&(src.name.clone(), *ip)).copied(),
                             };
                             let latest =
                                 self.replies.entry((src.name.clone(), *ip)).or_insert(reply);
@@ -1756,9 +1728,8 @@ mod tests {
     /// G5.8: a lease request asks the previous holder about the IPs held back for it; its
     /// grant says of each whether it still answers for it (or holds it back itself), recorded
     /// with the round's send instant (never later than the holder's answer). Nothing is recorded
-    /// about IPs nobody asked; replies are forgotten once the IP is no longer asked. Of two
-    /// speakers that each hold an IP back for the other, only the larger name releases it (to
-    /// the smaller); a speaker waiting for a third node releases nothing.
+    /// about IPs nobody asked; replies are forgotten once the IP is no longer asked. Two
+    /// speakers that each hold an IP back for the other never release it to each other.
     #[test]
     fn a_grant_releases_only_asked_ips_the_holder_neither_holds_nor_waits_for() {
         let t0 = Instant::now();
@@ -1788,32 +1759,14 @@ mod tests {
         mesh(&mut nodes, t0, 2500, 500, |_, _| false);
         assert!(nodes[0].handover_replies()[&key("node-2", 2)].released);
         assert!(nodes[0].handover_replies()[&key("node-2", 1)].sent > at);
-        // node-2 now holds .2 back itself, waiting for node-1, which waits for node-2 (a
-        // mutual hold): released to the smaller name only.
+        // node-2 now holds .2 back itself, waiting for node-1: not released.
         nodes[1].set_handovers(
             [("node-1".to_string(), [ip(2)].into())].into(),
             BTreeSet::new(),
         );
         mesh(&mut nodes, t0, 3000, 500, |_, _| false);
-        assert!(nodes[0].handover_replies()[&key("node-2", 2)].released);
-        assert!(!nodes[1].handover_replies()[&key("node-1", 2)].released);
-        // The larger records when it released .2 to the smaller (its cap restarts there); the
-        // smaller released nothing.
-        let yielded = nodes[1].handover_replies()[&key("node-1", 2)].yielded_at;
-        assert!(yielded.is_some_and(|y| y >= t0 + Duration::from_millis(3000)));
-        assert_eq!(
-            nodes[0].handover_replies()[&key("node-2", 2)].yielded_at,
-            None
-        );
-        // node-2 waits for node-3 on .2 instead: not released to node-1, and the record of the
-        // release is forgotten with the ask.
-        nodes[1].set_handovers(
-            [("node-3".to_string(), [ip(2)].into())].into(),
-            BTreeSet::new(),
-        );
-        mesh(&mut nodes, t0, 3500, 500, |_, _| false);
         assert!(!nodes[0].handover_replies()[&key("node-2", 2)].released);
-        assert!(nodes[1].yielded.is_empty());
+        assert!(!nodes[1].handover_replies()[&key("node-1", 2)].released);
         // node-2 lets .2 go but its own plan gives .2 to node-3 (node-1's view lags): not
         // released to node-1; once its plan gives .2 to node-1 (or nobody), released.
         let plan_giving = |owner: Option<&str>| {
@@ -1832,10 +1785,10 @@ mod tests {
         };
         nodes[1].set_handovers(BTreeMap::new(), BTreeSet::new());
         for (from, owner, released) in [
-            (4000, Some("node-3"), false),
-            (4200, Some("node-1"), true),
-            (4400, Some("node-3"), false),
-            (4600, None, true),
+            (3500, Some("node-3"), false),
+            (3700, Some("node-1"), true),
+            (3900, Some("node-3"), false),
+            (4100, None, true),
         ] {
             nodes[1].set_plan(plan_giving(owner));
             mesh(&mut nodes, t0, from, 200, |_, _| false);

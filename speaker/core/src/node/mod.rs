@@ -140,15 +140,15 @@ impl Handover {
 
     /// Moves `due` by what the holder said: one stall threshold after the holder last said it
     /// still answers for `ip` (while it says so, its view differs from ours and it is the only
-    /// answerer: wait for it), never beyond [`HANDOVER_HOLD_MAX`] after the gain — or after
-    /// this speaker released the IP to the holder in a mutual hold
-    /// ([`crate::membership::lease::HandoverReply::yielded_at`]: the holder claimed on that
-    /// release, so the wait restarts with its claim). A holder that says nothing (grants lost,
-    /// a speaker before G5.8) is waited for one stall threshold, as before.
+    /// answerer: wait for it), never beyond [`HANDOVER_HOLD_MAX`] after the gain. A holder that
+    /// says nothing (grants lost, a speaker before G5.8) is waited for one stall threshold, as
+    /// before.
     fn refresh(&mut self, ip: &IpAddr, membership: &Option<MembershipObservation>, w: Duration) {
         if let Some(r) = self.reply(ip, membership).filter(|r| !r.released) {
-            let from = r.yielded_at.map_or(self.since, |y| y.max(self.since));
-            let cap = from.checked_add(HANDOVER_HOLD_MAX).unwrap_or(from);
+            let cap = self
+                .since
+                .checked_add(HANDOVER_HOLD_MAX)
+                .unwrap_or(self.since);
             let held = r.sent.checked_add(w).unwrap_or(r.sent);
             self.due = self.due.max(held.min(cap));
         }
