@@ -408,13 +408,24 @@ impl Voters {
     /// of a partition must not shrink its voters alone (lab attack A11, `delete`; the
     /// simulator's `an_exclusion_seen_by_the_minority_side_only_gives_it_no_majority`, where
     /// an exclusion seen by the minority only made its 2 of 4 a "majority" next to the other
-    /// side's 3 of 5). [`Cluster::dropped_voters`] ends a vote at once.
+    /// side's 3 of 5). One exception: a Node that can announce nothing and no longer has a
+    /// speaker Pod bound (the DaemonSet was narrowed to the announcing nodes; Pods visible)
+    /// votes no more — otherwise one more crash within the memory left the survivors at half
+    /// without the smallest name (`a_gone_excluded_speaker_does_not_silence_the_survivors_of_one_crash`).
+    /// [`Cluster::dropped_voters`] ends a vote at once.
     pub fn voters(&self, cluster: &Cluster, me: &str) -> BTreeSet<String> {
+        let pods = &cluster.speaker_nodes;
         let mut set = expected_speakers(cluster, me);
         set.extend(
             self.heard
                 .keys()
                 .filter(|n| !cluster.dropped_voters.contains(*n))
+                .filter(|n| {
+                    !cluster.nodes.contains_key(*n)
+                        || pods.is_empty()
+                        || pods.contains(*n)
+                        || cluster.may_announce_anything(n)
+                })
                 .cloned(),
         );
         set
@@ -756,7 +767,17 @@ mod tests {
         let v = voters.voters(&cluster, "a");
         assert_eq!(v, set(&["a", "b", "c", "d", "e"]));
         assert!(!has_quorum(&set(&["a", "b"]), &v), "2 of 5, not 2 of 4");
+        // Its speaker Pod is deleted for good (a narrowed DaemonSet; Pods visible): no vote,
+        // so the survivors of one more crash keep a majority. A Pod deleted from a Node that
+        // may announce (a roll-out) keeps the vote.
+        cluster.speaker_nodes = set(&["a", "b", "c", "d", "e"]);
+        assert!(voters.voters(&cluster, "a").contains("e"));
+        cluster.speaker_nodes = set(&["a", "b", "c", "d"]);
+        assert!(!voters.voters(&cluster, "a").contains("e"));
+        cluster.speaker_nodes = set(&["a", "b", "c", "e"]);
+        assert!(voters.voters(&cluster, "a").contains("d"));
         // Unheard for the memory: gone.
+        cluster.speaker_nodes.clear();
         voters.observe(t0 + VOTER_MEMORY + Duration::from_secs(1), &set(&["a"]));
         assert!(!voters.voters(&cluster, "a").contains("e"));
     }

@@ -172,6 +172,10 @@ pub enum Fault {
     },
     /// The Node object is deleted (its speaker may keep running).
     DeleteNode(usize),
+    /// The speaker Pod bound to the node is deleted for good (a DaemonSet narrowed by its
+    /// `nodeSelector`): gone from the API view. Its process is stopped by a separate fault
+    /// (`Terminate`), as the kubelet would.
+    RemovePod(usize),
     /// The Node object is created again (Ready, no labels).
     RecreateNode(usize),
     /// The Service of IP number `ip` becomes `externalTrafficPolicy: Local` with its only ready
@@ -292,6 +296,7 @@ impl Fault {
             | Fault::ExcludeLabel { .. }
             | Fault::Cordon { .. }
             | Fault::DeleteNode(_)
+            | Fault::RemovePod(_)
             | Fault::RecreateNode(_)
             | Fault::EndpointOn { .. }
             | Fault::AdvertiseOn(_)

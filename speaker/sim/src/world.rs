@@ -806,6 +806,9 @@ impl World {
                 // Deleting a Node garbage-collects the Pods bound to it.
                 v.cluster.speaker_nodes.remove(&name(node));
             }),
+            Fault::RemovePod(node) => self.change_api(|v| {
+                v.cluster.speaker_nodes.remove(&name(node));
+            }),
             Fault::RecreateNode(node) => self.change_api(|v| {
                 v.cluster.nodes.insert(name(node), node_facts(node));
                 v.cluster.speaker_nodes.insert(name(node));

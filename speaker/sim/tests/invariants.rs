@@ -884,24 +884,21 @@ fn an_exclusion_seen_by_the_minority_side_only_gives_it_no_majority() {
     assert_violates(&s, &[]);
 }
 
-/// Found by attacking the voter rule above (session 26), open: a Node excluded (or left out of
-/// every L2Advertisement) whose speaker is then gone for good — the DaemonSet narrowed to the
-/// announcing nodes — keeps its vote for `VOTER_MEMORY`, so one more crash leaves the survivors
-/// at half without the smallest name: every IP silent for the rest of the memory (296 s in a
-/// 330 s run at 4 nodes), or for a whole 2 | 2 split of the four running speakers of five.
-/// Before the rule such a speaker's vote ended with its Node's eligibility (and an exclusion
-/// seen by one side of a split only gave that side a false majority: the case above). The
-/// `ferrolb.io/dropped-voters` annotation ends it at once. Direction: drop the vote of a heard
-/// speaker whose Node can announce nothing once its speaker Pod is no longer bound (the
-/// simulator has no fault that removes a Pod yet; `Terminate` stands in for it here).
+/// Found by attacking the voter rule above (session 26): a Node excluded (or left out of every
+/// L2Advertisement) whose speaker is then gone for good — the DaemonSet narrowed to the
+/// announcing nodes, its Pod deleted — kept its vote for `VOTER_MEMORY`, so one more crash left
+/// the survivors at half without the smallest name: every IP silent for the rest of the memory
+/// (296 s in a 330 s run at 4 nodes), or for a whole 2 | 2 split of the four running speakers
+/// of five. Now such a Node's vote ends with its speaker Pod (`Voters::voters`); a Pod still
+/// bound keeps it (the exclusion case above). `ferrolb.io/dropped-voters` ends any vote at once.
 #[test]
-#[ignore = "issue #32: an excluded node whose speaker is gone keeps its vote for the voter memory: one more crash silences every IP"]
 fn a_gone_excluded_speaker_does_not_silence_the_survivors_of_one_crash() {
     let four = Scenario {
         end_ms: 30_000,
         ..Scenario::quiet(1, 4, 4)
     }
     .with(3_000, Fault::ExcludeLabel { node: 0, on: true })
+    .with(4_000, Fault::RemovePod(0))
     .with(4_000, Fault::Terminate(0))
     .with(8_000, Fault::Crash(3));
     let narrowed = Scenario {
@@ -909,6 +906,8 @@ fn a_gone_excluded_speaker_does_not_silence_the_survivors_of_one_crash() {
         ..Scenario::quiet(1, 5, 8)
     }
     .with(3_000, Fault::AdvertiseOn(vec![2, 3, 4]))
+    .with(4_000, Fault::RemovePod(0))
+    .with(4_000, Fault::RemovePod(1))
     .with(4_000, Fault::Terminate(0))
     .with(4_000, Fault::Terminate(1))
     .with(8_000, Fault::Crash(4));
@@ -917,6 +916,7 @@ fn a_gone_excluded_speaker_does_not_silence_the_survivors_of_one_crash() {
         ..Scenario::quiet(1, 5, 8)
     }
     .with(3_000, Fault::ExcludeLabel { node: 0, on: true })
+    .with(4_000, Fault::RemovePod(0))
     .with(4_000, Fault::Terminate(0))
     .with(8_000, Fault::Partition(vec![1, 2]))
     .with(18_000, Fault::Heal);
