@@ -1236,32 +1236,7 @@ fn an_api_change_under_a_lagging_watch_answers_within_the_failover_bound() {
 /// Without it, node-1 claims at its cap and node-0 keeps waiting: one answerer.
 #[test]
 fn a_mutual_hold_near_the_larger_names_cap_answers_once() {
-    let s = Scenario {
-        faults: vec![
-            Timed {
-                at_ms: 1000,
-                fault: Fault::WatchDelay { node: 0, ms: 2910 },
-            },
-            Timed {
-                at_ms: 5000,
-                fault: Fault::AdvertiseOn(vec![1]),
-            },
-            Timed {
-                at_ms: 5002,
-                fault: Fault::ApiOutage {
-                    node: 1,
-                    for_ms: 5000,
-                },
-            },
-            Timed {
-                at_ms: 5004,
-                fault: Fault::AdvertiseOn(vec![]),
-            },
-        ],
-        end_ms: 30_000,
-        ..isolation(0, 3)
-    };
-    assert_violates(&s, &[]);
+    assert_violates(&mutual_hold(0, 5000, &[]), &[]);
 }
 
 /// The edit and undo of `a_mutual_hold_near_the_larger_names_cap_answers_once`, with node-1's
