@@ -378,9 +378,9 @@ impl SpeakerCore {
             })
             .cloned()
             .collect();
-        // The voter memory records the listed members too: a denominator that only grows.
-        self.voters
-            .observe(now, &alive.union(&evidenced).cloned().collect());
+        // The voter memory records every listed member (`evidenced` is a subset): a
+        // denominator that only grows.
+        self.voters.observe(now, &alive);
         let expected = self.voters.voters(&self.view.cluster, &self.config.me);
         if expected != self.last_voters {
             self.last_voters = expected.clone();
