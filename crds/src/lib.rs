@@ -21,6 +21,7 @@ pub mod addresses;
 pub mod annotations;
 pub mod announcement;
 pub mod conflict_event;
+pub mod exclude_lb;
 pub mod manifests;
 pub mod node;
 pub mod ownership;

@@ -11,6 +11,7 @@ use ferrolb_runtime::client::client;
 use ferrolb_runtime::{SharedArgs, build_info, duration, logging};
 use ferrolb_speaker::claim::ClaimSettings;
 use ferrolb_speaker::daemon::{SpeakerConfig, run};
+use ferrolb_speaker::eligibility::ExcludeLbLabel;
 use ferrolb_speaker::event_sink::EventSinkConfig;
 use ferrolb_speaker::l2::probe::ProbeSettings;
 use ferrolb_speaker::l2::{AnnounceSchedule, L2Config};
@@ -36,8 +37,18 @@ struct Cli {
     /// Also announce Services without a loadBalancerClass.
     #[arg(long, env = "FERROLB_DEFAULT_CLASS", default_value_t = true, action = clap::ArgAction::Set)]
     default_class: bool,
-    /// Ignore the node.kubernetes.io/exclude-from-external-load-balancers label (single-node clusters).
-    #[arg(long, env = "FERROLB_IGNORE_EXCLUDE_LB")]
+    /// When the node.kubernetes.io/exclude-from-external-load-balancers label keeps a Node from
+    /// announcing: `auto` (honoured unless every Node carries it — the only node of a minikube
+    /// or kind cluster does — then set aside, and each Service says so in a Warning Event
+    /// `ExclusionLabelIgnored`), `honour` (always, as MetalLB; `honor` is accepted) or `ignore`.
+    #[arg(long, env = "FERROLB_EXCLUDE_LB_LABEL", default_value = "auto", value_parser = exclude_lb_label)]
+    exclude_lb_label: ExcludeLbLabel,
+    /// The same as `--exclude-lb-label=ignore` (the flag before `--exclude-lb-label`).
+    #[arg(
+        long,
+        env = "FERROLB_IGNORE_EXCLUDE_LB",
+        conflicts_with = "exclude_lb_label"
+    )]
     ignore_exclude_lb: bool,
     /// Keep announcing from cordoned Nodes (`spec.unschedulable`). By default a cordoned node's
     /// IPs move to an uncordoned node, and stay when every eligible node is cordoned
@@ -125,6 +136,12 @@ struct LegacyDurations {
     announce_refresh_s: Option<Duration>,
     #[arg(long, hide = true, env = "FERROLB_CONVERGE_TIMEOUT_MS", value_parser = duration::parse_legacy_ms)]
     converge_timeout_ms: Option<Duration>,
+}
+
+/// `--exclude-lb-label`: `auto`, `honour` (or `honor`) or `ignore`
+/// ([`ExcludeLbLabel::from_str`](std::str::FromStr)).
+fn exclude_lb_label(s: &str) -> Result<ExcludeLbLabel, String> {
+    s.parse()
 }
 
 /// `--interfaces`: a Linux interface name (1 to 15 bytes, `IFNAMSIZ` − 1; no `/`, whitespace or
@@ -290,7 +307,11 @@ async fn main() -> anyhow::Result<()> {
                 lb_class: cli.lb_class.clone(),
                 default_class: cli.default_class,
             },
-            ignore_exclude_lb: cli.ignore_exclude_lb,
+            exclude_lb_label: if cli.ignore_exclude_lb {
+                ExcludeLbLabel::Ignore
+            } else {
+                cli.exclude_lb_label
+            },
             ignore_cordon: cli.ignore_cordon,
         },
         keys: cli.key_source(),
@@ -331,6 +352,37 @@ mod tests {
 
     fn parse(args: &[&str]) -> Cli {
         Cli::try_parse_from(["ferrolb-speaker", "--node-name", "n"].iter().chain(args)).unwrap()
+    }
+
+    /// Issue #28 item 1: `--exclude-lb-label` defaults to `auto`; `--ignore-exclude-lb` is
+    /// `ignore` and refused beside `--exclude-lb-label`; a bad value is named.
+    #[test]
+    fn exclude_lb_label_defaults_to_auto_and_keeps_the_old_flag() {
+        assert_eq!(parse(&[]).exclude_lb_label, ExcludeLbLabel::Auto);
+        assert_eq!(
+            parse(&["--exclude-lb-label", "honour"]).exclude_lb_label,
+            ExcludeLbLabel::Honour
+        );
+        let old = parse(&["--ignore-exclude-lb"]);
+        assert!(old.ignore_exclude_lb && old.exclude_lb_label == ExcludeLbLabel::Auto);
+        let both = ["--ignore-exclude-lb", "--exclude-lb-label", "honour"];
+        assert!(
+            Cli::try_parse_from(["ferrolb-speaker", "--node-name", "n"].iter().chain(&both))
+                .is_err()
+        );
+        let e = Cli::try_parse_from([
+            "ferrolb-speaker",
+            "--node-name",
+            "n",
+            "--exclude-lb-label",
+            "sometimes",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("\"sometimes\"") && e.contains("auto, honour or ignore"),
+            "{e}"
+        );
     }
 
     /// `--interfaces` / `FERROLB_INTERFACES`: a comma-separated list replacing the default

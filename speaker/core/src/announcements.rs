@@ -325,6 +325,7 @@ mod tests {
                 no_owner_reason: None,
                 warnings: vec![],
                 reporter: Some(reporter.into()),
+                label_set_aside: false,
             },
         );
         p

@@ -565,7 +565,7 @@ mod tests {
         assert_eq!(expected_speakers(&cluster, "a"), set(&["a", "b"]));
         // A speaker always counts itself.
         assert_eq!(expected_speakers(&cluster, "d"), set(&["a", "b", "d"]));
-        cluster.ignore_exclude_lb = true;
+        cluster.exclude_lb_label = crate::eligibility::ExcludeLbLabel::Ignore;
         assert_eq!(expected_speakers(&cluster, "a"), set(&["a", "b", "e"]));
     }
 

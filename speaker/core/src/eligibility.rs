@@ -9,8 +9,12 @@
 //! 2. the Node object exists ([`Cluster::nodes`]);
 //! 3. its `NetworkUnavailable` condition is not `True`;
 //! 4. it does not carry [`EXCLUDE_LB_LABEL`] with any value but `"false"` (Kubernetes'
-//!    well-known label; the `ignore_exclude_lb` option turns this clause off for single-node
-//!    clusters);
+//!    well-known label), while the label is in force ([`Cluster::exclusion_label_in_force`]):
+//!    by default ([`ExcludeLbLabel::Auto`], issue #28 item 1) unless **every** Node carries it
+//!    — a single-node minikube or kind cluster, whose only node kubeadm labels — and then the
+//!    label is set aside and every IP's Services get a Warning Event saying so
+//!    ([`Eligibility::label_set_aside`]); `--exclude-lb-label=honour` always honours it
+//!    (MetalLB, DESIGN S1 before issue #28), `ignore` never does;
 //! 5. it reports carrier on an announce interface ([`NodeFacts::carrier`]: the speaker's own
 //!    value from its interface scan); per IP, on the interface facing the IP's clients, from
 //!    every member's sealed carrier report, applied after these clauses by
@@ -45,9 +49,7 @@ use std::fmt;
 use ferrolb_crds::selector::any_matches;
 use ferrolb_crds::v1beta1::L2AdvertisementSpec;
 
-/// The well-known label that removes a node from external load balancers (Kubernetes API
-/// reference, "Well-Known Labels"). Any value but `"false"` excludes.
-pub const EXCLUDE_LB_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+pub use ferrolb_crds::exclude_lb::{EXCLUDE_LB_LABEL, ExcludeLbLabel, carries_exclusion_label};
 
 /// What the speaker knows about one Node object.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,8 +84,8 @@ pub struct Cluster {
     pub alive: BTreeSet<String>,
     /// L2Advertisements by name.
     pub advertisements: BTreeMap<String, L2AdvertisementSpec>,
-    /// `--ignore-exclude-lb`: do not honour [`EXCLUDE_LB_LABEL`].
-    pub ignore_exclude_lb: bool,
+    /// `--exclude-lb-label`: when [`EXCLUDE_LB_LABEL`] is honoured.
+    pub exclude_lb_label: ExcludeLbLabel,
     /// `--ignore-cordon`: do not prefer uncordoned nodes ([`prefer_uncordoned`] changes
     /// nothing); a cordoned owner keeps its IPs until its speaker stops.
     pub ignore_cordon: bool,
@@ -302,11 +304,35 @@ pub struct Eligibility {
     pub reason: Option<NoEligibleNode>,
     /// Non-fatal notes for a Warning Event (endpoints without `nodeName` under ETP Local).
     pub warnings: Vec<String>,
+    /// [`EXCLUDE_LB_LABEL`] was set aside because every Node carries it
+    /// ([`Cluster::exclusion_label_set_aside`]): the reporter says so in a Warning Event.
+    pub label_set_aside: bool,
 }
 
 impl Cluster {
+    /// Whether clause 4 applies: [`ExcludeLbLabel::Honour`] always, `Ignore` never, `Auto`
+    /// while at least one Node object does not carry [`EXCLUDE_LB_LABEL`]. O(labelled Nodes
+    /// before the first unlabelled one, by name).
+    pub fn exclusion_label_in_force(&self) -> bool {
+        self.exclude_lb_label
+            .in_force(self.nodes.values().map(|n| &n.labels))
+    }
+
+    /// Whether `Auto` sets [`EXCLUDE_LB_LABEL`] aside: there are Nodes and every one carries it.
+    pub fn exclusion_label_set_aside(&self) -> bool {
+        self.exclude_lb_label == ExcludeLbLabel::Auto
+            && !self.nodes.is_empty()
+            && !self.exclusion_label_in_force()
+    }
+
     /// The first node-level clause (1–5) that `node` fails, or `None` if it passes them all.
     pub fn node_exclusion(&self, node: &str) -> Option<NodeExclusion> {
+        self.node_exclusion_with(node, self.exclusion_label_in_force())
+    }
+
+    /// [`Cluster::node_exclusion`] with clause 4's [`Cluster::exclusion_label_in_force`]
+    /// computed once by the caller.
+    fn node_exclusion_with(&self, node: &str, label_in_force: bool) -> Option<NodeExclusion> {
         if !self.alive.contains(node) {
             return Some(NodeExclusion::SpeakerNotAlive);
         }
@@ -316,12 +342,7 @@ impl Cluster {
         if facts.network_unavailable {
             return Some(NodeExclusion::NetworkUnavailable);
         }
-        if !self.ignore_exclude_lb
-            && facts
-                .labels
-                .get(EXCLUDE_LB_LABEL)
-                .is_some_and(|v| v != "false")
-        {
+        if label_in_force && carries_exclusion_label(&facts.labels) {
             return Some(NodeExclusion::ExcludedByLabel);
         }
         if facts.carrier == Some(false) {
@@ -331,15 +352,14 @@ impl Cluster {
     }
 
     /// Whether `node` could announce any IP at all, judged from the API alone: not excluded by
-    /// label (unless ignored) and selected by at least one L2Advertisement's `nodeSelectors`
+    /// label (while it is in force, [`Cluster::exclusion_label_in_force`]) and selected by at least one L2Advertisement's `nodeSelectors`
     /// (trivially, when there is no L2Advertisement yet). Membership and carrier are not
     /// considered. Used for the claim gate's set of voting speakers.
     pub fn may_announce_anything(&self, node: &str) -> bool {
         let empty = BTreeMap::new();
         let facts = self.nodes.get(node);
         let labels = facts.map_or(&empty, |f| &f.labels);
-        let excluded =
-            !self.ignore_exclude_lb && labels.get(EXCLUDE_LB_LABEL).is_some_and(|v| v != "false");
+        let excluded = carries_exclusion_label(labels) && self.exclusion_label_in_force();
         let selected = self.advertisements.is_empty()
             || self
                 .advertisements
@@ -428,10 +448,13 @@ fn endpoint_nodes(svc: &ServiceFacts) -> (BTreeSet<String>, usize) {
 /// reason when there are none. Pure and deterministic.
 pub fn eligible_nodes(cluster: &Cluster, services: &[ServiceFacts]) -> Eligibility {
     let mut warnings = Vec::new();
+    let label_in_force = cluster.exclusion_label_in_force();
+    let label_set_aside = cluster.exclusion_label_set_aside();
     let fail = |reason, warnings| Eligibility {
         nodes: BTreeSet::new(),
         reason: Some(reason),
         warnings,
+        label_set_aside,
     };
     if services.is_empty() {
         return fail(NoEligibleNode::NoService, warnings);
@@ -441,7 +464,7 @@ pub fn eligible_nodes(cluster: &Cluster, services: &[ServiceFacts]) -> Eligibili
     let mut excluded = BTreeMap::new();
     let mut base = BTreeSet::new();
     for node in known {
-        match cluster.node_exclusion(node) {
+        match cluster.node_exclusion_with(node, label_in_force) {
             Some(why) => {
                 excluded.insert(node.clone(), why);
             }
@@ -535,6 +558,7 @@ pub fn eligible_nodes(cluster: &Cluster, services: &[ServiceFacts]) -> Eligibili
         nodes: result,
         reason: None,
         warnings,
+        label_set_aside,
     }
 }
 
@@ -776,6 +800,7 @@ mod tests {
             nodes: names(&["node-1", "node-9"]),
             reason: None,
             warnings: Vec::new(),
+            label_set_aside: false,
         };
         prefer_uncordoned(&mut e, &c);
         assert_eq!(e.nodes, names(&["node-9"]));
@@ -784,6 +809,7 @@ mod tests {
             nodes: BTreeSet::new(),
             reason: Some(NoEligibleNode::NoService),
             warnings: Vec::new(),
+            label_set_aside: false,
         };
         prefer_uncordoned(&mut e, &c);
         assert_eq!(e.reason, Some(NoEligibleNode::NoService));
@@ -805,7 +831,63 @@ mod tests {
         );
     }
 
-    /// C-14: the exclusion label, its values, and `--ignore-exclude-lb`.
+    /// Issue #28 item 1: under `auto` (the default) the label is honoured while one Node lacks
+    /// it, set aside (and said) when every Node carries it; `honour` keeps it, `ignore` drops it.
+    #[test]
+    fn auto_sets_the_exclusion_label_aside_only_when_every_node_carries_it() {
+        let services = [svc("ns/a")];
+        let mut c = cluster();
+        c.nodes.retain(|n, _| n == "node-1" || n == "node-2");
+        c.alive = names(&["node-1", "node-2"]);
+        let label = |c: &mut Cluster, node: &str, value: Option<&str>| {
+            let labels = &mut c.nodes.get_mut(node).unwrap().labels;
+            match value {
+                Some(v) => labels.insert(EXCLUDE_LB_LABEL.into(), v.into()),
+                None => labels.remove(EXCLUDE_LB_LABEL),
+            };
+        };
+        assert_eq!(c.exclude_lb_label, ExcludeLbLabel::Auto, "the default");
+        // A kind cluster: the control plane carries it, the worker does not: honoured.
+        label(&mut c, "node-1", Some(""));
+        let e = eligible_nodes(&c, &services);
+        assert_eq!((e.nodes, e.label_set_aside), (names(&["node-2"]), false));
+        assert!(!c.may_announce_anything("node-1"));
+        // "false" does not carry it: node-2 still lacks it, so node-1 stays out.
+        label(&mut c, "node-2", Some("false"));
+        assert_eq!(eligible_nodes(&c, &services).nodes, names(&["node-2"]));
+        // Every Node carries it (a single-node minikube, or all labelled): set aside, said.
+        label(&mut c, "node-2", Some("true"));
+        let e = eligible_nodes(&c, &services);
+        assert_eq!(
+            (e.nodes, e.reason, e.label_set_aside),
+            (names(&["node-1", "node-2"]), None, true)
+        );
+        assert!(c.may_announce_anything("node-1") && c.may_announce_anything("node-2"));
+        // A Node without a speaker counts too: it lacks the label, so the label is in force.
+        c.nodes.insert("node-9".into(), NodeFacts::default());
+        let e = eligible_nodes(&c, &services);
+        assert!(e.nodes.is_empty() && !e.label_set_aside);
+        assert_eq!(
+            e.reason.unwrap().to_string(),
+            "no eligible node: node-1: excluded by label node.kubernetes.io/exclude-from-external-load-balancers; \
+             node-2: excluded by label node.kubernetes.io/exclude-from-external-load-balancers; \
+             node-9: speaker not alive"
+        );
+        c.nodes.remove("node-9");
+        // honour: never set aside; ignore: never honoured, and nothing to say.
+        c.exclude_lb_label = ExcludeLbLabel::Honour;
+        let e = eligible_nodes(&c, &services);
+        assert!(e.nodes.is_empty() && !e.label_set_aside);
+        c.exclude_lb_label = ExcludeLbLabel::Ignore;
+        let e = eligible_nodes(&c, &services);
+        assert_eq!(
+            (e.nodes, e.label_set_aside),
+            (names(&["node-1", "node-2"]), false)
+        );
+    }
+
+    /// C-14: the exclusion label, its values, and `--exclude-lb-label=ignore` (under `honour`;
+    /// a single node carrying it under `auto` is the case above).
     #[test]
     fn c14_exclusion_label_is_never_silent() {
         for (value, excludes) in [
@@ -815,6 +897,7 @@ mod tests {
             ("false", false),
         ] {
             let mut c = cluster();
+            c.exclude_lb_label = ExcludeLbLabel::Honour;
             c.nodes.retain(|n, _| n == "node-1");
             c.alive = names(&["node-1"]);
             c.nodes
@@ -830,7 +913,7 @@ mod tests {
                     e.reason.unwrap().to_string(),
                     "no eligible node: all excluded by label node.kubernetes.io/exclude-from-external-load-balancers"
                 );
-                c.ignore_exclude_lb = true;
+                c.exclude_lb_label = ExcludeLbLabel::Ignore;
                 assert_eq!(eligible_nodes(&c, &services).nodes, names(&["node-1"]));
             } else {
                 assert_eq!(e.nodes, names(&["node-1"]), "value {value:?}");
@@ -1077,7 +1160,11 @@ mod tests {
         .prop_flat_map(|flags| (Just(flags), any::<bool>(), 0u8..3))
         .prop_map(|(flags, ignore_exclude_lb, adv)| {
             let mut c = Cluster {
-                ignore_exclude_lb,
+                exclude_lb_label: if ignore_exclude_lb {
+                    ExcludeLbLabel::Ignore
+                } else {
+                    ExcludeLbLabel::Honour
+                },
                 ..Default::default()
             };
             for (i, (alive, exists, unavailable, excluded, carrier, zone_a)) in
@@ -1180,7 +1267,7 @@ mod tests {
             let s_nodes = set(&in_s);
             let t_nodes: BTreeSet<String> = set(&in_t).intersection(&s_nodes).cloned().collect();
             let narrowed = |nodes: &BTreeSet<String>| {
-                let mut e = Eligibility { nodes: nodes.clone(), reason: None, warnings: Vec::new() };
+                let mut e = Eligibility { nodes: nodes.clone(), reason: None, warnings: Vec::new(), label_set_aside: false };
                 prefer_uncordoned(&mut e, &c);
                 e.nodes
             };

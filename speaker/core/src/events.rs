@@ -7,13 +7,16 @@
 //! - Warning `NoEligibleNode` with the reason, by the IP's reporter ([`crate::plan`]) when nobody
 //!   may announce, once per distinct reason;
 //! - Warning `EndpointWarning` for non-fatal problems (endpoints without `nodeName` under
-//!   `externalTrafficPolicy: Local`), once per distinct text.
+//!   `externalTrafficPolicy: Local`), once per distinct text;
+//! - Warning `ExclusionLabelIgnored`, by the IP's reporter, once per IP while every Node carries
+//!   `node.kubernetes.io/exclude-from-external-load-balancers` and `--exclude-lb-label=auto`
+//!   sets it aside (issue #28 item 1, [`crate::eligibility::ExcludeLbLabel::Auto`]).
 //!
 //! The daemon calls [`EventPlanner::plan`] only while the claim gate lets it claim
 //! ([`crate::claim`]): a converging or minority speaker says nothing, so a cold start of every
 //! speaker gives one Event per IP, not one per speaker.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use crate::plan::Plan;
@@ -33,6 +36,9 @@ pub const REASON_ANNOUNCING: &str = "AnnouncingIP";
 pub const REASON_NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
 /// Reason of an endpoint problem Event.
 pub const REASON_ENDPOINT_WARNING: &str = "EndpointWarning";
+/// Reason of the Warning that the exclusion label is set aside because every Node carries it
+/// ([`crate::eligibility::ExcludeLbLabel::Auto`], issue #28 item 1).
+pub const REASON_EXCLUSION_LABEL_IGNORED: &str = "ExclusionLabelIgnored";
 /// Reason of the Warning that a node's kernel answers ARP for the Service's IP beside the owner
 /// (kube-proxy IPVS mode without `strictARP`, or the IP configured on a local interface; issue
 /// #10 item 4, `ferrolb_speaker::l2::preflight`).
@@ -63,6 +69,7 @@ pub struct EventPlanner {
     announced: BTreeMap<IpAddr, String>,
     no_owner: BTreeMap<IpAddr, String>,
     warned: BTreeMap<IpAddr, Vec<String>>,
+    label_set_aside: BTreeSet<IpAddr>,
 }
 
 impl EventPlanner {
@@ -80,6 +87,7 @@ impl EventPlanner {
         self.announced.clear();
         self.no_owner.clear();
         self.warned.clear();
+        self.label_set_aside.clear();
     }
 
     /// The Events `plan` calls for that were not made yet. `interfaces_of(ip)` names the
@@ -146,12 +154,33 @@ impl EventPlanner {
                     note: p.warnings.join("; "),
                 });
             }
+            if reporting && p.label_set_aside && self.label_set_aside.insert(*ip) {
+                todo.push(EventIntent {
+                    services: p.services.clone(),
+                    severity: Severity::Warning,
+                    reason: REASON_EXCLUSION_LABEL_IGNORED,
+                    note: label_set_aside_note(*ip),
+                });
+            }
         }
         self.announced.retain(|ip, _| plan.ips.contains_key(ip));
         self.no_owner.retain(|ip, _| plan.ips.contains_key(ip));
         self.warned.retain(|ip, _| plan.ips.contains_key(ip));
+        self.label_set_aside
+            .retain(|ip| plan.ips.get(ip).is_some_and(|p| p.label_set_aside));
         todo
     }
+}
+
+/// The note of an `ExclusionLabelIgnored` Event about `ip`.
+fn label_set_aside_note(ip: IpAddr) -> String {
+    format!(
+        "{ip}: every Node carries {label}, so ferrolb does not honour it \
+         (--exclude-lb-label=auto, the default: a single-node minikube or kind cluster would \
+         otherwise answer for no IP); remove the label from the Nodes that may announce, or set \
+         --exclude-lb-label=honour to keep every Node out",
+        label = crate::eligibility::EXCLUDE_LB_LABEL
+    )
 }
 
 #[cfg(test)]
@@ -169,6 +198,7 @@ mod tests {
                 no_owner_reason: reason.map(str::to_owned),
                 warnings: vec![],
                 reporter: Some(reporter.into()),
+                label_set_aside: false,
             },
         );
         p
@@ -227,5 +257,39 @@ mod tests {
                 .plan(&plan_with(Some("node-1"), None, "node-1"), |_| Some(vec![]))
                 .is_empty()
         );
+    }
+
+    /// Issue #28 item 1: the reporter alone says once per IP that the exclusion label is set
+    /// aside; again after it was in force for a while.
+    #[test]
+    fn the_reporter_says_once_that_the_exclusion_label_is_set_aside() {
+        let aside = |on: bool| {
+            let mut p = plan_with(Some("node-1"), None, "node-2");
+            p.ips.values_mut().for_each(|ip| ip.label_set_aside = on);
+            p
+        };
+        let ignored = |events: &[EventIntent]| {
+            events
+                .iter()
+                .filter(|e| e.reason == REASON_EXCLUSION_LABEL_IGNORED)
+                .count()
+        };
+        let mut owner = EventPlanner::new("node-1");
+        assert_eq!(ignored(&owner.plan(&aside(true), |_| Some(vec![]))), 0);
+        let mut reporter = EventPlanner::new("node-2");
+        let said = reporter.plan(&aside(true), |_| None);
+        assert_eq!(ignored(&said), 1, "{said:?}");
+        assert_eq!(said[0].severity, Severity::Warning);
+        assert_eq!(said[0].services, ["default/svc-a"]);
+        assert!(
+            said[0].note.starts_with(
+                "198.51.100.10: every Node carries node.kubernetes.io/exclude-from-external-load-balancers"
+            ),
+            "{}",
+            said[0].note
+        );
+        assert_eq!(ignored(&reporter.plan(&aside(true), |_| None)), 0);
+        assert_eq!(ignored(&reporter.plan(&aside(false), |_| None)), 0);
+        assert_eq!(ignored(&reporter.plan(&aside(true), |_| None)), 1);
     }
 }

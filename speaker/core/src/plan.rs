@@ -31,6 +31,9 @@ pub struct IpPlan {
     pub warnings: Vec<String>,
     /// The speaker that reports problems of this IP (see the module docs).
     pub reporter: Option<String>,
+    /// The exclusion label is set aside because every Node carries it
+    /// ([`crate::eligibility::Eligibility::label_set_aside`]): the reporter says so once.
+    pub label_set_aside: bool,
 }
 
 /// The decisions for every IP, and what this node answers for.
@@ -101,6 +104,7 @@ pub fn plan_with_carrier(
                 no_owner_reason: eligibility.reason.map(|r| r.to_string()),
                 warnings: eligibility.warnings,
                 reporter,
+                label_set_aside: eligibility.label_set_aside,
             },
         );
     }
@@ -318,10 +322,11 @@ mod tests {
     #[test]
     fn all_excluded_has_reason_and_one_reporter() {
         let label = crate::eligibility::EXCLUDE_LB_LABEL;
-        let v = view(
+        let mut v = view(
             &["node-1", "node-2"],
             &[("node-1", label, ""), ("node-2", label, "true")],
         );
+        v.cluster.exclude_lb_label = crate::eligibility::ExcludeLbLabel::Honour;
         let members = alive(&["node-1", "node-2"]);
         let p1 = plan(&v, &members, "node-1", Some(true));
         let p2 = plan(&v, &members, "node-2", Some(true));
@@ -338,14 +343,28 @@ mod tests {
         assert!(ip1.reporter.is_some());
     }
 
+    /// Issue #28 item 1: under `auto`, every Node labelled (a single-node laptop cluster) leaves
+    /// the IP owned, and the plan marks it for the reporter's Warning.
+    #[test]
+    fn all_labelled_under_auto_is_owned_and_marked() {
+        let label = crate::eligibility::EXCLUDE_LB_LABEL;
+        let v = view(&["node-1"], &[("node-1", label, "")]);
+        let p = plan(&v, &alive(&["node-1"]), "node-1", Some(true));
+        let ip = p.ips.values().next().unwrap();
+        assert_eq!(ip.owner.as_deref(), Some("node-1"));
+        assert!(ip.label_set_aside && ip.no_owner_reason.is_none(), "{ip:?}");
+        assert_eq!(p.owned.len(), 1);
+    }
+
     #[test]
     fn an_ip_without_eligible_node_is_counted_by_its_reporter_only() {
         let label = crate::eligibility::EXCLUDE_LB_LABEL;
         let members = alive(&["node-1", "node-2"]);
-        let excluded = view(
+        let mut excluded = view(
             &["node-1", "node-2"],
             &[("node-1", label, ""), ("node-2", label, "")],
         );
+        excluded.cluster.exclude_lb_label = crate::eligibility::ExcludeLbLabel::Honour;
         let counts: Vec<usize> = ["node-1", "node-2"]
             .iter()
             .map(|me| plan(&excluded, &members, me, Some(true)).unowned_reported_by(me))

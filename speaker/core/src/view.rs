@@ -95,8 +95,8 @@ pub fn dropped_voters(daemon_sets: &[&DaemonSet]) -> BTreeSet<String> {
 pub struct ViewSettings {
     /// Which Services are ours.
     pub class: ClassFilter,
-    /// `--ignore-exclude-lb`.
-    pub ignore_exclude_lb: bool,
+    /// `--exclude-lb-label` ([`crate::eligibility::Cluster::exclude_lb_label`]).
+    pub exclude_lb_label: crate::eligibility::ExcludeLbLabel,
     /// `--ignore-cordon` ([`crate::eligibility::Cluster::ignore_cordon`]).
     pub ignore_cordon: bool,
 }
@@ -137,7 +137,7 @@ pub fn build(
 ) -> View {
     let mut view = View {
         cluster: Cluster {
-            ignore_exclude_lb: settings.ignore_exclude_lb,
+            exclude_lb_label: settings.exclude_lb_label,
             ignore_cordon: settings.ignore_cordon,
             advertisements: advertisements
                 .iter()

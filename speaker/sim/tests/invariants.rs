@@ -1376,3 +1376,48 @@ fn two_stops_in_turn_on_starved_nodes_answer_within_the_failover_bound() {
         assert_violates(&scenario(seed, 3, 4, FaultClass::Starved), &[]);
     }
 }
+
+/// Issue #28 item 1: under `--exclude-lb-label=auto` (the default) the exclusion label counts
+/// only while one Node lacks it. A single-node cluster whose node carries it (minikube, kind)
+/// answers for every IP. At three nodes, with node 1's watch 300 ms late: nodes 0 and 1 are
+/// labelled at 3 s (their IPs move to node 2), node 2 at 6 s — now every Node carries it, the
+/// label is set aside and the IPs go back to their rendezvous owners, node 1 learning it 300 ms
+/// after the others — and node 2 loses it again at 10 s (the label is in force again: every IP
+/// to node 2). Each change is an API change seen at different times: no two answerers, no
+/// violation (the holder's word, G5.8).
+#[test]
+fn the_exclusion_label_set_aside_and_back_under_auto_answers_once() {
+    let single = Scenario {
+        end_ms: 8_000,
+        ..Scenario::quiet(0, 1, 2)
+    }
+    .with(2_000, Fault::ExcludeLabel { node: 0, on: true });
+    let r = run(&single);
+    assert_eq!(check(&single, &r), vec![], "{}", single.literal());
+    assert_eq!(answered_by(&r, 0, Duration::from_millis(7_000)).len(), 2);
+    let three = Scenario {
+        end_ms: 16_000,
+        ..Scenario::quiet(0, 3, 6)
+    }
+    .with(1_000, Fault::WatchDelay { node: 1, ms: 300 })
+    .with(3_000, Fault::ExcludeLabel { node: 0, on: true })
+    .with(3_000, Fault::ExcludeLabel { node: 1, on: true })
+    .with(6_000, Fault::ExcludeLabel { node: 2, on: true })
+    .with(10_000, Fault::ExcludeLabel { node: 2, on: false });
+    let r = run(&three);
+    assert_eq!(check(&three, &r), vec![], "{}", three.literal());
+    let dual = r
+        .ips
+        .values()
+        .flat_map(|rec| rec.dual.iter().map(|w| w.len()))
+        .max()
+        .unwrap_or_default();
+    assert_eq!(dual, Duration::ZERO, "{}", three.literal());
+    // Set aside: some IP is answered by node 0 or 1 between 7 s and 10 s; in force: all by node 2.
+    let set_aside = Duration::from_millis(9_000);
+    assert!(
+        (0..2).any(|i| !answered_by(&r, i, set_aside).is_empty()),
+        "every IP stayed on node 2 after every Node was labelled"
+    );
+    assert_eq!(answered_by(&r, 2, Duration::from_millis(15_000)).len(), 6);
+}

@@ -1779,6 +1779,7 @@ mod tests {
                     no_owner_reason: None,
                     warnings: Vec::new(),
                     reporter: None,
+                    label_set_aside: false,
                 },
             );
             Some(Arc::new(plan))
