@@ -83,7 +83,7 @@ struct StatusArgs {
         default_value = "ferrolb-memberlist"
     )]
     memberlist_secret: String,
-    /// The speakers' DaemonSet in --namespace (read for --ignore-exclude-lb).
+    /// The speakers' DaemonSet in --namespace (read for --exclude-lb-label).
     #[arg(
         long,
         env = "FERROLB_SPEAKER_DAEMONSET",

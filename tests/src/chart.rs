@@ -598,7 +598,15 @@ fn workload(
     }
     if component == "speaker" {
         extra.push(format!("{}{{{{- if .Values.ignoreExcludeLb }}}}", pad(n)));
-        extra.extend(item("FERROLB_IGNORE_EXCLUDE_LB", "\"true\""));
+        extra.extend(item("FERROLB_EXCLUDE_LB_LABEL", "\"ignore\""));
+        extra.push(format!(
+            "{}{{{{- else if ne .Values.excludeLbLabel \"auto\" }}}}",
+            pad(n)
+        ));
+        extra.extend(item(
+            "FERROLB_EXCLUDE_LB_LABEL",
+            "{{ .Values.excludeLbLabel | quote }}",
+        ));
         extra.push(format!("{}{{{{- end }}}}", pad(n)));
         extra.push(format!("{}{{{{- if .Values.ignoreCordon }}}}", pad(n)));
         extra.extend(item("FERROLB_IGNORE_CORDON", "\"true\""));
@@ -725,8 +733,12 @@ imagePullSecrets: []
 lbClass: \"\"
 # Also serve Services without a loadBalancerClass (FERROLB_DEFAULT_CLASS).
 defaultClass: true
-# Speakers announce even from Nodes labelled node.kubernetes.io/exclude-from-external-load-balancers
-# (FERROLB_IGNORE_EXCLUDE_LB): for single-node clusters such as minikube, whose only node has it.
+# When the label node.kubernetes.io/exclude-from-external-load-balancers keeps a Node from
+# announcing (FERROLB_EXCLUDE_LB_LABEL): auto (honoured unless every Node carries it, as the only
+# node of a minikube or kind cluster does; then set aside, with a Warning Event
+# ExclusionLabelIgnored on each Service), honour (always, as MetalLB) or ignore (never).
+excludeLbLabel: auto
+# Deprecated: true is excludeLbLabel=ignore.
 ignoreExcludeLb: false
 # Speakers keep announcing from cordoned Nodes (FERROLB_IGNORE_CORDON). Off (the default): a
 # cordoned Node's IPs move to an uncordoned one, break before make, and come back on uncordon;

@@ -105,7 +105,7 @@ image: {repository: registry.example/ferrolb, tag: v9.9.9, pullPolicy: Always}
 imagePullSecrets: [{name: regcred}]
 lbClass: example.com/l2
 defaultClass: false
-ignoreExcludeLb: true
+excludeLbLabel: honour
 memberlist: {existingSecret: my-key}
 controller:
   resources: {requests: {cpu: 50m, memory: 100Mi}, limits: {memory: 1Gi}}
@@ -393,9 +393,9 @@ async fn helm_chart() {
     );
     let speaker = &ds["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
-        env_value(speaker, "FERROLB_IGNORE_EXCLUDE_LB").map(|e| &e["value"]),
-        Some(&json!("true")),
-        "the upgrade's value did not reach the DaemonSet"
+        env_value(speaker, "FERROLB_EXCLUDE_LB_LABEL").map(|e| &e["value"]),
+        Some(&json!("ignore")),
+        "the upgrade's value (the deprecated ignoreExcludeLb) did not reach the DaemonSet"
     );
 
     // --- uninstall: everything goes but the CRDs (resource-policy keep); the controller's key is
@@ -674,7 +674,7 @@ fn check_custom_values(objs: &[Value], base: &[Value]) {
             "{kind}: the base's environment comes first"
         );
         if component == "speaker" {
-            assert_eq!(env("FERROLB_IGNORE_EXCLUDE_LB"), Some(json!("true")));
+            assert_eq!(env("FERROLB_EXCLUDE_LB_LABEL"), Some(json!("honour")));
             assert_eq!(env("FERROLB_TIMING_PROFILE"), Some(json!("safe")));
             assert_eq!(env("FERROLB_INTERFACES"), Some(json!("eth1,bond0.100")));
             assert_eq!(
@@ -696,7 +696,7 @@ fn check_custom_values(objs: &[Value], base: &[Value]) {
                 Some(json!("false")),
                 "the controller must not create a key beside the user's"
             );
-            assert_eq!(env("FERROLB_IGNORE_EXCLUDE_LB"), None);
+            assert_eq!(env("FERROLB_EXCLUDE_LB_LABEL"), None);
             assert_eq!(pod["priorityClassName"], "system-cluster-critical");
             assert_eq!(
                 pod["tolerations"],

@@ -41,9 +41,8 @@ use serde::Serialize;
 /// speakers' admission policy gets the node name of Pod-bound tokens (docs/install.md).
 pub const MIN_KUBERNETES: (u32, u32) = (1, 32);
 
-/// The well-known label that removes a node from external load balancers; any value but
-/// `"false"` excludes (the speakers' rule, `ferrolb_l2::eligibility`).
-pub const EXCLUDE_LB_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+pub use ferrolb_crds::exclude_lb::EXCLUDE_LB_LABEL;
+use ferrolb_crds::exclude_lb::ExcludeLbLabel;
 
 /// The label minikube puts on the objects of its addons (`kubernetes.io/minikube-addons: metallb`).
 pub const MINIKUBE_ADDON_LABEL: &str = "kubernetes.io/minikube-addons";
@@ -497,10 +496,23 @@ pub fn report(c: &Collected) -> Report {
     }
 
     // Nodes, exclusions, member counts.
-    let ignore_exclude_lb = c
+    let exclude_lb_label = c
         .speaker_daemonset
         .as_ref()
-        .is_some_and(speakers_ignore_exclude_lb);
+        .map_or(ExcludeLbLabel::Auto, speakers_exclude_lb_label);
+    let no_labels = BTreeMap::new();
+    let node_labels = || {
+        c.nodes
+            .iter()
+            .map(|n| n.metadata.labels.as_ref().unwrap_or(&no_labels))
+    };
+    let label_in_force = exclude_lb_label.in_force(node_labels());
+    if exclude_lb_label == ExcludeLbLabel::Auto && !c.nodes.is_empty() && !label_in_force {
+        attention.push(format!(
+            "every Node carries {EXCLUDE_LB_LABEL}: the speakers set it aside \
+             (--exclude-lb-label=auto) and announce from them; --exclude-lb-label=honour keeps them out"
+        ));
+    }
     let reports: BTreeMap<&str, &L2Announcement> = c
         .announcements
         .iter()
@@ -520,8 +532,8 @@ pub fn report(c: &Collected) -> Report {
             let labels = n.metadata.labels.as_ref().unwrap_or(&empty);
             let mut excluded = Vec::new();
             if let Some(v) = labels.get(EXCLUDE_LB_LABEL).filter(|v| *v != "false") {
-                if ignore_exclude_lb {
-                    // Reported, not an exclusion: the speakers ignore it.
+                if !label_in_force {
+                    // Not an exclusion: the speakers ignore it or set it aside.
                 } else {
                     excluded.push(format!("label {EXCLUDE_LB_LABEL}={v}"));
                 }
@@ -711,9 +723,13 @@ fn pending_reason(svc: &Service, events: &[Event]) -> String {
         .into()
 }
 
-/// Whether the speakers' DaemonSet runs them with `--ignore-exclude-lb` (the flag, or
-/// `FERROLB_IGNORE_EXCLUDE_LB` set to a value the speaker reads as true: [`env_flag_is_set`]).
-fn speakers_ignore_exclude_lb(ds: &DaemonSet) -> bool {
+/// The speakers' `--exclude-lb-label` as their DaemonSet sets it, read as the speaker reads
+/// it: a flag (`--exclude-lb-label=V`, `--exclude-lb-label V`, or the older
+/// `--ignore-exclude-lb`, which is `ignore`) before its environment variable
+/// (`FERROLB_EXCLUDE_LB_LABEL`, or `FERROLB_IGNORE_EXCLUDE_LB` set to a value the speaker reads
+/// as true: [`env_flag_is_set`]); `auto` when none is set. A value the speaker would refuse
+/// reads as `auto` (that speaker does not start).
+fn speakers_exclude_lb_label(ds: &DaemonSet) -> ExcludeLbLabel {
     let containers = ds
         .spec
         .template
@@ -721,16 +737,46 @@ fn speakers_ignore_exclude_lb(ds: &DaemonSet) -> bool {
         .as_ref()
         .map(|p| p.containers.as_slice())
         .unwrap_or_default();
-    containers.iter().any(|c| {
-        let args = c.command.iter().flatten().chain(c.args.iter().flatten());
-        let flag = args
-            .into_iter()
-            .any(|a| a == "--ignore-exclude-lb" || a == "--ignore-exclude-lb=true");
-        let env = c.env.iter().flatten().any(|e| {
-            e.name == "FERROLB_IGNORE_EXCLUDE_LB" && e.value.as_deref().is_some_and(env_flag_is_set)
+    let of_container = |c: &k8s_openapi::api::core::v1::Container| {
+        let args: Vec<&str> = c
+            .command
+            .iter()
+            .flatten()
+            .chain(c.args.iter().flatten())
+            .map(String::as_str)
+            .collect();
+        if args
+            .iter()
+            .any(|a| *a == "--ignore-exclude-lb" || *a == "--ignore-exclude-lb=true")
+        {
+            return Some(ExcludeLbLabel::Ignore);
+        }
+        let flag = args.iter().enumerate().find_map(|(i, a)| {
+            a.strip_prefix("--exclude-lb-label=").or_else(|| {
+                (*a == "--exclude-lb-label")
+                    .then(|| args.get(i + 1).copied())
+                    .flatten()
+            })
         });
-        flag || env
-    })
+        if let Some(value) = flag {
+            return value.parse().ok();
+        }
+        let env = |name: &str| {
+            c.env
+                .iter()
+                .flatten()
+                .find(|e| e.name == name)
+                .and_then(|e| e.value.as_deref())
+        };
+        if env("FERROLB_IGNORE_EXCLUDE_LB").is_some_and(env_flag_is_set) {
+            return Some(ExcludeLbLabel::Ignore);
+        }
+        env("FERROLB_EXCLUDE_LB_LABEL").and_then(|v| v.parse().ok())
+    };
+    containers
+        .iter()
+        .find_map(of_container)
+        .unwrap_or(ExcludeLbLabel::Auto)
 }
 
 /// How the speaker reads the environment variable of a boolean flag (clap's `SetTrue` action

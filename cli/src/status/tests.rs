@@ -354,6 +354,76 @@ fn excluded_nodes_say_why_and_the_speakers_override_counts() {
             r.nodes[0]
         );
     }
+    // Issue #28 item 1: --exclude-lb-label, as a flag (both forms) or in the environment.
+    for (container, in_force) in [
+        (
+            json!({"name": "speaker", "args": ["--exclude-lb-label=ignore"]}),
+            false,
+        ),
+        (
+            json!({"name": "speaker", "args": ["--exclude-lb-label", "ignore"]}),
+            false,
+        ),
+        (
+            json!({"name": "speaker", "args": ["--exclude-lb-label", "honour"]}),
+            true,
+        ),
+        (
+            json!({"name": "speaker", "env": [{"name": "FERROLB_EXCLUDE_LB_LABEL", "value": "ignore"}]}),
+            false,
+        ),
+        (
+            json!({"name": "speaker", "env": [{"name": "FERROLB_EXCLUDE_LB_LABEL", "value": "auto"}]}),
+            true,
+        ),
+        // The flag wins over the environment, as in clap.
+        (
+            json!({"name": "speaker", "args": ["--exclude-lb-label=honour"],
+                "env": [{"name": "FERROLB_EXCLUDE_LB_LABEL", "value": "ignore"}]}),
+            true,
+        ),
+    ] {
+        c.speaker_daemonset = Some(obj(json!({
+            "metadata": {"name": "ferrolb-speaker"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [container.clone()]}}},
+        })));
+        let r = report(&c);
+        assert_eq!(
+            r.nodes[0].excluded.is_empty(),
+            !in_force,
+            "{container}: {:?}",
+            r.nodes[0]
+        );
+    }
+}
+
+/// Issue #28 item 1: under `auto` (the default) a label every Node carries is set aside, and the
+/// report says so; under `honour` the Node is excluded.
+#[test]
+fn a_label_on_every_node_is_set_aside_under_auto() {
+    let mut c = base();
+    c.nodes = vec![node("node-1", json!({EXCLUDE_LB_LABEL: ""}))];
+    let r = report(&c);
+    assert!(r.nodes[0].excluded.is_empty(), "{:?}", r.nodes[0]);
+    assert!(
+        r.attention
+            .iter()
+            .any(|a| a.starts_with(&format!("every Node carries {EXCLUDE_LB_LABEL}"))),
+        "{:?}",
+        r.attention
+    );
+    c.speaker_daemonset = Some(obj(json!({
+        "metadata": {"name": "ferrolb-speaker"},
+        "spec": {"selector": {}, "template": {"spec": {"containers": [
+            {"name": "speaker", "args": ["--exclude-lb-label=honour"]}]}}},
+    })));
+    let r = report(&c);
+    assert_eq!(r.nodes[0].excluded, [format!("label {EXCLUDE_LB_LABEL}=")]);
+    assert!(
+        !r.attention
+            .iter()
+            .any(|a| a.starts_with("every Node carries"))
+    );
 }
 
 #[test]
