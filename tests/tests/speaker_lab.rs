@@ -336,8 +336,15 @@ async fn c11_losing_ownership_stops_answering_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c14_exclusion_label_is_never_silent() {
     let ip = Ipv4Addr::new(198, 51, 100, 14);
+    // Under --exclude-lb-label=honour (MetalLB's rule): the label on the only node silences it.
     for (value, excludes) in [("", true), ("true", true), ("false", false)] {
-        let (lab, client) = lab_with_service(1, "198.51.100.14", "Cluster", &[]).await;
+        let (lab, client) = lab_with_service(
+            1,
+            "198.51.100.14",
+            "Cluster",
+            &["--exclude-lb-label=honour"],
+        )
+        .await;
         lab.label_node("node-1", EXCLUDE, Some(value))
             .await
             .unwrap();
@@ -392,16 +399,32 @@ async fn c14_exclusion_label_is_never_silent() {
             assert_eq!(answers.len(), 1, "\"false\" does not exclude");
         }
     }
-    // With --ignore-exclude-lb the labelled node announces.
-    let (lab, _client) =
-        lab_with_service(1, "198.51.100.14", "Cluster", &["--ignore-exclude-lb"]).await;
+    // Under the default --exclude-lb-label=auto (issue #28 item 1) a label every Node carries —
+    // the only node of a minikube or kind cluster — is set aside: the node keeps answering, and
+    // the Service says why in a Warning Event. (`ignore`, and its older spelling
+    // `--ignore-exclude-lb`, are unit-tested: the same clause, never in force.)
+    let (lab, client) = lab_with_service(1, "198.51.100.14", "Cluster", &[]).await;
     lab.label_node("node-1", EXCLUDE, Some("")).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let answers = lab
         .wait_for_owner(0, ip, Some("node-1"), SETTLE)
         .await
         .unwrap();
-    assert_eq!(answers.len(), 1, "--ignore-exclude-lb");
+    assert_eq!(answers.len(), 1, "auto: the only node carries the label");
+    let events = wait_for_event(
+        &client,
+        "default",
+        "svc-a",
+        "ExclusionLabelIgnored",
+        "every Node carries",
+    )
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "ExclusionLabelIgnored" && n.contains("198.51.100.14")),
+        "{events:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
