@@ -7,8 +7,8 @@
 //! - `configmaptocrs`: every input of MetalLB's converter from the legacy ConfigMap
 //!   (`configmaptocrs/testdata/configmap-{yaml,data}/*.yaml`: whole ConfigMaps and bare
 //!   `config` text);
-//! - `inputs`: ferrolb's own inputs under `tests/inputs/` (the minikube addon's ConfigMap, one of
-//!   each finding).
+//! - `inputs`: ferrolb's own inputs under `tests/inputs/` (the minikube addon's ConfigMap, filled
+//!   in and unconfigured — `- -`, with and without Services holding IPs — and one of each finding).
 //!
 //! MetalLB's files are read from the Go module cache at test time, never copied into this
 //! repository: `FERROLB_METALLB_DIR` (exported by `tests/run.sh`, from `tests/metallb/fetch.sh`),

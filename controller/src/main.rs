@@ -52,6 +52,23 @@ async fn main() -> anyhow::Result<()> {
         }
     });
 
+    // The version floor (issue #28 item 4): below it the speakers' admission policy denies
+    // every report, so the install is refused here, loudly, before anything is written.
+    tokio::select! {
+        checked = ferrolb_controller::k8s::version::check_floor(&client) => {
+            if let Err(refusal) = checked {
+                tracing::error!(error = %refusal, "refusing to start");
+                http.abort();
+                anyhow::bail!("refusing to start: {refusal}");
+            }
+        }
+        () = shutdown::signal() => {
+            tracing::info!("shutting down before the Kubernetes version could be read");
+            http.abort();
+            return Ok(());
+        }
+    }
+
     let wake = Arc::new(Notify::new());
     let stores = Stores::start(&client, wake.clone(), &cfg.announcement_namespace());
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -10,6 +10,7 @@
 //! - [`annotations`]: the Service annotations, their MetalLB spellings and precedence (pure);
 //! - [`node`]: which addresses are Node addresses (R10, pure);
 //! - [`ownership`]: which pool owns an address — overlaps (R9) and Node addresses (R10) (pure);
+//! - [`version`]: the Kubernetes version floor and the `/version` parser (pure);
 //! - [`conflict_event`]: the `IPConflict` Event note the speaker writes and the controller reads;
 //! - [`manifests`]: the CRD YAML committed under `deploy/crds/`.
 //!
@@ -28,6 +29,7 @@ pub mod ownership;
 pub mod selector;
 pub mod service;
 pub mod v1beta1;
+pub mod version;
 
 pub use announcement::{L2Announcement, L2AnnouncementSpec, announcement_name};
 pub use v1beta1::{

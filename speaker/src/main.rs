@@ -13,6 +13,7 @@ use ferrolb_speaker::claim::ClaimSettings;
 use ferrolb_speaker::daemon::{SpeakerConfig, run};
 use ferrolb_speaker::eligibility::ExcludeLbLabel;
 use ferrolb_speaker::event_sink::EventSinkConfig;
+use ferrolb_speaker::l2::exclusions::NameExclusions;
 use ferrolb_speaker::l2::probe::ProbeSettings;
 use ferrolb_speaker::l2::{AnnounceSchedule, L2Config};
 use ferrolb_speaker::membership::key_source::{self, KeySource};
@@ -61,6 +62,18 @@ struct Cli {
     /// per segment, preferring the one holding the Node's address).
     #[arg(long, env = "FERROLB_INTERFACES", value_delimiter = ',', value_parser = interface_name)]
     interfaces: Vec<String>,
+    /// The interface names the automatic default set leaves out, comma-separated: `default`
+    /// (the built-in list: veth*, docker*, cni*, cali*, flannel*, cilium*, kube-ipvs*, lxc*,
+    /// virbr*, dummy*, tunl*, nodelocaldns*), name patterns where `*` is any run of characters,
+    /// or `none`. `default,br-*` extends the list, `veth*,docker*` replaces it. Not applied to
+    /// `--interfaces` or an L2Advertisement's `spec.interfaces` (docs/configuration.md).
+    #[arg(
+        long,
+        env = "FERROLB_EXCLUDE_INTERFACES",
+        default_value = "default",
+        value_parser = NameExclusions::parse
+    )]
+    exclude_interfaces: NameExclusions,
     /// A file holding the membership key ring (lines of 64 hex digits, the first one seals), for
     /// a key you mount yourself; read once, an error stops the speaker. Unset (the manifests'
     /// default): the key ring is read through the API from `--memberlist-secret`.
@@ -331,6 +344,7 @@ async fn main() -> anyhow::Result<()> {
             },
             default_interfaces: (!cli.interfaces.is_empty())
                 .then(|| cli.interfaces.iter().cloned().collect()),
+            excluded_interfaces: cli.exclude_interfaces.clone(),
             ..L2Config::default()
         },
         metrics_address: cli.shared.admin_address(DEFAULT_ADMIN_ADDRESS),
@@ -404,6 +418,33 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    /// `--exclude-interfaces` / `FERROLB_EXCLUDE_INTERFACES`: the built-in list by default,
+    /// extended or replaced; a bad pattern is refused naming it.
+    #[test]
+    fn exclude_interfaces_flag_defaults_extends_replaces_and_refuses() {
+        assert_eq!(parse(&[]).exclude_interfaces, NameExclusions::default());
+        let ext = parse(&["--exclude-interfaces", "default,br-*"]).exclude_interfaces;
+        assert!(ext.matches("br-9") && ext.matches("veth0"));
+        let rep = parse(&["--exclude-interfaces=br-*"]).exclude_interfaces;
+        assert!(rep.matches("br-9") && !rep.matches("veth0"));
+        assert!(
+            parse(&["--exclude-interfaces="])
+                .exclude_interfaces
+                .patterns()
+                .is_empty()
+        );
+        let e = Cli::try_parse_from([
+            "ferrolb-speaker",
+            "--node-name",
+            "n",
+            "--exclude-interfaces",
+            "default,eth0:1",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("eth0:1") && e.contains("interface name"), "{e}");
     }
 
     /// Reviewer finding F5: an interval of 0 (no probe would ever be sent) or above 10 s, and

@@ -11,6 +11,7 @@ use std::time::Duration;
 use ferrolb_speaker::eligibility::Interfaces;
 use ferrolb_speaker::l2::L2Config;
 use ferrolb_speaker::l2::capture::{Client, Seen};
+use ferrolb_speaker::l2::exclusions::NameExclusions;
 use ferrolb_speaker::wire::MacAddr;
 use l2_common::{Lan, Netns, Node, fast_config, mac_of};
 
@@ -1161,4 +1162,36 @@ fn a_configured_default_interface_set_replaces_the_automatic_one() {
     node_ns.ip(&["link", "set", "eth1", "down"]);
     node.call(|r| r.rescan());
     assert!(!node.call(|r| r.carrier(&Interfaces::All)));
+}
+
+/// `--exclude-interfaces` (`L2Config::excluded_interfaces`, issue #28 item 4) shapes the
+/// automatic set on a real node: with `default,eth1` an IP whose L2Advertisements name no
+/// interface is answered on eth0 only, while an advertisement naming eth1 still gets it there
+/// (the exclusions never apply to named interfaces).
+#[test]
+fn an_extended_exclusion_list_keeps_an_interface_out_of_the_automatic_set() {
+    let (lan0, lan1) = (Lan::new("x0"), Lan::new("x1"));
+    let node_ns = Netns::new("node");
+    let (c0, c1) = (Netns::new("c0"), Netns::new("c1"));
+    lan0.plug(&node_ns, "eth0", &["192.0.2.10/24"]);
+    lan1.plug(&node_ns, "eth1", &["203.0.113.10/24"]);
+    lan0.plug(&c0, "eth0", &["192.0.2.20/24"]);
+    lan1.plug(&c1, "eth0", &["203.0.113.20/24"]);
+    let config = L2Config {
+        excluded_interfaces: NameExclusions::parse("default,eth1").unwrap(),
+        ..fast_config()
+    };
+    let node = Node::start(&node_ns, config);
+    node.wait_running("eth0", true, false);
+    node.own(&[(VIP4, Interfaces::All)]);
+    std::thread::sleep(Duration::from_millis(300));
+    let on_eth0 = replies(&arp_probe(&c0, "eth0", VIP4, Duration::from_millis(400))).len();
+    let on_eth1 = replies(&arp_probe(&c1, "eth0", VIP4, Duration::from_millis(400))).len();
+    assert_eq!((on_eth0, on_eth1), (1, 0), "answered on eth0 only");
+    // Named, eth1 is used despite the exclusion.
+    node.own(&[(VIP4, Interfaces::Named(["eth1".to_owned()].into()))]);
+    node.wait_running("eth1", true, true);
+    std::thread::sleep(Duration::from_millis(300));
+    let on_eth1 = replies(&arp_probe(&c1, "eth0", VIP4, Duration::from_millis(400))).len();
+    assert_eq!(on_eth1, 1, "answered on the named eth1");
 }

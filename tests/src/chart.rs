@@ -17,7 +17,8 @@
 //!   `ferrolb.namespace` is then the release namespace, so `helm install -n ferrolb-system
 //!   --create-namespace` works, issue #28) and the CRDs carry `helm.sh/resource-policy: keep` (`crds.keep`). In the
 //!   controller Deployment and the speaker DaemonSet, `resources`, `tolerations`,
-//!   `imagePullPolicy` and the speaker's `FERROLB_TIMING_PROFILE` become values, and
+//!   `imagePullPolicy` and the speaker's `FERROLB_TIMING_PROFILE` and `FERROLB_EXCLUDE_INTERFACES`
+//!   become values, and
 //!   `imagePullSecrets`, `priorityClassName` and the optional environment (`lbClass`,
 //!   `defaultClass`, `ignoreExcludeLb`, `ignoreCordon`, `speaker.interfaces`, `extraEnv`) are added. With
 //!   `memberlist.existingSecret` the controller gets `FERROLB_CREATE_MEMBERLIST_SECRET=false` and
@@ -26,7 +27,7 @@
 //!   (issue #27). A chart that drew one with `randBytes` rendered a new key on every
 //!   `helm template` (Argo CD, Flux) and split the membership on every sync.
 //! - `values.yaml`: the defaults that exist in the base are read from it (image
-//!   repository and pull policy, resources, tolerations, timing profile).
+//!   repository and pull policy, resources, tolerations, timing profile, interface exclusions).
 //! - `Chart.yaml`: `version` and `appVersion` are the workspace's crate version.
 //!
 //! A base file that no longer has the shape an anchor expects is an error naming the file, never
@@ -118,6 +119,7 @@ struct Workload {
 struct Defaults {
     pull_policy: Option<String>,
     timing_profile: Option<String>,
+    exclude_interfaces: Option<Vec<String>>,
     images: usize,
     controller: Workload,
     speaker: Workload,
@@ -571,6 +573,22 @@ fn workload(
         );
     }
 
+    // The speaker's interface exclusions (issue #28 item 4): the base's value, as a list.
+    if component == "speaker" {
+        let name = find_line(doc, "- name: FERROLB_EXCLUDE_INTERFACES")?;
+        let value = doc
+            .get(name + 1)
+            .filter(|l| l.trim_start().starts_with("value: "))
+            .context("FERROLB_EXCLUDE_INTERFACES without a `value:` on the next line")?;
+        let n = indent(value);
+        let list = value.trim_start()["value: ".len()..].trim();
+        defaults.exclude_interfaces = Some(list.split(',').map(str::to_owned).collect());
+        doc[name + 1] = format!(
+            "{}value: {{{{ join \",\" .Values.speaker.excludeInterfaces | quote }}}}",
+            pad(n)
+        );
+    }
+
     // Environment: what the values set, after the base's own variables.
     let env = find_line(doc, "env:")?;
     let n = indent(&doc[env]);
@@ -685,6 +703,11 @@ fn values_yaml(base: &Base, repository: &str, d: &Defaults) -> anyhow::Result<St
         .timing_profile
         .as_deref()
         .context("no speaker timing profile")?;
+    let exclude_interfaces = d
+        .exclude_interfaces
+        .as_ref()
+        .context("no speaker FERROLB_EXCLUDE_INTERFACES")?
+        .join(", ");
     let namespace = &base.namespace;
     let secret = &base.memberlist_secret;
     let controller_resources = values_block("resources", d.controller.resources.as_ref(), "{}")?;
@@ -771,6 +794,11 @@ speaker:
   # every interface that is up, can broadcast and is not virtual, one per segment (docs/speaker.md).
   # An L2Advertisement's own `spec.interfaces` still wins (docs/configuration.md).
   interfaces: []
+  # Interface names the automatic set leaves out (FERROLB_EXCLUDE_INTERFACES): `default` is the
+  # built-in list (veth*, docker*, cni*, cali*, flannel*, cilium*, kube-ipvs*, lxc*, virbr*, dummy*,
+  # tunl*, nodelocaldns*); a pattern's `*` is any run of characters. [default, br-*] extends the
+  # list, [veth*, docker*] replaces it, [none] excludes nothing (docs/configuration.md).
+  excludeInterfaces: [{exclude_interfaces}]
 {speaker_resources}{speaker_tolerations}  # The speakers carry the Services' traffic to their node: never preempted for ordinary Pods.
   priorityClassName: system-node-critical
   # More environment, e.g. [{{name: FERROLB_LOG_FORMAT, value: json}}] (`ferrolb-speaker --help`).

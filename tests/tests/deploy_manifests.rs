@@ -17,6 +17,9 @@
 //! - the environment the manifests set is what `ferrolb-controller` and `ferrolb-speaker` read,
 //!   and it satisfies every required flag (the binaries are run with it);
 //! - a kustomize `images:` override reaches both workloads;
+//! - the README's quickstart: its pool, advertisement and Service pass server-side dry-run with
+//!   the `NET` of minikube and of kind, and it waits for exactly the three CRDs
+//!   ([`deploy::quickstart`], issue #28 item 4);
 //! - the admission policy holds a speaker to reports naming its own Node: Pod-bound tokens of
 //!   speaker Pods on two Nodes, and a token bound to no Pod, on the real API server (issue #27
 //!   item 5, [`deploy::admission`]).
@@ -31,6 +34,7 @@ use ferrolb_tests::cluster::repo_root;
 use deploy::NS;
 use deploy::examples::{check_examples, check_image_override};
 use deploy::objects::{ObjKey, find, key, key_of, parse_docs};
+use deploy::quickstart::check_readme_quickstart;
 use deploy::workloads::{check_cli_contract, check_controller, check_speaker};
 use deploy::{admission, rbac};
 
@@ -165,4 +169,5 @@ async fn deploy_manifests() {
 
     check_examples(&k, &deploy);
     check_image_override(&k, &deploy);
+    check_readme_quickstart(&k, &root);
 }

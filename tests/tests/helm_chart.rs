@@ -115,6 +115,7 @@ controller:
 speaker:
   timingProfile: safe
   interfaces: [eth1, bond0.100]
+  excludeInterfaces: [default, "br-*"]
   resources: {requests: {cpu: 30m, memory: 40Mi}, limits: {memory: 200Mi}}
   tolerations: [{operator: Exists}]
   priorityClassName: ferrolb-speaker
@@ -155,6 +156,14 @@ async fn helm_chart() {
             "/speaker/interfaces/1",
         ),
         ("speaker.interfaces={eth0:1}", "/speaker/interfaces/0"),
+        (
+            "speaker.excludeInterfaces={veth*,*}",
+            "/speaker/excludeInterfaces/1",
+        ),
+        (
+            "speaker.excludeInterfaces={eth0:1}",
+            "/speaker/excludeInterfaces/0",
+        ),
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
         (
             "controller.resource.limits.memory=1Gi",
@@ -677,6 +686,10 @@ fn check_custom_values(objs: &[Value], base: &[Value]) {
             assert_eq!(env("FERROLB_EXCLUDE_LB_LABEL"), Some(json!("honour")));
             assert_eq!(env("FERROLB_TIMING_PROFILE"), Some(json!("safe")));
             assert_eq!(env("FERROLB_INTERFACES"), Some(json!("eth1,bond0.100")));
+            assert_eq!(
+                env("FERROLB_EXCLUDE_INTERFACES"),
+                Some(json!("default,br-*"))
+            );
             assert_eq!(
                 env("FERROLB_MEMBERLIST_SECRET"),
                 Some(json!("my-key")),

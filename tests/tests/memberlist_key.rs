@@ -7,7 +7,8 @@
 //!   speakers' parser accepts, labelled `app.kubernetes.io/managed-by=ferrolb-controller`; a
 //!   restart leaves it unchanged (same resourceVersion); a Secret the user made (a two-key
 //!   rotation ring) is left exactly as it is; with `--create-memberlist-secret=false` nothing is
-//!   created.
+//!   created. The controller logs that the API server's version is above the floor (issue #28
+//!   item 4).
 //! - `speakers_wait_not_ready_until_the_controller_creates_the_key` (lab, two nodes): speakers
 //!   started without a key file and without the Secret keep running for 6 s with `/livez` 200
 //!   and `/readyz` 503 naming the Secret (before issue #27 a missing key was a start-up error: a
@@ -92,6 +93,10 @@ async fn the_controller_creates_one_key_and_never_replaces_one() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}:\n{}", a.log_tail(40)));
+    // The version floor (issue #28 item 4): the test cluster's API server is above it, so the
+    // controller read /version and went on (the refusal below 1.32 is unit-tested in
+    // `ferrolb_crds::version`; this API server cannot pretend to be older).
+    logged(&a, "Kubernetes version supported").await;
     let key = key_of(&made);
     let text = std::str::from_utf8(&key).unwrap();
     assert!(

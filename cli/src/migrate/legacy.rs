@@ -25,6 +25,20 @@ use serde_json::{Map, Value};
 use super::Level;
 use super::fields::{Sink, address_entries, boolean, describe, list};
 
+/// One converted layer-2 pool of the legacy format.
+#[derive(Clone, Debug)]
+pub(crate) struct LegacyPool {
+    /// The pool (with no address when `unconfigured`).
+    pub pool: IPAddressPool,
+    /// Its advertisement, covering just that pool.
+    pub advertisement: L2Advertisement,
+    /// Where it was, `<prefix>address-pools[i]`.
+    pub field: String,
+    /// Its `addresses` is the minikube addon's unfilled `- -` ([`super::addon`]): the addresses
+    /// are proposed once every Service is known.
+    pub unconfigured: bool,
+}
+
 /// The top-level keys of the legacy format.
 pub const KEYS: [&str; 4] = ["address-pools", "peers", "bgp-communities", "bfd-profiles"];
 
@@ -33,14 +47,10 @@ pub fn looks_like_config(obj: &Map<String, Value>) -> bool {
     KEYS.iter().any(|k| obj.contains_key(*k))
 }
 
-/// The layer-2 pools of `config` as `(pool, advertisement, field)`; `field` names the entry
+/// The layer-2 pools of `config`; each [`LegacyPool::field`] names its entry
 /// (`<prefix>address-pools[0]`). Everything else is reported into `sink`, fields prefixed with
 /// `prefix` (`data.config: ` inside a ConfigMap).
-pub(crate) fn convert(
-    config: &Value,
-    prefix: &str,
-    sink: &mut Sink<'_>,
-) -> Vec<(IPAddressPool, L2Advertisement, String)> {
+pub(crate) fn convert(config: &Value, prefix: &str, sink: &mut Sink<'_>) -> Vec<LegacyPool> {
     let mut out = Vec::new();
     let Some(obj) = config.as_object() else {
         return out;
@@ -99,11 +109,7 @@ pub(crate) fn convert(
 }
 
 /// One `address-pools` entry at `field`.
-fn pool(
-    entry: &Value,
-    field: &str,
-    sink: &mut Sink<'_>,
-) -> Option<(IPAddressPool, L2Advertisement, String)> {
+fn pool(entry: &Value, field: &str, sink: &mut Sink<'_>) -> Option<LegacyPool> {
     let Some(obj) = entry.as_object() else {
         sink.omitted(
             field,
@@ -147,10 +153,12 @@ fn pool(
         allow_sharing_across_namespaces: false,
         service_allocation: None,
     };
+    let mut unconfigured = false;
     for (key, value) in obj {
         let at = format!("{field}.{key}");
         match key.as_str() {
             "name" | "protocol" => {}
+            "addresses" if super::addon::is_reset_range(value) => unconfigured = true,
             "addresses" => spec.addresses = address_entries(value, &at, sink),
             "auto-assign" => spec.auto_assign = boolean(value, &at, true, sink),
             "avoid-buggy-ips" => spec.avoid_buggy_ips = boolean(value, &at, false, sink),
@@ -165,7 +173,7 @@ fn pool(
             ),
         }
     }
-    if spec.addresses.is_empty() {
+    if spec.addresses.is_empty() && !unconfigured {
         sink.omitted(
             field,
             format!("pool {name:?} has no address entry ferrolb accepts; not converted"),
@@ -203,7 +211,12 @@ fn pool(
             ..L2AdvertisementSpec::default()
         },
     };
-    Some((pool, adv, field.to_owned()))
+    Some(LegacyPool {
+        pool,
+        advertisement: adv,
+        field: field.to_owned(),
+        unconfigured,
+    })
 }
 
 /// `name` as a Kubernetes object name (a DNS-1123 subdomain): lower case, characters other than
@@ -233,7 +246,7 @@ mod tests {
     use super::*;
     use crate::migrate::Finding;
 
-    fn run(text: &str) -> (Vec<(IPAddressPool, L2Advertisement, String)>, Vec<String>) {
+    fn run(text: &str) -> (Vec<LegacyPool>, Vec<String>) {
         let v: Value = serde_saphyr::from_str(text).unwrap();
         let mut findings: Vec<Finding> = Vec::new();
         let mut sink = Sink {
@@ -251,7 +264,13 @@ mod tests {
             "address-pools:\n- name: default\n  protocol: layer2\n  addresses: [192.168.49.100-192.168.49.120]\n  auto-assign: no\n  avoid-buggy-ips: yes\n",
         );
         assert!(lines.is_empty(), "{lines:?}");
-        let (pool, adv, field) = &out[0];
+        let LegacyPool {
+            pool,
+            advertisement: adv,
+            field,
+            unconfigured,
+        } = &out[0];
+        assert!(!unconfigured);
         assert_eq!(pool.metadata.name.as_deref(), Some("default"));
         assert_eq!(
             pool.spec.addresses[0].as_ref(),
@@ -289,6 +308,16 @@ mod tests {
         );
     }
 
+    /// The minikube addon's `- -` is recognised, not reported as a bad entry: the pool is kept,
+    /// without addresses, for the proposal ([`crate::migrate::addon`]).
+    #[test]
+    fn the_addon_reset_range_is_kept_for_the_proposal() {
+        let (out, lines) =
+            run("address-pools:\n- name: default\n  protocol: layer2\n  addresses:\n  - -\n");
+        assert!(lines.is_empty(), "{lines:?}");
+        assert!(out[0].unconfigured && out[0].pool.spec.addresses.is_empty());
+    }
+
     #[test]
     fn names_are_made_object_names_and_said_so() {
         assert_eq!(object_name("Capitalized_Pool"), "capitalized-pool");
@@ -299,8 +328,8 @@ mod tests {
         let (out, lines) = run(
             "address-pools:\n- {name: My_Pool, protocol: layer2, addresses: [198.51.100.0/24]}\n",
         );
-        assert_eq!(out[0].0.metadata.name.as_deref(), Some("my-pool"));
-        assert_eq!(out[0].1.spec.ip_address_pools, ["my-pool"]);
+        assert_eq!(out[0].pool.metadata.name.as_deref(), Some("my-pool"));
+        assert_eq!(out[0].advertisement.spec.ip_address_pools, ["my-pool"]);
         assert_eq!(lines.len(), 1);
         assert!(lines[0].starts_with("f: changed: ConfigMap m/config: data.config: address-pools[0].name: \"My_Pool\" is not a valid Kubernetes object name"), "{}", lines[0]);
     }

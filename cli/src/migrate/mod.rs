@@ -7,7 +7,9 @@
 //! - MetalLB's CRDs `metallb.io/v1beta1` `IPAddressPool` and `L2Advertisement` (MetalLB ≥ 0.13),
 //!   every field — see [`crd`] for the mapping;
 //! - MetalLB's legacy configuration (≤ 0.12, and the minikube addon): a `ConfigMap` whose
-//!   `data.config` holds it, or that text alone — see [`legacy`];
+//!   `data.config` holds it, or that text alone — see [`legacy`]; the addon's unconfigured
+//!   ConfigMap (an address entry `- -`) gets a proposed pool keeping every Service's current IP
+//!   — see [`addon`];
 //! - any number of YAML (or JSON) documents per input, and `List` objects (`kubectl get -o yaml`).
 //!
 //! Nothing is dropped silently. What ferrolb cannot express — BGP (`BGPPeer`, `BGPAdvertisement`,
@@ -18,6 +20,7 @@
 //! `creationTimestamp`, `managedFields`, `selfLink`, deletion marks, `status`) and the
 //! `kubectl.kubernetes.io/last-applied-configuration` annotation (it describes the MetalLB object).
 
+pub mod addon;
 pub mod crd;
 mod fields;
 pub mod legacy;
@@ -195,6 +198,7 @@ pub fn convert(docs: &[Document]) -> Conversion {
     for doc in docs {
         c.value(&doc.source, &format!("document {}", doc.index), &doc.value);
     }
+    c.propose_unconfigured();
     let mut out = c.out;
     let unadvertised: Vec<Finding> = out
         .pools
@@ -243,6 +247,9 @@ struct Converter {
     pool_names: BTreeMap<String, String>,
     /// Advertisement name → where it came from.
     adv_names: BTreeMap<String, String>,
+    /// The minikube addon's unconfigured pools, with their source and subject: given addresses
+    /// once every Service is read ([`Converter::propose_unconfigured`]).
+    unconfigured: Vec<(legacy::LegacyPool, String, String)>,
 }
 
 /// The kinds of MetalLB's BGP mode: reported, never converted.
@@ -392,12 +399,65 @@ impl Converter {
     /// Legacy configuration text (parsed), found in `subject` under `prefix`.
     fn legacy(&mut self, source: &str, subject: &str, prefix: &str, config: &Value) {
         let converted = legacy::convert(config, prefix, &mut self.sink(source, subject));
-        for (pool, adv, field) in converted {
-            let origin = format!("{subject} {field}");
-            if self.push_pool(pool, source, subject, origin.clone()) {
-                let origin = format!("{origin} (protocol: layer2)");
-                self.push_advertisement(adv, source, subject, origin);
+        for p in converted {
+            if p.unconfigured {
+                self.unconfigured
+                    .push((p, source.to_owned(), subject.to_owned()));
+                continue;
             }
+            self.push_legacy(p, source, subject);
+        }
+    }
+
+    /// Adds a legacy pool and, when its name is free, its advertisement.
+    fn push_legacy(&mut self, p: legacy::LegacyPool, source: &str, subject: &str) {
+        let origin = format!("{subject} {}", p.field);
+        if self.push_pool(p.pool, source, subject, origin.clone()) {
+            let origin = format!("{origin} (protocol: layer2)");
+            self.push_advertisement(p.advertisement, source, subject, origin);
+        }
+    }
+
+    /// The minikube addon's unconfigured pools ([`addon`]): each gets the addresses that keep
+    /// every LoadBalancer Service's current IP, with a warning saying so, or is left out with a
+    /// warning when no Service has an IP to keep.
+    fn propose_unconfigured(&mut self) {
+        for (mut p, source, subject) in std::mem::take(&mut self.unconfigured) {
+            let others: Vec<ferrolb_crds::addresses::PoolAddresses> = self
+                .out
+                .pools
+                .iter()
+                .filter_map(|c| {
+                    ferrolb_crds::addresses::PoolAddresses::parse(&c.object.spec.addresses, false)
+                        .ok()
+                })
+                .collect();
+            let proposal = addon::proposal(&self.out.services, &others);
+            let field = format!("{}.addresses", p.field);
+            let what = "the minikube addon's unconfigured ConfigMap: its only address entry is `- -`, the addon's template with no range filled in (what `minikube addons enable metallb` writes before `minikube addons configure metallb`, and again on every `minikube start`), so MetalLB has no address to hand out";
+            let refused = if proposal.refused.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; left out, as no pool may hold them: {}",
+                    proposal.refused.join(", ")
+                )
+            };
+            if proposal.entries.is_empty() {
+                let msg = format!(
+                    "{what}; no LoadBalancer Service has an IP to keep, so no pool is proposed: write one with a free range of the node network (`minikube ip`; docs/install.md){refused}"
+                );
+                self.finding(Level::Warning, &source, &subject, Some(&field), &msg);
+                continue;
+            }
+            let msg = format!(
+                "{what}; proposed instead: the current IPs of every LoadBalancer Service without a loadBalancerClass, so each keeps its IP — {} ({}); add a free range of the node network (`minikube ip`) for new Services{refused}",
+                proposal.entries.join(", "),
+                proposal.services.join(", ")
+            );
+            self.finding(Level::Warning, &source, &subject, Some(&field), &msg);
+            p.pool.spec.addresses = proposal.entries.iter().map(|e| e.as_str().into()).collect();
+            self.push_legacy(p, &source, &subject);
         }
     }
 

@@ -70,6 +70,7 @@ pub async fn read(client: &Client, opts: &Options) -> anyhow::Result<Collected> 
             git_version: v.git_version,
             major: v.major,
             minor: v.minor,
+            emulation: v.emulation_major.zip(v.emulation_minor),
         });
     let all = ListParams::default();
     let ns = opts.namespace.as_str();

@@ -32,14 +32,15 @@ use std::fmt::Write as _;
 
 use ferrolb_crds::selector::any_matches;
 use ferrolb_crds::service::{ClassFilter, ingress_ips, key};
+use ferrolb_crds::version::min_kubernetes_text;
 use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Service};
 use serde::Serialize;
 
-/// The oldest Kubernetes minor version ferrolb supports, `(major, minor)`: 1.32, where the
-/// speakers' admission policy gets the node name of Pod-bound tokens (docs/install.md).
-pub const MIN_KUBERNETES: (u32, u32) = (1, 32);
+/// The Kubernetes version floor (one place: `ferrolb_crds::version`, which the controller checks
+/// at start-up too).
+pub use ferrolb_crds::version::MIN_KUBERNETES;
 
 pub use ferrolb_crds::exclude_lb::EXCLUDE_LB_LABEL;
 use ferrolb_crds::exclude_lb::ExcludeLbLabel;
@@ -86,16 +87,8 @@ pub struct Collected {
     pub class: ClassFilter,
 }
 
-/// The API server's version as `/version` gives it.
-#[derive(Clone, Debug, Default)]
-pub struct ServerVersion {
-    /// `gitVersion`, e.g. `v1.34.1`.
-    pub git_version: String,
-    /// `major`, e.g. `1`.
-    pub major: String,
-    /// `minor`, e.g. `34` (providers append `+`).
-    pub minor: String,
-}
+/// The API server's version as `/version` gives it (`ferrolb_crds::version::VersionInfo`).
+pub use ferrolb_crds::version::VersionInfo as ServerVersion;
 
 /// The whole report (`--output json`: this struct, camelCase field names).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -296,15 +289,6 @@ pub struct MetallbReport {
     pub minikube_addon: bool,
 }
 
-/// Parses a `major`/`minor` pair (providers append `+` to the minor: `32+`).
-fn parse_version(v: &ServerVersion) -> Option<(u32, u32)> {
-    let digits = |s: &str| -> Option<u32> {
-        let d: String = s.chars().take_while(char::is_ascii_digit).collect();
-        d.parse().ok()
-    };
-    Some((digits(&v.major)?, digits(&v.minor)?))
-}
-
 fn conditions(
     list: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
 ) -> Vec<ConditionReport> {
@@ -341,12 +325,12 @@ pub fn report(c: &Collected) -> Report {
     let kubernetes = match &c.version {
         Some(v) => KubernetesReport {
             version: v.git_version.clone(),
-            minimum: format!("{}.{}", MIN_KUBERNETES.0, MIN_KUBERNETES.1),
-            supported: parse_version(v).map(|mm| mm >= MIN_KUBERNETES),
+            minimum: min_kubernetes_text(),
+            supported: ferrolb_crds::version::parse(v).map(|mm| mm >= MIN_KUBERNETES),
         },
         None => KubernetesReport {
             version: "unknown".into(),
-            minimum: format!("{}.{}", MIN_KUBERNETES.0, MIN_KUBERNETES.1),
+            minimum: min_kubernetes_text(),
             supported: None,
         },
     };

@@ -53,6 +53,7 @@ fn base() -> Collected {
             git_version: "v1.34.1".into(),
             major: "1".into(),
             minor: "34".into(),
+            emulation: None,
         }),
         namespace_name: "ferrolb-system".into(),
         namespace: Some(obj(
@@ -121,6 +122,7 @@ fn the_version_floor_is_1_32_and_provider_suffixes_parse() {
             git_version: format!("v1.{minor}"),
             major: "1".into(),
             minor: minor.into(),
+            emulation: None,
         });
         let r = report(&c);
         assert_eq!(r.kubernetes.supported, ok, "{minor}");

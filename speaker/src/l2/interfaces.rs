@@ -12,7 +12,8 @@
 //!
 //! [`select`] is pure: it applies the default set or an explicit list from
 //! `L2Advertisement.spec.interfaces`:
-//! - default: up, can broadcast, not loopback, name not matching [`EXCLUDED_PREFIXES`];
+//! - default: up, can broadcast, not loopback, name not matching the exclusions
+//!   ([`super::exclusions`]: `--exclude-interfaces`, by default DESIGN S8's `veth*`, `docker*`, …);
 //! - explicit list: exactly the named interfaces that exist and are up and not loopback (the
 //!   name exclusions and the broadcast check do not apply: the user asked for them);
 //! - never, even when named: a **bond slave** (`IFF_SLAVE`) or a **bridge port**. Their frames
@@ -40,25 +41,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nix::net::if_::InterfaceFlags;
 
+use super::exclusions::NameExclusions;
 use crate::eligibility::Interfaces;
 use crate::wire::MacAddr;
-
-/// Name prefixes of virtual interfaces never used by default: container veths and bridges, CNI
-/// devices, kube-proxy's IPVS dummy, libvirt, tunnels and node-local DNS (DESIGN S8).
-pub const EXCLUDED_PREFIXES: &[&str] = &[
-    "veth",
-    "docker",
-    "cni",
-    "cali",
-    "flannel",
-    "cilium",
-    "kube-ipvs",
-    "lxc",
-    "virbr",
-    "dummy",
-    "tunl",
-    "nodelocaldns",
-];
 
 /// One interface as seen by [`scan`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,32 +119,35 @@ pub struct Selected {
     pub ndp: bool,
 }
 
-/// Whether `name` matches one of [`EXCLUDED_PREFIXES`].
-pub fn is_excluded_name(name: &str) -> bool {
-    EXCLUDED_PREFIXES.iter().any(|p| name.starts_with(p))
-}
-
 /// Choose interfaces and protocols (pure; rules in the module docs), without knowing the Node's
-/// addresses: [`select_for_node`] with none.
+/// addresses and with the built-in exclusions: [`select_for_node`] with none and
+/// [`NameExclusions::default`].
 pub fn select(interfaces: &[InterfaceInfo], which: &Interfaces) -> Vec<Selected> {
-    select_for_node(interfaces, which, &BTreeSet::new())
+    select_for_node(
+        interfaces,
+        which,
+        &BTreeSet::new(),
+        &NameExclusions::default(),
+    )
 }
 
 /// Choose interfaces and protocols (pure; rules in the module docs). `node_addresses` are the
 /// Node's InternalIP/ExternalIP addresses: on a segment reached by several interfaces of the
-/// default set, the one holding such an address serves it. An interface without a MAC is never
+/// default set, the one holding such an address serves it. `excluded` names the interfaces the
+/// default set leaves out ([`Interfaces::All`] only). An interface without a MAC is never
 /// selected. Output is sorted by name.
 pub fn select_for_node(
     interfaces: &[InterfaceInfo],
     which: &Interfaces,
     node_addresses: &BTreeSet<IpAddr>,
+    excluded: &NameExclusions,
 ) -> Vec<Selected> {
     let mut out: Vec<Selected> = interfaces
         .iter()
         .filter(|i| i.up && !i.loopback && i.mac.is_some())
         .filter(|i| !i.noarp && !i.bond_slave && !i.bridge_port)
         .filter(|i| match which {
-            Interfaces::All => i.broadcast && !is_excluded_name(&i.name),
+            Interfaces::All => i.broadcast && !excluded.matches(&i.name),
             Interfaces::Named(names) => names.contains(&i.name),
         })
         .map(|i| Selected {
@@ -243,12 +231,13 @@ fn one_per_segment(out: &mut [Selected], node_addresses: &BTreeSet<IpAddr>) {
 /// on-link prefixes. An interface that is administratively down is judged as if it were up and
 /// reported without carrier, so that losing it counts like losing its carrier instead of
 /// dropping it from the report (which would make the rule fall back to the other interfaces).
-/// Sorted by name. Pure.
+/// `excluded`: as in [`select_for_node`]. Sorted by name. Pure.
 pub fn link_report(
     interfaces: &[InterfaceInfo],
     default: &Interfaces,
     named: &BTreeSet<String>,
     node_addresses: &BTreeSet<IpAddr>,
+    excluded: &NameExclusions,
 ) -> crate::carrier::LinkReport {
     let as_if_up: Vec<InterfaceInfo> = interfaces
         .iter()
@@ -279,12 +268,12 @@ pub fn link_report(
                     .collect(),
             });
     };
-    let defaults = select_for_node(&as_if_up, default, node_addresses);
+    let defaults = select_for_node(&as_if_up, default, node_addresses, excluded);
     for s in &defaults {
         entry(s);
     }
     let listed = Interfaces::Named(named.clone());
-    let named_sel = select_for_node(&as_if_up, &listed, node_addresses);
+    let named_sel = select_for_node(&as_if_up, &listed, node_addresses, excluded);
     for s in &named_sel {
         entry(s);
     }
@@ -671,6 +660,7 @@ mod tests {
                 &Interfaces::All,
                 &named,
                 &BTreeSet::new(),
+                &NameExclusions::default(),
             )
         };
         let r = report(eth0.clone());
@@ -740,7 +730,12 @@ mod tests {
         // The NIC holding the Node's InternalIP wins, per family.
         let node: BTreeSet<IpAddr> = ["192.0.2.21".parse().unwrap()].into();
         assert_eq!(
-            summary(&select_for_node(&all, &Interfaces::All, &node)),
+            summary(&select_for_node(
+                &all,
+                &Interfaces::All,
+                &node,
+                &NameExclusions::default()
+            )),
             vec![
                 ("eth0".into(), false, true),
                 ("eth1".into(), true, false),
@@ -748,7 +743,10 @@ mod tests {
             ]
         );
         let named = Interfaces::Named(["eth0".to_string(), "eth1".to_string()].into());
-        assert_eq!(select_for_node(&all, &named, &node).len(), 2);
+        assert_eq!(
+            select_for_node(&all, &named, &node, &NameExclusions::default()).len(),
+            2
+        );
         // The NIC holding the Node's address lost its cable: the other one on the segment serves.
         let unplugged = [
             all[0].clone(),
@@ -764,7 +762,12 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            arp_on(select_for_node(&unplugged, &Interfaces::All, &node)),
+            arp_on(select_for_node(
+                &unplugged,
+                &Interfaces::All,
+                &node,
+                &NameExclusions::default()
+            )),
             vec!["eth0".to_string()]
         );
         // Unequal masks (/24 and /25) are not taken for one segment: both keep ARP.
@@ -786,27 +789,36 @@ mod tests {
         );
     }
 
+    /// `--exclude-interfaces` shapes the automatic set only: a replaced list lets a veth in and
+    /// keeps a bridge out; an explicit list names its interfaces whatever the exclusions say.
     #[test]
-    fn exclusions() {
-        for name in [
-            "veth0",
-            "docker0",
-            "cni0",
-            "cali123",
-            "flannel.1",
-            "cilium_host",
-            "kube-ipvs0",
-            "lxc1",
-            "virbr0",
-            "dummy0",
-            "tunl0",
-            "nodelocaldns",
-        ] {
-            assert!(is_excluded_name(name), "{name}");
-        }
-        for name in ["eth0", "ens3", "bond0", "br0", "enp0s31f6"] {
-            assert!(!is_excluded_name(name), "{name}");
-        }
+    fn the_exclusions_shape_the_default_set_only() {
+        let eth0 = InterfaceInfo::plain("eth0", &["192.0.2.10".parse().unwrap()]);
+        let veth = InterfaceInfo {
+            index: 2,
+            ..InterfaceInfo::plain("veth1", &["198.51.100.1".parse().unwrap()])
+        };
+        let br = InterfaceInfo {
+            index: 3,
+            ..InterfaceInfo::plain("br-1a2b", &["203.0.113.1".parse().unwrap()])
+        };
+        let all = [eth0, veth, br];
+        let names = |ex: &str, which: &Interfaces| -> Vec<String> {
+            let ex = NameExclusions::parse(ex).unwrap();
+            select_for_node(&all, which, &BTreeSet::new(), &ex)
+                .into_iter()
+                .map(|s| s.info.name)
+                .collect()
+        };
+        assert_eq!(names("default", &Interfaces::All), ["br-1a2b", "eth0"]);
+        assert_eq!(names("default,br-*", &Interfaces::All), ["eth0"]);
+        assert_eq!(names("br-*", &Interfaces::All), ["eth0", "veth1"]);
+        assert_eq!(
+            names("none", &Interfaces::All),
+            ["br-1a2b", "eth0", "veth1"]
+        );
+        let named = Interfaces::Named(["veth1".to_string()].into());
+        assert_eq!(names("default", &named), ["veth1"]);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! answer to a frame, and whether it claims an owned IP for another MAC), [`conflict`] (the rate-limited reaction to such claims), [`announce`] (when to announce),
 //! [`probe`] (probing a newly assigned IP before its first announcement), [`peers`] (yielding an
 //! owned IP a peer speaker announces),
-//! [`interfaces::select`] (which interfaces), the BPF programs and refcounts of [`socket`],
+//! [`interfaces::select`] (which interfaces; [`exclusions`], the names the automatic set leaves out), the BPF programs and refcounts of [`socket`],
 //! [`preflight::kernel_answers_arp`] (does the node's kernel answer ARP for an LB IP too).
 //! I/O parts: [`socket`] (kernel-filtered `AF_PACKET` sockets), [`interfaces::scan`],
 //! [`neighbours::dump`] (the kernel's neighbour table),
@@ -24,6 +24,7 @@
 
 pub mod capture;
 pub mod counters;
+pub mod exclusions;
 pub mod interfaces;
 pub mod neighbours;
 pub mod preflight;

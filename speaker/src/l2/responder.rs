@@ -49,6 +49,7 @@ use crate::wire::ndp::{OFFSET_ICMPV6_TYPE, TYPE_NEIGHBOR_SOLICITATION, solicited
 use super::announce::AnnounceSchedule;
 use super::conflict::{Sighting, Sightings};
 use super::counters::Counters;
+use super::exclusions::NameExclusions;
 use super::iface::{
     Context, IfaceConfig, IfaceCore, IfaceOutput, OwnedIp, Proto, TransmitKind, lease_allows,
 };
@@ -77,6 +78,9 @@ pub struct L2Config {
     /// `spec.interfaces`. Applies to IPs whose L2Advertisements name no interface
     /// ([`Interfaces::All`]) and to the carrier check.
     pub default_interfaces: Option<BTreeSet<String>>,
+    /// The names the automatic default set leaves out (`--exclude-interfaces`, DESIGN S8;
+    /// [`super::exclusions`]). Not applied to named interfaces.
+    pub excluded_interfaces: NameExclusions,
 }
 
 impl Default for L2Config {
@@ -88,6 +92,7 @@ impl Default for L2Config {
             retry_min: Duration::from_millis(500),
             retry_max: Duration::from_secs(30),
             default_interfaces: None,
+            excluded_interfaces: NameExclusions::default(),
         }
     }
 }
@@ -450,7 +455,13 @@ impl Responder {
     pub fn link_report(&self, named: &BTreeSet<String>) -> crate::carrier::LinkReport {
         let state = lock(&self.inner.state);
         let default = self.inner.config.resolve(&Interfaces::All);
-        super::interfaces::link_report(&state.scanned, &default, named, &state.node_addresses)
+        super::interfaces::link_report(
+            &state.scanned,
+            &default,
+            named,
+            &state.node_addresses,
+            &self.inner.config.excluded_interfaces,
+        )
     }
 
     /// Whether any interface usable for `which` (an IP's announce interfaces) is up with carrier
@@ -459,9 +470,14 @@ impl Responder {
     pub fn carrier(&self, which: &Interfaces) -> bool {
         let state = lock(&self.inner.state);
         let which = self.inner.config.resolve(which);
-        select_for_node(&state.scanned, &which, &state.node_addresses)
-            .iter()
-            .any(|s| s.info.carrier)
+        select_for_node(
+            &state.scanned,
+            &which,
+            &state.node_addresses,
+            &self.inner.config.excluded_interfaces,
+        )
+        .iter()
+        .any(|s| s.info.carrier)
     }
 }
 
@@ -571,14 +587,15 @@ fn reconcile(inner: &Arc<Inner>, state: &mut State) {
     let mut selections: BTreeMap<&Interfaces, Vec<Selected>> = BTreeMap::new();
     let node_addresses = &state.node_addresses;
     let default_set = inner.config.resolve(&Interfaces::All);
+    let excluded = &inner.config.excluded_interfaces;
     selections.insert(
         &default_set,
-        select_for_node(&state.scanned, &default_set, node_addresses),
+        select_for_node(&state.scanned, &default_set, node_addresses, excluded),
     );
     for d in state.desired.values() {
-        selections
-            .entry(&d.interfaces)
-            .or_insert_with(|| select_for_node(&state.scanned, &d.interfaces, node_addresses));
+        selections.entry(&d.interfaces).or_insert_with(|| {
+            select_for_node(&state.scanned, &d.interfaces, node_addresses, excluded)
+        });
     }
     // One task per interface, with the sockets every selection that uses it needs: an
     // interface may serve ARP for the default set but also NDP for an IP whose L2Advertisement

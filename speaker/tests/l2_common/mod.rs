@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ferrolb_speaker::eligibility::Interfaces;
+use ferrolb_speaker::l2::exclusions::NameExclusions;
 use ferrolb_speaker::l2::probe::ProbeSettings;
 use ferrolb_speaker::l2::{AnnounceSchedule, Counters, InterfaceStatus, L2Config, Responder};
 use nix::sched::{CloneFlags, setns};
@@ -223,6 +224,7 @@ pub fn fast_config() -> L2Config {
         retry_min: Duration::from_millis(100),
         retry_max: Duration::from_millis(400),
         default_interfaces: None,
+        excluded_interfaces: NameExclusions::default(),
     }
 }
 

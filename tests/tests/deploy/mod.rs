@@ -1,12 +1,13 @@
 //! Pieces of `deploy_manifests.rs`, one concern per file: the `kubectl` driver and RBAC rows
 //! ([`kubectl`]), manifest objects as JSON ([`objects`]), the two workloads and their CLI contract
 //! ([`workloads`]), RBAC both ways ([`rbac`]), the speaker's admission policy ([`admission`]),
-//! and the examples and overlays ([`examples`]).
+//! the examples and overlays ([`examples`]), and the README's quickstart ([`quickstart`]).
 
 pub mod admission;
 pub mod examples;
 pub mod kubectl;
 pub mod objects;
+pub mod quickstart;
 pub mod rbac;
 pub mod workloads;
 
