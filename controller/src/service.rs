@@ -245,10 +245,50 @@ pub fn status_writer(svc: &Service) -> Option<String> {
         .and_then(|m| m.manager.clone())
 }
 
+/// The longest annotation value of ours [`trim`] stores, in bytes; longer ones are shrunk by
+/// [`cap_annotation`]. A valid value is far shorter: `loadBalancerIPs` holds at most one address
+/// per family, `address-pool` a pool name (a DNS subdomain, ≤ 253 bytes), and a sharing key is a
+/// word two Services agree on. The API server lets annotations reach 256 KiB per object, and
+/// the controller keeps every Service.
+pub const MAX_ANNOTATION_VALUE: usize = 576;
+
+/// Where [`cap_annotation`] cuts an over-long value, leaving room for its marker.
+const CUT_AT: usize = 512;
+
+/// Shrinks an over-long value of one of our annotations (longer than [`MAX_ANNOTATION_VALUE`]) to
+/// a bounded one with the same meaning (issue #27: the controller keeps these values for every
+/// Service, so without a cap 10,000 Services could hold 2.5 GiB of them):
+/// - a sharing key ([`ALLOW_SHARED_IP`]) becomes `sha256:` and the hex SHA-256 of the whole value
+///   (71 bytes): two Services share exactly when their keys are equal, before and after;
+/// - any other value is cut to 512 bytes (at a character boundary) and marked
+///   `…(truncated from N bytes)`: it was no pool name and no address list, and stays invalid,
+///   so the Service gets the same Warning Event, quoting the start of the value.
+///
+/// The result is at most [`MAX_ANNOTATION_VALUE`] bytes, so capping again changes nothing.
+pub fn cap_annotation(key: &str, value: &mut String) {
+    if value.len() <= MAX_ANNOTATION_VALUE {
+        return;
+    }
+    if ALLOW_SHARED_IP.contains(&key) {
+        let digest = ring::digest::digest(&ring::digest::SHA256, value.as_bytes());
+        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        *value = format!("sha256:{hex}");
+        return;
+    }
+    let total = value.len();
+    let mut cut = CUT_AT;
+    while !value.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    value.truncate(cut);
+    value.push_str(&format!("…(truncated from {total} bytes)"));
+}
+
 /// Drops everything the controller never reads from a Service before it enters the watch store,
 /// so memory is O(what allocation needs) (issue #9: < 64 MiB at 10,000 Services):
 /// - `metadata`: keeps name, namespace, uid, resourceVersion, creationTimestamp, labels (for
-///   `serviceSelectors`) and the annotations of [`crate::annotations`]; `managedFields` shrink
+///   `serviceSelectors`) and the annotations of [`crate::annotations`], each value capped by
+///   [`cap_annotation`]; `managedFields` shrink
 ///   to the entries that own (part of) `status.loadBalancer`, in [`compact_fields`] form (ours
 ///   tells whether we own the ingress, another's names the other writer in a write war, R8);
 /// - `spec`: drops ClusterIPs, session affinity, health-check NodePort, internal traffic policy
@@ -278,6 +318,9 @@ pub fn trim(svc: &mut Service) {
                 .iter()
                 .any(|spellings| spellings.contains(&k.as_str()))
         });
+        for (k, v) in a.iter_mut() {
+            cap_annotation(k, v);
+        }
     }
     meta.annotations = meta.annotations.take().filter(|a| !a.is_empty());
     meta.owner_references = None;
@@ -550,6 +593,68 @@ mod tests {
         assert_eq!(spec_digest(&s), spec_digest(&t));
         t.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].port = 81;
         assert_ne!(spec_digest(&s), spec_digest(&t));
+    }
+
+    /// Issue #27: our annotations' values are bounded in the store whatever their size on the
+    /// API server, and keep their meaning: equal sharing keys stay equal, different ones stay
+    /// different; an over-long pool name or address list stays invalid.
+    #[test]
+    fn trim_caps_our_annotation_values_and_keeps_their_meaning() {
+        let long = |c: char, n: usize| c.to_string().repeat(n);
+        let mut s = lb(
+            &[
+                ("ferrolb.io/allow-shared-ip", &long('k', 100 * 1024)),
+                ("metallb.io/address-pool", &long('p', 100 * 1024)),
+                (
+                    "ferrolb.io/loadBalancerIPs",
+                    &format!("198.51.100.9,{}", long('é', 60_000)),
+                ),
+            ],
+            &["IPv4"],
+            "SingleStack",
+        );
+        let (_, warned_before) = request_of(&s);
+        trim(&mut s);
+        let a = s.metadata.annotations.clone().unwrap();
+        assert!(
+            a.values().all(|v| v.len() <= MAX_ANNOTATION_VALUE),
+            "{:?}",
+            a.values().map(String::len).collect::<Vec<_>>()
+        );
+        assert!(a["ferrolb.io/allow-shared-ip"].starts_with("sha256:"));
+        assert!(a["metallb.io/address-pool"].ends_with("…(truncated from 102400 bytes)"));
+        assert!(a["ferrolb.io/loadBalancerIPs"].starts_with("198.51.100.9,é"));
+        // The same request as before — a pool nobody has, a sharing key, the same warnings
+        // (the invalid address list) — in bounded words.
+        let (req, warned) = request_of(&s);
+        assert!(
+            req.pool.as_ref().is_some_and(|p| p.len() > 253),
+            "{:?}",
+            req.pool
+        );
+        assert!(req.sharing_key.is_some());
+        assert_eq!(warned.len(), warned_before.len(), "{warned:?}");
+        assert!(
+            warned.iter().all(|w| w.len() < 4 * MAX_ANNOTATION_VALUE),
+            "{warned:?}"
+        );
+        let mut again = s.clone();
+        trim(&mut again);
+        assert_eq!(again, s, "idempotent");
+        // Sharing keys: equal long keys stay equal, long keys differing in the last byte differ.
+        let key = |k: &str| {
+            let mut t = lb(
+                &[("ferrolb.io/allow-shared-ip", k)],
+                &["IPv4"],
+                "SingleStack",
+            );
+            trim(&mut t);
+            request_of(&t).0.sharing_key
+        };
+        let (a1, a2) = (long('k', 4096), format!("{}x", long('k', 4095)));
+        assert_eq!(key(&a1), key(&a1.clone()));
+        assert_ne!(key(&a1), key(&a2));
+        assert_eq!(key("short"), key("short"));
     }
 
     /// Every fact the planner reads is the same before and after [`trim`], for a Service with

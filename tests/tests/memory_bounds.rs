@@ -19,13 +19,14 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 
-/// Services created, each with [`ANNOTATION_BYTES`] of an annotation nobody reads.
+/// Services created, each with [`ANNOTATION_BYTES`] in one annotation.
 const SERVICES: usize = 500;
 /// 100 KiB: well under the API server's 256 KiB limit on an object's annotations.
 const ANNOTATION_BYTES: usize = 100 * 1024;
 /// What the speaker and the controller keep of one such Service, with room to spare: the trimmed
 /// object (name, namespace, uid, resourceVersion, creationTimestamp, spec with one port; no
-/// annotation) is a few hundred bytes of strings and structs, plus the store's map entry.
+/// annotation, or one of ours capped at 576 bytes) is under a KiB of strings and structs, plus
+/// the store's map entry.
 const STORED_PER_SERVICE: u64 = 4 * 1024;
 /// What a process may hold beyond what it stores while it reads: at most one page of
 /// [`LIST_PAGE_SIZE`] untrimmed objects, about three times (the response body, its text, the
@@ -35,7 +36,18 @@ const IN_FLIGHT: u64 = 4 * LIST_PAGE_SIZE as u64 * ANNOTATION_BYTES as u64;
 /// TLS sessions), measured well under this.
 const NOISE: u64 = 4 * 1024 * 1024;
 
-/// Headless Service `big-<i>` in `default`, with `annotation_bytes` of an annotation nobody reads.
+/// The annotation that carries the bytes, by Service: one nobody reads, and ferrolb's own three,
+/// whose values the controller keeps — bounded by `cap_annotation` (issue #27), or the store
+/// would hold them whole.
+const ANNOTATION_KEYS: [&str; 4] = [
+    "example.com/tenant-blob",
+    "ferrolb.io/allow-shared-ip",
+    "ferrolb.io/address-pool",
+    "ferrolb.io/loadBalancerIPs",
+];
+
+/// Headless Service `big-<i>` in `default`, with `annotation_bytes` in one annotation
+/// ([`ANNOTATION_KEYS`], in turn).
 fn service(i: usize, annotation_bytes: usize) -> Service {
     Service {
         metadata: ObjectMeta {
@@ -43,7 +55,7 @@ fn service(i: usize, annotation_bytes: usize) -> Service {
             namespace: Some("default".into()),
             annotations: (annotation_bytes >= 4).then(|| {
                 [(
-                    "example.com/tenant-blob".to_owned(),
+                    ANNOTATION_KEYS[i % ANNOTATION_KEYS.len()].to_owned(),
                     // Differs per Service, so no layer can share it.
                     format!("{i:04}{}", "x".repeat(annotation_bytes - 4)),
                 )]
