@@ -109,22 +109,34 @@ async fn f5_keyless_flood_causes_no_false_failover() {
             d(|c| c.datagrams_in),
         );
         assert!(sent > 10_000, "the flood itself ran ({sent})");
-        // Most of what was sent was read and dropped (the kernel may drop a part when the
-        // socket queue is full; the rest is counted).
-        assert!(dropped >= sent / 2, "dropped {dropped} of {sent}");
+        // Every flood datagram node-0 read was dropped and counted. How many it read depends on
+        // the CPU it got (the kernel drops the rest when the socket queue is full: a loaded
+        // machine read fewer than half), so the counts are against what was read, less the
+        // members' own traffic of the phase (a few hundred datagrams; LEGIT bounds it).
+        const LEGIT: u64 = 2_000;
+        let read = d(|c| c.datagrams_in);
+        assert!(read > 5 * LEGIT, "node-0 read {read} of {sent}");
+        assert!(dropped + LEGIT >= read, "dropped {dropped} of {read} read");
+        let flood = read - LEGIT;
         assert_eq!(after.dropped_stale, before.dropped_stale);
         assert_eq!(after.dropped_replayed, before.dropped_replayed);
         if phase == 0 {
             // Nothing from a non-peer reached decryption.
             assert_eq!(auth, 0);
             assert_eq!(limited, 0);
-            assert!(unknown >= sent / 3, "unknown source {unknown} of {sent}");
+            assert!(
+                unknown + malformed >= flood,
+                "unknown source {unknown} + malformed {malformed} of {read} read"
+            );
         } else {
             // Admitted by IP, then refused by its tag: no budget is spent by a datagram nobody
             // authenticated (DESIGN S15; the lab's A16 spoofs the members' exact addresses).
             assert_eq!(limited, 0, "a keyless flood spent a sender budget");
             assert_eq!(unknown, 0);
-            assert!(auth >= sent / 3, "refused by its tag: {auth} of {sent}");
+            assert!(
+                auth + malformed >= flood,
+                "refused by its tag {auth} + malformed {malformed} of {read} read"
+            );
         }
         for (m, rx) in members.iter().zip(events.iter_mut()) {
             let seen = drain(rx);
