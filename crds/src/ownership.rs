@@ -149,14 +149,15 @@ impl Layout {
         layout
     }
 
-    /// Ownership among `IPAddressPool` objects as read from the API: each pool's addresses are
+    /// Ownership among `IPAddressPool` objects as read from the API: each pool's addresses
+    /// ([`IPAddressPool::address_entries`]: an automatic pool's come from its status) are
     /// parsed (a pool whose addresses do not parse owns nothing) and aged by
     /// [`creation_seconds`]; pools without a name are ignored.
     pub fn of_pools(pools: &[&IPAddressPool], nodes: &BTreeMap<IpAddr, String>) -> Layout {
         let parsed: Vec<(&str, i64, Vec<IpRange>)> = pools
             .iter()
             .filter_map(|p| {
-                let ranges = PoolAddresses::parse(&p.spec.addresses, p.spec.avoid_buggy_ips)
+                let ranges = PoolAddresses::parse(&p.address_entries(), p.spec.avoid_buggy_ips)
                     .map(|a| a.ranges().to_vec())
                     .unwrap_or_default();
                 Some((
@@ -291,6 +292,7 @@ mod tests {
                 avoid_buggy_ips: false,
                 allow_sharing_across_namespaces: false,
                 service_allocation: None,
+                auto_addresses: None,
             },
         );
         p.metadata.creation_timestamp =

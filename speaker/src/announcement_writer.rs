@@ -175,6 +175,8 @@ async fn write(
                     since: Some(since),
                     held_by,
                     membership: None,
+                    networks: Vec::new(),
+                    in_use: Vec::new(),
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -205,6 +207,8 @@ async fn write(
                         members,
                         observed: now(),
                     }),
+                    networks: Vec::new(),
+                    in_use: Vec::new(),
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();

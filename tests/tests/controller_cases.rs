@@ -766,6 +766,7 @@ async fn c08_unusable_pool_entries_are_named() {
                 avoid_buggy_ips: false,
                 allow_sharing_across_namespaces: false,
                 service_allocation: None,
+                auto_addresses: None,
             },
         );
         match pools.create(&PostParams::default(), &pool).await {
@@ -852,6 +853,7 @@ async fn forbidden_entries_stored_before_the_rule_serve_nothing() {
             avoid_buggy_ips: false,
             allow_sharing_across_namespaces: false,
             service_allocation: None,
+            auto_addresses: None,
         },
     );
     let dry_run = PostParams {

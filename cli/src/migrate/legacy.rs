@@ -146,6 +146,7 @@ fn pool(
         avoid_buggy_ips: false,
         allow_sharing_across_namespaces: false,
         service_allocation: None,
+        auto_addresses: None,
     };
     for (key, value) in obj {
         let at = format!("{field}.{key}");
