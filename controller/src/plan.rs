@@ -489,8 +489,24 @@ impl Planner {
             .collect();
         for p in &snap.pools {
             if let Some(auto) = p.spec.auto_addresses {
+                // The previous resolution (the status we wrote): its held addresses stay.
+                let keep: BTreeSet<std::net::Ipv4Addr> =
+                    ferrolb_crds::addresses::PoolAddresses::parse(&p.address_entries(), false)
+                        .map(|a| {
+                            held.iter()
+                                .filter_map(|ip| match ip {
+                                    IpAddr::V4(v4)
+                                        if a.ranges().iter().any(|r| r.contains(*ip)) =>
+                                    {
+                                        Some(*v4)
+                                    }
+                                    _ => None,
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
                 let resolved =
-                    ferrolb_crds::auto_pool::resolve(auto.size, &reports, &node_ips, &held);
+                    ferrolb_crds::auto_pool::resolve(auto.size, &reports, &node_ips, &held, &keep);
                 self.auto.insert(name_of(&p.metadata), resolved);
             }
         }

@@ -703,19 +703,19 @@ fn automatic_pool_waits_for_a_network_then_skips_gateways_nodes_and_hosts_in_use
     );
 
     // The speaker of minikube reports eth0 in 192.168.49.0/24 (gateway .254 for the test) and
-    // that .253 answered its probe. Candidates, top down: .253, .251, .250, .249 (.255 is the
-    // broadcast address, .254 the gateway, .252 a Node); .253 is skipped.
+    // that .253 answered its probe. Candidates, top down: .253, .251, .250, .249, .248 (.255 is
+    // the broadcast address, .254 the gateway, .252 a Node); .253 is skipped, .248 taken instead.
     world.snap.reports = vec![node_report(
         "minikube",
         json!([{ "interface": "eth0", "prefix": "192.168.49.2/24", "gateway": "192.168.49.254" }]),
         json!([{ "ip": "192.168.49.253", "mac": "02:42:c0:a8:31:fd" }]),
     )];
     let plan = world.pass();
-    assert_eq!(writes(&plan), vec![w("a", &["192.168.49.249"])]);
+    assert_eq!(writes(&plan), vec![w("a", &["192.168.49.248"])]);
     let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
     let a = st.auto_addresses.clone().unwrap();
     assert_eq!(a.prefix.as_deref(), Some("192.168.49.0/24"));
-    assert_eq!(a.addresses, vec!["192.168.49.249-192.168.49.251"]);
+    assert_eq!(a.addresses, vec!["192.168.49.248-192.168.49.251"]);
     assert_eq!(
         (a.skipped.as_slice(), a.skipped_count),
         (
@@ -734,11 +734,12 @@ fn automatic_pool_waits_for_a_network_then_skips_gateways_nodes_and_hosts_in_use
         Some("True")
     );
 
-    // A later in-use report for the address a Service holds is ours answering: it stays.
+    // A later in-use report for the address a Service holds is ours answering, and with .253
+    // free again the top four are .249-.253: the held .248 stays in the pool all the same.
     world.snap.reports = vec![node_report(
         "minikube",
         json!([{ "interface": "eth0", "prefix": "192.168.49.2/24", "gateway": "192.168.49.254" }]),
-        json!([{ "ip": "192.168.49.249", "mac": "02:42:c0:a8:31:02" }]),
+        json!([{ "ip": "192.168.49.248", "mac": "02:42:c0:a8:31:02" }]),
     )];
     let plan = world.pass();
     assert!(
@@ -751,7 +752,7 @@ fn automatic_pool_waits_for_a_network_then_skips_gateways_nodes_and_hosts_in_use
     let a = st.auto_addresses.clone().unwrap();
     assert_eq!(
         a.addresses,
-        vec!["192.168.49.249-192.168.49.251", "192.168.49.253/32"]
+        vec!["192.168.49.248-192.168.49.251", "192.168.49.253/32"]
     );
     assert_eq!(a.skipped_count, 0);
 

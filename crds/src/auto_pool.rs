@@ -192,16 +192,24 @@ pub fn choose_network(reports: &[NodeNetworks]) -> Option<Net4> {
         .map(|(net, _)| *net)
 }
 
-/// Resolves an automatic pool of `size`: the [`candidates`] of [`choose_network`], excluding
-/// every Node address (`node_ips`) and every gateway any node reported, minus the candidates
-/// some node reported in use. An in-use report for an address a Service holds (`held`: every
-/// LoadBalancer IP in the Services' status) is ignored: that address answers because ferrolb
-/// announces it, and an assigned address is never taken back for that.
+/// Resolves an automatic pool of `size`: walking the [`candidates`] of [`choose_network`] from
+/// the top (every Node address in `node_ips` and every gateway any node reported left out), the
+/// first `size` that no node reported in use, plus `keep`.
+///
+/// - An address another host answered is skipped (and listed) and the next lower one is taken,
+///   so the pool holds `size` addresses while the network has enough hosts. The speakers probe
+///   in the same order, further down for each answer (docs/design.md, "Automatic pools").
+/// - An in-use report for an address a Service holds (`held`: every LoadBalancer IP in the
+///   Services' status) is ignored: it answers because ferrolb announces it.
+/// - `keep`: addresses of the pool's previous resolution that a Service holds. They stay in the
+///   pool whatever moved (a new gateway, an answer above them), so an assigned address is
+///   never taken back; they count toward nothing.
 pub fn resolve(
     size: u16,
     reports: &[NodeNetworks],
     node_ips: &BTreeSet<IpAddr>,
     held: &BTreeSet<IpAddr>,
+    keep: &BTreeSet<Ipv4Addr>,
 ) -> AutoResolution {
     let Some(net) = choose_network(reports) else {
         return AutoResolution::default();
@@ -228,19 +236,31 @@ pub fn resolve(
             }
         }
     }
-    let mut addresses = Vec::new();
+    // Each skipped address moves the window down by one, so `size + skipped` candidates suffice.
+    let window = size.saturating_add(u16::try_from(in_use.len()).unwrap_or(u16::MAX));
+    let mut addresses: BTreeSet<Ipv4Addr> = keep
+        .iter()
+        .filter(|ip| net.contains(**ip) && !excluded.contains(ip))
+        .copied()
+        .collect();
     let mut skipped = Vec::new();
-    for ip in candidates(net, size, &excluded) {
+    let mut taken = 0u16;
+    for ip in candidates(net, window, &excluded) {
+        if taken == size {
+            break;
+        }
         match in_use.get(&ip) {
             Some((mac, node)) => skipped.push((ip, mac.clone(), node.clone())),
-            None => addresses.push(ip),
+            None => {
+                addresses.insert(ip);
+                taken += 1;
+            }
         }
     }
-    addresses.sort();
     skipped.sort();
     AutoResolution {
         prefix: Some(net),
-        addresses,
+        addresses: addresses.into_iter().collect(),
         skipped,
     }
 }
@@ -421,13 +441,15 @@ mod tests {
             .map(|s| s.parse().unwrap())
             .collect();
         let held: BTreeSet<IpAddr> = ["172.18.255.251".parse().unwrap()].into();
-        let r = resolve(4, &reports, &nodes, &held);
+        let r = resolve(4, &reports, &nodes, &held, &BTreeSet::new());
         assert_eq!(r.prefix, Some(net("172.18.0.0/16")));
-        // Candidates: .255.253, .255.251, .255.250, .255.249 (gateway .254 and node .252 left
-        // out); .253 answered, .251 is held by a Service so its answer is ours.
+        // Candidates: .255.253, .255.251, .255.250, .255.249, .255.248 (gateway .254 and node
+        // .252 left out); .253 answered, so one more is taken; .251 is held by a Service so its
+        // answer is ours.
         assert_eq!(
             r.addresses,
             vec![
+                ip("172.18.255.248"),
                 ip("172.18.255.249"),
                 ip("172.18.255.250"),
                 ip("172.18.255.251")
@@ -441,7 +463,14 @@ mod tests {
                 "kind-worker".to_owned()
             )]
         );
-        assert_eq!(r.entries(), vec!["172.18.255.249-172.18.255.251"]);
+        assert_eq!(r.entries(), vec!["172.18.255.248-172.18.255.251"]);
+        // Held addresses of the previous resolution stay, even below the window or when the
+        // answer above them is gone; not outside the network, not a Node address.
+        let keep = set(&["172.18.255.240", "10.0.0.1", "172.18.255.252"]);
+        let kept = resolve(4, &reports[..1], &nodes, &held, &keep);
+        assert_eq!(kept.addresses.first(), Some(&ip("172.18.255.240")));
+        assert_eq!(kept.addresses.len(), 5);
+        assert!(!kept.addresses.contains(&ip("10.0.0.1")));
         let lone = AutoResolution {
             addresses: vec![ip("172.18.255.249"), ip("172.18.255.251")],
             ..r
@@ -452,6 +481,19 @@ mod tests {
         );
         assert!(PoolAddresses::parse(&lone.entries(), false).is_ok());
         // Before any report: nothing, no prefix.
-        assert_eq!(resolve(4, &[], &nodes, &held), AutoResolution::default());
+        assert_eq!(
+            resolve(4, &[], &nodes, &held, &BTreeSet::new()),
+            AutoResolution::default()
+        );
+        // A size beyond the hosts left: every free host, no panic.
+        let tiny = [report("n", &[("10.0.0.1/30", None)], &[("10.0.0.2", "m")])];
+        let r = resolve(
+            256,
+            &tiny,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+        );
+        assert_eq!(r.addresses, vec![ip("10.0.0.1")]);
     }
 }

@@ -123,9 +123,9 @@ fn default_true() -> bool {
 )))]
 #[serde(rename_all = "camelCase")]
 pub struct AutoAddresses {
-    /// 1–256: the number of highest host addresses of the node network's prefix taken, after
-    /// leaving out Node addresses and gateways. Those that answer an ARP probe are skipped (and
-    /// listed in the status), so the pool may hold fewer.
+    /// 1–256: how many addresses the pool holds: the highest host addresses of the node
+    /// network, leaving out Node addresses, gateways, and addresses another host answered (those
+    /// are listed in the status and the next lower ones taken).
     #[schemars(schema_with = "auto_size_schema")]
     pub size: u16,
 }
