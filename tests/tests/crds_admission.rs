@@ -165,6 +165,27 @@ async fn crds_admission() {
             .await
             .unwrap_or_else(|e| panic!("automatic pool {name} refused: {e}"));
     }
+    // The committed example (deploy/examples/auto-pool) is accepted as written.
+    let example: Vec<Value> =
+        serde_saphyr::from_multiple(include_str!("../../deploy/examples/auto-pool/pool.yaml"))
+            .unwrap();
+    for doc in example.iter().filter(|d| !d.is_null()) {
+        let api = match doc["kind"].as_str() {
+            Some("IPAddressPool") => &pools,
+            Some("L2Advertisement") => &l2s,
+            other => panic!("unexpected kind {other:?} in the auto-pool example"),
+        };
+        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        api.create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &obj,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the auto-pool example is refused: {e}"));
+    }
     let auto = typed.get("auto-256").await.unwrap();
     assert_eq!(auto.spec.auto_addresses.map(|a| a.size), Some(256));
     assert!(
