@@ -191,6 +191,7 @@ async fn write(
             name,
             node,
             members,
+            networks,
         } => {
             // A node's membership report: no IP, no interfaces or Services (docs/design.md,
             // "Membership reports").
@@ -207,7 +208,7 @@ async fn write(
                         members,
                         observed: now(),
                     }),
-                    networks: Vec::new(),
+                    networks,
                     in_use: Vec::new(),
                 },
             );

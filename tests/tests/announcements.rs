@@ -135,6 +135,65 @@ async fn the_owner_is_named_replaced_after_failover_and_removed_with_the_ip() {
         "{}",
         controller.log_tail(50)
     );
+
+    // Issue #28: an automatic pool. The live speakers report their eth0 network in their node
+    // reports, the controller takes the top of it (192.0.2.254 and .253; the lab has no default
+    // gateway), and the Service's address is answered on the LAN.
+    let pools: Api<ferrolb_crds::IPAddressPool> = Api::all(client.clone());
+    let auto: ferrolb_crds::IPAddressPool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ferrolb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": { "name": "auto" },
+        "spec": { "autoAddresses": { "size": 2 } },
+    }))
+    .unwrap();
+    let created = Instant::now();
+    pools.create(&Default::default(), &auto).await.unwrap();
+    let reports = api.clone();
+    until("the node reports list eth0's network", SETTLE, || async {
+        reports
+            .get_opt(&ferrolb_crds::announcement::member_report_name(rest[0]))
+            .await
+            .unwrap()
+            .is_some_and(|r| {
+                r.spec.networks.iter().any(|n| {
+                    n.interface == "eth0"
+                        && n.prefix.ends_with("/24")
+                        && n.prefix.starts_with("192.0.2.")
+                })
+            })
+    })
+    .await
+    .unwrap();
+    let mut svc =
+        ferrolb_tests::objects::lb_service("default", "auto-svc", &[("TCP", 80)], "Cluster");
+    svc.metadata.annotations =
+        Some([("ferrolb.io/address-pool".to_owned(), "auto".to_owned())].into());
+    ferrolb_tests::objects::create_service(&client, &svc)
+        .await
+        .unwrap();
+    let auto_ip = Ipv4Addr::new(192, 0, 2, 253);
+    until("auto-svc gets 192.0.2.253", SETTLE, || async {
+        services.get("auto-svc").await.ok().is_some_and(|s| {
+            ferrolb_crds::service::ingress_ips(&s) == vec![std::net::IpAddr::V4(auto_ip)]
+        })
+    })
+    .await
+    .unwrap();
+    let status = pools.get("auto").await.unwrap().status.unwrap();
+    assert_eq!(
+        status.auto_addresses.map(|a| (a.prefix, a.addresses)),
+        Some((
+            Some("192.0.2.0/24".to_owned()),
+            vec!["192.0.2.253-192.0.2.254".to_owned()]
+        ))
+    );
+    lab.wait_for_owner(0, auto_ip, Some(&expected_owner(auto_ip, &rest)), SETTLE)
+        .await
+        .unwrap();
+    println!(
+        "automatic pool created -> its address answered: {:?}",
+        created.elapsed()
+    );
 }
 
 /// An upgrade that skipped the new CRD (or its RBAC): the reports' watch cannot list, and the

@@ -41,6 +41,10 @@ pub(super) struct Reporting {
     /// This node's membership report (`ferrolb status`), written by its own writer.
     pub(super) member_report_writer: AnnouncementWriter,
     pub(super) member_report_planner: crate::announcements::MemberReportPlanner,
+    /// This node's networks for automatic pools, as last read (empty while no pool has
+    /// `spec.autoAddresses`), and when.
+    pub(super) networks: Vec<ferrolb_crds::announcement::NodeNetwork>,
+    pub(super) networks_read: Option<Instant>,
     pub(super) last_announcements: Option<Instant>,
     pub(super) last_forbidden: BTreeSet<IpAddr>,
     pub(super) kernel_arp: KernelArpCheck,
@@ -63,24 +67,56 @@ impl Reporting {
     }
 
     /// Writes this node's membership report when the count it sees (`members`, 0 while out of
-    /// the membership) differs from the stored one, at most every
+    /// the membership) or its node networks differ from the stored ones, at most every
     /// [`crate::announcements::MEMBER_REPORT_EVERY`]; only once the reports' watch has listed
     /// them. Called on every step: it finds its own report among the stored ones (a scan of the
-    /// reflector's store, as [`super::lookups::held_reported`] does).
-    pub(super) fn report_members(&mut self, now: Instant, members: u32, stores: &Stores) {
+    /// reflector's store, as [`super::lookups::held_reported`] does). The networks
+    /// ([`ferrolb_l2::networks`]) are reported only while some pool has `spec.autoAddresses`
+    /// (issue #28), read from the last interface scan and `/proc/net/route` at most every
+    /// [`crate::announcements::MEMBER_REPORT_EVERY`].
+    pub(super) fn report_members(
+        &mut self,
+        now: Instant,
+        members: u32,
+        stores: &Stores,
+        responder: &Responder,
+    ) {
         if !self.announcements_ready.load(Ordering::Relaxed) {
             return;
         }
+        if self.networks_read.is_none_or(|at| {
+            now.saturating_duration_since(at) >= crate::announcements::MEMBER_REPORT_EVERY
+        }) {
+            self.networks_read = Some(now);
+            let auto = stores
+                .pools
+                .state()
+                .iter()
+                .any(|p| p.spec.auto_addresses.is_some());
+            self.networks = if auto {
+                let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+                ferrolb_l2::networks::node_networks(
+                    &responder.arp_ipv4(),
+                    &ferrolb_l2::networks::default_gateways(&routes),
+                )
+            } else {
+                Vec::new()
+            };
+        }
         let name = ferrolb_crds::announcement::member_report_name(&self.me);
-        let stored = stores
-            .announcements
-            .state()
+        let state = stores.announcements.state();
+        let stored = state
             .iter()
             .find(|a| a.metadata.name.as_deref() == Some(name.as_str()))
-            .and_then(|a| a.spec.membership.as_ref().map(|m| m.members));
-        if let Some(op) = self
-            .member_report_planner
-            .plan(now, &self.me, members, stored)
+            .and_then(|a| {
+                a.spec
+                    .membership
+                    .as_ref()
+                    .map(|m| (m.members, a.spec.networks.as_slice()))
+            });
+        if let Some(op) =
+            self.member_report_planner
+                .plan(now, &self.me, members, &self.networks, stored)
         {
             self.member_report_writer.send(op);
         }
