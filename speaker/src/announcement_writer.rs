@@ -192,6 +192,7 @@ async fn write(
             node,
             members,
             networks,
+            in_use,
         } => {
             // A node's membership report: no IP, no interfaces or Services (docs/design.md,
             // "Membership reports").
@@ -209,7 +210,7 @@ async fn write(
                         observed: now(),
                     }),
                     networks,
-                    in_use: Vec::new(),
+                    in_use,
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use ferrolb_crds::announcement::NodeNetwork;
+use ferrolb_crds::announcement::{AddressInUse, NodeNetwork};
 use ferrolb_crds::announcement_name;
 
 use crate::plan::Plan;
@@ -72,6 +72,8 @@ pub enum Op {
         /// `spec.networks`: the node's IPv4 networks, only while an automatic pool exists
         /// (issue #28, [`crate::networks`]); empty otherwise (the field is then removed).
         networks: Vec<NodeNetwork>,
+        /// `spec.inUse`: candidates another host answered ([`crate::networks::CandidateProbes`]).
+        in_use: Vec<AddressInUse>,
     },
 }
 
@@ -99,20 +101,21 @@ pub struct MemberReportPlanner {
 }
 
 impl MemberReportPlanner {
-    /// The write node `me` should make now, if any: `members` is the count it sees now and
-    /// `networks` its node networks (empty unless an automatic pool exists); `stored` the count
-    /// and networks in its stored report (`None`: no report, or one without a count). The
-    /// networks change rarely (an address or route change), so they share the count's write
-    /// and its rate limit.
+    /// The write node `me` should make now, if any: `members` is the count it sees now, `node`
+    /// its node networks and the candidates found in use (both empty unless an automatic pool
+    /// exists); `stored` the same three in its stored report (`None`: no report, or one without
+    /// a count). Networks and answers change rarely, so they share the count's write and its
+    /// rate limit.
     pub fn plan(
         &mut self,
         now: Instant,
         me: &str,
         members: u32,
-        networks: &[NodeNetwork],
-        stored: Option<(u32, &[NodeNetwork])>,
+        node: (&[NodeNetwork], &[AddressInUse]),
+        stored: Option<(u32, &[NodeNetwork], &[AddressInUse])>,
     ) -> Option<Op> {
-        if stored == Some((members, networks)) {
+        let (networks, in_use) = node;
+        if stored == Some((members, networks, in_use)) {
             return None;
         }
         if self
@@ -127,6 +130,7 @@ impl MemberReportPlanner {
             node: me.to_owned(),
             members,
             networks: networks.to_vec(),
+            in_use: in_use.to_vec(),
         })
     }
 }
@@ -291,9 +295,10 @@ mod tests {
             node: "node-1".into(),
             members,
             networks: vec![],
+            in_use: vec![],
         };
         assert_eq!(
-            p.plan(t0, "node-1", 1, &[], None),
+            p.plan(t0, "node-1", 1, (&[], &[]), None),
             Some(op(1)),
             "no report yet"
         );
@@ -303,8 +308,8 @@ mod tests {
                 t0 + Duration::from_secs(1),
                 "node-1",
                 3,
-                &[],
-                Some((1, &[]))
+                (&[], &[]),
+                Some((1, &[], &[]))
             ),
             None
         );
@@ -313,25 +318,34 @@ mod tests {
                 t0 + Duration::from_secs(9),
                 "node-1",
                 3,
-                &[],
-                Some((1, &[]))
+                (&[], &[]),
+                Some((1, &[], &[]))
             ),
             None
         );
         let t1 = t0 + MEMBER_REPORT_EVERY;
-        assert_eq!(p.plan(t1, "node-1", 3, &[], Some((1, &[]))), Some(op(3)));
+        assert_eq!(
+            p.plan(t1, "node-1", 3, (&[], &[]), Some((1, &[], &[]))),
+            Some(op(3))
+        );
         // Steady state: the stored count is the seen one, nothing is written.
         let later = t1 + Duration::from_secs(3600);
-        assert_eq!(p.plan(later, "node-1", 3, &[], Some((3, &[]))), None);
+        assert_eq!(
+            p.plan(later, "node-1", 3, (&[], &[]), Some((3, &[], &[]))),
+            None
+        );
         // A lost write (the stored count never changed) is retried after the same 10 s.
-        assert_eq!(p.plan(later, "node-1", 2, &[], Some((3, &[]))), Some(op(2)));
+        assert_eq!(
+            p.plan(later, "node-1", 2, (&[], &[]), Some((3, &[], &[]))),
+            Some(op(2))
+        );
         assert_eq!(
             p.plan(
                 later + Duration::from_secs(5),
                 "node-1",
                 2,
-                &[],
-                Some((3, &[]))
+                (&[], &[]),
+                Some((3, &[], &[]))
             ),
             None
         );
@@ -340,8 +354,8 @@ mod tests {
                 later + MEMBER_REPORT_EVERY,
                 "node-1",
                 2,
-                &[],
-                Some((3, &[]))
+                (&[], &[]),
+                Some((3, &[], &[]))
             ),
             Some(op(2))
         );
@@ -353,12 +367,13 @@ mod tests {
         }];
         let t2 = later + Duration::from_secs(3600);
         assert_eq!(
-            p.plan(t2, "node-1", 2, &eth0, Some((2, &[]))),
+            p.plan(t2, "node-1", 2, (&eth0, &[]), Some((2, &[], &[]))),
             Some(Op::Members {
                 name: "node-node-1".into(),
                 node: "node-1".into(),
                 members: 2,
                 networks: eth0.to_vec(),
+                in_use: vec![],
             })
         );
         assert_eq!(
@@ -366,11 +381,21 @@ mod tests {
                 t2 + MEMBER_REPORT_EVERY,
                 "node-1",
                 2,
-                &eth0,
-                Some((2, &eth0))
+                (&eth0, &[]),
+                Some((2, &eth0, &[]))
             ),
             None
         );
+        // So is an answer to a probe.
+        let answered = [AddressInUse {
+            ip: "192.168.49.254".into(),
+            mac: "02:42:c0:a8:31:fe".into(),
+        }];
+        let t3 = t2 + MEMBER_REPORT_EVERY * 2;
+        assert!(matches!(
+            p.plan(t3, "node-1", 2, (&eth0, &answered), Some((2, &eth0, &[]))),
+            Some(Op::Members { in_use, .. }) if in_use == answered
+        ));
     }
 
     const IP: &str = "198.51.100.10";
