@@ -61,6 +61,7 @@ fn world(n: usize) -> (Planner, Snapshot) {
         namespaces: vec![Arc::new(ns)],
         nodes: Vec::new(),
         conflict_events: Vec::new(),
+        reports: Vec::new(),
     };
     let mut planner = Planner::new(ClassConfig::default(), contest::Policy::default());
     let plan = planner.plan(&snap, Instant::now(), &wall());

@@ -129,6 +129,8 @@ mod tests {
                 since: None,
                 held_by: None,
                 membership: None,
+                networks: Vec::new(),
+                in_use: Vec::new(),
             },
         );
         a.metadata.resource_version = Some("7".into());
@@ -168,6 +170,8 @@ mod tests {
                         k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
                     ),
                 }),
+                networks: Vec::new(),
+                in_use: Vec::new(),
             },
         );
         a.metadata.resource_version = Some("9".into());

@@ -29,8 +29,9 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use ferrolb_crds::addresses::Family;
+use ferrolb_crds::auto_pool::{AutoResolution, NodeNetworks};
 use ferrolb_crds::ownership::creation_seconds;
-use ferrolb_crds::{IPAddressPool, IPAddressPoolStatus, L2Advertisement};
+use ferrolb_crds::{IPAddressPool, IPAddressPoolStatus, L2Advertisement, L2Announcement};
 
 use crate::contest::{self, Contests, STATUS_WRITE_CONFLICT, Verdict, conflict_message};
 use crate::events::{ANNOTATION_CONFLICT, EventSpec, event_for, failure_label};
@@ -57,6 +58,10 @@ pub struct Snapshot {
     /// The speakers' `IPConflict` Events (pool condition `AddressConflict`,
     /// [`crate::conflicts`]).
     pub conflict_events: Vec<Arc<k8s_openapi::api::events::v1::Event>>,
+    /// The speakers' `L2Announcement` reports; the node reports (`node-<node>`) give the node
+    /// networks and the addresses in use that automatic pools are resolved from
+    /// ([`ferrolb_crds::auto_pool`]). The IPs' reports are ignored here.
+    pub reports: Vec<Arc<L2Announcement>>,
 }
 
 /// A status write: `status.loadBalancer.ingress` of `service` := `ips` (empty: release).
@@ -122,6 +127,8 @@ pub struct Planner {
     unsettled: BTreeSet<ServiceKey>,
     /// Pass counter: a [`Known`] not marked by the current pass is gone from the snapshot.
     pass: u64,
+    /// Automatic pools (`spec.autoAddresses`) as resolved in this pass, by name.
+    auto: BTreeMap<String, AutoResolution>,
 }
 
 /// The object a Service was last planned from.
@@ -148,6 +155,7 @@ impl Planner {
             known: HashMap::new(),
             unsettled: BTreeSet::new(),
             pass: 0,
+            auto: BTreeMap::new(),
         }
     }
 
@@ -419,16 +427,18 @@ impl Planner {
         }
     }
 
-    /// Pools, Nodes and Namespaces of the snapshot into the allocator.
+    /// Pools, Nodes and Namespaces of the snapshot into the allocator; automatic pools are
+    /// resolved first ([`Planner::resolve_auto`]).
     fn feed_cluster(&mut self, snap: &Snapshot) {
         let names: BTreeSet<String> = snap.pools.iter().map(|p| name_of(&p.metadata)).collect();
+        self.resolve_auto(snap);
+        let waiting = AutoResolution::default();
         for p in &snap.pools {
             let created = creation_seconds(&p.metadata);
-            self.ipam.upsert_pool(PoolConfig::from_spec(
-                &name_of(&p.metadata),
-                created,
-                &p.spec,
-            ));
+            let name = name_of(&p.metadata);
+            let auto = self.auto.get(&name).unwrap_or(&waiting);
+            self.ipam
+                .upsert_pool(PoolConfig::from_auto(&name, created, &p.spec, auto));
         }
         for name in self.ipam.pool_names() {
             if !names.contains(&name) {
@@ -451,6 +461,53 @@ impl Planner {
         for name in self.ipam.namespace_names() {
             if !ns_names.contains(&name) {
                 self.ipam.remove_namespace(&name);
+            }
+        }
+    }
+
+    /// Resolves every automatic pool (`spec.autoAddresses`) from the node reports, the Nodes'
+    /// addresses and the LoadBalancer IPs in the Services' status
+    /// ([`ferrolb_crds::auto_pool::resolve`]). Cheap: nothing is read unless such a pool exists.
+    fn resolve_auto(&mut self, snap: &Snapshot) {
+        self.auto.clear();
+        if !snap.pools.iter().any(|p| p.spec.auto_addresses.is_some()) {
+            return;
+        }
+        let reports: Vec<NodeNetworks> = snap
+            .reports
+            .iter()
+            .filter_map(|r| NodeNetworks::of_report(r))
+            .collect();
+        let node_ips: BTreeSet<IpAddr> =
+            ferrolb_crds::node::address_map(snap.nodes.iter().map(|n| &**n))
+                .into_keys()
+                .collect();
+        let held: BTreeSet<IpAddr> = snap
+            .services
+            .iter()
+            .flat_map(|s| ferrolb_crds::service::ingress_ips(s))
+            .collect();
+        for p in &snap.pools {
+            if let Some(auto) = p.spec.auto_addresses {
+                // The previous resolution (the status we wrote): its held addresses stay.
+                let keep: BTreeSet<std::net::Ipv4Addr> =
+                    ferrolb_crds::addresses::PoolAddresses::parse(&p.address_entries(), false)
+                        .map(|a| {
+                            held.iter()
+                                .filter_map(|ip| match ip {
+                                    IpAddr::V4(v4)
+                                        if a.ranges().iter().any(|r| r.contains(*ip)) =>
+                                    {
+                                        Some(*v4)
+                                    }
+                                    _ => None,
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                let resolved =
+                    ferrolb_crds::auto_pool::resolve(auto.size, &reports, &node_ips, &held, &keep);
+                self.auto.insert(name_of(&p.metadata), resolved);
             }
         }
     }
@@ -498,6 +555,7 @@ impl Planner {
                 .any(|a| a.spec.covers_pool(&report.name, &labels));
             let desired = pool_status(
                 &report,
+                self.auto.get(&report.name),
                 advertised,
                 conflicts.get(&report.name).map_or(&[][..], Vec::as_slice),
                 pool.metadata.generation,

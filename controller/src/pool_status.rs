@@ -15,16 +15,24 @@
 
 use ferrolb_crds::IPAddressPoolStatus;
 use ferrolb_crds::addresses::{PoolAddressError, api_count};
+use ferrolb_crds::auto_pool::AutoResolution;
+use ferrolb_crds::v1beta1::AutoAddressesStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::ipam::PoolReport;
 
-/// Builds the status. `advertised`: some L2Advertisement covers the pool; `conflicts`: its
+/// At most this many skipped addresses are listed in `status.autoAddresses.skipped` (all are
+/// counted in `skippedCount`), so the status stays small whatever the LAN answers.
+pub const SKIPPED_LISTED: usize = 8;
+
+/// Builds the status. `auto`: an automatic pool's resolution ([`ferrolb_crds::auto_pool`]),
+/// `None` for a pool with `spec.addresses`; `advertised`: some L2Advertisement covers the pool; `conflicts`: its
 /// addresses another host claims, each with the foreign MACs (e.g. `198.51.100.70 (by
 /// 02:00:00:00:00:66)`); `generation`: the pool's `metadata.generation`; `current`: its status
 /// now; `now`: the transition time to use.
 pub fn pool_status(
     report: &PoolReport,
+    auto: Option<&AutoResolution>,
     advertised: bool,
     conflicts: &[String],
     generation: Option<i64>,
@@ -34,6 +42,12 @@ pub fn pool_status(
     let mut conditions = Vec::new();
     let (ready, reason, message) = if let Some(invalid) = &report.invalid {
         (false, "Invalid", format!("pool serves nothing: {invalid}"))
+    } else if auto.is_some_and(|a| a.prefix.is_none()) {
+        (
+            false,
+            "WaitingForNodeNetwork",
+            "automatic pool: waiting for speakers to report the node network (no node report lists an IPv4 network yet)".to_owned(),
+        )
     } else if !advertised {
         (
             false,
@@ -141,6 +155,23 @@ pub fn pool_status(
         available_ipv4: api_count(report.available_v4),
         assigned_ipv6: api_count(report.assigned_v6),
         available_ipv6: api_count(report.available_v6),
+        auto_addresses: auto.map(auto_status),
+    }
+}
+
+/// `status.autoAddresses` of a resolution: the prefix, the addresses as merged ranges, the first
+/// [`SKIPPED_LISTED`] skipped addresses with who answered and who probed, and their count.
+fn auto_status(auto: &AutoResolution) -> AutoAddressesStatus {
+    AutoAddressesStatus {
+        prefix: auto.prefix.map(|p| p.to_string()),
+        addresses: auto.entries(),
+        skipped: auto
+            .skipped
+            .iter()
+            .take(SKIPPED_LISTED)
+            .map(|(ip, mac, node)| format!("{ip} (answered by {mac}, probed from node {node})"))
+            .collect(),
+        skipped_count: i64::try_from(auto.skipped.len()).unwrap_or(i64::MAX),
     }
 }
 
@@ -164,7 +195,7 @@ mod tests {
     #[test]
     fn counters_saturate_and_conditions_name_the_other_pool() {
         let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap_or_default());
-        let s = pool_status(&report(), true, &[], Some(2), None, &t0);
+        let s = pool_status(&report(), None, true, &[], Some(2), None, &t0);
         assert_eq!(s.available_ipv6, i64::MAX);
         let overlapping = s
             .conditions
@@ -174,8 +205,11 @@ mod tests {
         assert!(matches!(overlapping, Some((st, m)) if st == "True" && m.contains("pool-a")));
         // Same inputs later: identical status (no write).
         let t1 = Time(k8s_openapi::jiff::Timestamp::from_second(2000).unwrap_or_default());
-        assert_eq!(pool_status(&report(), true, &[], Some(2), Some(&s), &t1), s);
-        let not_adv = pool_status(&report(), false, &[], Some(2), Some(&s), &t1);
+        assert_eq!(
+            pool_status(&report(), None, true, &[], Some(2), Some(&s), &t1),
+            s
+        );
+        let not_adv = pool_status(&report(), None, false, &[], Some(2), Some(&s), &t1);
         let ready = not_adv.conditions.iter().find(|c| c.type_ == "Ready");
         assert!(
             matches!(ready, Some(c) if c.status == "False" && c.reason == "NotAdvertised" && c.last_transition_time == t1)
@@ -192,10 +226,10 @@ mod tests {
                 .cloned()
                 .unwrap()
         };
-        let clear = pool_status(&report(), true, &[], Some(1), None, &t0);
+        let clear = pool_status(&report(), None, true, &[], Some(1), None, &t0);
         assert_eq!(get(&clear).status, "False");
         let claimed = ["198.51.100.70 (by 02:00:00:00:00:66)".to_owned()];
-        let s = pool_status(&report(), true, &claimed, Some(1), Some(&clear), &t0);
+        let s = pool_status(&report(), None, true, &claimed, Some(1), Some(&clear), &t0);
         let c = get(&s);
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
@@ -216,12 +250,59 @@ mod tests {
     }
 
     #[test]
+    fn automatic_pools_wait_for_a_network_then_list_what_they_skipped() {
+        let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap_or_default());
+        let ready = |s: &IPAddressPoolStatus| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| (c.status.clone(), c.reason.clone()))
+                .unwrap_or_default()
+        };
+        let waiting = AutoResolution::default();
+        let s = pool_status(&report(), Some(&waiting), true, &[], Some(1), None, &t0);
+        assert_eq!(ready(&s), ("False".into(), "WaitingForNodeNetwork".into()));
+        assert_eq!(s.auto_addresses, Some(AutoAddressesStatus::default()));
+        let skipped: Vec<_> = (0..10u8)
+            .map(|i| {
+                (
+                    std::net::Ipv4Addr::new(192, 168, 49, 200 + i),
+                    "02:00:00:00:00:01".to_owned(),
+                    "minikube".to_owned(),
+                )
+            })
+            .collect();
+        let resolved = AutoResolution {
+            prefix: ferrolb_crds::auto_pool::Net4::parse("192.168.49.2/24"),
+            addresses: vec![
+                "192.168.49.253"
+                    .parse()
+                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
+            ],
+            skipped,
+        };
+        let s = pool_status(&report(), Some(&resolved), true, &[], Some(1), None, &t0);
+        assert_eq!(ready(&s), ("True".into(), "Serving".into()));
+        let a = s.auto_addresses.unwrap_or_default();
+        assert_eq!(a.prefix.as_deref(), Some("192.168.49.0/24"));
+        assert_eq!(a.addresses, vec!["192.168.49.253/32"]);
+        assert_eq!((a.skipped.len(), a.skipped_count), (SKIPPED_LISTED, 10));
+        assert_eq!(
+            a.skipped[0],
+            "192.168.49.200 (answered by 02:00:00:00:00:01, probed from node minikube)"
+        );
+        // A pool with spec.addresses has no autoAddresses status.
+        let plain = pool_status(&report(), None, true, &[], Some(1), None, &t0);
+        assert_eq!(plain.auto_addresses, None);
+    }
+
+    #[test]
     fn forbidden_entries_are_named_under_their_own_reason() {
         let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap_or_default());
         let condition = |entries: &[&str]| {
             let mut r = report();
             r.invalid = ferrolb_crds::addresses::PoolAddresses::parse(entries, false).err();
-            let s = pool_status(&r, true, &[], Some(1), None, &t0);
+            let s = pool_status(&r, None, true, &[], Some(1), None, &t0);
             let get = |t: &str| s.conditions.iter().find(|c| c.type_ == t).cloned();
             (get("Invalid"), get("Ready"))
         };

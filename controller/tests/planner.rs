@@ -659,3 +659,126 @@ fn annotation_conflicts_warn_once() {
     let again = world.pass();
     assert!(events(&again).is_empty(), "{:?}", again.events);
 }
+
+// ---- automatic pools (issue #28) ------------------------------------------------------------
+
+/// The node report `node-<node>` a speaker writes, with its networks and in-use candidates.
+fn node_report(node: &str, networks: Value, in_use: Value) -> Arc<ferrolb_crds::L2Announcement> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "ferrolb.io/v1beta1", "kind": "L2Announcement",
+            "metadata": { "name": format!("node-{node}"), "namespace": "ferrolb-system" },
+            "spec": { "ip": "", "node": node, "networks": networks, "inUse": in_use },
+        }))
+        .unwrap(),
+    )
+}
+
+#[test]
+fn automatic_pool_waits_for_a_network_then_skips_gateways_nodes_and_hosts_in_use() {
+    let auto = Arc::new(
+        serde_json::from_value::<IPAddressPool>(json!({
+            "apiVersion": "ferrolb.io/v1beta1", "kind": "IPAddressPool",
+            "metadata": { "name": "laptop", "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1 },
+            "spec": { "autoAddresses": { "size": 4 } },
+        }))
+        .unwrap(),
+    );
+    let mut world = World::new(vec![auto]);
+    world.snap.nodes = vec![
+        node("minikube", "192.168.49.2"),
+        node("m02", "192.168.49.252"),
+    ];
+    world.put(svc("a", json!({})));
+    let plan = world.pass();
+    assert!(
+        writes(&plan).is_empty(),
+        "nothing to hand out before a report"
+    );
+    let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "WaitingForNodeNetwork")
+    );
+
+    // The speaker of minikube reports eth0 in 192.168.49.0/24 (gateway .254 for the test) and
+    // that .253 answered its probe. Candidates, top down: .253, .251, .250, .249, .248 (.255 is
+    // the broadcast address, .254 the gateway, .252 a Node); .253 is skipped, .248 taken instead.
+    world.snap.reports = vec![node_report(
+        "minikube",
+        json!([{ "interface": "eth0", "prefix": "192.168.49.2/24", "gateway": "192.168.49.254" }]),
+        json!([{ "ip": "192.168.49.253", "mac": "02:42:c0:a8:31:fd" }]),
+    )];
+    let plan = world.pass();
+    assert_eq!(writes(&plan), vec![w("a", &["192.168.49.248"])]);
+    let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
+    let a = st.auto_addresses.clone().unwrap();
+    assert_eq!(a.prefix.as_deref(), Some("192.168.49.0/24"));
+    assert_eq!(a.addresses, vec!["192.168.49.248-192.168.49.251"]);
+    assert_eq!(
+        (a.skipped.as_slice(), a.skipped_count),
+        (
+            &[
+                "192.168.49.253 (answered by 02:42:c0:a8:31:fd, probed from node minikube)"
+                    .to_owned()
+            ][..],
+            1
+        )
+    );
+    assert_eq!(
+        st.conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status.as_str()),
+        Some("True")
+    );
+
+    // A later in-use report for the address a Service holds is ours answering, and with .253
+    // free again the top four are .249-.253: the held .248 stays in the pool all the same.
+    world.snap.reports = vec![node_report(
+        "minikube",
+        json!([{ "interface": "eth0", "prefix": "192.168.49.2/24", "gateway": "192.168.49.254" }]),
+        json!([{ "ip": "192.168.49.248", "mac": "02:42:c0:a8:31:02" }]),
+    )];
+    let plan = world.pass();
+    assert!(
+        writes(&plan).is_empty(),
+        "{:?} {:?}",
+        writes(&plan),
+        plan.events
+    );
+    let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
+    let a = st.auto_addresses.clone().unwrap();
+    assert_eq!(
+        a.addresses,
+        vec!["192.168.49.248-192.168.49.251", "192.168.49.253/32"]
+    );
+    assert_eq!(a.skipped_count, 0);
+
+    // A report under another node's name is not believed (the admission policy binds only
+    // spec.node to the writer).
+    let mut forged = (*node_report(
+        "minikube",
+        json!([{ "interface": "eth0", "prefix": "10.9.0.2/16" }]),
+        json!([]),
+    ))
+    .clone();
+    forged.metadata.name = Some("node-m02".into());
+    world.snap.reports.push(Arc::new(forged.clone()));
+    forged.metadata.name = Some("node-m03".into());
+    world.snap.reports.push(Arc::new(forged));
+    world.pass();
+    let laptop = world
+        .snap
+        .pools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("laptop"))
+        .unwrap();
+    let prefix = laptop
+        .status
+        .as_ref()
+        .and_then(|s| s.auto_addresses.as_ref())
+        .and_then(|a| a.prefix.clone());
+    assert_eq!(prefix.as_deref(), Some("192.168.49.0/24"));
+}

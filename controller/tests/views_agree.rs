@@ -87,6 +87,7 @@ fn pool_object(i: usize, g: &PoolGen) -> IPAddressPool {
             avoid_buggy_ips: g.avoid_buggy,
             allow_sharing_across_namespaces: false,
             service_allocation: None,
+            auto_addresses: None,
         },
     );
     p.metadata.creation_timestamp = g.created.map(time);

@@ -76,6 +76,49 @@ pub struct L2AnnouncementSpec {
     /// `node` when the count changes, at most once per 10 s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub membership: Option<MembershipReport>,
+    /// Set only in a node's report (`node-<node>`): the IPv4 networks of the interfaces the
+    /// speaker announces on, for automatic pools (`spec.autoAddresses`, docs/design.md
+    /// "Automatic pools"). The controller reads them; no speaker decides anything from them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub networks: Vec<NodeNetwork>,
+    /// Set only in a node's report: candidates of an automatic pool that another host answered
+    /// when this speaker probed them (RFC 5227 ARP probe), so the controller does not hand them
+    /// out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub in_use: Vec<AddressInUse>,
+}
+
+/// One IPv4 network a node's speaker announces on (in its node's report).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
+#[serde(rename_all = "camelCase")]
+pub struct NodeNetwork {
+    /// The interface (`eth0`).
+    #[schemars(length(max = 15))]
+    pub interface: String,
+    /// The node's address on it with the prefix length, as `ip addr` shows it
+    /// (`192.168.49.2/24`).
+    #[schemars(length(max = 18))]
+    pub prefix: String,
+    /// The default gateway reached through this interface, if any (`192.168.49.1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 15))]
+    pub gateway: Option<String>,
+}
+
+/// A candidate address another host answered for (in the node report of the prober).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
+#[serde(rename_all = "camelCase")]
+pub struct AddressInUse {
+    /// The address (`192.168.49.254`).
+    #[schemars(length(max = 15))]
+    pub ip: String,
+    /// The MAC that answered (`02:42:c0:a8:31:fe`).
+    #[schemars(length(max = 17))]
+    pub mac: String,
 }
 
 /// What one speaker sees of the membership (in its node's report, [`member_report_name`]).

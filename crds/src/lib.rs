@@ -5,6 +5,7 @@
 //! - [`v1beta1`]: `IPAddressPool`, `L2Advertisement` (kube-derive + schemars, CEL validation);
 //! - [`announcement`]: `L2Announcement`, who answers for one IP (written by the speakers);
 //! - [`addresses`]: parse entries, membership, counts, lazy walks (pure);
+//! - [`auto_pool`]: the addresses of an automatic pool (`spec.autoAddresses`) (pure);
 //! - [`selector`]: label-selector matching (pure);
 //! - [`service`]: which Services are ours (class rule), and the IPs in their status (pure);
 //! - [`annotations`]: the Service annotations, their MetalLB spellings and precedence (pure);
@@ -21,6 +22,7 @@
 pub mod addresses;
 pub mod annotations;
 pub mod announcement;
+pub mod auto_pool;
 pub mod conflict_event;
 pub mod exclude_lb;
 pub mod manifests;

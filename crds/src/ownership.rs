@@ -149,14 +149,15 @@ impl Layout {
         layout
     }
 
-    /// Ownership among `IPAddressPool` objects as read from the API: each pool's addresses are
+    /// Ownership among `IPAddressPool` objects as read from the API: each pool's addresses
+    /// ([`IPAddressPool::address_entries`]: an automatic pool's come from its status) are
     /// parsed (a pool whose addresses do not parse owns nothing) and aged by
     /// [`creation_seconds`]; pools without a name are ignored.
     pub fn of_pools(pools: &[&IPAddressPool], nodes: &BTreeMap<IpAddr, String>) -> Layout {
         let parsed: Vec<(&str, i64, Vec<IpRange>)> = pools
             .iter()
             .filter_map(|p| {
-                let ranges = PoolAddresses::parse(&p.spec.addresses, p.spec.avoid_buggy_ips)
+                let ranges = PoolAddresses::parse(&p.address_entries(), p.spec.avoid_buggy_ips)
                     .map(|a| a.ranges().to_vec())
                     .unwrap_or_default();
                 Some((
@@ -291,6 +292,7 @@ mod tests {
                 avoid_buggy_ips: false,
                 allow_sharing_across_namespaces: false,
                 service_allocation: None,
+                auto_addresses: None,
             },
         );
         p.metadata.creation_timestamp =
@@ -316,5 +318,37 @@ mod tests {
             l.pools["bad"].owned.is_empty(),
             "an invalid pool owns nothing"
         );
+    }
+
+    #[test]
+    fn an_automatic_pool_owns_what_its_status_says_and_ignores_its_spec() {
+        let mut auto = pool("laptop", &[], Some(1));
+        auto.spec.auto_addresses = Some(crate::v1beta1::AutoAddresses { size: 4 });
+        let l = Layout::of_pools(&[&auto], &BTreeMap::new());
+        assert!(
+            l.pools["laptop"].owned.is_empty(),
+            "nothing before the controller resolves it"
+        );
+        auto.status = Some(crate::IPAddressPoolStatus {
+            auto_addresses: Some(crate::v1beta1::AutoAddressesStatus {
+                prefix: Some("192.168.49.0/24".into()),
+                addresses: vec![
+                    "192.168.49.251-192.168.49.253".into(),
+                    "192.168.49.240/32".into(),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let l = Layout::of_pools(&[&auto], &BTreeMap::new());
+        assert_eq!(l.owner_of(ip("192.168.49.252")), Some("laptop"));
+        assert_eq!(l.owner_of(ip("192.168.49.240")), Some("laptop"));
+        assert_eq!(l.owner_of(ip("192.168.49.254")), None);
+        // A pool with spec.addresses ignores a stray status.autoAddresses.
+        let mut plain = pool("plain", &["198.51.100.0/30"], Some(1));
+        plain.status = auto.status.clone();
+        let l = Layout::of_pools(&[&plain], &BTreeMap::new());
+        assert_eq!(l.owner_of(ip("192.168.49.252")), None);
+        assert_eq!(l.owner_of(ip("198.51.100.1")), Some("plain"));
     }
 }

@@ -71,12 +71,25 @@ pub const VERSION: &str = "v1beta1";
         json_path = ".metadata.creationTimestamp"
     )
 )]
+#[x_kube(validation = Rule::new(
+    "has(self.autoAddresses) ? (!has(self.addresses) || size(self.addresses) == 0) : (has(self.addresses) && size(self.addresses) > 0)"
+).message(Message::Expression(
+    "has(self.autoAddresses) ? 'spec sets both addresses and autoAddresses: set exactly one' : 'spec sets neither addresses (a non-empty list) nor autoAddresses: set exactly one'".into()
+)))]
 #[serde(rename_all = "camelCase")]
 pub struct IPAddressPoolSpec {
-    /// 1–64 entries, each a CIDR (`198.51.100.0/24`, `2001:db8::/120`, `198.51.100.7/32`) or an
-    /// inclusive range `198.51.100.10-198.51.100.20`. Families may be mixed in one pool.
-    #[schemars(length(min = 1, max = 64))]
+    /// Up to 64 entries, each a CIDR (`198.51.100.0/24`, `2001:db8::/120`, `198.51.100.7/32`) or
+    /// an inclusive range `198.51.100.10-198.51.100.20`. Families may be mixed in one pool.
+    /// Exactly one of `addresses` (non-empty) and `autoAddresses` is set (a CEL rule).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub addresses: Vec<AddressEntryText>,
+    /// Opt-in laptop mode (issue #28): no numbers; the addresses are the top of the node network's
+    /// IPv4 subnet as the speakers report it, never a Node's address nor a gateway, minus any
+    /// address another host answered when probed (`ferrolb_crds::auto_pool`, docs/design.md
+    /// "Automatic pools"). Not for a rack: the top of a subnet is often a DHCP range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_addresses: Option<AutoAddresses>,
     /// When false, only Services that name this pool or request one of its addresses get
     /// addresses from it. Default true.
     #[serde(default = "default_true")]
@@ -99,6 +112,52 @@ pub struct IPAddressPoolSpec {
 
 fn default_true() -> bool {
     true
+}
+
+/// `spec.autoAddresses`: how many addresses at the top of the node network an automatic pool
+/// examines (IPv4 only for now).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
+#[x_kube(validation = Rule::new("self.size >= 1 && self.size <= 256").message(Message::Message(
+    "autoAddresses.size must be 1-256".into()
+)))]
+#[serde(rename_all = "camelCase")]
+pub struct AutoAddresses {
+    /// 1–256: how many addresses the pool holds: the highest host addresses of the node
+    /// network, leaving out Node addresses, gateways, and addresses another host answered (those
+    /// are listed in the status and the next lower ones taken).
+    #[schemars(schema_with = "auto_size_schema")]
+    pub size: u16,
+}
+
+/// Largest `spec.autoAddresses.size` (the CEL rule of [`AutoAddresses`] says the same).
+pub const AUTO_SIZE_MAX: u16 = 256;
+
+/// The schema of [`AutoAddresses::size`]: an `int32`; its bounds are a CEL rule on
+/// [`AutoAddresses`] (the generator writes numeric bounds as floats, `256.0`, which kustomize
+/// rewrites, failing the manifest round trip; see `member_count_schema`).
+fn auto_size_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "integer",
+        "format": "int32",
+    })
+}
+
+impl IPAddressPool {
+    /// The address entries the pool serves: `spec.addresses`, or for an automatic pool
+    /// (`spec.autoAddresses`) the controller's resolution in `status.autoAddresses.addresses`
+    /// (none before the controller wrote one).
+    pub fn address_entries(&self) -> Vec<&str> {
+        if self.spec.auto_addresses.is_some() {
+            self.status
+                .as_ref()
+                .and_then(|s| s.auto_addresses.as_ref())
+                .map(|a| a.addresses.iter().map(String::as_str).collect())
+                .unwrap_or_default()
+        } else {
+            self.spec.addresses.iter().map(|a| a.0.as_str()).collect()
+        }
+    }
 }
 
 impl IPAddressPoolSpec {
@@ -156,6 +215,39 @@ pub struct IPAddressPoolStatus {
     /// IPv6 addresses still free (a /64 reads 9223372036854775807, never negative).
     #[serde(rename = "availableIPv6", default)]
     pub available_ipv6: i64,
+    /// For a pool with `spec.autoAddresses`: what the controller resolved it to. The speakers
+    /// read `addresses` from here (`Layout::of_pools`), so they announce exactly what the
+    /// controller hands out.
+    #[serde(
+        rename = "autoAddresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub auto_addresses: Option<AutoAddressesStatus>,
+}
+
+/// `status.autoAddresses` of an automatic pool (docs/design.md, "Automatic pools").
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoAddressesStatus {
+    /// The node network chosen (`192.168.49.0/24`): the IPv4 prefix reported by the most
+    /// speakers, the lowest on a tie. Absent while no speaker has reported one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 18))]
+    pub prefix: Option<String>,
+    /// The pool's addresses, as ranges (`192.168.49.240-192.168.49.254`) or single addresses,
+    /// ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(max = 31)))]
+    pub addresses: Vec<String>,
+    /// Candidates left out because another host answered an ARP probe for them, at most 8
+    /// (`192.168.49.254 (answered by 02:42:c0:a8:31:fe, probed from node minikube)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(length(max = 400)))]
+    pub skipped: Vec<String>,
+    /// How many candidates were left out in all.
+    #[serde(default)]
+    pub skipped_count: i64,
 }
 
 /// Spec of an `L2Advertisement`: which pools are announced in layer-2 mode, from which nodes and on

@@ -175,6 +175,8 @@ async fn write(
                     since: Some(since),
                     held_by,
                     membership: None,
+                    networks: Vec::new(),
+                    in_use: Vec::new(),
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -189,6 +191,8 @@ async fn write(
             name,
             node,
             members,
+            networks,
+            in_use,
         } => {
             // A node's membership report: no IP, no interfaces or Services (docs/design.md,
             // "Membership reports").
@@ -205,6 +209,8 @@ async fn write(
                         members,
                         observed: now(),
                     }),
+                    networks,
+                    in_use,
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();

@@ -23,6 +23,7 @@ pub async fn create_pool(client: &Client, name: &str, addresses: &[&str]) -> any
             avoid_buggy_ips: false,
             allow_sharing_across_namespaces: false,
             service_allocation: None,
+            auto_addresses: None,
         },
     );
     Api::<IPAddressPool>::all(client.clone())

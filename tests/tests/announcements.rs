@@ -135,57 +135,85 @@ async fn the_owner_is_named_replaced_after_failover_and_removed_with_the_ip() {
         "{}",
         controller.log_tail(50)
     );
-}
 
-/// An upgrade that skipped the new CRD (or its RBAC): the reports' watch cannot list, and the
-/// speaker must still start, converge and answer — it just writes no reports.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_crd_the_speakers_still_serve() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let mut lab = Lab::start(2, 1).await.expect("lab");
-    let client = lab.client().await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.delete("l2announcements.ferrolb.io", &Default::default())
-        .await
-        .unwrap();
-    until("the CRD gone", SETTLE, || async {
-        crds.get_opt("l2announcements.ferrolb.io")
+    // Issue #28: an automatic pool. The live speakers report their eth0 network in their node
+    // reports and probe the candidates; a client already uses the top one (192.0.2.254), so the
+    // controller skips it and takes .253 and .252 (the lab has no default gateway), and the
+    // Service's address is answered on the LAN.
+    ferrolb_tests::lab::in_netns(
+        &lab.clients[0].netns,
+        "ip",
+        &["addr", "add", "192.0.2.254/24", "dev", "eth0"],
+    )
+    .unwrap();
+    let pools: Api<ferrolb_crds::IPAddressPool> = Api::all(client.clone());
+    let auto: ferrolb_crds::IPAddressPool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ferrolb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": { "name": "auto" },
+        "spec": { "autoAddresses": { "size": 2 } },
+    }))
+    .unwrap();
+    let created = Instant::now();
+    pools.create(&Default::default(), &auto).await.unwrap();
+    let reports = api.clone();
+    until("the node reports list eth0's network", SETTLE, || async {
+        reports
+            .get_opt(&ferrolb_crds::announcement::member_report_name(rest[0]))
             .await
             .unwrap()
-            .is_none()
+            .is_some_and(|r| {
+                r.spec.networks.iter().any(|n| {
+                    n.interface == "eth0"
+                        && n.prefix.ends_with("/24")
+                        && n.prefix.starts_with("192.0.2.")
+                })
+            })
     })
     .await
     .unwrap();
-    announced_service(
-        &client,
-        &["198.51.100.64/27"],
-        "svc",
-        "Cluster",
-        &["198.51.100.70"],
-    )
+    let resolved = || async {
+        pools
+            .get("auto")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.auto_addresses)
+            .map(|a| (a.prefix, a.addresses, a.skipped_count))
+    };
+    until("the client's address skipped", SETTLE, || async {
+        resolved().await
+            == Some((
+                Some("192.0.2.0/24".to_owned()),
+                vec!["192.0.2.252-192.0.2.253".to_owned()],
+                1,
+            ))
+    })
     .await
     .unwrap();
-    let nodes = ["node-1", "node-2"];
-    for node in nodes {
-        lab.start_speaker(node, &[]).unwrap();
-    }
-    let owner = expected_owner(VIP, &nodes);
-    let answers = lab
-        .wait_for_owner(0, VIP, Some(&owner), SETTLE)
+    println!(
+        "automatic pool created -> the used address skipped: {:?}",
+        created.elapsed()
+    );
+    let mut svc =
+        ferrolb_tests::objects::lb_service("default", "auto-svc", &[("TCP", 80)], "Cluster");
+    svc.metadata.annotations =
+        Some([("ferrolb.io/address-pool".to_owned(), "auto".to_owned())].into());
+    ferrolb_tests::objects::create_service(&client, &svc)
         .await
         .unwrap();
-    assert_eq!(answers.len(), 1);
-    for node in nodes {
-        let (code, _) = lab.speaker_http(node, "/readyz").await.unwrap();
-        assert_eq!(code, 200, "{node} not ready");
-        let (_, body) = lab.speaker_http(node, "/metrics").await.unwrap();
-        assert_eq!(
-            metric_value(
-                &body,
-                "ferrolb_speaker_announcement_writes_total{outcome=\"failed\"}"
-            ),
-            Some(0.0),
-            "no report written while it cannot be listed"
-        );
-    }
+    let auto_ip = Ipv4Addr::new(192, 0, 2, 252);
+    until("auto-svc gets 192.0.2.252", SETTLE, || async {
+        services.get("auto-svc").await.ok().is_some_and(|s| {
+            ferrolb_crds::service::ingress_ips(&s) == vec![std::net::IpAddr::V4(auto_ip)]
+        })
+    })
+    .await
+    .unwrap();
+    lab.wait_for_owner(0, auto_ip, Some(&expected_owner(auto_ip, &rest)), SETTLE)
+        .await
+        .unwrap();
+    println!(
+        "automatic pool created -> its address answered: {:?}",
+        created.elapsed()
+    );
 }

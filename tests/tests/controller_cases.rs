@@ -766,6 +766,7 @@ async fn c08_unusable_pool_entries_are_named() {
                 avoid_buggy_ips: false,
                 allow_sharing_across_namespaces: false,
                 service_allocation: None,
+                auto_addresses: None,
             },
         );
         match pools.create(&PostParams::default(), &pool).await {
@@ -852,6 +853,7 @@ async fn forbidden_entries_stored_before_the_rule_serve_nothing() {
             avoid_buggy_ips: false,
             allow_sharing_across_namespaces: false,
             service_allocation: None,
+            auto_addresses: None,
         },
     );
     let dry_run = PostParams {
@@ -1373,4 +1375,117 @@ async fn r8_write_war_backs_off() {
     );
     assert_eq!(ours_total - phase1.0 - 1 - phase2.0, 1);
     watch.abort();
+}
+
+/// Issue #28: an automatic pool (`spec.autoAddresses`) on the real API server, with a node
+/// report written by hand in the speakers' namespace standing in for the speaker (reports are
+/// plain objects; the speaker's side is its own test). No addresses before a report; then the
+/// Service gets the lowest of the top candidates, the gateway, Node addresses and an address in
+/// use are left out, and the pool's status says which prefix was chosen and what was skipped.
+#[tokio::test]
+async fn auto_pool_takes_the_top_of_the_reported_network() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    ferrolb_tests::lab::create_node(&client, "kind-worker", "172.18.0.3".parse().unwrap())
+        .await
+        .unwrap();
+    ferrolb_tests::lab::create_node(
+        &client,
+        "kind-control-plane",
+        "172.18.255.252".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    apply_pool(&client, "laptop", json!({ "autoAddresses": { "size": 4 } })).await;
+    apply_pool(
+        &client,
+        "laptop-l2",
+        json!({ "autoAddresses": { "size": 1 } }),
+    )
+    .await;
+    let ns = namespace::fresh(&client, "auto").await.unwrap();
+    let _ctl = start_controller(&cluster, "auto", &[]);
+    create_service(&client, &lb_service(&ns, "web", &[("TCP", 80)], "Cluster"))
+        .await
+        .unwrap();
+    let pools = Api::<IPAddressPool>::all(client.clone());
+    let ready_reason = |p: &IPAddressPool| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.reason.clone())
+    };
+    wait_for(
+        "the pool waits for a report",
+        Duration::from_secs(20),
+        || {
+            let pools = pools.clone();
+            async move {
+                ready_reason(&pools.get("laptop").await.unwrap()).as_deref()
+                    == Some("WaitingForNodeNetwork")
+            }
+        },
+    )
+    .await;
+    assert!(ips(&client, &ns, "web").await.is_empty());
+
+    // What the speaker of kind-worker writes: its eth0 network, the gateway on it, and a
+    // candidate another host answered.
+    let system = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    let _ = system
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": "ferrolb-system" } })).unwrap(),
+        )
+        .await;
+    let report: ferrolb_crds::L2Announcement = serde_json::from_value(json!({
+        "apiVersion": "ferrolb.io/v1beta1", "kind": "L2Announcement",
+        "metadata": { "name": "node-kind-worker", "namespace": "ferrolb-system" },
+        "spec": {
+            "ip": "", "node": "kind-worker",
+            "membership": { "members": 2, "observed": "2026-01-01T00:00:00Z" },
+            "networks": [{ "interface": "eth0", "prefix": "172.18.0.3/16", "gateway": "172.18.255.254" }],
+            "inUse": [{ "ip": "172.18.255.253", "mac": "02:42:ac:12:ff:fd" }],
+        },
+    }))
+    .unwrap();
+    Api::<ferrolb_crds::L2Announcement>::namespaced(client.clone(), "ferrolb-system")
+        .create(&PostParams::default(), &report)
+        .await
+        .unwrap();
+    // Candidates top down: .255.253 (in use: skipped, one more taken), .255.251, .255.250,
+    // .255.249, .255.248 — .255.255 is the broadcast address, .255.254 the gateway, .255.252 a
+    // Node. Pools are tried by name: "laptop" first, and its lowest free address is handed out.
+    wait_ips(&client, &ns, "web", &["172.18.255.248"]).await;
+    let laptop = pools.get("laptop").await.unwrap();
+    let auto = laptop
+        .status
+        .as_ref()
+        .and_then(|s| s.auto_addresses.clone())
+        .unwrap();
+    assert_eq!(auto.prefix.as_deref(), Some("172.18.0.0/16"));
+    assert_eq!(auto.addresses, vec!["172.18.255.248-172.18.255.251"]);
+    assert_eq!(
+        (auto.skipped.as_slice(), auto.skipped_count),
+        (
+            &[
+                "172.18.255.253 (answered by 02:42:ac:12:ff:fd, probed from node kind-worker)"
+                    .to_owned()
+            ][..],
+            1
+        )
+    );
+    // What the speakers read back: the same addresses (`Layout::of_pools`).
+    assert_eq!(
+        laptop.address_entries(),
+        vec!["172.18.255.248-172.18.255.251"]
+    );
+    // A size-1 pool holds the highest free candidate only.
+    wait_for("laptop-l2 resolved", Duration::from_secs(20), || {
+        let pools = pools.clone();
+        async move {
+            pools.get("laptop-l2").await.unwrap().address_entries() == vec!["172.18.255.251/32"]
+        }
+    })
+    .await;
 }

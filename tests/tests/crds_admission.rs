@@ -152,6 +152,46 @@ async fn crds_admission() {
     )
     .await
     .unwrap();
+    // An automatic pool (issue #28): no addresses, 1-256 examined; `addresses: []` beside it is
+    // the same as absent.
+    for (name, spec) in [
+        ("auto-1", json!({ "autoAddresses": { "size": 1 } })),
+        (
+            "auto-256",
+            json!({ "autoAddresses": { "size": 256 }, "addresses": [] }),
+        ),
+    ] {
+        create(&pools, "IPAddressPool", name, spec, false)
+            .await
+            .unwrap_or_else(|e| panic!("automatic pool {name} refused: {e}"));
+    }
+    // The committed example (deploy/examples/auto-pool) is accepted as written.
+    let example: Vec<Value> =
+        serde_saphyr::from_multiple(include_str!("../../deploy/examples/auto-pool/pool.yaml"))
+            .unwrap();
+    for doc in example.iter().filter(|d| !d.is_null()) {
+        let api = match doc["kind"].as_str() {
+            Some("IPAddressPool") => &pools,
+            Some("L2Advertisement") => &l2s,
+            other => panic!("unexpected kind {other:?} in the auto-pool example"),
+        };
+        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        api.create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &obj,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the auto-pool example is refused: {e}"));
+    }
+    let auto = typed.get("auto-256").await.unwrap();
+    assert_eq!(auto.spec.auto_addresses.map(|a| a.size), Some(256));
+    assert!(
+        auto.address_entries().is_empty(),
+        "no addresses before the controller resolves it"
+    );
     let sixty_four: Vec<String> = (0..64).map(|i| format!("198.51.100.{i}/32")).collect();
     create(
         &pools,
@@ -302,12 +342,38 @@ async fn crds_admission() {
         (
             "empty-list",
             json!({ "addresses": [] }),
-            vec!["spec.addresses".into(), "at least 1 items".into()],
+            vec!["spec sets neither addresses (a non-empty list) nor autoAddresses".into()],
         ),
         (
             "no-addresses",
             json!({}),
-            vec!["spec.addresses".into(), "Required value".into()],
+            vec!["spec sets neither addresses (a non-empty list) nor autoAddresses".into()],
+        ),
+        (
+            "auto-and-addresses",
+            json!({ "addresses": ["198.51.100.0/24"], "autoAddresses": { "size": 8 } }),
+            vec!["spec sets both addresses and autoAddresses".into()],
+        ),
+        (
+            "auto-size-0",
+            json!({ "autoAddresses": { "size": 0 } }),
+            vec![
+                "spec.autoAddresses".into(),
+                "autoAddresses.size must be 1-256".into(),
+            ],
+        ),
+        (
+            "auto-size-257",
+            json!({ "autoAddresses": { "size": 257 } }),
+            vec![
+                "spec.autoAddresses".into(),
+                "autoAddresses.size must be 1-256".into(),
+            ],
+        ),
+        (
+            "auto-no-size",
+            json!({ "autoAddresses": {} }),
+            vec!["spec.autoAddresses.size".into(), "Required value".into()],
         ),
         (
             "sixty-five",
@@ -418,6 +484,7 @@ async fn crds_admission() {
             });
             let schema_only = [
                 "empty-list",
+                "auto-and-addresses",
                 "sixty-five",
                 "auto-assign-type",
                 "sharing-across-type",

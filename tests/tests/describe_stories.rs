@@ -29,6 +29,7 @@ async fn pool(client: &kube::Client, name: &str, addresses: &[&str], auto_assign
             avoid_buggy_ips: false,
             allow_sharing_across_namespaces: false,
             service_allocation: None,
+            auto_addresses: None,
         },
     );
     Api::<IPAddressPool>::all(client.clone())

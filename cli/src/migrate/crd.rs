@@ -51,6 +51,7 @@ pub(crate) fn pool(obj: &Map<String, Value>, sink: &mut Sink<'_>) -> Option<IPAd
         avoid_buggy_ips: false,
         allow_sharing_across_namespaces: false,
         service_allocation: None,
+        auto_addresses: None,
     };
     for (key, value) in spec {
         let field = format!("spec.{key}");

@@ -152,6 +152,7 @@ fn pool(entry: &Value, field: &str, sink: &mut Sink<'_>) -> Option<LegacyPool> {
         avoid_buggy_ips: false,
         allow_sharing_across_namespaces: false,
         service_allocation: None,
+        auto_addresses: None,
     };
     let mut unconfigured = false;
     for (key, value) in obj {

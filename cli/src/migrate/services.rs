@@ -74,6 +74,7 @@ pub fn report(
         nodes: nodes.iter().cloned().map(Arc::new).collect(),
         namespaces: with_service_namespaces(namespaces, &conversion.services),
         conflict_events: Vec::new(),
+        reports: Vec::new(),
     };
     let mut planner = Planner::new(class.clone(), Policy::default());
     // The wall clock only stamps pool conditions, which the report does not show.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use ferrolb_crds::IPAddressPoolSpec;
 use ferrolb_crds::addresses::{PoolAddressError, PoolAddresses};
+use ferrolb_crds::auto_pool::AutoResolution;
 use ferrolb_crds::selector::any_matches;
 use ferrolb_crds::v1beta1::ServiceAllocation;
 
@@ -33,12 +34,30 @@ pub struct PoolConfig {
 }
 
 impl PoolConfig {
-    /// Parses a pool's spec. Never fails: a bad `addresses` entry becomes an `Err` message.
+    /// Parses a pool's spec. Never fails: a bad `addresses` entry becomes an `Err` message. An
+    /// automatic pool (`spec.autoAddresses`) gets no addresses here: see
+    /// [`PoolConfig::from_auto`].
     pub fn from_spec(name: &str, created: i64, spec: &IPAddressPoolSpec) -> PoolConfig {
+        PoolConfig::from_auto(name, created, spec, &AutoResolution::default())
+    }
+
+    /// Parses a pool's spec; an automatic pool (`spec.autoAddresses`) holds the addresses of
+    /// `auto` ([`ferrolb_crds::auto_pool::resolve`]), any other pool its `spec.addresses`.
+    pub fn from_auto(
+        name: &str,
+        created: i64,
+        spec: &IPAddressPoolSpec,
+        auto: &AutoResolution,
+    ) -> PoolConfig {
+        let addresses = if spec.auto_addresses.is_some() {
+            PoolAddresses::parse(&auto.entries(), spec.avoid_buggy_ips)
+        } else {
+            PoolAddresses::parse(&spec.addresses, spec.avoid_buggy_ips)
+        };
         PoolConfig {
             name: name.to_owned(),
             created,
-            addresses: PoolAddresses::parse(&spec.addresses, spec.avoid_buggy_ips),
+            addresses,
             auto_assign: spec.auto_assign,
             allocation: spec.effective_service_allocation().cloned(),
             sharing_across_namespaces: spec.allow_sharing_across_namespaces,
@@ -116,10 +135,42 @@ mod tests {
             avoid_buggy_ips: false,
             allow_sharing_across_namespaces: false,
             service_allocation: Some(ServiceAllocation::default()),
+            auto_addresses: None,
         };
         let p = PoolConfig::from_spec("p", 0, &spec);
         assert_eq!(p.allocation, None);
         assert_eq!(p.choice_key().0, 1);
+    }
+
+    #[test]
+    fn an_automatic_pool_holds_its_resolution_only() {
+        let spec = IPAddressPoolSpec {
+            addresses: vec![],
+            auto_assign: true,
+            avoid_buggy_ips: false,
+            allow_sharing_across_namespaces: false,
+            service_allocation: None,
+            auto_addresses: Some(ferrolb_crds::v1beta1::AutoAddresses { size: 4 }),
+        };
+        let waiting = PoolConfig::from_spec("auto", 0, &spec);
+        assert_eq!(waiting.addresses.unwrap().ranges().len(), 0);
+        let auto = AutoResolution {
+            prefix: ferrolb_crds::auto_pool::Net4::parse("192.168.49.2/24"),
+            addresses: vec![
+                "192.168.49.253".parse().unwrap(),
+                "192.168.49.254".parse().unwrap(),
+            ],
+            skipped: vec![],
+        };
+        let p = PoolConfig::from_auto("auto", 0, &spec, &auto);
+        let ranges: Vec<String> = p
+            .addresses
+            .unwrap()
+            .ranges()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(ranges, vec!["192.168.49.253-192.168.49.254"]);
     }
 
     #[test]

@@ -145,6 +145,7 @@ impl Control {
             nodes: self.stores.nodes.state(),
             namespaces: self.stores.namespaces.state(),
             conflict_events: self.stores.conflicts.state(),
+            reports: self.stores.announcements.state(),
         };
         let wall = Time(
             k8s_openapi::jiff::Timestamp::from_second(

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use ferrolb_crds::announcement::{AddressInUse, NodeNetwork};
 use ferrolb_crds::announcement_name;
 
 use crate::plan::Plan;
@@ -68,6 +69,11 @@ pub enum Op {
         node: String,
         /// Alive members this speaker counts, itself included.
         members: u32,
+        /// `spec.networks`: the node's IPv4 networks, only while an automatic pool exists
+        /// (issue #28, [`crate::networks`]); empty otherwise (the field is then removed).
+        networks: Vec<NodeNetwork>,
+        /// `spec.inUse`: candidates another host answered ([`crate::networks::CandidateProbes`]).
+        in_use: Vec<AddressInUse>,
     },
 }
 
@@ -95,16 +101,21 @@ pub struct MemberReportPlanner {
 }
 
 impl MemberReportPlanner {
-    /// The write node `me` should make now, if any: `members` is the count it sees now,
-    /// `stored` the count in its stored report (`None`: no report, or one without a count).
+    /// The write node `me` should make now, if any: `members` is the count it sees now, `node`
+    /// its node networks and the candidates found in use (both empty unless an automatic pool
+    /// exists); `stored` the same three in its stored report (`None`: no report, or one without
+    /// a count). Networks and answers change rarely, so they share the count's write and its
+    /// rate limit.
     pub fn plan(
         &mut self,
         now: Instant,
         me: &str,
         members: u32,
-        stored: Option<u32>,
+        node: (&[NodeNetwork], &[AddressInUse]),
+        stored: Option<(u32, &[NodeNetwork], &[AddressInUse])>,
     ) -> Option<Op> {
-        if stored == Some(members) {
+        let (networks, in_use) = node;
+        if stored == Some((members, networks, in_use)) {
             return None;
         }
         if self
@@ -118,6 +129,8 @@ impl MemberReportPlanner {
             name: ferrolb_crds::announcement::member_report_name(me),
             node: me.to_owned(),
             members,
+            networks: networks.to_vec(),
+            in_use: in_use.to_vec(),
         })
     }
 }
@@ -281,32 +294,108 @@ mod tests {
             name: "node-node-1".into(),
             node: "node-1".into(),
             members,
+            networks: vec![],
+            in_use: vec![],
         };
-        assert_eq!(p.plan(t0, "node-1", 1, None), Some(op(1)), "no report yet");
+        assert_eq!(
+            p.plan(t0, "node-1", 1, (&[], &[]), None),
+            Some(op(1)),
+            "no report yet"
+        );
         // The count changes 1 s later: held back until 10 s after the first write.
         assert_eq!(
-            p.plan(t0 + Duration::from_secs(1), "node-1", 3, Some(1)),
+            p.plan(
+                t0 + Duration::from_secs(1),
+                "node-1",
+                3,
+                (&[], &[]),
+                Some((1, &[], &[]))
+            ),
             None
         );
         assert_eq!(
-            p.plan(t0 + Duration::from_secs(9), "node-1", 3, Some(1)),
+            p.plan(
+                t0 + Duration::from_secs(9),
+                "node-1",
+                3,
+                (&[], &[]),
+                Some((1, &[], &[]))
+            ),
             None
         );
         let t1 = t0 + MEMBER_REPORT_EVERY;
-        assert_eq!(p.plan(t1, "node-1", 3, Some(1)), Some(op(3)));
+        assert_eq!(
+            p.plan(t1, "node-1", 3, (&[], &[]), Some((1, &[], &[]))),
+            Some(op(3))
+        );
         // Steady state: the stored count is the seen one, nothing is written.
         let later = t1 + Duration::from_secs(3600);
-        assert_eq!(p.plan(later, "node-1", 3, Some(3)), None);
-        // A lost write (the stored count never changed) is retried after the same 10 s.
-        assert_eq!(p.plan(later, "node-1", 2, Some(3)), Some(op(2)));
         assert_eq!(
-            p.plan(later + Duration::from_secs(5), "node-1", 2, Some(3)),
+            p.plan(later, "node-1", 3, (&[], &[]), Some((3, &[], &[]))),
+            None
+        );
+        // A lost write (the stored count never changed) is retried after the same 10 s.
+        assert_eq!(
+            p.plan(later, "node-1", 2, (&[], &[]), Some((3, &[], &[]))),
+            Some(op(2))
+        );
+        assert_eq!(
+            p.plan(
+                later + Duration::from_secs(5),
+                "node-1",
+                2,
+                (&[], &[]),
+                Some((3, &[], &[]))
+            ),
             None
         );
         assert_eq!(
-            p.plan(later + MEMBER_REPORT_EVERY, "node-1", 2, Some(3)),
+            p.plan(
+                later + MEMBER_REPORT_EVERY,
+                "node-1",
+                2,
+                (&[], &[]),
+                Some((3, &[], &[]))
+            ),
             Some(op(2))
         );
+        // A network appearing (an automatic pool was created) is a change like a count.
+        let eth0 = [NodeNetwork {
+            interface: "eth0".into(),
+            prefix: "192.168.49.2/24".into(),
+            gateway: Some("192.168.49.1".into()),
+        }];
+        let t2 = later + Duration::from_secs(3600);
+        assert_eq!(
+            p.plan(t2, "node-1", 2, (&eth0, &[]), Some((2, &[], &[]))),
+            Some(Op::Members {
+                name: "node-node-1".into(),
+                node: "node-1".into(),
+                members: 2,
+                networks: eth0.to_vec(),
+                in_use: vec![],
+            })
+        );
+        assert_eq!(
+            p.plan(
+                t2 + MEMBER_REPORT_EVERY,
+                "node-1",
+                2,
+                (&eth0, &[]),
+                Some((2, &eth0, &[]))
+            ),
+            None
+        );
+        // So is an answer to a probe.
+        let answered = [AddressInUse {
+            ip: "192.168.49.254".into(),
+            mac: "02:42:c0:a8:31:fe".into(),
+        }];
+        let t3 = t2 + MEMBER_REPORT_EVERY * 2;
+        assert!(matches!(
+            p.plan(t3, "node-1", 2, (&eth0, &answered), Some((2, &eth0, &[]))),
+            Some(Op::Members { in_use, .. }) if in_use == answered
+        ));
     }
 
     const IP: &str = "198.51.100.10";

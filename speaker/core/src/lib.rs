@@ -14,6 +14,7 @@
 //! - [`events`]: which Events to emit for a plan change (the pure `EventPlanner`);
 //! - [`fresh`]: which IPs were newly assigned (probed before their first announcement);
 //! - [`node`]: the per-node decision state machine the daemon executes ([`node::SpeakerCore`]);
+//! - [`networks`]: the node networks a speaker reports for automatic pools (issue #28);
 //! - [`wire`]: ARP and NDP frames, parsed and built;
 //! - [`membership`]: the sans-IO SWIM state machine and its pure parts (keys, envelope, budget,
 //!   replay guard, timers, config).
@@ -27,6 +28,7 @@ pub mod eligibility;
 pub mod events;
 pub mod fresh;
 pub mod membership;
+pub mod networks;
 pub mod node;
 pub mod plan;
 pub mod trim;

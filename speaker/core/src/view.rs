@@ -393,6 +393,7 @@ mod tests {
                 avoid_buggy_ips: false,
                 allow_sharing_across_namespaces: false,
                 service_allocation: None,
+                auto_addresses: None,
             },
         );
         p.metadata.creation_timestamp = Some(Time(

@@ -191,6 +191,12 @@ impl Executor {
             announcement_planner: Default::default(),
             member_report_writer,
             member_report_planner: Default::default(),
+            networks: Vec::new(),
+            networks_read: None,
+            networks_auto: false,
+            probes: Default::default(),
+            probe_round: None,
+            probe_results: std::sync::mpsc::channel(),
             last_announcements: None,
             last_forbidden: BTreeSet::new(),
             kernel_arp: Default::default(),
@@ -465,7 +471,8 @@ impl Executor {
         } else {
             0
         };
-        self.reporting.report_members(now, members, &self.stores);
+        self.reporting
+            .report_members(now, members, &self.stores, &self.responder);
         if let Some(plan) = planned {
             self.reporting
                 .report(now, &plan, core.view(), &self.stores, &self.responder);

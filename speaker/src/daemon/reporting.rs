@@ -28,6 +28,14 @@ use super::lookups::stored_announcements;
 /// stored report).
 const ANNOUNCEMENTS_EVERY: Duration = Duration::from_millis(500);
 
+/// One probed candidate and the MAC of the host that answered, if any.
+pub(super) type ProbeVerdict = (std::net::Ipv4Addr, Option<crate::wire::MacAddr>);
+
+/// Shortest time between two rounds of probes of automatic pools' candidates (each round probes
+/// at most [`ferrolb_l2::networks::PROBES_PER_ROUND`] addresses and waits
+/// [`crate::l2::candidate_probe::WAIT`]).
+const PROBE_ROUND_EVERY: Duration = Duration::from_secs(2);
+
 /// The reporting state of one speaker.
 pub(super) struct Reporting {
     pub(super) me: String,
@@ -41,6 +49,21 @@ pub(super) struct Reporting {
     /// This node's membership report (`ferrolb status`), written by its own writer.
     pub(super) member_report_writer: AnnouncementWriter,
     pub(super) member_report_planner: crate::announcements::MemberReportPlanner,
+    /// This node's networks for automatic pools, as last read (empty while no pool has
+    /// `spec.autoAddresses`), and when.
+    pub(super) networks: Vec<ferrolb_crds::announcement::NodeNetwork>,
+    pub(super) networks_read: Option<Instant>,
+    /// Whether an automatic pool existed at that read.
+    pub(super) networks_auto: bool,
+    /// Automatic pools' candidates: what was probed and found (issue #28).
+    pub(super) probes: ferrolb_l2::networks::CandidateProbes,
+    /// When the last probe round started.
+    pub(super) probe_round: Option<Instant>,
+    /// Verdicts of the probe rounds, `(address, MAC that answered)`, sent by their blocking task.
+    pub(super) probe_results: (
+        std::sync::mpsc::Sender<ProbeVerdict>,
+        std::sync::mpsc::Receiver<ProbeVerdict>,
+    ),
     pub(super) last_announcements: Option<Instant>,
     pub(super) last_forbidden: BTreeSet<IpAddr>,
     pub(super) kernel_arp: KernelArpCheck,
@@ -63,27 +86,159 @@ impl Reporting {
     }
 
     /// Writes this node's membership report when the count it sees (`members`, 0 while out of
-    /// the membership) differs from the stored one, at most every
+    /// the membership) or its node networks differ from the stored ones, at most every
     /// [`crate::announcements::MEMBER_REPORT_EVERY`]; only once the reports' watch has listed
     /// them. Called on every step: it finds its own report among the stored ones (a scan of the
-    /// reflector's store, as [`super::lookups::held_reported`] does).
-    pub(super) fn report_members(&mut self, now: Instant, members: u32, stores: &Stores) {
+    /// reflector's store, as [`super::lookups::held_reported`] does). The networks
+    /// ([`ferrolb_l2::networks`]) are reported only while some pool has `spec.autoAddresses`
+    /// (issue #28), read from the last interface scan and `/proc/net/route` when such a pool
+    /// appears and then at most every [`crate::announcements::MEMBER_REPORT_EVERY`].
+    pub(super) fn report_members(
+        &mut self,
+        now: Instant,
+        members: u32,
+        stores: &Stores,
+        responder: &Responder,
+    ) {
         if !self.announcements_ready.load(Ordering::Relaxed) {
             return;
         }
-        let name = ferrolb_crds::announcement::member_report_name(&self.me);
-        let stored = stores
-            .announcements
+        // A pool scan per step is cheap (pools are few); the interfaces and routes are read when
+        // an automatic pool appears or goes, and at most every 10 s otherwise.
+        let auto = stores
+            .pools
             .state()
             .iter()
-            .find(|a| a.metadata.name.as_deref() == Some(name.as_str()))
-            .and_then(|a| a.spec.membership.as_ref().map(|m| m.members));
-        if let Some(op) = self
-            .member_report_planner
-            .plan(now, &self.me, members, stored)
+            .any(|p| p.spec.auto_addresses.is_some());
+        if auto != self.networks_auto
+            || self.networks_read.is_none_or(|at| {
+                now.saturating_duration_since(at) >= crate::announcements::MEMBER_REPORT_EVERY
+            })
         {
+            self.networks_read = Some(now);
+            self.networks_auto = auto;
+            self.networks = if auto {
+                let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+                ferrolb_l2::networks::node_networks(
+                    &responder.arp_ipv4(),
+                    &ferrolb_l2::networks::default_gateways(&routes),
+                )
+            } else {
+                Vec::new()
+            };
+        }
+        self.probe_candidates(now, stores);
+        let in_use = self.probes.in_use();
+        let name = ferrolb_crds::announcement::member_report_name(&self.me);
+        let state = stores.announcements.state();
+        let stored = state
+            .iter()
+            .find(|a| a.metadata.name.as_deref() == Some(name.as_str()))
+            .and_then(|a| {
+                a.spec.membership.as_ref().map(|m| {
+                    (
+                        m.members,
+                        a.spec.networks.as_slice(),
+                        a.spec.in_use.as_slice(),
+                    )
+                })
+            });
+        if let Some(op) = self.member_report_planner.plan(
+            now,
+            &self.me,
+            members,
+            (&self.networks, &in_use),
+            stored,
+        ) {
             self.member_report_writer.send(op);
         }
+    }
+
+    /// Probes the automatic pools' candidates (issue #28, [`ferrolb_l2::networks::CandidateProbes`]):
+    /// takes the verdicts of the last round, and starts the next one (off the step, in a blocking
+    /// task) at most every [`PROBE_ROUND_EVERY`]. The targets are the addresses of every pool
+    /// with `spec.autoAddresses` as its status lists them, plus those found in use, minus every
+    /// Service's LoadBalancer IP, inside this node's reported networks (probed on that
+    /// network's interface).
+    fn probe_candidates(&mut self, now: Instant, stores: &Stores) {
+        while let Ok((ip, mac)) = self.probe_results.1.try_recv() {
+            self.probes.record(now, ip, mac.map(|m| m.to_string()));
+        }
+        if self.networks.is_empty() {
+            self.probes.due(now, &BTreeSet::new());
+            return;
+        }
+        if self
+            .probe_round
+            .is_some_and(|at| now.saturating_duration_since(at) < PROBE_ROUND_EVERY)
+        {
+            return;
+        }
+        self.probe_round = Some(now);
+        let nets: Vec<(ferrolb_crds::auto_pool::Net4, String)> = self
+            .networks
+            .iter()
+            .filter_map(|n| {
+                Some((
+                    ferrolb_crds::auto_pool::Net4::parse(&n.prefix)?,
+                    n.interface.clone(),
+                ))
+            })
+            .collect();
+        let held: BTreeSet<IpAddr> = stores
+            .services
+            .state()
+            .iter()
+            .flat_map(|s| ferrolb_crds::service::ingress_ips(s))
+            .collect();
+        let mut targets: BTreeSet<std::net::Ipv4Addr> = self.probes.in_use_ips().collect();
+        for pool in stores.pools.state().iter() {
+            if pool.spec.auto_addresses.is_none() {
+                continue;
+            }
+            let Ok(addresses) =
+                ferrolb_crds::addresses::PoolAddresses::parse(&pool.address_entries(), false)
+            else {
+                continue;
+            };
+            for r in addresses.ranges() {
+                // A resolution holds at most a few hundred addresses; a hand-edited status
+                // cannot make this walk long.
+                for o in (r.first_offset()..=r.last_offset()).take(1024) {
+                    if let Ok(v4) = u32::try_from(o) {
+                        targets.insert(std::net::Ipv4Addr::from(v4));
+                    }
+                }
+            }
+        }
+        targets.retain(|ip| {
+            !held.contains(&IpAddr::V4(*ip)) && nets.iter().any(|(n, _)| n.contains(*ip))
+        });
+        let due = self.probes.due(now, &targets);
+        if due.is_empty() {
+            return;
+        }
+        let mut by_interface: BTreeMap<String, Vec<std::net::Ipv4Addr>> = BTreeMap::new();
+        for ip in due {
+            if let Some((_, iface)) = nets.iter().find(|(n, _)| n.contains(ip)) {
+                by_interface.entry(iface.clone()).or_default().push(ip);
+            }
+        }
+        let tx = self.probe_results.0.clone();
+        tokio::task::spawn_blocking(move || {
+            for (iface, ips) in by_interface {
+                match crate::l2::candidate_probe::probe(&iface, &ips) {
+                    Ok(answers) => {
+                        for answer in answers {
+                            let _ = tx.send(answer);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(interface = %iface, error = %e, "could not probe automatic pool candidates")
+                    }
+                }
+            }
+        });
     }
 
     /// Reports one plan, made at `now`, after the responder got its owned set.

@@ -22,6 +22,7 @@
 //! counters.snapshot();                                                       // for /metrics
 //! ```
 
+pub mod candidate_probe;
 pub mod capture;
 pub mod counters;
 pub mod exclusions;

@@ -464,6 +464,37 @@ impl Responder {
         )
     }
 
+    /// The IPv4 addresses with their prefix lengths of the interfaces of the default set
+    /// (`--interfaces` applied) that answer ARP, at the last scan, as `(interface, address,
+    /// prefix length)`: what a node reports for automatic pools (issue #28,
+    /// [`ferrolb_l2::networks`]). An address whose subnet the scan did not record is left out.
+    pub fn arp_ipv4(&self) -> Vec<(String, std::net::Ipv4Addr, u8)> {
+        let state = lock(&self.inner.state);
+        let default = self.inner.config.resolve(&Interfaces::All);
+        select_for_node(&state.scanned, &default, &state.node_addresses)
+            .into_iter()
+            .filter(|s| s.arp)
+            .flat_map(|s| {
+                let info = s.info;
+                info.ipv4
+                    .iter()
+                    .filter_map(|ip| {
+                        let net = ferrolb_crds::auto_pool::Net4::new(*ip, 32)?;
+                        info.ipv4_nets
+                            .iter()
+                            .filter(|(n, l)| {
+                                ferrolb_crds::auto_pool::Net4::new(*n, *l)
+                                    .is_some_and(|sub| sub.contains(net.network))
+                            })
+                            .map(|(_, l)| *l)
+                            .min()
+                            .map(|len| (info.name.clone(), *ip, len))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// Whether any interface usable for `which` (an IP's announce interfaces) is up with carrier
     /// at the last scan. Feeds [`crate::eligibility::NodeFacts::carrier`] (DESIGN S1, case C-15c:
     /// the announce interface going down makes the node ineligible).

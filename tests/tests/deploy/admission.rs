@@ -166,6 +166,8 @@ async fn apply(client: &Client, ip: &str, node: &str, interface: &str) -> Result
             since: None,
             held_by: None,
             membership: None,
+            networks: Vec::new(),
+            in_use: Vec::new(),
         },
     );
     api.patch(

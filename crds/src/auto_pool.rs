@@ -1,0 +1,499 @@
+//! Automatic pools (`spec.autoAddresses`, issue #28): which addresses a pool with no numbers
+//! holds. Pure: the speakers report their nodes' IPv4 networks and the candidates another host
+//! answered (`L2Announcement` `node-<node>`, [`crate::announcement::NodeNetwork`],
+//! [`crate::announcement::AddressInUse`]); the controller calls [`resolve`] and writes the result
+//! into the pool's status, which the speakers read back (docs/design.md, "Automatic pools").
+//!
+//! The candidates of a network are its highest host addresses ([`candidates`]): never the
+//! network or broadcast address, a Node's InternalIP/ExternalIP, or a reported gateway. IPv4
+//! only for now: an IPv6 node network has no "top" that is likely free (SLAAC addresses are
+//! spread over the whole /64).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::addresses::{IpRange, PoolAddresses};
+use crate::announcement::{L2Announcement, MEMBER_REPORT_PREFIX, member_report_name};
+
+/// An IPv4 network: the network address (host bits zero) and the prefix length (0–32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Net4 {
+    /// The network address.
+    pub network: Ipv4Addr,
+    /// The prefix length, 0–32.
+    pub len: u8,
+}
+
+impl Net4 {
+    /// Parses `192.168.49.2/24` (an interface address with its prefix length, as `ip addr` and
+    /// [`crate::announcement::NodeNetwork::prefix`] spell it) into its network
+    /// `192.168.49.0/24`. `None` for anything else (IPv6, no length, a length above 32).
+    pub fn parse(text: &str) -> Option<Net4> {
+        let (ip, len) = text.trim().split_once('/')?;
+        let ip: Ipv4Addr = ip.parse().ok()?;
+        let len: u8 = len.parse().ok()?;
+        Net4::new(ip, len)
+    }
+
+    /// The network of `ip`/`len`; `None` when `len > 32`.
+    pub fn new(ip: Ipv4Addr, len: u8) -> Option<Net4> {
+        let mask = mask(len)?;
+        Some(Net4 {
+            network: Ipv4Addr::from(u32::from(ip) & mask),
+            len,
+        })
+    }
+
+    /// The first and last address of the network (network and broadcast address for `len` ≤
+    /// 30).
+    pub fn bounds(&self) -> (u32, u32) {
+        let first = u32::from(self.network);
+        let host_mask = !mask(self.len).unwrap_or(u32::MAX);
+        (first, first | host_mask)
+    }
+
+    /// Whether `ip` is inside the network.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        let (first, last) = self.bounds();
+        (first..=last).contains(&u32::from(ip))
+    }
+}
+
+impl std::fmt::Display for Net4 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.len)
+    }
+}
+
+/// The netmask of a prefix length, `None` above 32.
+fn mask(len: u8) -> Option<u32> {
+    match len {
+        0 => Some(0),
+        1..=32 => Some(u32::MAX << (32 - u32::from(len))),
+        _ => None,
+    }
+}
+
+/// The `size` highest host addresses of `net`, highest first, leaving out `excluded` (Node
+/// addresses, gateways). Host addresses are every address but the network and broadcast
+/// address for a /30 or wider, both addresses of a /31 (RFC 3021) and the one of a /32. Fewer
+/// than `size` when the network has fewer hosts.
+pub fn candidates(net: Net4, size: u16, excluded: &BTreeSet<Ipv4Addr>) -> Vec<Ipv4Addr> {
+    let (first, last) = net.bounds();
+    let (low, high) = if net.len <= 30 {
+        (first + 1, last - 1)
+    } else {
+        (first, last)
+    };
+    (low..=high)
+        .rev()
+        .map(Ipv4Addr::from)
+        .filter(|ip| !excluded.contains(ip))
+        .take(usize::from(size))
+        .collect()
+}
+
+/// What one node's report says for automatic pools, parsed: its networks (with the gateway on
+/// each, if any) and the candidates another host answered. Entries that do not parse are
+/// dropped (a report is input from the network).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeNetworks {
+    /// The node.
+    pub node: String,
+    /// Its announce interfaces' IPv4 networks and gateways.
+    pub networks: Vec<(Net4, Option<Ipv4Addr>)>,
+    /// Candidates another host answered: `(address, MAC)`.
+    pub in_use: Vec<(Ipv4Addr, String)>,
+}
+
+impl NodeNetworks {
+    /// Reads a node's report; `None` for an IP's report, or a node report whose name is not
+    /// the one of its `spec.node` (the admission policy binds `spec.node` to the writer's node,
+    /// not the name: a report under another node's name is ignored).
+    pub fn of_report(report: &L2Announcement) -> Option<NodeNetworks> {
+        let name = report.metadata.name.as_deref()?;
+        if !name.starts_with(MEMBER_REPORT_PREFIX) || name != member_report_name(&report.spec.node)
+        {
+            return None;
+        }
+        let networks = report
+            .spec
+            .networks
+            .iter()
+            .filter_map(|n| {
+                let gateway = n.gateway.as_deref().and_then(|g| g.parse().ok());
+                Some((Net4::parse(&n.prefix)?, gateway))
+            })
+            .collect();
+        let in_use = report
+            .spec
+            .in_use
+            .iter()
+            .filter_map(|u| Some((u.ip.parse().ok()?, u.mac.clone())))
+            .collect();
+        Some(NodeNetworks {
+            node: report.spec.node.clone(),
+            networks,
+            in_use,
+        })
+    }
+}
+
+/// An automatic pool, resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AutoResolution {
+    /// The node network chosen; `None` while no node reported an IPv4 network.
+    pub prefix: Option<Net4>,
+    /// The pool's addresses, ascending.
+    pub addresses: Vec<Ipv4Addr>,
+    /// Candidates left out because another host answered: `(address, MAC, reporting node)`,
+    /// ascending by address, one per address.
+    pub skipped: Vec<(Ipv4Addr, String, String)>,
+}
+
+impl AutoResolution {
+    /// The addresses as pool entries (merged ranges: `a-b`, or `a/32` for a lone address), what
+    /// `status.autoAddresses.addresses` holds; each parses with
+    /// [`crate::addresses::AddressEntry::parse`].
+    pub fn entries(&self) -> Vec<String> {
+        let ranges: Vec<IpRange> = self
+            .addresses
+            .iter()
+            .filter_map(|ip| {
+                let o = u128::from(u32::from(*ip));
+                IpRange::from_offsets(crate::addresses::Family::V4, o, o)
+            })
+            .collect();
+        PoolAddresses::from_ranges(ranges, false)
+            .ranges()
+            .iter()
+            .map(|r| match r.first_offset() == r.last_offset() {
+                true => format!("{}/32", r.first()),
+                false => r.to_string(),
+            })
+            .collect()
+    }
+}
+
+/// The network an automatic pool takes its addresses from: the IPv4 network reported by the
+/// most nodes (each node counted once per network), the lowest (address, then length) on a tie.
+pub fn choose_network(reports: &[NodeNetworks]) -> Option<Net4> {
+    let mut votes: BTreeMap<Net4, BTreeSet<&str>> = BTreeMap::new();
+    for r in reports {
+        for (net, _) in &r.networks {
+            votes.entry(*net).or_default().insert(&r.node);
+        }
+    }
+    // `max_by_key` keeps the last maximum; iterate descending so that is the lowest network.
+    votes
+        .iter()
+        .rev()
+        .max_by_key(|(_, nodes)| nodes.len())
+        .map(|(net, _)| *net)
+}
+
+/// Resolves an automatic pool of `size`: walking the [`candidates`] of [`choose_network`] from
+/// the top (every Node address in `node_ips` and every gateway any node reported left out), the
+/// first `size` that no node reported in use, plus `keep`.
+///
+/// - An address another host answered is skipped (and listed) and the next lower one is taken,
+///   so the pool holds `size` addresses while the network has enough hosts. The speakers probe
+///   in the same order, further down for each answer (docs/design.md, "Automatic pools").
+/// - An in-use report for an address a Service holds (`held`: every LoadBalancer IP in the
+///   Services' status) is ignored: it answers because ferrolb announces it.
+/// - `keep`: addresses of the pool's previous resolution that a Service holds. They stay in the
+///   pool whatever moved (a new gateway, an answer above them), so an assigned address is
+///   never taken back; they count toward nothing.
+pub fn resolve(
+    size: u16,
+    reports: &[NodeNetworks],
+    node_ips: &BTreeSet<IpAddr>,
+    held: &BTreeSet<IpAddr>,
+    keep: &BTreeSet<Ipv4Addr>,
+) -> AutoResolution {
+    let Some(net) = choose_network(reports) else {
+        return AutoResolution::default();
+    };
+    let mut excluded: BTreeSet<Ipv4Addr> = node_ips
+        .iter()
+        .filter_map(|ip| match ip {
+            IpAddr::V4(v4) => Some(*v4),
+            IpAddr::V6(_) => None,
+        })
+        .collect();
+    excluded.extend(
+        reports
+            .iter()
+            .flat_map(|r| r.networks.iter().filter_map(|(_, g)| *g)),
+    );
+    let mut in_use: BTreeMap<Ipv4Addr, (String, String)> = BTreeMap::new();
+    for r in reports {
+        for (ip, mac) in &r.in_use {
+            if !held.contains(&IpAddr::V4(*ip)) {
+                in_use
+                    .entry(*ip)
+                    .or_insert_with(|| (mac.clone(), r.node.clone()));
+            }
+        }
+    }
+    // Each skipped address moves the window down by one, so `size + skipped` candidates suffice.
+    let window = size.saturating_add(u16::try_from(in_use.len()).unwrap_or(u16::MAX));
+    let mut addresses: BTreeSet<Ipv4Addr> = keep
+        .iter()
+        .filter(|ip| net.contains(**ip) && !excluded.contains(ip))
+        .copied()
+        .collect();
+    let mut skipped = Vec::new();
+    let mut taken = 0u16;
+    for ip in candidates(net, window, &excluded) {
+        if taken == size {
+            break;
+        }
+        match in_use.get(&ip) {
+            Some((mac, node)) => skipped.push((ip, mac.clone(), node.clone())),
+            None => {
+                addresses.insert(ip);
+                taken += 1;
+            }
+        }
+    }
+    skipped.sort();
+    AutoResolution {
+        prefix: Some(net),
+        addresses: addresses.into_iter().collect(),
+        skipped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    fn net(s: &str) -> Net4 {
+        Net4::parse(s).unwrap()
+    }
+
+    fn set(ips: &[&str]) -> BTreeSet<Ipv4Addr> {
+        ips.iter().map(|s| ip(s)).collect()
+    }
+
+    fn report(node: &str, nets: &[(&str, Option<&str>)], in_use: &[(&str, &str)]) -> NodeNetworks {
+        NodeNetworks {
+            node: node.into(),
+            networks: nets.iter().map(|(n, g)| (net(n), g.map(ip))).collect(),
+            in_use: in_use.iter().map(|(i, m)| (ip(i), m.to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn reports_are_read_only_under_their_own_node_name() {
+        use crate::announcement::{AddressInUse, L2AnnouncementSpec, NodeNetwork};
+        let spec = L2AnnouncementSpec {
+            ip: String::new(),
+            node: "minikube".into(),
+            interfaces: vec![],
+            services: vec![],
+            since: None,
+            held_by: None,
+            membership: None,
+            networks: vec![
+                NodeNetwork {
+                    interface: "eth0".into(),
+                    prefix: "192.168.49.2/24".into(),
+                    gateway: Some("192.168.49.1".into()),
+                },
+                NodeNetwork {
+                    interface: "eth1".into(),
+                    prefix: "fd00::2/64".into(),
+                    gateway: None,
+                },
+            ],
+            in_use: vec![AddressInUse {
+                ip: "192.168.49.254".into(),
+                mac: "02:42:c0:a8:31:fe".into(),
+            }],
+        };
+        let read = NodeNetworks::of_report(&L2Announcement::new("node-minikube", spec.clone()));
+        assert_eq!(
+            read,
+            Some(report(
+                "minikube",
+                &[("192.168.49.0/24", Some("192.168.49.1"))],
+                &[("192.168.49.254", "02:42:c0:a8:31:fe")]
+            ))
+        );
+        // Another node's name, or an IP's report: ignored.
+        assert_eq!(
+            NodeNetworks::of_report(&L2Announcement::new("node-other", spec.clone())),
+            None
+        );
+        assert_eq!(
+            NodeNetworks::of_report(&L2Announcement::new("ip-192-168-49-254", spec)),
+            None
+        );
+    }
+
+    #[test]
+    fn prefixes_parse_to_their_network_and_ipv6_is_refused() {
+        assert_eq!(net("192.168.49.2/24").to_string(), "192.168.49.0/24");
+        assert_eq!(net("10.0.0.9/32").to_string(), "10.0.0.9/32");
+        assert_eq!(net("10.1.2.3/0").to_string(), "0.0.0.0/0");
+        for bad in [
+            "192.168.49.2",
+            "192.168.49.2/33",
+            "2001:db8::1/64",
+            "x/24",
+            "",
+        ] {
+            assert_eq!(Net4::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn candidates_are_the_top_hosts_without_broadcast_and_excluded() {
+        let n = net("192.168.49.2/24");
+        assert_eq!(
+            candidates(n, 3, &BTreeSet::new()),
+            vec![
+                ip("192.168.49.254"),
+                ip("192.168.49.253"),
+                ip("192.168.49.252")
+            ]
+        );
+        // A node address and a gateway at the top are skipped, not counted.
+        assert_eq!(
+            candidates(n, 2, &set(&["192.168.49.254", "192.168.49.253"])),
+            vec![ip("192.168.49.252"), ip("192.168.49.251")]
+        );
+        // Size above the host count: every host, never the network or broadcast address.
+        let small = net("198.51.100.9/29");
+        let all = candidates(small, 256, &set(&["198.51.100.9"]));
+        assert_eq!(all.len(), 5);
+        assert!(!all.contains(&ip("198.51.100.8")) && !all.contains(&ip("198.51.100.15")));
+        assert!(!all.contains(&ip("198.51.100.9")));
+    }
+
+    #[test]
+    fn tiny_networks() {
+        // /30: two hosts.
+        assert_eq!(
+            candidates(net("10.0.0.1/30"), 16, &BTreeSet::new()),
+            vec![ip("10.0.0.2"), ip("10.0.0.1")]
+        );
+        // /31 (RFC 3021): both addresses are hosts; with the node on one, the other remains.
+        assert_eq!(
+            candidates(net("10.0.0.0/31"), 16, &set(&["10.0.0.0"])),
+            vec![ip("10.0.0.1")]
+        );
+        // /32: the node's own address, nothing to hand out.
+        assert!(candidates(net("10.0.0.5/32"), 16, &set(&["10.0.0.5"])).is_empty());
+    }
+
+    #[test]
+    fn the_network_most_nodes_report_wins_the_lowest_on_a_tie() {
+        let a = report("a", &[("192.168.49.2/24", None)], &[]);
+        let b = report(
+            "b",
+            &[("192.168.49.3/24", None), ("10.9.0.3/16", None)],
+            &[],
+        );
+        let c = report("c", &[("10.9.0.4/16", None)], &[]);
+        assert_eq!(
+            choose_network(&[a.clone(), b.clone()]),
+            Some(net("192.168.49.0/24"))
+        );
+        // 2 votes each: the lower network.
+        assert_eq!(
+            choose_network(&[a.clone(), b.clone(), c.clone()]),
+            Some(net("10.9.0.0/16"))
+        );
+        // A node listing one network twice counts once.
+        let twice = report(
+            "d",
+            &[("172.18.0.2/16", None), ("172.18.0.9/16", None)],
+            &[],
+        );
+        assert_eq!(choose_network(&[a, twice]), Some(net("172.18.0.0/16")));
+        assert_eq!(choose_network(&[]), None);
+    }
+
+    #[test]
+    fn resolution_skips_nodes_gateways_and_reported_hosts_but_not_held_addresses() {
+        let reports = [
+            report(
+                "kind-worker",
+                &[("172.18.0.3/16", Some("172.18.0.1"))],
+                &[("172.18.255.253", "02:42:ac:12:ff:fd")],
+            ),
+            report(
+                "kind-control-plane",
+                &[("172.18.0.2/16", Some("172.18.255.254"))],
+                &[("172.18.255.251", "02:00:00:00:00:01")],
+            ),
+        ];
+        let nodes: BTreeSet<IpAddr> = ["172.18.0.2", "172.18.0.3", "172.18.255.252"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let held: BTreeSet<IpAddr> = ["172.18.255.251".parse().unwrap()].into();
+        let r = resolve(4, &reports, &nodes, &held, &BTreeSet::new());
+        assert_eq!(r.prefix, Some(net("172.18.0.0/16")));
+        // Candidates: .255.253, .255.251, .255.250, .255.249, .255.248 (gateway .254 and node
+        // .252 left out); .253 answered, so one more is taken; .251 is held by a Service so its
+        // answer is ours.
+        assert_eq!(
+            r.addresses,
+            vec![
+                ip("172.18.255.248"),
+                ip("172.18.255.249"),
+                ip("172.18.255.250"),
+                ip("172.18.255.251")
+            ]
+        );
+        assert_eq!(
+            r.skipped,
+            vec![(
+                ip("172.18.255.253"),
+                "02:42:ac:12:ff:fd".to_owned(),
+                "kind-worker".to_owned()
+            )]
+        );
+        assert_eq!(r.entries(), vec!["172.18.255.248-172.18.255.251"]);
+        // Held addresses of the previous resolution stay, even below the window or when the
+        // answer above them is gone; not outside the network, not a Node address.
+        let keep = set(&["172.18.255.240", "10.0.0.1", "172.18.255.252"]);
+        let kept = resolve(4, &reports[..1], &nodes, &held, &keep);
+        assert_eq!(kept.addresses.first(), Some(&ip("172.18.255.240")));
+        assert_eq!(kept.addresses.len(), 5);
+        assert!(!kept.addresses.contains(&ip("10.0.0.1")));
+        let lone = AutoResolution {
+            addresses: vec![ip("172.18.255.249"), ip("172.18.255.251")],
+            ..r
+        };
+        assert_eq!(
+            lone.entries(),
+            vec!["172.18.255.249/32", "172.18.255.251/32"]
+        );
+        assert!(PoolAddresses::parse(&lone.entries(), false).is_ok());
+        // Before any report: nothing, no prefix.
+        assert_eq!(
+            resolve(4, &[], &nodes, &held, &BTreeSet::new()),
+            AutoResolution::default()
+        );
+        // A size beyond the hosts left: every free host, no panic.
+        let tiny = [report("n", &[("10.0.0.1/30", None)], &[("10.0.0.2", "m")])];
+        let r = resolve(
+            256,
+            &tiny,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+        );
+        assert_eq!(r.addresses, vec![ip("10.0.0.1")]);
+    }
+}

@@ -1,0 +1,246 @@
+//! The node networks a speaker reports for automatic pools (`spec.autoAddresses`, issue #28;
+//! docs/design.md "Automatic pools"): the IPv4 address and prefix length of each interface it
+//! answers ARP on, and the default gateway reached through that interface. Pure: the daemon
+//! reads the interfaces (netlink scan) and `/proc/net/route`, this module shapes the report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use ferrolb_crds::announcement::{AddressInUse, NodeNetwork};
+
+/// Most networks in one report (the CRD's `maxItems`).
+pub const MAX_NETWORKS: usize = 32;
+
+/// `RTF_UP | RTF_GATEWAY` (`<linux/route.h>`): a usable route through a gateway.
+const RTF_UP_GATEWAY: u32 = 0x1 | 0x2;
+
+/// The IPv4 default gateways in `/proc/net/route`, as `(interface, gateway)`: lines whose
+/// destination and mask are 0 and whose flags have `RTF_UP` and `RTF_GATEWAY`. The kernel prints
+/// each address as the hex of the 32-bit network-order value read as a native integer, so the
+/// address's bytes are that integer's native-endian bytes. Lines that do not parse (the header
+/// among them) are skipped.
+pub fn default_gateways(proc_net_route: &str) -> Vec<(String, Ipv4Addr)> {
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    proc_net_route
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (iface, dest, gw, flags, mask) =
+                (f.first()?, f.get(1)?, f.get(2)?, f.get(3)?, f.get(7)?);
+            let (dest, gw, flags, mask) = (hex(dest)?, hex(gw)?, hex(flags)?, hex(mask)?);
+            (dest == 0 && mask == 0 && flags & RTF_UP_GATEWAY == RTF_UP_GATEWAY && gw != 0)
+                .then(|| ((*iface).to_owned(), Ipv4Addr::from(gw.to_ne_bytes())))
+        })
+        .collect()
+}
+
+/// The report: one entry per `(interface, address, prefix length)` of the ARP interfaces, with
+/// the first default gateway through that interface that lies inside the address's network;
+/// sorted by interface then address, duplicates dropped, at most [`MAX_NETWORKS`]. Prefix
+/// lengths above 32 are dropped.
+pub fn node_networks(
+    addresses: &[(String, Ipv4Addr, u8)],
+    gateways: &[(String, Ipv4Addr)],
+) -> Vec<NodeNetwork> {
+    let mut sorted: Vec<&(String, Ipv4Addr, u8)> =
+        addresses.iter().filter(|(_, _, l)| *l <= 32).collect();
+    sorted.sort();
+    sorted.dedup();
+    sorted
+        .into_iter()
+        .take(MAX_NETWORKS)
+        .map(|(iface, ip, len)| {
+            let net = ferrolb_crds::auto_pool::Net4::new(*ip, *len);
+            let gateway = gateways
+                .iter()
+                .find(|(i, g)| i == iface && net.is_some_and(|n| n.contains(*g)))
+                .map(|(_, g)| g.to_string());
+            NodeNetwork {
+                interface: iface.clone(),
+                prefix: format!("{ip}/{len}"),
+                gateway,
+            }
+        })
+        .collect()
+}
+
+/// How often each candidate is probed again.
+pub const REPROBE_EVERY: Duration = Duration::from_secs(300);
+/// Most candidates probed in one round (a round every few seconds: a handful of frames per
+/// second at most, far below RFC 5227's rate for one host).
+pub const PROBES_PER_ROUND: usize = 4;
+
+/// Which candidates of an automatic pool this speaker probes, and what it found (RFC 5227
+/// §2.1.1 probes, sender IP 0.0.0.0; the daemon sends them and reads the answers). The targets
+/// are the pool's addresses in its status that no Service holds, plus the addresses this
+/// speaker found in use (so an address that falls quiet leaves `inUse` at its next probe),
+/// inside this node's networks: [`CandidateProbes::due`] picks the ones never probed or probed
+/// [`REPROBE_EVERY`] ago, [`CandidateProbes::record`] takes a verdict, and
+/// [`CandidateProbes::in_use`] is the report's `inUse`. An address that stops being a target (a
+/// Service got it, the pool is gone) is forgotten.
+#[derive(Debug, Default)]
+pub struct CandidateProbes {
+    last: BTreeMap<Ipv4Addr, Instant>,
+    in_use: BTreeMap<Ipv4Addr, String>,
+}
+
+impl CandidateProbes {
+    /// The candidates to probe now among `targets`, least recently probed first (never probed
+    /// before all), at most [`PROBES_PER_ROUND`]; forgets what is no longer a target.
+    pub fn due(&mut self, now: Instant, targets: &BTreeSet<Ipv4Addr>) -> Vec<Ipv4Addr> {
+        self.last.retain(|ip, _| targets.contains(ip));
+        self.in_use.retain(|ip, _| targets.contains(ip));
+        let mut due: Vec<(Option<Instant>, Ipv4Addr)> = targets
+            .iter()
+            .map(|ip| (self.last.get(ip).copied(), *ip))
+            .filter(|(at, _)| {
+                at.is_none_or(|at| now.saturating_duration_since(at) >= REPROBE_EVERY)
+            })
+            .collect();
+        // Highest addresses first among the never probed: the controller takes from the top.
+        due.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        due.into_iter()
+            .take(PROBES_PER_ROUND)
+            .map(|(_, ip)| ip)
+            .collect()
+    }
+
+    /// A probe of `ip` at `now`: `answered_by` the MAC of a host that claimed it, `None` if
+    /// nobody did.
+    pub fn record(&mut self, now: Instant, ip: Ipv4Addr, answered_by: Option<String>) {
+        self.last.insert(ip, now);
+        match answered_by {
+            Some(mac) => {
+                self.in_use.insert(ip, mac);
+            }
+            None => {
+                self.in_use.remove(&ip);
+            }
+        }
+    }
+
+    /// The addresses found in use, ascending (the report's `inUse`, at most 256).
+    pub fn in_use(&self) -> Vec<AddressInUse> {
+        self.in_use
+            .iter()
+            .take(256)
+            .map(|(ip, mac)| AddressInUse {
+                ip: ip.to_string(),
+                mac: mac.clone(),
+            })
+            .collect()
+    }
+
+    /// The addresses found in use (to keep probing them).
+    pub fn in_use_ips(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
+        self.in_use.keys().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    // A minikube node (docker driver): eth0 192.168.49.2/24 via 192.168.49.1, plus a docker
+    // bridge route without a gateway and a non-default route through a gateway.
+    fn route_text() -> String {
+        let gw = u32::from_ne_bytes([192, 168, 49, 1]);
+        let net = u32::from_ne_bytes([192, 168, 49, 0]);
+        let mask = u32::from_ne_bytes([255, 255, 255, 0]);
+        let other = u32::from_ne_bytes([10, 96, 0, 0]);
+        format!(
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+             eth0\t00000000\t{gw:08X}\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+             eth0\t{net:08X}\t00000000\t0001\t0\t0\t0\t{mask:08X}\t0\t0\t0\n\
+             eth0\t{other:08X}\t{gw:08X}\t0003\t0\t0\t0\t{mask:08X}\t0\t0\t0\n\
+             docker0\t00000000\t00000000\t0001\t0\t0\t0\t00000000\t0\t0\t0\n\
+             garbage line\n"
+        )
+    }
+
+    #[test]
+    fn default_gateways_come_from_proc_net_route() {
+        assert_eq!(
+            default_gateways(&route_text()),
+            vec![("eth0".to_owned(), Ipv4Addr::new(192, 168, 49, 1))]
+        );
+        assert!(default_gateways("").is_empty());
+    }
+
+    #[test]
+    fn networks_name_the_interface_prefix_and_the_gateway_inside_it() {
+        let gws = default_gateways(&route_text());
+        let addrs = vec![
+            ("eth0".to_owned(), Ipv4Addr::new(192, 168, 49, 2), 24),
+            ("eth1".to_owned(), Ipv4Addr::new(10, 0, 0, 5), 16),
+            ("eth0".to_owned(), Ipv4Addr::new(192, 168, 49, 2), 24),
+            ("eth2".to_owned(), Ipv4Addr::new(10, 0, 0, 6), 40),
+        ];
+        let nets = node_networks(&addrs, &gws);
+        assert_eq!(
+            nets,
+            vec![
+                NodeNetwork {
+                    interface: "eth0".into(),
+                    prefix: "192.168.49.2/24".into(),
+                    gateway: Some("192.168.49.1".into()),
+                },
+                NodeNetwork {
+                    interface: "eth1".into(),
+                    prefix: "10.0.0.5/16".into(),
+                    gateway: None,
+                },
+            ]
+        );
+        // A gateway outside the address's network is not listed for it.
+        let far = vec![("eth1".to_owned(), Ipv4Addr::new(192, 168, 49, 1))];
+        assert_eq!(node_networks(&addrs[1..2], &far)[0].gateway, None);
+    }
+
+    #[test]
+    fn candidates_are_probed_top_first_a_few_per_round_and_again_after_five_minutes() {
+        let t0 = Instant::now();
+        let mut p = CandidateProbes::default();
+        let targets: BTreeSet<Ipv4Addr> = (245..=254)
+            .map(|d| Ipv4Addr::new(192, 168, 49, d))
+            .collect();
+        let first = p.due(t0, &targets);
+        assert_eq!(first.len(), PROBES_PER_ROUND);
+        assert_eq!(first[0], Ipv4Addr::new(192, 168, 49, 254));
+        for ip in &first {
+            let answer = (ip.octets()[3] == 253).then(|| "02:42:c0:a8:31:fd".to_owned());
+            p.record(t0, *ip, answer);
+        }
+        let second = p.due(t0, &targets);
+        assert!(second.iter().all(|ip| !first.contains(ip)), "{second:?}");
+        assert_eq!(
+            p.in_use(),
+            vec![AddressInUse {
+                ip: "192.168.49.253".into(),
+                mac: "02:42:c0:a8:31:fd".into()
+            }]
+        );
+        for ip in p.due(t0, &targets).into_iter().chain(second) {
+            p.record(t0, ip, None);
+        }
+        let rest = p.due(t0, &targets);
+        for ip in &rest {
+            p.record(t0, *ip, None);
+        }
+        assert!(p.due(t0 + Duration::from_secs(299), &targets).is_empty());
+        assert_eq!(p.due(t0 + REPROBE_EVERY, &targets).len(), PROBES_PER_ROUND);
+        // Quiet at the next probe: out of inUse. A Service takes an address: forgotten.
+        p.record(t0 + REPROBE_EVERY, Ipv4Addr::new(192, 168, 49, 253), None);
+        assert!(p.in_use().is_empty());
+        p.record(t0, Ipv4Addr::new(192, 168, 49, 250), Some("m".into()));
+        let fewer: BTreeSet<Ipv4Addr> = targets
+            .iter()
+            .copied()
+            .filter(|ip| ip.octets()[3] != 250)
+            .collect();
+        p.due(t0, &fewer);
+        assert!(p.in_use().is_empty());
+    }
+}
