@@ -471,28 +471,33 @@ impl Responder {
     pub fn arp_ipv4(&self) -> Vec<(String, std::net::Ipv4Addr, u8)> {
         let state = lock(&self.inner.state);
         let default = self.inner.config.resolve(&Interfaces::All);
-        select_for_node(&state.scanned, &default, &state.node_addresses)
-            .into_iter()
-            .filter(|s| s.arp)
-            .flat_map(|s| {
-                let info = s.info;
-                info.ipv4
-                    .iter()
-                    .filter_map(|ip| {
-                        let net = ferrolb_crds::auto_pool::Net4::new(*ip, 32)?;
-                        info.ipv4_nets
-                            .iter()
-                            .filter(|(n, l)| {
-                                ferrolb_crds::auto_pool::Net4::new(*n, *l)
-                                    .is_some_and(|sub| sub.contains(net.network))
-                            })
-                            .map(|(_, l)| *l)
-                            .min()
-                            .map(|len| (info.name.clone(), *ip, len))
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        select_for_node(
+            &state.scanned,
+            &default,
+            &state.node_addresses,
+            &self.inner.config.excluded_interfaces,
+        )
+        .into_iter()
+        .filter(|s| s.arp)
+        .flat_map(|s| {
+            let info = s.info;
+            info.ipv4
+                .iter()
+                .filter_map(|ip| {
+                    let net = ferrolb_crds::auto_pool::Net4::new(*ip, 32)?;
+                    info.ipv4_nets
+                        .iter()
+                        .filter(|(n, l)| {
+                            ferrolb_crds::auto_pool::Net4::new(*n, *l)
+                                .is_some_and(|sub| sub.contains(net.network))
+                        })
+                        .map(|(_, l)| *l)
+                        .min()
+                        .map(|len| (info.name.clone(), *ip, len))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
     }
 
     /// Whether any interface usable for `which` (an IP's announce interfaces) is up with carrier
