@@ -1125,19 +1125,26 @@ fn only_a_proven_peer_claim_makes_the_owner_yield() {
     assert!(!a.call(|r| r.conflicts()).is_empty());
 }
 
-/// `--interfaces` (`L2Config::default_interfaces`) replaces the default set: an IP whose
-/// L2Advertisements name no interface is answered and announced on the listed interface only,
-/// even where the automatic choice would also take another, and the carrier check follows the
-/// list (the Helm chart's `speaker.interfaces`).
-#[test]
-fn a_configured_default_interface_set_replaces_the_automatic_one() {
-    let (lan0, lan1) = (Lan::new("l0"), Lan::new("l1"));
+/// A node on two LANs, `<tag>0` (eth0, 192.0.2.10/24) and `<tag>1` (eth1, 203.0.113.10/24),
+/// and a client on each (c0 at .20 on the first, c1 on the second). Keep the LANs alive.
+fn two_lans(tag: &str) -> ((Lan, Lan), Netns, Netns, Netns) {
+    let (lan0, lan1) = (Lan::new(&format!("{tag}0")), Lan::new(&format!("{tag}1")));
     let node_ns = Netns::new("node");
     let (c0, c1) = (Netns::new("c0"), Netns::new("c1"));
     lan0.plug(&node_ns, "eth0", &["192.0.2.10/24"]);
     lan1.plug(&node_ns, "eth1", &["203.0.113.10/24"]);
     lan0.plug(&c0, "eth0", &["192.0.2.20/24"]);
     lan1.plug(&c1, "eth0", &["203.0.113.20/24"]);
+    ((lan0, lan1), node_ns, c0, c1)
+}
+
+/// `--interfaces` (`L2Config::default_interfaces`) replaces the default set: an IP whose
+/// L2Advertisements name no interface is answered and announced on the listed interface only,
+/// even where the automatic choice would also take another, and the carrier check follows the
+/// list (the Helm chart's `speaker.interfaces`).
+#[test]
+fn a_configured_default_interface_set_replaces_the_automatic_one() {
+    let (_lans, node_ns, c0, c1) = two_lans("l");
     let config = L2Config {
         default_interfaces: Some(["eth1".to_owned()].into()),
         ..fast_config()
@@ -1170,13 +1177,7 @@ fn a_configured_default_interface_set_replaces_the_automatic_one() {
 /// (the exclusions never apply to named interfaces).
 #[test]
 fn an_extended_exclusion_list_keeps_an_interface_out_of_the_automatic_set() {
-    let (lan0, lan1) = (Lan::new("x0"), Lan::new("x1"));
-    let node_ns = Netns::new("node");
-    let (c0, c1) = (Netns::new("c0"), Netns::new("c1"));
-    lan0.plug(&node_ns, "eth0", &["192.0.2.10/24"]);
-    lan1.plug(&node_ns, "eth1", &["203.0.113.10/24"]);
-    lan0.plug(&c0, "eth0", &["192.0.2.20/24"]);
-    lan1.plug(&c1, "eth0", &["203.0.113.20/24"]);
+    let (_lans, node_ns, c0, c1) = two_lans("x");
     let config = L2Config {
         excluded_interfaces: NameExclusions::parse("default,eth1").unwrap(),
         ..fast_config()
