@@ -98,6 +98,8 @@ fn kubectl_apply_k(kubeconfig: &Path, dir: &Path) {
 struct Expected {
     pools: BTreeMap<String, Value>,
     advertisements: BTreeMap<String, Value>,
+    /// While reading an input: its Services' current IPs, sorted (empty otherwise).
+    held: Vec<std::net::IpAddr>,
 }
 
 /// Reads MetalLB's documented fields (docs/migration-from-metallb.md, "Resources: field by
@@ -110,10 +112,70 @@ struct Expected {
 /// advertisement of its name (lower case, `_` as `-`); the first object of a name wins.
 fn expected(text: &str) -> Expected {
     let mut out = Expected::default();
-    for doc in serde_saphyr::from_multiple::<Value>(text).unwrap() {
-        walk(&doc, &mut out);
+    let docs = serde_saphyr::from_multiple::<Value>(text).unwrap();
+    let mut held = Vec::new();
+    for doc in &docs {
+        service_ips(doc, &mut held);
     }
+    held.sort_unstable();
+    held.dedup();
+    out.held = held;
+    for doc in &docs {
+        walk(doc, &mut out);
+    }
+    out.held.clear();
     out
+}
+
+/// The status IPs of the LoadBalancer Services without a `loadBalancerClass` in `doc` (a List's
+/// items too): what `ferrolb migrate` proposes for the minikube addon's unconfigured ConfigMap.
+fn service_ips(doc: &Value, out: &mut Vec<std::net::IpAddr>) {
+    if doc["kind"].as_str().is_some_and(|k| k.ends_with("List")) {
+        for item in doc["items"].as_array().into_iter().flatten() {
+            service_ips(item, out);
+        }
+        return;
+    }
+    if doc["kind"] != "Service"
+        || doc["spec"]["type"] != "LoadBalancer"
+        || !doc["spec"]["loadBalancerClass"].is_null()
+    {
+        return;
+    }
+    for ingress in doc["status"]["loadBalancer"]["ingress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        if let Some(ip) = ingress["ip"].as_str().and_then(|t| t.parse().ok()) {
+            out.push(ip);
+        }
+    }
+}
+
+/// `ips` (sorted) as pool entries: consecutive addresses merged into `a-b`, a lone one `a/32`
+/// (`/128`).
+fn merged_entries(ips: &[std::net::IpAddr]) -> Vec<String> {
+    let num = |ip: &std::net::IpAddr| match ip {
+        std::net::IpAddr::V4(v4) => (4, u128::from(u32::from(*v4))),
+        std::net::IpAddr::V6(v6) => (6, u128::from(*v6)),
+    };
+    let mut runs: Vec<(std::net::IpAddr, std::net::IpAddr)> = Vec::new();
+    for ip in ips {
+        match runs.last_mut() {
+            Some((_, last)) if num(last).0 == num(ip).0 && num(last).1 + 1 == num(ip).1 => {
+                *last = *ip;
+            }
+            _ => runs.push((*ip, *ip)),
+        }
+    }
+    runs.into_iter()
+        .map(|(a, b)| match (a == b, a.is_ipv4()) {
+            (true, true) => format!("{a}/32"),
+            (true, false) => format!("{a}/128"),
+            (false, _) => format!("{a}-{b}"),
+        })
+        .collect()
 }
 
 fn walk(doc: &Value, out: &mut Expected) {
@@ -198,7 +260,14 @@ fn legacy(config: &Value, out: &mut Expected) {
         if pool["protocol"].as_str() != Some("layer2") {
             continue;
         }
-        let addresses = accepted(&pool["addresses"]);
+        // The minikube addon's unconfigured ConfigMap (`- -`, a list holding a list holding
+        // null): the Services' current IPs.
+        let addresses = if pool["addresses"] == json!([[null]]) || pool["addresses"] == json!(["-"])
+        {
+            merged_entries(&out.held)
+        } else {
+            accepted(&pool["addresses"])
+        };
         if addresses.is_empty() {
             continue;
         }
@@ -363,9 +432,10 @@ async fn migrate_metallb() {
         converted_pools += got.pools.len();
         delete_all(&client).await;
     }
-    // 6 in configsamples, 4 in configmaptocrs (the others are BGP or invalid for MetalLB), 3 of
-    // ferrolb's own inputs: the comparison above was not vacuous.
-    assert_eq!(converted_pools, 13, "pools converted in all");
+    // 6 in configsamples, 4 in configmaptocrs (the others are BGP or invalid for MetalLB), 4 of
+    // ferrolb's own inputs (one the minikube addon's unconfigured ConfigMap, whose pool holds
+    // the Services' IPs): the comparison above was not vacuous.
+    assert_eq!(converted_pools, 14, "pools converted in all");
 
     // --- 2. --from-cluster ---
     kubectl_ok(
