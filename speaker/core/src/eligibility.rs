@@ -304,8 +304,9 @@ pub struct Eligibility {
     pub reason: Option<NoEligibleNode>,
     /// Non-fatal notes for a Warning Event (endpoints without `nodeName` under ETP Local).
     pub warnings: Vec<String>,
-    /// [`EXCLUDE_LB_LABEL`] was set aside because every Node carries it
-    /// ([`Cluster::exclusion_label_set_aside`]): the reporter says so in a Warning Event.
+    /// [`EXCLUDE_LB_LABEL`] was set aside: [`ExcludeLbLabel::Auto`], Nodes exist and every one
+    /// carries it ([`Cluster::exclusion_label_in_force`] false). The reporter says so in a
+    /// Warning Event.
     pub label_set_aside: bool,
 }
 
@@ -316,13 +317,6 @@ impl Cluster {
     pub fn exclusion_label_in_force(&self) -> bool {
         self.exclude_lb_label
             .in_force(self.nodes.values().map(|n| &n.labels))
-    }
-
-    /// Whether `Auto` sets [`EXCLUDE_LB_LABEL`] aside: there are Nodes and every one carries it.
-    pub fn exclusion_label_set_aside(&self) -> bool {
-        self.exclude_lb_label == ExcludeLbLabel::Auto
-            && !self.nodes.is_empty()
-            && !self.exclusion_label_in_force()
     }
 
     /// The first node-level clause (1–5) that `node` fails, or `None` if it passes them all.
@@ -449,7 +443,10 @@ fn endpoint_nodes(svc: &ServiceFacts) -> (BTreeSet<String>, usize) {
 pub fn eligible_nodes(cluster: &Cluster, services: &[ServiceFacts]) -> Eligibility {
     let mut warnings = Vec::new();
     let label_in_force = cluster.exclusion_label_in_force();
-    let label_set_aside = cluster.exclusion_label_set_aside();
+    // Computed once per IP from `label_in_force` (not a second pass over the Nodes).
+    let label_set_aside = cluster.exclude_lb_label == ExcludeLbLabel::Auto
+        && !cluster.nodes.is_empty()
+        && !label_in_force;
     let fail = |reason, warnings| Eligibility {
         nodes: BTreeSet::new(),
         reason: Some(reason),
