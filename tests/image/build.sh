@@ -11,6 +11,12 @@
 #                                                   3.10 for configurations that pin that; here
 #                                                   src/bin/pause.rs as /pause, USER 65535:65535
 #   backend.tar   ferrolb-test-backend:<version>    src/bin/backend.rs, USER 65532:65532
+#   agnhost.tar   registry.k8s.io/e2e-test-images/  the same program as /agnhost, ENTRYPOINT
+#                 agnhost:2.53                      ["/agnhost"], USER 65532:65532: the lab's stand-in
+#                                                   for the e2e image the README quickstart and
+#                                                   deploy/examples/demo run (`agnhost netexec
+#                                                   --http-port=N` answers GET /hostname the same way;
+#                                                   nothing else of agnhost is there)
 #
 # <version> is the workspace version in Cargo.toml, the tag deploy/kustomization.yaml gives the
 # manifests. Short names mean docker.io/library/…, which is how containerd lists them.
@@ -43,6 +49,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${FERROLB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ferrolb}
 pause_tags=(registry.k8s.io/pause:3.10.2 registry.k8s.io/pause:3.10)
+agnhost_tag=registry.k8s.io/e2e-test-images/agnhost:2.53
 version=$(awk -F'"' '/^\[/ { in_pkg = ($0 == "[workspace.package]") }
   in_pkg && /^version *=/ { print $2; exit }' "$root/Cargo.toml")
 [ -n "$version" ] || { echo "no version in [workspace.package] of $root/Cargo.toml" >&2; exit 1; }
@@ -85,7 +92,7 @@ pause_libs=$(libs_of "$release/ferrolb-test-pause")
 backend_libs=$(libs_of "$release/ferrolb-test-backend")
 
 key=$(
-  echo "$version ${pause_tags[*]}"
+  echo "$version ${pause_tags[*]} $agnhost_tag"
   for f in "${bins[@]/#/$release/}" $(printf '%s\n' $ferrolb_libs $pause_libs $backend_libs | sort -u); do
     echo "$f $(sha256sum <"$f" | cut -c1-64)"
   done | sed "s|^$release/||"
@@ -93,12 +100,12 @@ key=$(
 )
 key=$(sha256sum <<<"$key" | cut -c1-16)
 out="$cache/images-$key"
-complete() { [ -s "$1/ferrolb.tar" ] && [ -s "$1/pause.tar" ] && [ -s "$1/backend.tar" ]; }
+complete() { [ -s "$1/ferrolb.tar" ] && [ -s "$1/pause.tar" ] && [ -s "$1/backend.tar" ] && [ -s "$1/agnhost.tar" ]; }
 if ! complete "$out"; then
   mkdir -p "$cache"
   tmp=$(mktemp -d "$out.tmp.XXXXXX")
   trap 'rm -rf "$tmp" ${stripped:+"$stripped"}' EXIT
-  echo "building the images ferrolb:$version, ${pause_tags[*]}, ferrolb-test-backend:$version ..." >&2
+  echo "building the images ferrolb:$version, ${pause_tags[*]}, ferrolb-test-backend:$version, $agnhost_tag ..." >&2
   (cd "$here/go" && GOFLAGS=-mod=readonly CGO_ENABLED=0 \
     go build -trimpath -buildvcs=false -o "$tmp/imagetar" .)
 
@@ -144,8 +151,16 @@ if ! complete "$out"; then
     -tag "ferrolb-test-backend:$version" -user 65532:65532 -workdir /home/nonroot -env "$path" \
     -cmd '["ferrolb-test-backend"]'
 
+  {
+    base
+    libs "$backend_libs"
+    echo "file /agnhost 0755 0 0 $release/ferrolb-test-backend"
+  } >"$tmp/agnhost.spec"
+  "$tmp/imagetar" -out "$tmp/agnhost.tar" -spec "$tmp/agnhost.spec" -tag "$agnhost_tag" \
+    -user 65532:65532 -workdir /home/nonroot -env "$path" -entrypoint '["/agnhost"]'
+
   mkdir "$tmp/out"
-  mv "$tmp"/{ferrolb,pause,backend}.tar "$tmp/out/"
+  mv "$tmp"/{ferrolb,pause,backend,agnhost}.tar "$tmp/out/"
   # A rename, so a reader never sees half a directory. It fails if another run finished the same
   # key meanwhile (same inputs, same bytes: keep that) or a broken leftover is in the way.
   if ! mv -T "$tmp/out" "$out" 2>/dev/null && ! complete "$out"; then

@@ -18,4 +18,5 @@ pub mod metallb;
 pub mod namespace;
 pub mod objects;
 pub mod poll;
+pub mod readme;
 pub mod verdicts;

@@ -76,3 +76,42 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
         "{r:?}"
     );
 }
+
+/// Issue #28 item 5 and its "Done when": the README's quickstart block, run verbatim
+/// (`lab::real_nodes::quickstart` names the lines a shim replaces), on a single node carrying
+/// the exclusion label as minikube's and kind's do: the install with no key step, an automatic
+/// pool with no numbers, one Service — and `curl` from a host on the node network reaches a pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readme_quickstart_runs_verbatim_on_a_single_labelled_node() {
+    use ferrolb_tests::lab::real_nodes::quickstart;
+    let mut narration = std::io::stderr();
+    let r = quickstart::run(1, &mut narration)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(r.labelled, r.nodes, "every node labelled, as on minikube");
+    assert_eq!(r.exit_code, Some(0), "the block failed:\n{}", r.stderr);
+    // curl's answer (the block's last output line) is the name of the one backend pod.
+    let answered = r.stdout.lines().last().unwrap_or_default();
+    assert!(answered.starts_with("web-"), "{r:?}");
+    // The address is the pool's, from the top of the lab's node network 192.0.2.0/24.
+    let ip = r.ip.unwrap();
+    assert_eq!(r.pool_prefix, "192.0.2.0/24", "{r:?}");
+    assert!(ip.octets()[3] >= 239, "{ip} is not at the top: {r:?}");
+    assert!(
+        r.pool_addresses.iter().any(|e| {
+            ferrolb_crds::addresses::AddressEntry::parse(e)
+                .is_ok_and(|e| e.range.contains(ip.into()))
+        }),
+        "{ip} not in {:?}",
+        r.pool_addresses
+    );
+    // The one node answers although labelled, and says why on the Service.
+    assert_eq!(r.owner, r.nodes[0]);
+    assert!(
+        r.events.contains("Warning ExclusionLabelIgnored"),
+        "{:?}",
+        r.events
+    );
+    // No key step: the controller made the membership key.
+    assert_eq!(r.key_managed_by.as_deref(), Some("ferrolb-controller"));
+}

@@ -27,6 +27,7 @@
 pub mod control_plane;
 pub mod host;
 pub mod kubelet;
+pub mod quickstart;
 pub mod runtime;
 pub mod story;
 
@@ -65,13 +66,15 @@ pub fn node_subnet(k: usize) -> String {
 
 /// The image archives the lab imports into every node, built by `tests/image/build.sh` (cached;
 /// `FERROLB_IMAGES` overrides the directory): `ferrolb.tar` (the product image), `pause.tar`
-/// ([`runtime::SANDBOX_IMAGE`]) and `backend.tar` (the test HTTP backend).
+/// ([`runtime::SANDBOX_IMAGE`]), `backend.tar` (the test HTTP backend) and `agnhost.tar` (the same
+/// backend as `registry.k8s.io/e2e-test-images/agnhost:2.53`, the image the README quickstart
+/// runs; see the script).
 ///
 /// # Errors
 /// The build script failed or an archive is missing.
 pub fn image_archives() -> anyhow::Result<Vec<PathBuf>> {
     let dir = cached_bin_dir("FERROLB_IMAGES", "tests/image/build.sh")?;
-    ["ferrolb.tar", "pause.tar", "backend.tar"]
+    ["ferrolb.tar", "pause.tar", "backend.tar", "agnhost.tar"]
         .iter()
         .map(|name| {
             let path = dir.join(name);

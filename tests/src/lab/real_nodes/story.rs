@@ -29,16 +29,20 @@ use crate::poll::{until, until_some};
 
 /// The install namespace of `deploy/`.
 pub const NS: &str = "ferrolb-system";
-/// The pool: on the LAN (clients reach `198.51.100.0/24` on-link), clear of the pods' range.
-pub const POOL: &str = "198.51.100.16/29";
+/// The pool: automatic (issue #28), 4 addresses from the top of the node network the speakers
+/// report (the lab's LAN, `192.0.2.0/24`), each probed before it is handed out — no numbers.
+pub const POOL: &str = "autoAddresses: {size: 4}";
 /// The backend image (`tests/image/build.sh`).
 pub const BACKEND_IMAGE: &str = "ferrolb-test-backend:0.1.0";
 /// The images every node must hold after the import (containerd's normalised names).
-pub const IMAGES: [&str; 3] = [
+pub const IMAGES: [&str; 4] = [
     "docker.io/library/ferrolb:0.1.0",
     "registry.k8s.io/pause:3.10",
     "docker.io/library/ferrolb-test-backend:0.1.0",
+    AGNHOST_IMAGE,
 ];
+/// The lab's stand-in for the e2e image the README quickstart runs (`tests/image/build.sh`).
+pub const AGNHOST_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
 /// `CAP_NET_RAW` alone, as `/proc/<pid>/status` prints `CapEff`.
 pub const NET_RAW_ONLY: &str = "0000000000002000";
 
@@ -49,7 +53,7 @@ const POOL_YAML: &str = r#"apiVersion: ferrolb.io/v1beta1
 kind: IPAddressPool
 metadata: {name: lab}
 spec:
-  addresses: ["198.51.100.16/29"]
+  autoAddresses: {size: 4}
 ---
 apiVersion: ferrolb.io/v1beta1
 kind: L2Advertisement
@@ -192,7 +196,7 @@ async fn http_from_client(lab: &RealNodes, ip: Ipv4Addr) -> anyhow::Result<Strin
 
 /// Waits until exactly one MAC answers ARP for `ip` from client 0 and `accept`s it; returns the
 /// node that MAC belongs to.
-async fn one_answerer(
+pub(super) async fn one_answerer(
     lab: &RealNodes,
     ip: Ipv4Addr,
     accept: impl Fn(&str) -> bool,
@@ -335,7 +339,7 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
     // 2. A pool, a backend Deployment and a LoadBalancer Service.
     writeln!(
         out,
-        "2. pool {POOL}, Deployment web (3 × {BACKEND_IMAGE}), Service web type LoadBalancer"
+        "2. pool {{{POOL}}}, Deployment web (3 × {BACKEND_IMAGE}), Service web type LoadBalancer"
     )?;
     lab.kubectl_ok(&["apply", "-f", "-"], Some(POOL_YAML))?;
     lab.kubectl_ok(&["apply", "-f", "-"], Some(&workload("web")))?;

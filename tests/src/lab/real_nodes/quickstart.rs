@@ -1,0 +1,238 @@
+//! The README quickstart run verbatim on real nodes (issue #28 item 5 and its "Done when"): the
+//! "Then, on either" command block ([`crate::readme::quickstart_block`]) runs unchanged in
+//! `bash -euxo pipefail` from the repository root, against a real-node lab standing in for the
+//! minikube or kind cluster. What cannot run here is replaced by a shim:
+//!
+//! | README line (not run) | lab equivalent |
+//! |---|---|
+//! | `minikube start` / `kind create cluster` | [`RealNodes::start`]: kubelet + containerd nodes, kube-proxy (nftables) |
+//! | kubeadm labelling the single node `node.kubernetes.io/exclude-from-external-load-balancers` | `kubectl label node` before the block runs, when the lab has one node |
+//! | `minikube image build …` / `docker build … && kind load docker-image …` | `tests/image/build.sh`'s `ferrolb.tar` imported into every node's containerd |
+//! | the registry pull of `registry.k8s.io/e2e-test-images/agnhost:2.53` | the image of that name from `tests/image/build.sh` (the lab's backend as `/agnhost`, serving `netexec --http-port=N`'s `GET /hostname`), imported likewise |
+//!
+//! Inside the block, two commands go through wrappers first in `PATH`: `kubectl` (the lab's
+//! kubectl with the test cluster's admin kubeconfig, as `~/.kube/config` would be) and `curl`
+//! (the machine's curl run in the lab's first client namespace, a host on the node network as
+//! the Linux host is on minikube's Docker network). Every other line runs as written.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+
+use super::story::{NS, one_answerer};
+use super::{RealNodes, image_archives};
+use crate::cluster::{k8s_bin, repo_root};
+use crate::lab::scenario::typed_events_for;
+use crate::objects::ingress_v4;
+
+/// The label kubeadm (and so minikube and kind) puts on a control-plane node.
+pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// The longest the block may run (its `kubectl wait`s carry their own timeouts; `rollout
+/// status` has none).
+pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What running the quickstart showed.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The nodes of the lab.
+    pub nodes: Vec<String>,
+    /// The nodes carrying [`EXCLUDE_LABEL`] when the block ran.
+    pub labelled: Vec<String>,
+    /// The block's exit status (`bash -euxo pipefail`).
+    pub exit_code: Option<i32>,
+    /// The block's standard output (`kubectl`'s lines, then `curl`'s answer last).
+    pub stdout: String,
+    /// The block's trace and error output.
+    pub stderr: String,
+    /// The Service `web`'s external IP after the block.
+    pub ip: Option<Ipv4Addr>,
+    /// The addresses of the quickstart's pool, `status.autoAddresses.addresses`.
+    pub pool_addresses: Vec<String>,
+    /// The chosen prefix, `status.autoAddresses.prefix`.
+    pub pool_prefix: String,
+    /// The node answering ARP for the IP from the client, alone.
+    pub owner: String,
+    /// `type reason` of the Events on Service `web`.
+    pub events: BTreeSet<String>,
+    /// Who made the membership key Secret: its `app.kubernetes.io/managed-by` label.
+    pub key_managed_by: Option<String>,
+}
+
+/// Starts a real-node lab of `nodes` nodes and one client, labels a single node like kubeadm
+/// does, and runs the README's quickstart block in it (module docs).
+///
+/// # Errors
+/// The lab did not start, the README has no quickstart block, or a wrapper could not be written.
+/// A failing block is not an error: its exit status and output are in the [`Report`].
+pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
+    let images = image_archives()?;
+    let started = Instant::now();
+    writeln!(
+        out,
+        "starting {nodes} real node(s) for the README quickstart ..."
+    )?;
+    let lab = RealNodes::start(nodes, 1, &images).await?;
+    writeln!(
+        out,
+        "  Nodes Ready after {:.1} s",
+        started.elapsed().as_secs_f64()
+    )?;
+    let result = quickstart(&lab, out).await;
+    if let Ok(r) = &result
+        && r.exit_code != Some(0)
+    {
+        let pods = lab
+            .kubectl(&["get", "pods", "-A", "-o", "wide"], None)
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{pods}\n{}\n{}",
+            lab.container_logs(NS, "ferrolb-speaker", 15),
+            lab.container_logs(NS, "ferrolb-controller", 15)
+        )?;
+    }
+    result
+}
+
+async fn quickstart(lab: &RealNodes, out: &mut dyn Write) -> anyhow::Result<Report> {
+    let mut report = Report {
+        nodes: lab.nodes.iter().map(|n| n.name.clone()).collect(),
+        ..Report::default()
+    };
+    if let [only] = report.nodes.as_slice() {
+        lab.kubectl_ok(&["label", "node", only, &format!("{EXCLUDE_LABEL}=")], None)?;
+    }
+    let labelled = lab.kubectl_ok(&["get", "nodes", "-l", EXCLUDE_LABEL, "-o", "name"], None)?;
+    report.labelled = labelled
+        .lines()
+        .map(|l| l.trim_start_matches("node/").to_owned())
+        .collect();
+
+    let root = repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).context("reading README.md")?;
+    let block = crate::readme::quickstart_block(&readme)?.to_owned();
+    let shim = tempfile::Builder::new()
+        .prefix("ferrolb-quickstart-shim-")
+        .tempdir()?;
+    write_wrappers(shim.path(), lab)?;
+    writeln!(
+        out,
+        "running the README quickstart block ({} lines) with the kubectl and curl wrappers ...",
+        block.lines().count()
+    )?;
+    let t = Instant::now();
+    let path = format!(
+        "{}:{}",
+        shim.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("timeout")
+            .args(["--kill-after=5", &BLOCK_TIMEOUT.as_secs().to_string()])
+            .args(["bash", "-euxo", "pipefail", "-c", &block])
+            .current_dir(&root)
+            .env("PATH", path)
+            .env_remove("KUBECONFIG")
+            .output()
+    })
+    .await?
+    .context("running bash")?;
+    report.exit_code = output.status.code();
+    report.stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    report.stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    writeln!(
+        out,
+        "  exit {:?} after {:.1} s; its output:\n{}",
+        report.exit_code,
+        t.elapsed().as_secs_f64(),
+        report.stdout
+    )?;
+    if report.exit_code != Some(0) {
+        writeln!(out, "  its trace:\n{}", report.stderr)?;
+        return Ok(report);
+    }
+
+    let client = lab.lab.client().await?;
+    let ip = ingress_v4(&client, "default", "web")
+        .await
+        .context("the Service web has no IPv4 address")?;
+    report.ip = Some(ip);
+    let pool = lab.kubectl_ok(
+        &[
+            "get",
+            "ipaddresspool",
+            "quickstart",
+            "-o",
+            "jsonpath={.status.autoAddresses.prefix} {.status.autoAddresses.addresses[*]}",
+        ],
+        None,
+    )?;
+    let mut words = pool.split_whitespace();
+    report.pool_prefix = words.next().unwrap_or_default().to_owned();
+    report.pool_addresses = words.map(str::to_owned).collect();
+    report.owner = one_answerer(lab, ip, |_| true, "one ARP answerer for web's IP").await?;
+    report.events = typed_events_for(&client, "default", "web")
+        .await?
+        .into_iter()
+        .map(|(kind, reason, _)| format!("{kind} {reason}"))
+        .collect();
+    let secrets: Api<Secret> = Api::namespaced(client, NS);
+    report.key_managed_by = secrets.get_opt("ferrolb-memberlist").await?.and_then(|s| {
+        s.metadata
+            .labels?
+            .get("app.kubernetes.io/managed-by")
+            .cloned()
+    });
+    writeln!(
+        out,
+        "  web has {ip} from pool {} {:?}; {} answers ARP for it alone; Events {:?}",
+        report.pool_prefix, report.pool_addresses, report.owner, report.events
+    )?;
+    Ok(report)
+}
+
+/// Writes the `kubectl` and `curl` wrappers into `dir` (module docs).
+fn write_wrappers(dir: &Path, lab: &RealNodes) -> anyhow::Result<()> {
+    let kubectl = k8s_bin("kubectl")?;
+    let kubeconfig = lab.lab.cluster().kubeconfig();
+    let curl = which("curl").context("curl is not installed")?;
+    let client = &lab.lab.clients[0].netns;
+    for (name, body) in [
+        (
+            "kubectl",
+            format!(
+                "exec '{}' --kubeconfig '{}' \"$@\"",
+                kubectl.display(),
+                kubeconfig.display()
+            ),
+        ),
+        (
+            "curl",
+            format!("exec ip netns exec '{client}' '{}' \"$@\"", curl.display()),
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
+}
+
+/// The first `name` in `PATH`.
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
