@@ -5,7 +5,8 @@
 //! gets an IP → exactly one node answers ARP → HTTP reaches the pods; the owner's speaker pod
 //! deleted → another node takes over, the DaemonSet recreates the pod, one answerer again; the
 //! controller's leader pod deleted → the other replica takes the Lease and a new Service gets an
-//! IP; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
+//! IP; a roll-out of the controller (issue #29 O2) → no Service status written, a Service created
+//! during it served; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
 //! ours left. Asserts on what was observed, never on timing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -56,6 +57,12 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
     // and it serves a new Service.
     assert!(r.controllers.contains(&r.second_leader), "{r:?}");
     assert!(r.ip2.is_some() && r.ip2 != r.ip);
+    // Issue #29 O2: a roll-out of the controller writes no Service status and moves no address
+    // (any write would change a resourceVersion), a Service created during it gets its own
+    // address, and a new pod leads at the end.
+    assert!(r.rollout_changed.is_empty(), "{r:?}");
+    assert!(r.ip3.is_some() && r.ip3 != r.ip && r.ip3 != r.ip2, "{r:?}");
+    assert!(r.rollout_leader_is_new, "{r:?}");
     // Uninstalled with `ferrolb uninstall` (the story failed unless it exited 0): no Service
     // status of ours left, each released with a Normal IPReleased Event, and nothing of the
     // install left — namespace, cluster RBAC, the speakers' admission policy, CRDs — and

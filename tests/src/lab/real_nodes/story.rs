@@ -4,7 +4,7 @@
 //! uninstall with `ferrolb uninstall`. Each step fails (with what was seen) when it does not reach its goal; what happened
 //! is returned in a [`Report`] for the caller to assert on, and narrated to `out`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::ResourceExt;
@@ -99,6 +99,18 @@ pub struct Report {
     pub answered_after: String,
     /// The second Service's external IP (assigned by the second leader).
     pub ip2: Option<Ipv4Addr>,
+    /// The third Service's external IP, created during the controller's roll-out (issue #29 O2)
+    /// once the leader's pod was being stopped.
+    pub ip3: Option<Ipv4Addr>,
+    /// The Lease holder when web3's address was first seen.
+    pub ip3_assigned_by: String,
+    /// The Lease holder once the roll-out finished.
+    pub rollout_leader: String,
+    /// Whether that holder is one of the roll-out's new pods.
+    pub rollout_leader_is_new: bool,
+    /// Services `web` and `web2` whose resourceVersion or address changed across the roll-out
+    /// (any status write changes the resourceVersion), with before and after.
+    pub rollout_changed: Vec<String>,
     /// `namespace/name ip` of the story's Services still holding an address after the uninstall.
     pub statuses_left: Vec<String>,
     /// `service: type note` of the `IPReleased` Events on the story's Services.
@@ -143,6 +155,20 @@ metadata: {{name: {name}, namespace: default}}
 spec:
   type: LoadBalancer
   selector: {{app: {name}}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"#
+    )
+}
+
+/// A LoadBalancer Service for the `web` pods, with no Deployment of its own.
+fn bare_service(name: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec:
+  type: LoadBalancer
+  selector: {{app: web}}
   ports: [{{port: 80, targetPort: 8080}}]
 "#
     )
@@ -514,11 +540,107 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
         took_lease.as_secs_f64()
     )?;
 
-    // 5. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
+    // 5. Roll the controller out (issue #29 O2): no Service status written, no address changed,
+    // and a Service created during the roll-out gets its address.
+    writeln!(
+        out,
+        "5. kubectl rollout restart deployment/ferrolb-controller, Service web3 created during it"
+    )?;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let mut before = BTreeMap::new();
+    for name in ["web", "web2"] {
+        let svc = services.get(name).await?;
+        before.insert(
+            name,
+            (
+                svc.resource_version(),
+                ingress_v4(&client, "default", name).await,
+            ),
+        );
+    }
+    let t = Instant::now();
+    let leader = lease_holder(&leases).await.unwrap_or_default();
+    lab.kubectl_ok(
+        &[
+            "-n",
+            NS,
+            "rollout",
+            "restart",
+            "deployment/ferrolb-controller",
+        ],
+        None,
+    )?;
+    // Created once the leader's pod is being stopped: the address comes from whoever leads next.
+    until(
+        "the leader's pod terminating",
+        Duration::from_secs(120),
+        || async {
+            pods.get_opt(&leader)
+                .await
+                .ok()
+                .is_none_or(|p| p.is_none_or(|p| p.metadata.deletion_timestamp.is_some()))
+        },
+    )
+    .await?;
+    let leader_stopping = t.elapsed();
+    lab.kubectl_ok(&["apply", "-f", "-"], Some(&bare_service("web3")))?;
+    let created = Instant::now();
+    let ip3 = until_some("an IP for web3", Duration::from_secs(120), || {
+        ingress_v4(&client, "default", "web3")
+    })
+    .await?;
+    let ip3_after = created.elapsed();
+    report.ip3_assigned_by = lease_holder(&leases).await.unwrap_or_default();
+    lab.kubectl_ok(
+        &[
+            "-n",
+            NS,
+            "rollout",
+            "status",
+            "deployment/ferrolb-controller",
+            "--timeout=180s",
+        ],
+        None,
+    )?;
+    let rolled_out = t.elapsed();
+    let new_replicas = names(&ready_pods(&pods, CONTROLLERS).await);
+    let lease = leases.get("ferrolb-controller").await?;
+    report.rollout_leader = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    report.rollout_leader_is_new = new_replicas.contains(&report.rollout_leader)
+        && !report.controllers.contains(&report.rollout_leader)
+        && report.rollout_leader != report.second_leader;
+    for (name, (rv, ip)) in &before {
+        let svc = services.get(name).await?;
+        let now_ip = ingress_v4(&client, "default", name).await;
+        if svc.resource_version() != *rv || now_ip != *ip {
+            report.rollout_changed.push(format!(
+                "{name}: resourceVersion {rv:?} -> {:?}, {ip:?} -> {now_ip:?}",
+                svc.resource_version()
+            ));
+        }
+    }
+    report.ip3 = Some(ip3);
+    writeln!(
+        out,
+        "   {leader} (leader) terminating {:.1} s after the restart; web3, created then, got {ip3} {:.1} s later (Lease held by {}); rolled out after {:.1} s, Lease held by {} (new: {}); Services changed during it: {:?}",
+        leader_stopping.as_secs_f64(),
+        ip3_after.as_secs_f64(),
+        report.ip3_assigned_by,
+        rolled_out.as_secs_f64(),
+        report.rollout_leader,
+        report.rollout_leader_is_new,
+        report.rollout_changed
+    )?;
+
+    // 6. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
     // controller, releases every status it wrote with the admin's credentials, then deletes the
     // namespace, the cluster RBAC and the CRDs. (`kubectl delete -k deploy/` alone revokes the
     // controller's RBAC in the same command, before any pod stops: docs/install.md.)
-    writeln!(out, "5. uninstall: ferrolb uninstall")?;
+    writeln!(out, "6. uninstall: ferrolb uninstall")?;
     let t = Instant::now();
     let run = std::process::Command::new(workspace_bin("ferrolb")?)
         .arg("uninstall")
@@ -534,7 +656,7 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
         anyhow::bail!("ferrolb uninstall: {}", run.status);
     }
     writeln!(out, "   done after {:.1} s", t.elapsed().as_secs_f64())?;
-    for name in ["web", "web2"] {
+    for name in ["web", "web2", "web3"] {
         if let Some(ip) = ingress_v4(&client, "default", name).await {
             report.statuses_left.push(format!("default/{name} {ip}"));
         }
