@@ -87,7 +87,8 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
 /// Issue #28 item 5 and its "Done when": the README's quickstart block, run verbatim
 /// (`lab::real_nodes::quickstart` names the lines a shim replaces), on a single node carrying
 /// the exclusion label as minikube's and kind's do: the install with no key step, an automatic
-/// pool with no numbers, one Service — and `curl` from a host on the node network reaches a pod.
+/// pool with no numbers, one Service — and `curl` from a host on the node network reaches a pod;
+/// then the whole cluster powered off and on, as `minikube stop && minikube start`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_readme_quickstart_runs_verbatim_on_a_single_labelled_node() {
     use ferrolb_tests::lab::real_nodes::quickstart;
@@ -121,4 +122,15 @@ async fn the_readme_quickstart_runs_verbatim_on_a_single_labelled_node() {
     );
     // No key step: the controller made the membership key.
     assert_eq!(r.key_managed_by.as_deref(), Some("ferrolb-controller"));
+    // `minikube stop && minikube start` (issue #29 O5, the README's promise): the whole cluster
+    // powered off and on keeps the Service's address with no write to it, and the address is
+    // answered again, by the node and by the pod.
+    assert_eq!(r.answers_while_off, 0, "the cluster was not off: {r:?}");
+    assert!(
+        r.speakers_restarted,
+        "the speakers were not restarted: {r:?}"
+    );
+    assert_eq!(r.restart_changed, None, "{r:?}");
+    assert_eq!(r.owner_after_restart, r.nodes[0], "{r:?}");
+    assert!(r.answered_after_restart.starts_with("web-"), "{r:?}");
 }

@@ -228,6 +228,25 @@ impl TestCluster {
         Ok(cluster)
     }
 
+    /// Stops kube-apiserver, then etcd (SIGTERM, SIGKILL after 5 s), keeping their data: a power
+    /// cut of the control plane (issue #29 O5). [`TestCluster::start_again`] undoes it.
+    pub fn stop(&self) {
+        self.apiserver.stop(Duration::from_secs(5));
+        self.etcd.stop(Duration::from_secs(5));
+    }
+
+    /// Starts etcd and kube-apiserver again after [`TestCluster::stop`], with the same
+    /// arguments, data directory and ports; returns once the API server is ready. Clients
+    /// reconnect on their own.
+    ///
+    /// # Errors
+    /// A process could not be started again, or the API server was not ready within 90 s.
+    pub async fn start_again(&self) -> anyhow::Result<()> {
+        self.etcd.restart(Duration::ZERO)?;
+        self.apiserver.restart(Duration::ZERO)?;
+        self.wait_ready(Duration::from_secs(90)).await
+    }
+
     /// The state directory (certificates, logs, kubeconfig, etcd data).
     pub fn dir(&self) -> &Path {
         &self.dir

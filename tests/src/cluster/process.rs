@@ -15,6 +15,8 @@ pub struct Supervised {
     child: Mutex<Option<Child>>,
     log: PathBuf,
     detach: bool,
+    /// The program and arguments, for [`Supervised::restart`] (`None` for a prepared command).
+    program: Option<(PathBuf, Vec<String>)>,
 }
 
 impl Supervised {
@@ -29,7 +31,35 @@ impl Supervised {
         log: &Path,
         detach: bool,
     ) -> anyhow::Result<Supervised> {
-        Supervised::spawn_command(name, Command::new(program).args(args), log, detach)
+        let mut this =
+            Supervised::spawn_command(name, Command::new(program).args(args), log, detach)?;
+        this.program = Some((program.to_path_buf(), args.to_vec()));
+        Ok(this)
+    }
+
+    /// Stops the process ([`Supervised::stop`]) and starts the same program with the same
+    /// arguments and log again, as after a power cycle.
+    ///
+    /// # Errors
+    /// The handle came from [`Supervised::spawn_command`] (nothing to start again), or the
+    /// program could not be started.
+    pub fn restart(&self, grace: Duration) -> anyhow::Result<()> {
+        let (program, args) = self
+            .program
+            .as_ref()
+            .with_context(|| format!("{} was started from a prepared command", self.name))?;
+        self.stop(grace);
+        let again = Supervised::spawn_command(
+            &self.name,
+            Command::new(program).args(args),
+            &self.log,
+            true,
+        )?;
+        let child = again.child.lock().ok().and_then(|mut c| c.take());
+        if let Ok(mut guard) = self.child.lock() {
+            *guard = child;
+        }
+        Ok(())
     }
 
     /// Starts a prepared command (e.g. `ip netns exec NS …`) with its output appended to `log`.
@@ -59,6 +89,7 @@ impl Supervised {
             child: Mutex::new(Some(child)),
             log: log.to_path_buf(),
             detach,
+            program: None,
         })
     }
 

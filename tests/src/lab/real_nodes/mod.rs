@@ -230,6 +230,78 @@ impl RealNodes {
         Ok(this)
     }
 
+    /// Powers the whole cluster off, as `minikube stop` or a rack losing power does (issue #29
+    /// O5): every process of every node killed at once (kubelet, containerd, shims, every
+    /// container), the mounts and the runtime's volatile state (what lives in `/run` on a real
+    /// node: containerd's state directory, runc's root) gone; kube-proxy,
+    /// kube-controller-manager, kube-scheduler, kube-apiserver and etcd stopped. The disks stay:
+    /// etcd's data, containerd's content and metadata (the images stay imported), kubelet's
+    /// root, the CNI IPAM state. [`RealNodes::power_on`] starts it all again.
+    pub fn power_off(&mut self) {
+        for node in &self.nodes {
+            node.cgroup.kill_all(Duration::from_secs(10));
+            node.kubelet.stop(Duration::ZERO);
+            node.runtime.stop(Duration::ZERO);
+        }
+        for node in &self.nodes {
+            host::unmount_under(&node.dir);
+            for volatile in ["containerd/state", "runc"] {
+                let _ = std::fs::remove_dir_all(node.dir.join(volatile));
+            }
+        }
+        host::remove_dead_shim_sockets();
+        self.proxies.clear();
+        self.control.stop();
+        self.lab.cluster().stop();
+    }
+
+    /// Starts a cluster [`RealNodes::power_off`] stopped, from the same disks, as `minikube
+    /// start` does: etcd and the API server, the control plane, then every node's containerd,
+    /// kubelet and kube-proxy. Returns once the API server is ready and every kubelet runs; the
+    /// pods come back as kubelet restarts them.
+    ///
+    /// # Errors
+    /// A process could not be started again, or the API server was not ready within 90 s.
+    pub async fn power_on(&mut self) -> anyhow::Result<()> {
+        self.lab.cluster().start_again().await?;
+        self.control = ControlPlane::start(self.lab.cluster(), self.lab.dir())?;
+        let node_bin = cached_bin_dir("FERROLB_NODE_BIN", "tests/nodes/build.sh")?;
+        let kubelet_bin = k8s_bin("kubelet")?;
+        let ca = self.lab.cluster().dir().join("ca.crt");
+        for (k, (real, node)) in self.nodes.iter_mut().zip(&self.lab.nodes).enumerate() {
+            let cgroup = &real.cgroup;
+            real.runtime = Runtime::start(
+                &node.netns,
+                &real.dir,
+                &node_bin,
+                &node_subnet(k + 1),
+                |pid| cgroup.adopt(pid),
+            )?;
+            real.kubelet = Kubelet::start(
+                &node.name,
+                &node.netns,
+                node.ip,
+                &real.dir,
+                &kubelet_bin,
+                self.lab.node_kubeconfig(),
+                &ca,
+                &cgroup.path(),
+                &real.runtime.endpoint(),
+                |pid| cgroup.adopt(pid),
+            )?;
+        }
+        for node in &self.lab.nodes {
+            let proxy = self.lab.start_kube_proxy_for(
+                &node.name,
+                ProxyMode::Nftables,
+                POD_CIDR,
+                super::pods::POD_CIDR_V6,
+            )?;
+            self.proxies.push(proxy);
+        }
+        Ok(())
+    }
+
     async fn wait_ready(&self, client: &Client, timeout: Duration) -> anyhow::Result<()> {
         let nodes: Api<Node> = Api::all(client.clone());
         let deadline = std::time::Instant::now() + timeout;

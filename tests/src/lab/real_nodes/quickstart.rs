@@ -24,14 +24,16 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::ResourceExt;
 use kube::api::Api;
 
-use super::story::{NS, one_answerer};
+use super::story::{NS, http_from_client, one_answerer};
 use super::{RealNodes, image_archives};
 use crate::cluster::{k8s_bin, repo_root};
 use crate::lab::scenario::typed_events_for;
 use crate::objects::ingress_v4;
+use crate::poll::until_some;
 
 /// The label kubeadm (and so minikube and kind) puts on a control-plane node.
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
@@ -65,6 +67,21 @@ pub struct Report {
     pub events: BTreeSet<String>,
     /// Who made the membership key Secret: its `app.kubernetes.io/managed-by` label.
     pub key_managed_by: Option<String>,
+    /// After the whole cluster was powered off and on (`minikube stop && minikube start`, issue
+    /// #29 O5): what changed on Service `web` (resourceVersion or address), if anything.
+    pub restart_changed: Option<String>,
+    /// ARP answers for the IP while the cluster was off.
+    pub answers_while_off: usize,
+    /// Whether the speaker processes after the power-on are all new ones (none of the PIDs
+    /// seen before the power-off).
+    pub speakers_restarted: bool,
+    /// The node answering ARP for the IP, alone, after the power cycle.
+    pub owner_after_restart: String,
+    /// The pod that answered HTTP through the IP after the power cycle.
+    pub answered_after_restart: String,
+    /// Seconds from the power-on (kubelets started) to the first ARP answer, and to the first
+    /// HTTP answer.
+    pub answered_after_power_on: (f64, f64),
 }
 
 /// Starts a real-node lab of `nodes` nodes and one client, labels a single node like kubeadm
@@ -80,13 +97,20 @@ pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
         out,
         "starting {nodes} real node(s) for the README quickstart ..."
     )?;
-    let lab = RealNodes::start(nodes, 1, &images).await?;
+    let mut lab = RealNodes::start(nodes, 1, &images).await?;
     writeln!(
         out,
         "  Nodes Ready after {:.1} s",
         started.elapsed().as_secs_f64()
     )?;
-    let result = quickstart(&lab, out).await;
+    let mut result = quickstart(&lab, out).await;
+    if let Ok(report) = &mut result
+        && report.exit_code == Some(0)
+    {
+        if let Err(e) = power_cycle(&mut lab, report, out).await {
+            result = Err(e);
+        }
+    }
     if let Ok(r) = &result
         && r.exit_code != Some(0)
     {
@@ -199,6 +223,86 @@ async fn quickstart(lab: &RealNodes, out: &mut dyn Write) -> anyhow::Result<Repo
         report.pool_prefix, report.pool_addresses, report.owner, report.events
     )?;
     Ok(report)
+}
+
+/// `minikube stop && minikube start` ([`RealNodes::power_cycle`], issue #29 O5): the Service keeps
+/// its address with no write, and the address is answered again — by ARP and by a pod.
+async fn power_cycle(
+    lab: &mut RealNodes,
+    report: &mut Report,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let client = lab.lab.client().await?;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let before = services.get("web").await?.resource_version();
+    writeln!(
+        out,
+        "powering the cluster off and on (minikube stop && minikube start) ..."
+    )?;
+    let pids_before = speaker_pids(lab);
+    lab.power_off();
+    report.answers_while_off = lab
+        .lab
+        .arp_answers(0, report.ip.context("no IP")?)
+        .await?
+        .len();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    lab.power_on().await?;
+    let on = Instant::now();
+    let ip = report.ip.context("no IP before the restart")?;
+    report.owner_after_restart = one_answerer(
+        lab,
+        ip,
+        |_| true,
+        "one ARP answerer for web's IP after the restart",
+    )
+    .await?;
+    let arp = on.elapsed().as_secs_f64();
+    report.answered_after_restart = until_some(
+        "HTTP through web's IP after the restart",
+        Duration::from_secs(120),
+        || async { http_from_client(lab, ip).await.ok() },
+    )
+    .await?;
+    report.answered_after_power_on = (arp, on.elapsed().as_secs_f64());
+    report.speakers_restarted =
+        pids_before.iter().all(|p| !speaker_pids(lab).contains(p)) && !pids_before.is_empty();
+    let client = lab.lab.client().await?;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let after = services.get("web").await?.resource_version();
+    let ip_after = ingress_v4(&client, "default", "web").await;
+    if after != before || ip_after != Some(ip) {
+        report.restart_changed = Some(format!(
+            "resourceVersion {before:?} -> {after:?}, {ip} -> {ip_after:?}"
+        ));
+    }
+    writeln!(
+        out,
+        "  after the power-on: {} answers ARP for {ip} at {arp:.1} s, HTTP → {} at {:.1} s; web changed: {:?}",
+        report.owner_after_restart,
+        report.answered_after_restart,
+        report.answered_after_power_on.1,
+        report.restart_changed
+    )?;
+    Ok(())
+}
+
+/// The PIDs of the `ferrolb-speaker` processes in the nodes' network namespaces.
+fn speaker_pids(lab: &RealNodes) -> BTreeSet<String> {
+    lab.lab
+        .nodes
+        .iter()
+        .filter_map(|n| crate::lab::sh("ip", &["netns", "pids", &n.netns]).ok())
+        .flat_map(|pids| {
+            pids.split_whitespace()
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == "ferrolb-speaker")
+                })
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Writes the `kubectl` and `curl` wrappers into `dir` (module docs).

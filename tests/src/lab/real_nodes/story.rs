@@ -210,7 +210,7 @@ async fn lease_holder(leases: &Api<Lease>) -> Option<String> {
 }
 
 /// GET /hostname on `ip:80` from client 0.
-async fn http_from_client(lab: &RealNodes, ip: Ipv4Addr) -> anyhow::Result<String> {
+pub(super) async fn http_from_client(lab: &RealNodes, ip: Ipv4Addr) -> anyhow::Result<String> {
     let netns = lab.lab.clients[0].netns.clone();
     tokio::task::spawn_blocking(move || {
         within_netns(&netns, move || {
