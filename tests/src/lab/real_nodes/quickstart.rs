@@ -106,10 +106,9 @@ pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
     let mut result = quickstart(&lab, out).await;
     if let Ok(report) = &mut result
         && report.exit_code == Some(0)
+        && let Err(e) = power_cycle(&mut lab, report, out).await
     {
-        if let Err(e) = power_cycle(&mut lab, report, out).await {
-            result = Err(e);
-        }
+        result = Err(e);
     }
     if let Ok(r) = &result
         && r.exit_code != Some(0)
