@@ -6,7 +6,8 @@
 //! deleted → another node takes over, the DaemonSet recreates the pod, one answerer again; the
 //! controller's leader pod deleted → the other replica takes the Lease and a new Service gets an
 //! IP; a roll-out of the controller (issue #29 O2) → no Service status written, a Service created
-//! during it served; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
+//! during it served; the whole cluster powered off and on (issue #29 O5) → every address kept, each
+//! claimed again by one node only; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
 //! ours left. Asserts on what was observed, never on timing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -63,6 +64,16 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
     assert!(r.rollout_changed.is_empty(), "{r:?}");
     assert!(r.ip3.is_some() && r.ip3 != r.ip && r.ip3 != r.ip2, "{r:?}");
     assert!(r.rollout_leader_is_new, "{r:?}");
+    // Issue #29 O5: the whole cluster powered off and on. Nothing answered while off; every
+    // Service kept its address with no write; every IP is answered again, and in the first
+    // seconds after the power-on each IP was claimed (gratuitous ARP or reply) by one node only:
+    // no speaker announced before the membership had converged.
+    assert_eq!(r.answers_while_off, 0, "{r:?}");
+    assert!(r.restart_changed.is_empty(), "{r:?}");
+    assert_eq!(r.answered_after_power_on.len(), 3, "{r:?}");
+    for (ip, claimants) in &r.claimants_after_power_on {
+        assert_eq!(claimants.len(), 1, "{ip} claimed by {claimants:?}: {r:?}");
+    }
     // Uninstalled with `ferrolb uninstall` (the story failed unless it exited 0): no Service
     // status of ours left, each released with a Normal IPReleased Event, and nothing of the
     // install left — namespace, cluster RBAC, the speakers' admission policy, CRDs — and

@@ -23,7 +23,7 @@ use kube::api::{Api, ListParams};
 use super::{RealNodes, image_archives};
 use crate::cluster::{repo_root, workspace_bin};
 use crate::lab::scenario::typed_events_for;
-use crate::lab::{http_client, sh, within_netns};
+use crate::lab::{Seen, http_client, sh, within_netns};
 use crate::objects::ingress_v4;
 use crate::poll::{until, until_some};
 
@@ -45,6 +45,9 @@ pub const IMAGES: [&str; 4] = [
 pub const AGNHOST_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
 /// `CAP_NET_RAW` alone, as `/proc/<pid>/status` prints `CapEff`.
 pub const NET_RAW_ONLY: &str = "0000000000002000";
+
+/// How long the client records every frame after the whole cluster's power-on (step 6).
+pub const RESTART_CAPTURE: Duration = Duration::from_secs(10);
 
 const SPEAKERS: &str = "app.kubernetes.io/component=speaker";
 const CONTROLLERS: &str = "app.kubernetes.io/component=controller";
@@ -102,6 +105,15 @@ pub struct Report {
     /// The third Service's external IP, created during the controller's roll-out (issue #29 O2)
     /// once the leader's pod was being stopped.
     pub ip3: Option<Ipv4Addr>,
+    /// ARP answers for the first IP while the whole cluster was off (issue #29 O5).
+    pub answers_while_off: usize,
+    /// `(IP, owner, seconds after the power-on)`: when each IP was answered by one node again.
+    pub answered_after_power_on: Vec<(Ipv4Addr, String, f64)>,
+    /// The nodes (or MACs) that claimed each IP — gratuitous ARP or ARP reply — in the first
+    /// [`RESTART_CAPTURE`] after the power-on, as the client saw them.
+    pub claimants_after_power_on: Vec<(Ipv4Addr, BTreeSet<String>)>,
+    /// Services whose resourceVersion or address changed across the power cycle.
+    pub restart_changed: Vec<String>,
     /// The Lease holder when web3's address was first seen.
     pub ip3_assigned_by: String,
     /// The Lease holder once the roll-out finished.
@@ -292,13 +304,13 @@ pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
         out,
         "starting {nodes} real nodes (containerd + kubelet each), kube-controller-manager, kube-scheduler ..."
     )?;
-    let lab = RealNodes::start(nodes, 1, &images).await?;
+    let mut lab = RealNodes::start(nodes, 1, &images).await?;
     writeln!(
         out,
         "  Nodes Ready after {:.1} s; images imported into every node",
         started.elapsed().as_secs_f64()
     )?;
-    let result = story(&lab, nodes, out).await;
+    let result = story(&mut lab, nodes, out).await;
     if let Err(e) = &result {
         let described = lab
             .kubectl(&["get", "pods", "-A", "-o", "wide"], None)
@@ -313,7 +325,12 @@ pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
     result
 }
 
-async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
+async fn story(
+    lab_mut: &mut RealNodes,
+    nodes: usize,
+    out: &mut dyn Write,
+) -> anyhow::Result<Report> {
+    let lab: &RealNodes = lab_mut;
     let mut report = Report::default();
     let client = lab.lab.client().await?;
     for node in &lab.nodes {
@@ -636,11 +653,83 @@ async fn story(lab: &RealNodes, nodes: usize, out: &mut dyn Write) -> anyhow::Re
         report.rollout_changed
     )?;
 
-    // 6. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
+    // 6. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
+    // with no write, and each address is claimed again by one node only — none announced
+    // before the speakers converged.
+    writeln!(
+        out,
+        "6. the whole cluster powered off (every node, the control plane, etcd) and on"
+    )?;
+    let mut before = BTreeMap::new();
+    for name in ["web", "web2", "web3"] {
+        let svc = services.get(name).await?;
+        before.insert(
+            name,
+            (
+                svc.resource_version(),
+                ingress_v4(&client, "default", name).await,
+            ),
+        );
+    }
+    lab_mut.power_off();
+    report.answers_while_off = lab_mut.lab.arp_answers(0, ip).await?.len();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    lab_mut.power_on().await?;
+    let on = Instant::now();
+    let ips = [ip, ip2, ip3];
+    let lab: &RealNodes = lab_mut;
+    let (frames, answered) = tokio::join!(lab.lab.capture(0, RESTART_CAPTURE), async {
+        let mut answered = Vec::new();
+        for ip in ips {
+            let owner =
+                one_answerer(lab, ip, |_| true, "one ARP answerer after the power-on").await?;
+            answered.push((ip, owner, on.elapsed().as_secs_f64()));
+        }
+        anyhow::Ok(answered)
+    });
+    report.answered_after_power_on = answered?;
+    let frames = frames?;
+    for ip in ips {
+        let claimants: BTreeSet<String> = frames
+            .iter()
+            .filter_map(|f| match f {
+                Seen::GratuitousArp { ip: i, mac, .. } | Seen::ArpReply { ip: i, mac, .. }
+                    if *i == ip =>
+                {
+                    Some(node_of(lab, mac).unwrap_or_else(|_| mac.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        report.claimants_after_power_on.push((ip, claimants));
+    }
+    let client = lab.lab.client().await?;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    for (name, (rv, ip)) in &before {
+        let svc = services.get(name).await?;
+        let now_ip = ingress_v4(&client, "default", name).await;
+        if svc.resource_version() != *rv || now_ip != *ip {
+            report.restart_changed.push(format!(
+                "{name}: resourceVersion {rv:?} -> {:?}, {ip:?} -> {now_ip:?}",
+                svc.resource_version()
+            ));
+        }
+    }
+    writeln!(
+        out,
+        "   nothing answered while off ({} answers); after the power-on, (IP, owner, s): {:?}; nodes that claimed each IP in the first {} s: {:?}; Services changed: {:?}",
+        report.answers_while_off,
+        report.answered_after_power_on,
+        RESTART_CAPTURE.as_secs(),
+        report.claimants_after_power_on,
+        report.restart_changed
+    )?;
+
+    // 7. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
     // controller, releases every status it wrote with the admin's credentials, then deletes the
     // namespace, the cluster RBAC and the CRDs. (`kubectl delete -k deploy/` alone revokes the
     // controller's RBAC in the same command, before any pod stops: docs/install.md.)
-    writeln!(out, "6. uninstall: ferrolb uninstall")?;
+    writeln!(out, "7. uninstall: ferrolb uninstall")?;
     let t = Instant::now();
     let run = std::process::Command::new(workspace_bin("ferrolb")?)
         .arg("uninstall")
