@@ -6,7 +6,8 @@
 //! deleted → another node takes over, the DaemonSet recreates the pod, one answerer again; the
 //! controller's leader pod deleted → the other replica takes the Lease and a new Service gets an
 //! IP; a roll-out of the controller (issue #29 O2) → no Service status written, a Service created
-//! during it served; the whole cluster powered off and on (issue #29 O5) → every address kept, each
+//! during it served; the speakers rolled out (O1) → no probe answered twice, each IP away and
+//! back at most; the whole cluster powered off and on (issue #29 O5) → every address kept, each
 //! claimed again by one node only; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
 //! ours left. Asserts on what was observed, never on timing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -64,6 +65,17 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
     assert!(r.rollout_changed.is_empty(), "{r:?}");
     assert!(r.ip3.is_some() && r.ip3 != r.ip && r.ip3 != r.ip2, "{r:?}");
     assert!(r.rollout_leader_is_new, "{r:?}");
+    // Issue #29 O1: the speakers' roll-out. No probe answered by two nodes; each IP moved at
+    // most away from its owner and back (its owner's restart), and the owners are as before.
+    assert!(r.rollout_two_answers.is_empty(), "{r:?}");
+    assert!(r.rollout_probes >= 9, "{r:?}");
+    for (ip, before, sequence, after) in &r.rollout_owners {
+        assert_eq!(after, before, "{ip}: {r:?}");
+        assert!(
+            sequence.len() <= 3 && sequence.first() == Some(before),
+            "{ip} claimed by {sequence:?} in turn: {r:?}"
+        );
+    }
     // Issue #29 O5: the whole cluster powered off and on. Nothing answered while off; every
     // Service kept its address with no write; every IP is answered again, and in the first
     // seconds after the power-on each IP was claimed (gratuitous ARP or reply) by one node only:

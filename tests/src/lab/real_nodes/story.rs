@@ -105,6 +105,13 @@ pub struct Report {
     /// The third Service's external IP, created during the controller's roll-out (issue #29 O2)
     /// once the leader's pod was being stopped.
     pub ip3: Option<Ipv4Addr>,
+    /// ARP probes sent during the speakers' roll-out (issue #29 O1).
+    pub rollout_probes: usize,
+    /// The probes of the roll-out that two MACs answered.
+    pub rollout_two_answers: Vec<String>,
+    /// Per IP: the owner before the roll-out, the nodes that claimed it in turn during it
+    /// (gratuitous ARPs and probe replies, consecutive repeats merged), and the owner after.
+    pub rollout_owners: Vec<(Ipv4Addr, String, Vec<String>, String)>,
     /// ARP answers for the first IP while the whole cluster was off (issue #29 O5).
     pub answers_while_off: usize,
     /// `(IP, owner, seconds after the power-on)`: when each IP was answered by one node again.
@@ -653,12 +660,110 @@ async fn story(
         report.rollout_changed
     )?;
 
-    // 6. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
+    // 6. Roll the speakers out (issue #29 O1): `kubectl rollout restart` of the DaemonSet
+    // (maxUnavailable 1). The client probes every IP in turn the whole time, recording every
+    // frame (its probes' replies and the speakers' gratuitous ARPs): no probe answered twice,
+    // each IP moves at most away and back (when its owner's speaker restarts), and the owners
+    // at the end are the owners before.
+    writeln!(
+        out,
+        "6. kubectl rollout restart daemonset/ferrolb-speaker, every IP probed throughout"
+    )?;
+    let ips = [ip, ip2, ip3];
+    let mut owners_before = Vec::new();
+    for ip in ips {
+        owners_before
+            .push(one_answerer(lab, ip, |_| true, "one ARP answerer before the roll-out").await?);
+    }
+    let t = Instant::now();
+    lab.kubectl_ok(
+        &["-n", NS, "rollout", "restart", "daemonset/ferrolb-speaker"],
+        None,
+    )?;
+    let kubeconfig = lab.lab.cluster().kubeconfig().to_path_buf();
+    let mut rollout = tokio::task::spawn_blocking(move || {
+        crate::cluster::kubectl(
+            &kubeconfig,
+            &[
+                "-n",
+                NS,
+                "rollout",
+                "status",
+                "daemonset/ferrolb-speaker",
+                "--timeout=180s",
+            ],
+            None,
+        )
+    });
+    let mut frames = Vec::new();
+    let mut rolled_out = None;
+    while rolled_out.is_none_or(|done: Instant| done.elapsed() < Duration::from_secs(2)) {
+        for ip in ips {
+            let seen = lab.lab.arp_probe(0, ip, Duration::from_millis(300)).await?;
+            let macs: BTreeSet<&str> = seen
+                .iter()
+                .filter(|s| {
+                    matches!(s, Seen::ArpReply { .. }) && s.ip() == std::net::IpAddr::V4(ip)
+                })
+                .map(Seen::mac)
+                .collect();
+            report.rollout_probes += 1;
+            if macs.len() > 1 {
+                report.rollout_two_answers.push(format!(
+                    "{ip}: {macs:?} at {:.1} s",
+                    t.elapsed().as_secs_f64()
+                ));
+            }
+            frames.extend(seen);
+        }
+        if rolled_out.is_none() && rollout.is_finished() {
+            let status = (&mut rollout).await??;
+            anyhow::ensure!(
+                status.status.success(),
+                "rollout status: {}",
+                String::from_utf8_lossy(&status.stderr)
+            );
+            rolled_out = Some(Instant::now());
+        }
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(200),
+            "the speakers' roll-out did not finish"
+        );
+    }
+    let took = t.elapsed();
+    frames.sort_by_key(Seen::unix_us);
+    for (ip, before) in ips.iter().zip(&owners_before) {
+        let mut sequence: Vec<String> = Vec::new();
+        for f in &frames {
+            if let Seen::GratuitousArp { ip: i, mac, .. } | Seen::ArpReply { ip: i, mac, .. } = f
+                && i == ip
+            {
+                let node = node_of(lab, mac).unwrap_or_else(|_| mac.clone());
+                if sequence.last() != Some(&node) {
+                    sequence.push(node);
+                }
+            }
+        }
+        let after = one_answerer(lab, *ip, |_| true, "one ARP answerer after the roll-out").await?;
+        report
+            .rollout_owners
+            .push((*ip, before.clone(), sequence, after));
+    }
+    writeln!(
+        out,
+        "   rolled out in {:.1} s; {} probes, two answers in {:?}; (IP, owner before, who claimed it in turn, owner after): {:?}",
+        took.as_secs_f64(),
+        report.rollout_probes,
+        report.rollout_two_answers,
+        report.rollout_owners
+    )?;
+
+    // 7. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
     // with no write, and each address is claimed again by one node only — none announced
     // before the speakers converged.
     writeln!(
         out,
-        "6. the whole cluster powered off (every node, the control plane, etcd) and on"
+        "7. the whole cluster powered off (every node, the control plane, etcd) and on"
     )?;
     let mut before = BTreeMap::new();
     for name in ["web", "web2", "web3"] {
@@ -725,11 +830,11 @@ async fn story(
         report.restart_changed
     )?;
 
-    // 7. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
+    // 8. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
     // controller, releases every status it wrote with the admin's credentials, then deletes the
     // namespace, the cluster RBAC and the CRDs. (`kubectl delete -k deploy/` alone revokes the
     // controller's RBAC in the same command, before any pod stops: docs/install.md.)
-    writeln!(out, "7. uninstall: ferrolb uninstall")?;
+    writeln!(out, "8. uninstall: ferrolb uninstall")?;
     let t = Instant::now();
     let run = std::process::Command::new(workspace_bin("ferrolb")?)
         .arg("uninstall")
