@@ -7,7 +7,8 @@
 //! controller's leader pod deleted → the other replica takes the Lease and a new Service gets an
 //! IP; a roll-out of the controller (issue #29 O2) → no Service status written, a Service created
 //! during it served; the speakers rolled out (O1) → no probe answered twice, each IP away and
-//! back at most; the whole cluster powered off and on (issue #29 O5) → every address kept, each
+//! back at most; the owner drained (O3) → its IPs elsewhere, no other moves, back on uncordon; the
+//! whole cluster powered off and on (issue #29 O5) → every address kept, each
 //! claimed again by one node only; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
 //! ours left. Asserts on what was observed, never on timing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -76,6 +77,22 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
             "{ip} claimed by {sequence:?} in turn: {r:?}"
         );
     }
+    // Issue #29 O3: the first IP's owner drained. Its IPs moved once, to uncordoned nodes;
+    // no other IP moved; no probe answered twice; HTTP still reached a pod; the uncordon gave
+    // every IP back to its owner.
+    let d = &r.drain;
+    assert!(d.two_answers.is_empty(), "{d:?}");
+    for i in 0..3 {
+        if d.owners_before[i] == d.node {
+            assert_ne!(d.owners_drained[i], d.node, "{d:?}");
+            assert!(d.sequences_drain[i].len() <= 2, "{d:?}");
+        } else {
+            assert_eq!(d.owners_drained[i], d.owners_before[i], "{d:?}");
+            assert!(d.sequences_drain[i].len() <= 1, "{d:?}");
+        }
+    }
+    assert_eq!(d.owners_after, d.owners_before, "{d:?}");
+    assert!(d.http_drained.starts_with("web-"), "{d:?}");
     // Issue #29 O5: the whole cluster powered off and on. Nothing answered while off; every
     // Service kept its address with no write; every IP is answered again, and in the first
     // seconds after the power-on each IP was claimed (gratuitous ARP or reply) by one node only:

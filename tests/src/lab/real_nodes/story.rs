@@ -112,6 +112,8 @@ pub struct Report {
     /// Per IP: the owner before the roll-out, the nodes that claimed it in turn during it
     /// (gratuitous ARPs and probe replies, consecutive repeats merged), and the owner after.
     pub rollout_owners: Vec<(Ipv4Addr, String, Vec<String>, String)>,
+    /// The drain of the first IP's owner and its uncordon (issue #29 O3).
+    pub drain: DrainReport,
     /// ARP answers for the first IP while the whole cluster was off (issue #29 O5).
     pub answers_while_off: usize,
     /// `(IP, owner, seconds after the power-on)`: when each IP was answered by one node again.
@@ -125,7 +127,8 @@ pub struct Report {
     pub ip3_assigned_by: String,
     /// The Lease holder once the roll-out finished.
     pub rollout_leader: String,
-    /// Whether that holder is one of the roll-out's new pods.
+    /// Whether one of the roll-out's new pods held the Lease within 60 s of the roll-out's end
+    /// (`rollout_leader` is then that pod).
     pub rollout_leader_is_new: bool,
     /// Services `web` and `web2` whose resourceVersion or address changed across the roll-out
     /// (any status write changes the resourceVersion), with before and after.
@@ -143,6 +146,132 @@ pub struct Report {
     pub crds_left: Vec<String>,
     /// Answerer sets for the first IP after the uninstall.
     pub answers_after_uninstall: Vec<BTreeSet<String>>,
+}
+
+/// What the drain step saw (issue #29 O3); per IP in the order web, web2, web3.
+#[derive(Debug, Default)]
+pub struct DrainReport {
+    /// The drained node (the first IP's owner).
+    pub node: String,
+    /// The owners before the drain.
+    pub owners_before: Vec<String>,
+    /// The owners once drained.
+    pub owners_drained: Vec<String>,
+    /// The owners after the uncordon.
+    pub owners_after: Vec<String>,
+    /// ARP probes sent during the drain and the uncordon.
+    pub probes: usize,
+    /// Those answered by two MACs.
+    pub two_answers: Vec<String>,
+    /// The nodes that claimed each IP in turn during the drain.
+    pub sequences_drain: Vec<Vec<String>>,
+    /// The same during the uncordon.
+    pub sequences_uncordon: Vec<Vec<String>>,
+    /// The pod that answered HTTP through the first IP while its owner was drained.
+    pub http_drained: String,
+}
+
+/// What [`probe_throughout`] saw.
+struct ProbeLog {
+    probes: usize,
+    two_answers: Vec<String>,
+    /// Per IP, the nodes that claimed it in turn (gratuitous ARPs and probe replies, in time
+    /// order, consecutive repeats merged).
+    sequences: Vec<Vec<String>>,
+}
+
+/// Runs the kubectl `commands` one after the other while client 0 probes every IP of `ips` in
+/// turn (300 ms each, every frame recorded), from one round before the first command until 2 s
+/// after the last finished; fails if a command fails.
+async fn probe_throughout(
+    lab: &RealNodes,
+    ips: &[Ipv4Addr],
+    commands: &[&[&str]],
+) -> anyhow::Result<ProbeLog> {
+    let kubeconfig = lab.lab.cluster().kubeconfig().to_path_buf();
+    let owned: Vec<Vec<String>> = commands
+        .iter()
+        .map(|c| c.iter().map(|a| (*a).to_owned()).collect())
+        .collect();
+    let described = owned
+        .iter()
+        .map(|c| c.join(" "))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let t = Instant::now();
+    let mut frames = Vec::new();
+    let mut log = ProbeLog {
+        probes: 0,
+        two_answers: Vec::new(),
+        sequences: Vec::new(),
+    };
+    let mut task = None;
+    let mut done: Option<Instant> = None;
+    while done.is_none_or(|d| d.elapsed() < Duration::from_secs(2)) {
+        // The first round of probes runs before the commands start: the owners before.
+        if log.probes >= ips.len() && task.is_none() {
+            let kubeconfig = kubeconfig.clone();
+            let owned = owned.clone();
+            task = Some(tokio::task::spawn_blocking(move || {
+                for command in &owned {
+                    let args: Vec<&str> = command.iter().map(String::as_str).collect();
+                    let run = crate::cluster::kubectl(&kubeconfig, &args, None)?;
+                    anyhow::ensure!(
+                        run.status.success(),
+                        "kubectl {}: {}",
+                        args.join(" "),
+                        String::from_utf8_lossy(&run.stderr)
+                    );
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for &ip in ips {
+            let seen = lab.lab.arp_probe(0, ip, Duration::from_millis(300)).await?;
+            let macs: BTreeSet<&str> = seen
+                .iter()
+                .filter(|s| {
+                    matches!(s, Seen::ArpReply { .. }) && s.ip() == std::net::IpAddr::V4(ip)
+                })
+                .map(Seen::mac)
+                .collect();
+            log.probes += 1;
+            if macs.len() > 1 {
+                log.two_answers.push(format!(
+                    "{ip}: {macs:?} at {:.1} s",
+                    t.elapsed().as_secs_f64()
+                ));
+            }
+            frames.extend(seen);
+        }
+        if done.is_none()
+            && let Some(running) = task.as_mut()
+            && running.is_finished()
+        {
+            running.await??;
+            done = Some(Instant::now());
+        }
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(200),
+            "{described} did not finish"
+        );
+    }
+    frames.sort_by_key(Seen::unix_us);
+    for ip in ips {
+        let mut sequence: Vec<String> = Vec::new();
+        for f in &frames {
+            if let Seen::GratuitousArp { ip: i, mac, .. } | Seen::ArpReply { ip: i, mac, .. } = f
+                && i == ip
+            {
+                let node = node_of(lab, mac).unwrap_or_else(|_| mac.clone());
+                if sequence.last() != Some(&node) {
+                    sequence.push(node);
+                }
+            }
+        }
+        log.sequences.push(sequence);
+    }
+    Ok(log)
 }
 
 fn workload(name: &str) -> String {
@@ -584,6 +713,12 @@ async fn story(
     }
     let t = Instant::now();
     let leader = lease_holder(&leases).await.unwrap_or_default();
+    let old_replicas = names(
+        &pods
+            .list(&ListParams::default().labels(CONTROLLERS))
+            .await?
+            .items,
+    );
     lab.kubectl_ok(
         &[
             "-n",
@@ -627,16 +762,23 @@ async fn story(
         None,
     )?;
     let rolled_out = t.elapsed();
-    let new_replicas = names(&ready_pods(&pods, CONTROLLERS).await);
-    let lease = leases.get("ferrolb-controller").await?;
-    report.rollout_leader = lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.holder_identity.clone())
-        .unwrap_or_default();
-    report.rollout_leader_is_new = new_replicas.contains(&report.rollout_leader)
-        && !report.controllers.contains(&report.rollout_leader)
-        && report.rollout_leader != report.second_leader;
+    // `rollout status` returns once the new pods are available; an old replica may still hold
+    // the Lease while it terminates. Once the old pods are gone a new one leads.
+    let new_leader = until_some(
+        "a pod of the roll-out holding the Lease",
+        Duration::from_secs(60),
+        || async {
+            let holder = lease_holder(&leases).await?;
+            let current = names(&ready_pods(&pods, CONTROLLERS).await);
+            (current.contains(&holder) && !old_replicas.contains(&holder)).then_some(holder)
+        },
+    )
+    .await;
+    report.rollout_leader_is_new = new_leader.is_ok();
+    report.rollout_leader = match new_leader {
+        Ok(holder) => holder,
+        Err(_) => lease_holder(&leases).await.unwrap_or_default(),
+    };
     for (name, (rv, ip)) in &before {
         let svc = services.get(name).await?;
         let now_ip = ingress_v4(&client, "default", name).await;
@@ -676,14 +818,11 @@ async fn story(
             .push(one_answerer(lab, ip, |_| true, "one ARP answerer before the roll-out").await?);
     }
     let t = Instant::now();
-    lab.kubectl_ok(
-        &["-n", NS, "rollout", "restart", "daemonset/ferrolb-speaker"],
-        None,
-    )?;
-    let kubeconfig = lab.lab.cluster().kubeconfig().to_path_buf();
-    let mut rollout = tokio::task::spawn_blocking(move || {
-        crate::cluster::kubectl(
-            &kubeconfig,
+    let log = probe_throughout(
+        lab,
+        &ips,
+        &[
+            &["-n", NS, "rollout", "restart", "daemonset/ferrolb-speaker"],
             &[
                 "-n",
                 NS,
@@ -692,58 +831,13 @@ async fn story(
                 "daemonset/ferrolb-speaker",
                 "--timeout=180s",
             ],
-            None,
-        )
-    });
-    let mut frames = Vec::new();
-    let mut rolled_out = None;
-    while rolled_out.is_none_or(|done: Instant| done.elapsed() < Duration::from_secs(2)) {
-        for ip in ips {
-            let seen = lab.lab.arp_probe(0, ip, Duration::from_millis(300)).await?;
-            let macs: BTreeSet<&str> = seen
-                .iter()
-                .filter(|s| {
-                    matches!(s, Seen::ArpReply { .. }) && s.ip() == std::net::IpAddr::V4(ip)
-                })
-                .map(Seen::mac)
-                .collect();
-            report.rollout_probes += 1;
-            if macs.len() > 1 {
-                report.rollout_two_answers.push(format!(
-                    "{ip}: {macs:?} at {:.1} s",
-                    t.elapsed().as_secs_f64()
-                ));
-            }
-            frames.extend(seen);
-        }
-        if rolled_out.is_none() && rollout.is_finished() {
-            let status = (&mut rollout).await??;
-            anyhow::ensure!(
-                status.status.success(),
-                "rollout status: {}",
-                String::from_utf8_lossy(&status.stderr)
-            );
-            rolled_out = Some(Instant::now());
-        }
-        anyhow::ensure!(
-            t.elapsed() < Duration::from_secs(200),
-            "the speakers' roll-out did not finish"
-        );
-    }
+        ],
+    )
+    .await?;
     let took = t.elapsed();
-    frames.sort_by_key(Seen::unix_us);
-    for (ip, before) in ips.iter().zip(&owners_before) {
-        let mut sequence: Vec<String> = Vec::new();
-        for f in &frames {
-            if let Seen::GratuitousArp { ip: i, mac, .. } | Seen::ArpReply { ip: i, mac, .. } = f
-                && i == ip
-            {
-                let node = node_of(lab, mac).unwrap_or_else(|_| mac.clone());
-                if sequence.last() != Some(&node) {
-                    sequence.push(node);
-                }
-            }
-        }
+    report.rollout_probes = log.probes;
+    report.rollout_two_answers = log.two_answers;
+    for ((ip, before), sequence) in ips.iter().zip(&owners_before).zip(log.sequences) {
         let after = one_answerer(lab, *ip, |_| true, "one ARP answerer after the roll-out").await?;
         report
             .rollout_owners
@@ -758,12 +852,72 @@ async fn story(
         report.rollout_owners
     )?;
 
-    // 7. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
+    // 7. Drain the owner of the first IP (issue #29 O3, docs/operations.md): its IPs move to
+    // uncordoned nodes, no other IP moves, no probe is answered twice; uncordon gives them back.
+    let drained = owners_before[0].clone();
+    writeln!(
+        out,
+        "7. kubectl drain {drained} (the owner of {ip}), then kubectl uncordon, every IP probed throughout"
+    )?;
+    let t = Instant::now();
+    let log = probe_throughout(
+        lab,
+        &ips,
+        &[&[
+            "drain",
+            &drained,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=120s",
+        ]],
+    )
+    .await?;
+    let drain_took = t.elapsed();
+    let mut during = Vec::new();
+    for ip in ips {
+        during.push(one_answerer(lab, ip, |_| true, "one ARP answerer while drained").await?);
+    }
+    let http = until_some(
+        "HTTP through the first IP while drained",
+        Duration::from_secs(30),
+        || async { http_from_client(lab, ip).await.ok() },
+    )
+    .await?;
+    let t = Instant::now();
+    let back = probe_throughout(lab, &ips, &[&["uncordon", &drained]]).await?;
+    let mut after = Vec::new();
+    for (ip, before) in ips.iter().zip(&owners_before) {
+        let mac = lab.lab.node(before).mac.clone();
+        after.push(
+            one_answerer(lab, *ip, |m| m == mac, "the owners back after the uncordon").await?,
+        );
+    }
+    let uncordon_took = t.elapsed();
+    report.drain = DrainReport {
+        node: drained,
+        owners_before: owners_before.clone(),
+        owners_drained: during,
+        owners_after: after,
+        probes: log.probes + back.probes,
+        two_answers: [log.two_answers, back.two_answers].concat(),
+        sequences_drain: log.sequences,
+        sequences_uncordon: back.sequences,
+        http_drained: http,
+    };
+    writeln!(
+        out,
+        "   drained in {:.1} s, owners back {:.1} s after the uncordon: {:?}",
+        drain_took.as_secs_f64(),
+        uncordon_took.as_secs_f64(),
+        report.drain
+    )?;
+
+    // 8. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
     // with no write, and each address is claimed again by one node only — none announced
     // before the speakers converged.
     writeln!(
         out,
-        "7. the whole cluster powered off (every node, the control plane, etcd) and on"
+        "8. the whole cluster powered off (every node, the control plane, etcd) and on"
     )?;
     let mut before = BTreeMap::new();
     for name in ["web", "web2", "web3"] {
@@ -830,11 +984,11 @@ async fn story(
         report.restart_changed
     )?;
 
-    // 8. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
+    // 9. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
     // controller, releases every status it wrote with the admin's credentials, then deletes the
     // namespace, the cluster RBAC and the CRDs. (`kubectl delete -k deploy/` alone revokes the
     // controller's RBAC in the same command, before any pod stops: docs/install.md.)
-    writeln!(out, "8. uninstall: ferrolb uninstall")?;
+    writeln!(out, "9. uninstall: ferrolb uninstall")?;
     let t = Instant::now();
     let run = std::process::Command::new(workspace_bin("ferrolb")?)
         .arg("uninstall")
