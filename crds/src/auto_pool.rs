@@ -595,7 +595,7 @@ mod tests {
         let no_keep = BTreeSet::new();
         let net_only = report("minikube", &[("192.168.49.2/24", None)], &[]);
         // The network is known, nothing is probed: four candidates, no address.
-        let r = resolve(4, &[net_only.clone()], &nodes, &none, &no_keep);
+        let r = resolve(4, std::slice::from_ref(&net_only), &nodes, &none, &no_keep);
         assert_eq!(r.prefix, Some(net("192.168.49.0/24")));
         assert_eq!(r.candidate_entries(), vec!["192.168.49.251-192.168.49.254"]);
         assert!(r.addresses.is_empty() && r.waiting_for_probes(), "{r:?}");
@@ -613,7 +613,7 @@ mod tests {
             ),
             &["192.168.49.251-192.168.49.253"],
         );
-        let r = resolve(4, &[answered.clone()], &nodes, &none, &no_keep);
+        let r = resolve(4, std::slice::from_ref(&answered), &nodes, &none, &no_keep);
         assert_eq!(r.candidate_entries(), vec!["192.168.49.250-192.168.49.253"]);
         assert_eq!(r.entries(), vec!["192.168.49.251-192.168.49.253"]);
         assert_eq!(r.skipped.len(), 1);
