@@ -723,13 +723,15 @@ fn automatic_pool_hands_out_only_addresses_a_speaker_probed_unanswered() {
     assert!(msg.contains("probe"), "{msg}");
     let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
     let a = st.auto_addresses.clone().unwrap();
-    assert_eq!(a.candidates, vec!["192.168.49.253-192.168.49.254"]);
+    // The window (.253, .254) and four below it, probed ahead.
+    assert_eq!(a.candidates, vec!["192.168.49.249-192.168.49.254"]);
     assert!(a.addresses.is_empty());
     // Nothing changes on the next pass: still pending, no write.
     assert!(writes(&world.pass()).is_empty());
 
-    // The speaker probed both: .254 answered (another host), .253 quiet. .254 is skipped and
-    // never handed out; .252 becomes a candidate; the Service gets .253.
+    // The speaker probed the top two: .254 answered (another host), .253 quiet. .254 is skipped
+    // and never handed out; the window moves down to .252 (not probed yet); the Service gets
+    // .253.
     world.snap.reports = vec![probed_report(
         "minikube",
         eth0.clone(),
@@ -740,7 +742,7 @@ fn automatic_pool_hands_out_only_addresses_a_speaker_probed_unanswered() {
     assert_eq!(writes(&plan), vec![w("a", &["192.168.49.253"])]);
     let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
     let a = st.auto_addresses.clone().unwrap();
-    assert_eq!(a.candidates, vec!["192.168.49.252-192.168.49.253"]);
+    assert_eq!(a.candidates, vec!["192.168.49.248-192.168.49.253"]);
     assert_eq!(a.addresses, vec!["192.168.49.253/32"]);
     assert_eq!(a.skipped_count, 1);
     assert_eq!(ready_of(&plan, "laptop").0, "True");

@@ -184,13 +184,21 @@ impl NodeNetworks {
     }
 }
 
+/// How many candidates below an automatic pool's window the speakers probe ahead (one probe
+/// round's worth, `ferrolb_l2::networks::PROBES_PER_ROUND`): an answer in the window then moves
+/// it onto an address already probed, instead of waiting one more probe round and node-report
+/// write (10 s).
+pub const LOOKAHEAD: u16 = 4;
+
 /// An automatic pool, resolved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AutoResolution {
     /// The node network chosen; `None` while no node reported an IPv4 network.
     pub prefix: Option<Net4>,
-    /// The candidates, ascending: the highest `size` candidates of the network that no report
-    /// lists in use. The speakers probe these (`status.autoAddresses.candidates`).
+    /// What the speakers probe (`status.autoAddresses.candidates`), ascending: the window —
+    /// the highest `size` candidates of the network that no report lists in use — and up to
+    /// [`LOOKAHEAD`] more below it, so that when a host answers the next address down has
+    /// already been probed.
     pub candidates: Vec<Ipv4Addr>,
     /// The pool's addresses, ascending: the candidates some node's report lists as probed with
     /// no answer, plus the kept addresses Services hold. Only these are handed out.
@@ -240,9 +248,10 @@ pub fn choose_network(reports: &[NodeNetworks]) -> Option<Net4> {
 
 /// Resolves an automatic pool of `size`: walking the [`candidates`] of [`choose_network`] from
 /// the top (every Node address in `node_ips` and every gateway any node reported left out), the
-/// first `size` that no node reported in use are the resolution's candidates; its addresses are
-/// those candidates some node reported probed with no answer ([`NodeNetworks::unanswered`]),
-/// plus `keep`.
+/// first `size` that no node reported in use are the pool's window; its addresses are the
+/// window's candidates some node reported probed with no answer
+/// ([`NodeNetworks::unanswered`]), plus `keep`. The speakers probe the window and [`LOOKAHEAD`]
+/// candidates below it ([`AutoResolution::candidates`]).
 ///
 /// - A candidate nobody has probed yet is not an address: an automatic pool hands out only
 ///   what some speaker probed (an RFC 5227 §2.1.1 ARP probe) and no host answered (issue #28:
@@ -289,23 +298,37 @@ pub fn resolve(
             }
         }
     }
-    // Each skipped address moves the window down by one, so `size + skipped` candidates suffice.
-    let window = size.saturating_add(u16::try_from(in_use.len()).unwrap_or(u16::MAX));
+    // Each skipped address moves the window down by one, so `size + skipped + LOOKAHEAD`
+    // candidates suffice.
+    let walk = size
+        .saturating_add(u16::try_from(in_use.len()).unwrap_or(u16::MAX))
+        .saturating_add(LOOKAHEAD);
     let mut addresses: BTreeSet<Ipv4Addr> = keep
         .iter()
         .filter(|ip| net.contains(**ip) && !excluded.contains(ip))
         .copied()
         .collect();
     let mut skipped = Vec::new();
-    let mut window_candidates = BTreeSet::new();
-    for ip in candidates(net, window, &excluded) {
-        if window_candidates.len() == usize::from(size) {
-            break;
+    let mut window = 0u16;
+    let mut below = 0u16;
+    let mut probe = BTreeSet::new();
+    for ip in candidates(net, walk, &excluded) {
+        if window == size {
+            // Below the window: probed ahead, never an address (yet).
+            if below == LOOKAHEAD {
+                break;
+            }
+            if !in_use.contains_key(&ip) {
+                probe.insert(ip);
+                below += 1;
+            }
+            continue;
         }
         match in_use.get(&ip) {
             Some((mac, node)) => skipped.push((ip, mac.clone(), node.clone())),
             None => {
-                window_candidates.insert(ip);
+                probe.insert(ip);
+                window += 1;
                 if reports.iter().any(|r| r.probed_unanswered(ip)) {
                     addresses.insert(ip);
                 }
@@ -315,7 +338,7 @@ pub fn resolve(
     skipped.sort();
     AutoResolution {
         prefix: Some(net),
-        candidates: window_candidates.into_iter().collect(),
+        candidates: probe.into_iter().collect(),
         addresses: addresses.into_iter().collect(),
         skipped,
     }
@@ -594,17 +617,23 @@ mod tests {
         let none = BTreeSet::new();
         let no_keep = BTreeSet::new();
         let net_only = report("minikube", &[("192.168.49.2/24", None)], &[]);
-        // The network is known, nothing is probed: four candidates, no address.
+        // The network is known, nothing is probed: the window of four and four below it are
+        // probe candidates, nothing is an address.
         let r = resolve(4, std::slice::from_ref(&net_only), &nodes, &none, &no_keep);
         assert_eq!(r.prefix, Some(net("192.168.49.0/24")));
-        assert_eq!(r.candidate_entries(), vec!["192.168.49.251-192.168.49.254"]);
+        assert_eq!(r.candidate_entries(), vec!["192.168.49.247-192.168.49.254"]);
         assert!(r.addresses.is_empty() && r.waiting_for_probes(), "{r:?}");
         // Two probed quiet: those two only.
         let some = probed(net_only.clone(), &["192.168.49.253-192.168.49.254"]);
         let r = resolve(4, &[some], &nodes, &none, &no_keep);
         assert_eq!(r.entries(), vec!["192.168.49.253-192.168.49.254"]);
         assert!(!r.waiting_for_probes());
-        // .254 answered: skipped, .250 becomes a candidate, not an address until probed.
+        // Probed ahead below the window: not an address while the window is whole.
+        let all = probed(net_only.clone(), &["192.168.49.240-192.168.49.254"]);
+        let r = resolve(4, &[all], &nodes, &none, &no_keep);
+        assert_eq!(r.entries(), vec!["192.168.49.251-192.168.49.254"]);
+        // .254 answered: skipped, the window moves down to .250, not an address until probed
+        // (the speakers probe four more below the window).
         let answered = probed(
             report(
                 "minikube",
@@ -614,7 +643,7 @@ mod tests {
             &["192.168.49.251-192.168.49.253"],
         );
         let r = resolve(4, std::slice::from_ref(&answered), &nodes, &none, &no_keep);
-        assert_eq!(r.candidate_entries(), vec!["192.168.49.250-192.168.49.253"]);
+        assert_eq!(r.candidate_entries(), vec!["192.168.49.246-192.168.49.253"]);
         assert_eq!(r.entries(), vec!["192.168.49.251-192.168.49.253"]);
         assert_eq!(r.skipped.len(), 1);
         // Another node's quiet probe does not override an answer: still skipped.
@@ -638,6 +667,8 @@ mod tests {
         let r = resolve(4, &[net_only], &nodes, &held, &keep);
         assert_eq!(r.addresses, vec![ip("192.168.49.254")]);
         assert!(!r.waiting_for_probes());
+        // The CRD's maxItems of status.autoAddresses.candidates.
+        assert_eq!(crate::v1beta1::AUTO_SIZE_MAX + LOOKAHEAD, 260);
         assert_eq!(
             address_entries([ip("10.0.0.3"), ip("10.0.0.1"), ip("10.0.0.2")]),
             vec!["10.0.0.1-10.0.0.3"]

@@ -257,12 +257,13 @@ pub struct AutoAddressesStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 18))]
     pub prefix: Option<String>,
-    /// The candidates the speakers probe (RFC 5227 §2.1.1 ARP probes): the `size` highest host
-    /// addresses of the network that no speaker found in use, as ranges or single addresses
-    /// (`192.168.49.250/32`), ascending. Absent in a status written before this field
-    /// existed: the speakers then probe `addresses`.
+    /// The candidates the speakers probe (RFC 5227 §2.1.1 ARP probes): the pool's window — the
+    /// `size` highest host addresses of the network that no speaker found in use — and up to 4
+    /// more below it (`ferrolb_crds::auto_pool::LOOKAHEAD`), as ranges or single addresses
+    /// (`192.168.49.250/32`), ascending; at most 260 entries (`size` ≤ 256 plus 4). Absent in a
+    /// status written before this field existed: the speakers then probe `addresses`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256), inner(length(max = 31)))]
+    #[schemars(length(max = 260), inner(length(max = 31)))]
     pub candidates: Vec<String>,
     /// The pool's addresses, what is handed out and announced, as ranges
     /// (`192.168.49.240-192.168.49.254`) or single addresses, ascending: the candidates some
