@@ -131,6 +131,7 @@ mod tests {
                 membership: None,
                 networks: Vec::new(),
                 in_use: Vec::new(),
+                unanswered: Vec::new(),
             },
         );
         a.metadata.resource_version = Some("7".into());
@@ -172,6 +173,7 @@ mod tests {
                 }),
                 networks: Vec::new(),
                 in_use: Vec::new(),
+                unanswered: Vec::new(),
             },
         );
         a.metadata.resource_version = Some("9".into());

@@ -10,6 +10,10 @@
 //! issue 10 item 6). Either way the pool serves nothing, as if the API server had refused it
 //! (its CEL rules refuse both at admission; such a pool exists only if it was stored before).
 //!
+//! An automatic pool (`spec.autoAddresses`) is `Ready=False` with reason `WaitingForNodeNetwork`
+//! before any node report lists a network, and `WaitingForProbes` while it has candidates but no
+//! address (no speaker has yet probed one with no answer; docs/design.md, "Automatic pools").
+//!
 //! `lastTransitionTime` is kept from the current status while a condition's status is unchanged,
 //! so an unchanged pool produces an identical status and no write.
 
@@ -47,6 +51,12 @@ pub fn pool_status(
             false,
             "WaitingForNodeNetwork",
             "automatic pool: waiting for speakers to report the node network (no node report lists an IPv4 network yet)".to_owned(),
+        )
+    } else if auto.is_some_and(AutoResolution::waiting_for_probes) {
+        (
+            false,
+            "WaitingForProbes",
+            "automatic pool: waiting for speakers to probe the candidates (status.autoAddresses.candidates); only an address some speaker probed and no host answered is handed out (RFC 5227 ARP probe)".to_owned(),
         )
     } else if !advertised {
         (
@@ -159,11 +169,13 @@ pub fn pool_status(
     }
 }
 
-/// `status.autoAddresses` of a resolution: the prefix, the addresses as merged ranges, the first
+/// `status.autoAddresses` of a resolution: the prefix, the candidates and the addresses as merged
+/// ranges, the first
 /// [`SKIPPED_LISTED`] skipped addresses with who answered and who probed, and their count.
 fn auto_status(auto: &AutoResolution) -> AutoAddressesStatus {
     AutoAddressesStatus {
         prefix: auto.prefix.map(|p| p.to_string()),
+        candidates: auto.candidate_entries(),
         addresses: auto.entries(),
         skipped: auto
             .skipped
@@ -272,14 +284,22 @@ mod tests {
                 )
             })
             .collect();
-        let resolved = AutoResolution {
+        let top = |d: u8| std::net::Ipv4Addr::new(192, 168, 49, d);
+        let unprobed = AutoResolution {
             prefix: ferrolb_crds::auto_pool::Net4::parse("192.168.49.2/24"),
-            addresses: vec![
-                "192.168.49.253"
-                    .parse()
-                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
-            ],
+            candidates: vec![top(253), top(254)],
+            addresses: vec![],
+            skipped: vec![],
+        };
+        let s = pool_status(&report(), Some(&unprobed), true, &[], Some(1), None, &t0);
+        assert_eq!(ready(&s), ("False".into(), "WaitingForProbes".into()));
+        let a = s.auto_addresses.unwrap_or_default();
+        assert_eq!(a.candidates, vec!["192.168.49.253-192.168.49.254"]);
+        assert!(a.addresses.is_empty());
+        let resolved = AutoResolution {
+            addresses: vec![top(253)],
             skipped,
+            ..unprobed
         };
         let s = pool_status(&report(), Some(&resolved), true, &[], Some(1), None, &t0);
         assert_eq!(ready(&s), ("True".into(), "Serving".into()));

@@ -664,14 +664,107 @@ fn annotation_conflicts_warn_once() {
 
 /// The node report `node-<node>` a speaker writes, with its networks and in-use candidates.
 fn node_report(node: &str, networks: Value, in_use: Value) -> Arc<ferrolb_crds::L2Announcement> {
+    probed_report(node, networks, in_use, json!([]))
+}
+
+/// [`node_report`] with `unanswered`: the candidates the speaker probed with no answer.
+fn probed_report(
+    node: &str,
+    networks: Value,
+    in_use: Value,
+    unanswered: Value,
+) -> Arc<ferrolb_crds::L2Announcement> {
     Arc::new(
         serde_json::from_value(json!({
             "apiVersion": "ferrolb.io/v1beta1", "kind": "L2Announcement",
             "metadata": { "name": format!("node-{node}"), "namespace": "ferrolb-system" },
-            "spec": { "ip": "", "node": node, "networks": networks, "inUse": in_use },
+            "spec": {
+                "ip": "", "node": node, "networks": networks, "inUse": in_use,
+                "unanswered": unanswered,
+            },
         }))
         .unwrap(),
     )
+}
+
+fn ready_of(plan: &Plan, pool: &str) -> (String, String, String) {
+    let (_, st) = plan.pools.iter().find(|(n, _)| n == pool).unwrap();
+    let c = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+/// Issue #28: "an address that answers ARP when probed is skipped and reported, not handed
+/// out". A Service waiting when the pool first resolves gets nothing until a speaker reports
+/// the candidate probed with no answer; a candidate another host answered is never handed out.
+#[test]
+fn automatic_pool_hands_out_only_addresses_a_speaker_probed_unanswered() {
+    let auto = Arc::new(
+        serde_json::from_value::<IPAddressPool>(json!({
+            "apiVersion": "ferrolb.io/v1beta1", "kind": "IPAddressPool",
+            "metadata": { "name": "laptop", "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1 },
+            "spec": { "autoAddresses": { "size": 2 } },
+        }))
+        .unwrap(),
+    );
+    let mut world = World::new(vec![auto]);
+    world.snap.nodes = vec![node("minikube", "192.168.49.2")];
+    world.put(svc("a", json!({})));
+    let eth0 = json!([{ "interface": "eth0", "prefix": "192.168.49.2/24" }]);
+    // The network arrives with the Service already waiting: candidates, no address yet.
+    world.snap.reports = vec![node_report("minikube", eth0.clone(), json!([]))];
+    let plan = world.pass();
+    assert!(writes(&plan).is_empty(), "{:?}", writes(&plan));
+    assert!(events(&plan).contains(&("a".into(), "AllocationFailed")));
+    let (status, reason, msg) = ready_of(&plan, "laptop");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "WaitingForProbes")
+    );
+    assert!(msg.contains("probe"), "{msg}");
+    let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
+    let a = st.auto_addresses.clone().unwrap();
+    // The window (.253, .254) and four below it, probed ahead.
+    assert_eq!(a.candidates, vec!["192.168.49.249-192.168.49.254"]);
+    assert!(a.addresses.is_empty());
+    // Nothing changes on the next pass: still pending, no write.
+    assert!(writes(&world.pass()).is_empty());
+
+    // The speaker probed the top two: .254 answered (another host), .253 quiet. .254 is skipped
+    // and never handed out; the window moves down to .252 (not probed yet); the Service gets
+    // .253.
+    world.snap.reports = vec![probed_report(
+        "minikube",
+        eth0.clone(),
+        json!([{ "ip": "192.168.49.254", "mac": "02:42:c0:a8:31:fe" }]),
+        json!(["192.168.49.253/32"]),
+    )];
+    let plan = world.pass();
+    assert_eq!(writes(&plan), vec![w("a", &["192.168.49.253"])]);
+    let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
+    let a = st.auto_addresses.clone().unwrap();
+    assert_eq!(a.candidates, vec!["192.168.49.248-192.168.49.253"]);
+    assert_eq!(a.addresses, vec!["192.168.49.253/32"]);
+    assert_eq!(a.skipped_count, 1);
+    assert_eq!(ready_of(&plan, "laptop").0, "True");
+
+    // A second Service waits for .252's probe.
+    world.put(svc("b", json!({})));
+    let plan = world.pass();
+    assert!(writes(&plan).is_empty(), "{:?}", writes(&plan));
+    // The speaker stops listing .253 (a Service holds it: no longer probed): it stays (R7).
+    world.snap.reports = vec![probed_report(
+        "minikube",
+        eth0,
+        json!([{ "ip": "192.168.49.254", "mac": "02:42:c0:a8:31:fe" }]),
+        json!(["192.168.49.252/32"]),
+    )];
+    let plan = world.pass();
+    assert_eq!(writes(&plan), vec![w("b", &["192.168.49.252"])]);
+    let (_, st) = plan.pools.iter().find(|(n, _)| n == "laptop").unwrap();
+    assert_eq!(
+        st.auto_addresses.clone().unwrap().addresses,
+        vec!["192.168.49.252-192.168.49.253"]
+    );
 }
 
 #[test]
@@ -705,10 +798,11 @@ fn automatic_pool_waits_for_a_network_then_skips_gateways_nodes_and_hosts_in_use
     // The speaker of minikube reports eth0 in 192.168.49.0/24 (gateway .254 for the test) and
     // that .253 answered its probe. Candidates, top down: .253, .251, .250, .249, .248 (.255 is
     // the broadcast address, .254 the gateway, .252 a Node); .253 is skipped, .248 taken instead.
-    world.snap.reports = vec![node_report(
+    world.snap.reports = vec![probed_report(
         "minikube",
         json!([{ "interface": "eth0", "prefix": "192.168.49.2/24", "gateway": "192.168.49.254" }]),
         json!([{ "ip": "192.168.49.253", "mac": "02:42:c0:a8:31:fd" }]),
+        json!(["192.168.49.248-192.168.49.251"]),
     )];
     let plan = world.pass();
     assert_eq!(writes(&plan), vec![w("a", &["192.168.49.248"])]);
@@ -735,11 +829,12 @@ fn automatic_pool_waits_for_a_network_then_skips_gateways_nodes_and_hosts_in_use
     );
 
     // A later in-use report for the address a Service holds is ours answering, and with .253
-    // free again the top four are .249-.253: the held .248 stays in the pool all the same.
-    world.snap.reports = vec![node_report(
+    // quiet again the top four are .249-.253: the held .248 stays in the pool all the same.
+    world.snap.reports = vec![probed_report(
         "minikube",
         json!([{ "interface": "eth0", "prefix": "192.168.49.2/24", "gateway": "192.168.49.254" }]),
         json!([{ "ip": "192.168.49.248", "mac": "02:42:c0:a8:31:02" }]),
+        json!(["192.168.49.249-192.168.49.253"]),
     )];
     let plan = world.pass();
     assert!(

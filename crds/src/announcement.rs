@@ -88,6 +88,16 @@ pub struct L2AnnouncementSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub in_use: Vec<AddressInUse>,
+    /// Set only in a node's report: candidates of an automatic pool this speaker probed (RFC
+    /// 5227 §2.1.1 ARP probe) with no answer, as merged entries ascending
+    /// (`192.168.49.252-192.168.49.254`, or `192.168.49.250/32` for a lone address; the shape
+    /// of `ferrolb_crds::auto_pool::address_entries`), at most 256. The controller hands out
+    /// only such addresses. An address that answers a later probe leaves this list for
+    /// `inUse`; one that is no longer a candidate (a Service holds it, the pool is gone) leaves
+    /// it too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(max = 31)))]
+    pub unanswered: Vec<String>,
 }
 
 /// One IPv4 network a node's speaker announces on (in its node's report).

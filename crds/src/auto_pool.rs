@@ -1,8 +1,11 @@
 //! Automatic pools (`spec.autoAddresses`, issue #28): which addresses a pool with no numbers
-//! holds. Pure: the speakers report their nodes' IPv4 networks and the candidates another host
-//! answered (`L2Announcement` `node-<node>`, [`crate::announcement::NodeNetwork`],
-//! [`crate::announcement::AddressInUse`]); the controller calls [`resolve`] and writes the result
-//! into the pool's status, which the speakers read back (docs/design.md, "Automatic pools").
+//! holds. Pure: the speakers report their nodes' IPv4 networks, the candidates another host
+//! answered and the candidates they probed with no answer (`L2Announcement` `node-<node>`,
+//! [`crate::announcement::NodeNetwork`], [`crate::announcement::AddressInUse`],
+//! `spec.unanswered`); the controller calls [`resolve`] and writes the result into the pool's
+//! status, which the speakers read back (docs/design.md, "Automatic pools"). A pool hands out
+//! only candidates some speaker probed (RFC 5227 §2.1.1 ARP probe) and no host answered, plus
+//! the addresses Services already hold (R7).
 //!
 //! The candidates of a network are its highest host addresses ([`candidates`]): never the
 //! network or broadcast address, a Node's InternalIP/ExternalIP, or a reported gateway. IPv4
@@ -93,9 +96,31 @@ pub fn candidates(net: Net4, size: u16, excluded: &BTreeSet<Ipv4Addr>) -> Vec<Ip
         .collect()
 }
 
+/// The entries of a set of IPv4 addresses, ascending: merged ranges `a-b`, or `a/32` for a
+/// lone address; each parses with [`crate::addresses::AddressEntry::parse`]. What
+/// `status.autoAddresses.addresses` and `.candidates` and a node report's `spec.unanswered`
+/// hold: at most as many entries as addresses, and one entry for a run of consecutive ones.
+pub fn address_entries(addresses: impl IntoIterator<Item = Ipv4Addr>) -> Vec<String> {
+    let ranges: Vec<IpRange> = addresses
+        .into_iter()
+        .filter_map(|ip| {
+            let o = u128::from(u32::from(ip));
+            IpRange::from_offsets(crate::addresses::Family::V4, o, o)
+        })
+        .collect();
+    PoolAddresses::from_ranges(ranges, false)
+        .ranges()
+        .iter()
+        .map(|r| match r.first_offset() == r.last_offset() {
+            true => format!("{}/32", r.first()),
+            false => r.to_string(),
+        })
+        .collect()
+}
+
 /// What one node's report says for automatic pools, parsed: its networks (with the gateway on
-/// each, if any) and the candidates another host answered. Entries that do not parse are
-/// dropped (a report is input from the network).
+/// each, if any), the candidates another host answered and those nobody answered. Entries that
+/// do not parse are dropped (a report is input from the network).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeNetworks {
     /// The node.
@@ -104,6 +129,17 @@ pub struct NodeNetworks {
     pub networks: Vec<(Net4, Option<Ipv4Addr>)>,
     /// Candidates another host answered: `(address, MAC)`.
     pub in_use: Vec<(Ipv4Addr, String)>,
+    /// Candidates this node's speaker probed with no answer (`spec.unanswered`), as IPv4
+    /// ranges: kept as ranges, never expanded, so a report listing `0.0.0.0/1` costs one
+    /// entry. IPv6 entries are dropped.
+    pub unanswered: Vec<IpRange>,
+}
+
+impl NodeNetworks {
+    /// Whether this node probed `ip` and no host answered.
+    pub fn probed_unanswered(&self, ip: Ipv4Addr) -> bool {
+        self.unanswered.iter().any(|r| r.contains(IpAddr::V4(ip)))
+    }
 }
 
 impl NodeNetworks {
@@ -131,20 +167,41 @@ impl NodeNetworks {
             .iter()
             .filter_map(|u| Some((u.ip.parse().ok()?, u.mac.clone())))
             .collect();
+        let unanswered = report
+            .spec
+            .unanswered
+            .iter()
+            .filter_map(|e| crate::addresses::AddressEntry::parse(e).ok())
+            .map(|e| e.range)
+            .filter(|r| r.family() == crate::addresses::Family::V4)
+            .collect();
         Some(NodeNetworks {
             node: report.spec.node.clone(),
             networks,
             in_use,
+            unanswered,
         })
     }
 }
+
+/// How many candidates below an automatic pool's window the speakers probe ahead (one probe
+/// round's worth, `ferrolb_l2::networks::PROBES_PER_ROUND`): an answer in the window then moves
+/// it onto an address already probed, instead of waiting one more probe round and node-report
+/// write (10 s).
+pub const LOOKAHEAD: u16 = 4;
 
 /// An automatic pool, resolved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AutoResolution {
     /// The node network chosen; `None` while no node reported an IPv4 network.
     pub prefix: Option<Net4>,
-    /// The pool's addresses, ascending.
+    /// What the speakers probe (`status.autoAddresses.candidates`), ascending: the window —
+    /// the highest `size` candidates of the network that no report lists in use — and up to
+    /// [`LOOKAHEAD`] more below it, so that when a host answers the next address down has
+    /// already been probed.
+    pub candidates: Vec<Ipv4Addr>,
+    /// The pool's addresses, ascending: the candidates some node's report lists as probed with
+    /// no answer, plus the kept addresses Services hold. Only these are handed out.
     pub addresses: Vec<Ipv4Addr>,
     /// Candidates left out because another host answered: `(address, MAC, reporting node)`,
     /// ascending by address, one per address.
@@ -156,22 +213,19 @@ impl AutoResolution {
     /// `status.autoAddresses.addresses` holds; each parses with
     /// [`crate::addresses::AddressEntry::parse`].
     pub fn entries(&self) -> Vec<String> {
-        let ranges: Vec<IpRange> = self
-            .addresses
-            .iter()
-            .filter_map(|ip| {
-                let o = u128::from(u32::from(*ip));
-                IpRange::from_offsets(crate::addresses::Family::V4, o, o)
-            })
-            .collect();
-        PoolAddresses::from_ranges(ranges, false)
-            .ranges()
-            .iter()
-            .map(|r| match r.first_offset() == r.last_offset() {
-                true => format!("{}/32", r.first()),
-                false => r.to_string(),
-            })
-            .collect()
+        address_entries(self.addresses.iter().copied())
+    }
+
+    /// The candidates as entries ([`address_entries`]), what `status.autoAddresses.candidates`
+    /// holds.
+    pub fn candidate_entries(&self) -> Vec<String> {
+        address_entries(self.candidates.iter().copied())
+    }
+
+    /// Whether the pool waits for its first probe: it has candidates but no address yet (no
+    /// report lists a candidate as probed with no answer, and no Service holds one).
+    pub fn waiting_for_probes(&self) -> bool {
+        self.addresses.is_empty() && !self.candidates.is_empty()
     }
 }
 
@@ -194,11 +248,19 @@ pub fn choose_network(reports: &[NodeNetworks]) -> Option<Net4> {
 
 /// Resolves an automatic pool of `size`: walking the [`candidates`] of [`choose_network`] from
 /// the top (every Node address in `node_ips` and every gateway any node reported left out), the
-/// first `size` that no node reported in use, plus `keep`.
+/// first `size` that no node reported in use are the pool's window; its addresses are the
+/// window's candidates some node reported probed with no answer
+/// ([`NodeNetworks::unanswered`]), plus `keep`. The speakers probe the window and [`LOOKAHEAD`]
+/// candidates below it ([`AutoResolution::candidates`]).
 ///
-/// - An address another host answered is skipped (and listed) and the next lower one is taken,
-///   so the pool holds `size` addresses while the network has enough hosts. The speakers probe
-///   in the same order, further down for each answer (docs/design.md, "Automatic pools").
+/// - A candidate nobody has probed yet is not an address: an automatic pool hands out only
+///   what some speaker probed (an RFC 5227 §2.1.1 ARP probe) and no host answered (issue #28:
+///   an address that answers is "skipped and reported, not handed out").
+/// - An address another host answered is skipped (and listed) and the next lower one becomes
+///   a candidate, so the pool holds `size` addresses while the network has enough hosts and
+///   the speakers have probed them. An in-use report wins over another node's unanswered one
+///   (that host may be reachable from one node only). The speakers probe the candidates, so
+///   they follow the window down (docs/design.md, "Automatic pools").
 /// - An in-use report for an address a Service holds (`held`: every LoadBalancer IP in the
 ///   Services' status) is ignored: it answers because ferrolb announces it.
 /// - `keep`: addresses of the pool's previous resolution that a Service holds. They stay in the
@@ -236,30 +298,47 @@ pub fn resolve(
             }
         }
     }
-    // Each skipped address moves the window down by one, so `size + skipped` candidates suffice.
-    let window = size.saturating_add(u16::try_from(in_use.len()).unwrap_or(u16::MAX));
+    // Each skipped address moves the window down by one, so `size + skipped + LOOKAHEAD`
+    // candidates suffice.
+    let walk = size
+        .saturating_add(u16::try_from(in_use.len()).unwrap_or(u16::MAX))
+        .saturating_add(LOOKAHEAD);
     let mut addresses: BTreeSet<Ipv4Addr> = keep
         .iter()
         .filter(|ip| net.contains(**ip) && !excluded.contains(ip))
         .copied()
         .collect();
     let mut skipped = Vec::new();
-    let mut taken = 0u16;
-    for ip in candidates(net, window, &excluded) {
-        if taken == size {
-            break;
+    let mut window = 0u16;
+    let mut below = 0u16;
+    let mut probe = BTreeSet::new();
+    for ip in candidates(net, walk, &excluded) {
+        if window == size {
+            // Below the window: probed ahead, never an address (yet).
+            if below == LOOKAHEAD {
+                break;
+            }
+            if !in_use.contains_key(&ip) {
+                probe.insert(ip);
+                below += 1;
+            }
+            continue;
         }
         match in_use.get(&ip) {
             Some((mac, node)) => skipped.push((ip, mac.clone(), node.clone())),
             None => {
-                addresses.insert(ip);
-                taken += 1;
+                probe.insert(ip);
+                window += 1;
+                if reports.iter().any(|r| r.probed_unanswered(ip)) {
+                    addresses.insert(ip);
+                }
             }
         }
     }
     skipped.sort();
     AutoResolution {
         prefix: Some(net),
+        candidates: probe.into_iter().collect(),
         addresses: addresses.into_iter().collect(),
         skipped,
     }
@@ -287,7 +366,17 @@ mod tests {
             node: node.into(),
             networks: nets.iter().map(|(n, g)| (net(n), g.map(ip))).collect(),
             in_use: in_use.iter().map(|(i, m)| (ip(i), m.to_string())).collect(),
+            unanswered: vec![],
         }
+    }
+
+    /// `r` with `entries` as its `spec.unanswered` (probed, nobody answered).
+    fn probed(mut r: NodeNetworks, entries: &[&str]) -> NodeNetworks {
+        r.unanswered = entries
+            .iter()
+            .map(|e| crate::addresses::AddressEntry::parse(e).unwrap().range)
+            .collect();
+        r
     }
 
     #[test]
@@ -317,16 +406,29 @@ mod tests {
                 ip: "192.168.49.254".into(),
                 mac: "02:42:c0:a8:31:fe".into(),
             }],
+            // Entries that do not parse, and IPv6 ones, are dropped.
+            unanswered: vec![
+                "192.168.49.252-192.168.49.253".into(),
+                "192.168.49.250/32".into(),
+                "not an address".into(),
+                "fd00::9/128".into(),
+            ],
         };
         let read = NodeNetworks::of_report(&L2Announcement::new("node-minikube", spec.clone()));
         assert_eq!(
             read,
-            Some(report(
-                "minikube",
-                &[("192.168.49.0/24", Some("192.168.49.1"))],
-                &[("192.168.49.254", "02:42:c0:a8:31:fe")]
+            Some(probed(
+                report(
+                    "minikube",
+                    &[("192.168.49.0/24", Some("192.168.49.1"))],
+                    &[("192.168.49.254", "02:42:c0:a8:31:fe")]
+                ),
+                &["192.168.49.252-192.168.49.253", "192.168.49.250/32"]
             ))
         );
+        let read = read.unwrap();
+        assert!(read.probed_unanswered(ip("192.168.49.253")));
+        assert!(!read.probed_unanswered(ip("192.168.49.251")));
         // Another node's name, or an IP's report: ignored.
         assert_eq!(
             NodeNetworks::of_report(&L2Announcement::new("node-other", spec.clone())),
@@ -424,11 +526,15 @@ mod tests {
 
     #[test]
     fn resolution_skips_nodes_gateways_and_reported_hosts_but_not_held_addresses() {
+        // Every candidate probed: kind-worker found the top ones quiet.
         let reports = [
-            report(
-                "kind-worker",
-                &[("172.18.0.3/16", Some("172.18.0.1"))],
-                &[("172.18.255.253", "02:42:ac:12:ff:fd")],
+            probed(
+                report(
+                    "kind-worker",
+                    &[("172.18.0.3/16", Some("172.18.0.1"))],
+                    &[("172.18.255.253", "02:42:ac:12:ff:fd")],
+                ),
+                &["172.18.255.200-172.18.255.251"],
             ),
             report(
                 "kind-control-plane",
@@ -468,8 +574,11 @@ mod tests {
         // answer above them is gone; not outside the network, not a Node address.
         let keep = set(&["172.18.255.240", "10.0.0.1", "172.18.255.252"]);
         let kept = resolve(4, &reports[..1], &nodes, &held, &keep);
+        // (Without kind-control-plane's report .255.254 is no gateway: a candidate, unprobed.)
         assert_eq!(kept.addresses.first(), Some(&ip("172.18.255.240")));
-        assert_eq!(kept.addresses.len(), 5);
+        assert_eq!(kept.addresses.len(), 4);
+        assert!(kept.candidates.contains(&ip("172.18.255.254")));
+        assert!(!kept.addresses.contains(&ip("172.18.255.254")));
         assert!(!kept.addresses.contains(&ip("10.0.0.1")));
         let lone = AutoResolution {
             addresses: vec![ip("172.18.255.249"), ip("172.18.255.251")],
@@ -486,7 +595,10 @@ mod tests {
             AutoResolution::default()
         );
         // A size beyond the hosts left: every free host, no panic.
-        let tiny = [report("n", &[("10.0.0.1/30", None)], &[("10.0.0.2", "m")])];
+        let tiny = [probed(
+            report("n", &[("10.0.0.1/30", None)], &[("10.0.0.2", "m")]),
+            &["10.0.0.0/24"],
+        )];
         let r = resolve(
             256,
             &tiny,
@@ -495,5 +607,71 @@ mod tests {
             &BTreeSet::new(),
         );
         assert_eq!(r.addresses, vec![ip("10.0.0.1")]);
+    }
+
+    /// Issue #28: "an address that answers ARP when probed is skipped and reported, not handed
+    /// out" — and neither is one nobody has probed yet.
+    #[test]
+    fn only_probed_unanswered_candidates_are_addresses() {
+        let nodes: BTreeSet<IpAddr> = ["192.168.49.2".parse().unwrap()].into();
+        let none = BTreeSet::new();
+        let no_keep = BTreeSet::new();
+        let net_only = report("minikube", &[("192.168.49.2/24", None)], &[]);
+        // The network is known, nothing is probed: the window of four and four below it are
+        // probe candidates, nothing is an address.
+        let r = resolve(4, std::slice::from_ref(&net_only), &nodes, &none, &no_keep);
+        assert_eq!(r.prefix, Some(net("192.168.49.0/24")));
+        assert_eq!(r.candidate_entries(), vec!["192.168.49.247-192.168.49.254"]);
+        assert!(r.addresses.is_empty() && r.waiting_for_probes(), "{r:?}");
+        // Two probed quiet: those two only.
+        let some = probed(net_only.clone(), &["192.168.49.253-192.168.49.254"]);
+        let r = resolve(4, &[some], &nodes, &none, &no_keep);
+        assert_eq!(r.entries(), vec!["192.168.49.253-192.168.49.254"]);
+        assert!(!r.waiting_for_probes());
+        // Probed ahead below the window: not an address while the window is whole.
+        let all = probed(net_only.clone(), &["192.168.49.240-192.168.49.254"]);
+        let r = resolve(4, &[all], &nodes, &none, &no_keep);
+        assert_eq!(r.entries(), vec!["192.168.49.251-192.168.49.254"]);
+        // .254 answered: skipped, the window moves down to .250, not an address until probed
+        // (the speakers probe four more below the window).
+        let answered = probed(
+            report(
+                "minikube",
+                &[("192.168.49.2/24", None)],
+                &[("192.168.49.254", "02:00:00:00:00:fe")],
+            ),
+            &["192.168.49.251-192.168.49.253"],
+        );
+        let r = resolve(4, std::slice::from_ref(&answered), &nodes, &none, &no_keep);
+        assert_eq!(r.candidate_entries(), vec!["192.168.49.246-192.168.49.253"]);
+        assert_eq!(r.entries(), vec!["192.168.49.251-192.168.49.253"]);
+        assert_eq!(r.skipped.len(), 1);
+        // Another node's quiet probe does not override an answer: still skipped.
+        let other = probed(
+            report("m02", &[("192.168.49.3/24", None)], &[]),
+            &["192.168.49.250-192.168.49.254"],
+        );
+        let r = resolve(4, &[answered, other], &nodes, &none, &no_keep);
+        assert_eq!(r.entries(), vec!["192.168.49.250-192.168.49.253"]);
+        assert!(!r.addresses.contains(&ip("192.168.49.254")));
+        // An unanswered entry outside the window adds nothing.
+        let below = probed(net_only.clone(), &["192.168.49.1-192.168.49.200"]);
+        assert!(
+            resolve(4, &[below], &nodes, &none, &no_keep)
+                .addresses
+                .is_empty()
+        );
+        // A kept address a Service holds stays, probed or not (R7: never taken back).
+        let held: BTreeSet<IpAddr> = ["192.168.49.254".parse().unwrap()].into();
+        let keep = set(&["192.168.49.254"]);
+        let r = resolve(4, &[net_only], &nodes, &held, &keep);
+        assert_eq!(r.addresses, vec![ip("192.168.49.254")]);
+        assert!(!r.waiting_for_probes());
+        // The CRD's maxItems of status.autoAddresses.candidates.
+        assert_eq!(crate::v1beta1::AUTO_SIZE_MAX + LOOKAHEAD, 260);
+        assert_eq!(
+            address_entries([ip("10.0.0.3"), ip("10.0.0.1"), ip("10.0.0.2")]),
+            vec!["10.0.0.1-10.0.0.3"]
+        );
     }
 }

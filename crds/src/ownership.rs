@@ -332,6 +332,8 @@ mod tests {
         auto.status = Some(crate::IPAddressPoolStatus {
             auto_addresses: Some(crate::v1beta1::AutoAddressesStatus {
                 prefix: Some("192.168.49.0/24".into()),
+                // Probed by the speakers, not announced: only `addresses` are.
+                candidates: vec!["192.168.49.250-192.168.49.254".into()],
                 addresses: vec![
                     "192.168.49.251-192.168.49.253".into(),
                     "192.168.49.240/32".into(),
@@ -344,11 +346,24 @@ mod tests {
         assert_eq!(l.owner_of(ip("192.168.49.252")), Some("laptop"));
         assert_eq!(l.owner_of(ip("192.168.49.240")), Some("laptop"));
         assert_eq!(l.owner_of(ip("192.168.49.254")), None);
+        // The speakers probe the candidates; a status without them (an older controller): the
+        // addresses.
+        assert_eq!(auto.probe_entries(), vec!["192.168.49.250-192.168.49.254"]);
+        let mut older = auto.clone();
+        if let Some(a) = older
+            .status
+            .as_mut()
+            .and_then(|s| s.auto_addresses.as_mut())
+        {
+            a.candidates.clear();
+        }
+        assert_eq!(older.probe_entries(), older.address_entries());
         // A pool with spec.addresses ignores a stray status.autoAddresses.
         let mut plain = pool("plain", &["198.51.100.0/30"], Some(1));
         plain.status = auto.status.clone();
         let l = Layout::of_pools(&[&plain], &BTreeMap::new());
         assert_eq!(l.owner_of(ip("192.168.49.252")), None);
         assert_eq!(l.owner_of(ip("198.51.100.1")), Some("plain"));
+        assert!(plain.probe_entries().is_empty());
     }
 }

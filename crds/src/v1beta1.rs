@@ -149,14 +149,36 @@ impl IPAddressPool {
     /// (none before the controller wrote one).
     pub fn address_entries(&self) -> Vec<&str> {
         if self.spec.auto_addresses.is_some() {
-            self.status
-                .as_ref()
-                .and_then(|s| s.auto_addresses.as_ref())
-                .map(|a| a.addresses.iter().map(String::as_str).collect())
-                .unwrap_or_default()
+            self.auto_status_entries(|a| &a.addresses)
         } else {
             self.spec.addresses.iter().map(|a| a.0.as_str()).collect()
         }
+    }
+
+    /// The addresses the speakers probe for an automatic pool: `status.autoAddresses.candidates`,
+    /// or its `addresses` when `candidates` is empty (a status written by a controller that did
+    /// not write candidates). Empty for a pool with `spec.addresses` or before any resolution.
+    pub fn probe_entries(&self) -> Vec<&str> {
+        if self.spec.auto_addresses.is_none() {
+            return Vec::new();
+        }
+        let candidates = self.auto_status_entries(|a| &a.candidates);
+        match candidates.is_empty() {
+            true => self.auto_status_entries(|a| &a.addresses),
+            false => candidates,
+        }
+    }
+
+    /// One list of `status.autoAddresses`, empty before the controller wrote one.
+    fn auto_status_entries(
+        &self,
+        list: impl Fn(&AutoAddressesStatus) -> &Vec<String>,
+    ) -> Vec<&str> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.auto_addresses.as_ref())
+            .map(|a| list(a).iter().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -235,8 +257,18 @@ pub struct AutoAddressesStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 18))]
     pub prefix: Option<String>,
-    /// The pool's addresses, as ranges (`192.168.49.240-192.168.49.254`) or single addresses,
-    /// ascending.
+    /// The candidates the speakers probe (RFC 5227 §2.1.1 ARP probes): the pool's window — the
+    /// `size` highest host addresses of the network that no speaker found in use — and up to 4
+    /// more below it (`ferrolb_crds::auto_pool::LOOKAHEAD`), as ranges or single addresses
+    /// (`192.168.49.250/32`), ascending; at most 260 entries (`size` ≤ 256 plus 4). Absent in a
+    /// status written before this field existed: the speakers then probe `addresses`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 260), inner(length(max = 31)))]
+    pub candidates: Vec<String>,
+    /// The pool's addresses, what is handed out and announced, as ranges
+    /// (`192.168.49.240-192.168.49.254`) or single addresses, ascending: the candidates some
+    /// speaker probed with no answer, plus addresses of an earlier resolution that a Service
+    /// holds (never taken back).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256), inner(length(max = 31)))]
     pub addresses: Vec<String>,

@@ -177,6 +177,7 @@ async fn write(
                     membership: None,
                     networks: Vec::new(),
                     in_use: Vec::new(),
+                    unanswered: Vec::new(),
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -193,6 +194,7 @@ async fn write(
             members,
             networks,
             in_use,
+            unanswered,
         } => {
             // A node's membership report: no IP, no interfaces or Services (docs/design.md,
             // "Membership reports").
@@ -211,6 +213,7 @@ async fn write(
                     }),
                     networks,
                     in_use,
+                    unanswered,
                 },
             );
             let params = PatchParams::apply(FIELD_MANAGER).force();

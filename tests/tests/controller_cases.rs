@@ -1379,8 +1379,9 @@ async fn r8_write_war_backs_off() {
 
 /// Issue #28: an automatic pool (`spec.autoAddresses`) on the real API server, with a node
 /// report written by hand in the speakers' namespace standing in for the speaker (reports are
-/// plain objects; the speaker's side is its own test). No addresses before a report; then the
-/// Service gets the lowest of the top candidates, the gateway, Node addresses and an address in
+/// plain objects; the speaker's side is its own test). No addresses before a report, nor before
+/// the report lists the candidates probed with no answer; then the Service gets the lowest of
+/// the top candidates, the gateway, Node addresses and an address in
 /// use are left out, and the pool's status says which prefix was chosen and what was skipped.
 #[tokio::test]
 async fn auto_pool_takes_the_top_of_the_reported_network() {
@@ -1449,8 +1450,29 @@ async fn auto_pool_takes_the_top_of_the_reported_network() {
         },
     }))
     .unwrap();
-    Api::<ferrolb_crds::L2Announcement>::namespaced(client.clone(), "ferrolb-system")
+    let reports = Api::<ferrolb_crds::L2Announcement>::namespaced(client.clone(), "ferrolb-system");
+    reports
         .create(&PostParams::default(), &report)
+        .await
+        .unwrap();
+    // The candidates are known, none is probed yet: nothing is handed out.
+    wait_for("the pool waits for probes", Duration::from_secs(20), || {
+        let pools = pools.clone();
+        async move {
+            ready_reason(&pools.get("laptop").await.unwrap()).as_deref() == Some("WaitingForProbes")
+        }
+    })
+    .await;
+    assert!(ips(&client, &ns, "web").await.is_empty());
+    // The speaker probed the candidates and nobody answered.
+    reports
+        .patch(
+            "node-kind-worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "spec": { "unanswered": ["172.18.255.248-172.18.255.251"] }
+            })),
+        )
         .await
         .unwrap();
     // Candidates top down: .255.253 (in use: skipped, one more taken), .255.251, .255.250,

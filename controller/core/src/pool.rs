@@ -42,7 +42,8 @@ impl PoolConfig {
     }
 
     /// Parses a pool's spec; an automatic pool (`spec.autoAddresses`) holds the addresses of
-    /// `auto` ([`ferrolb_crds::auto_pool::resolve`]), any other pool its `spec.addresses`.
+    /// `auto` ([`ferrolb_crds::auto_pool::resolve`]: probed with no answer, or held), never its
+    /// unprobed candidates; any other pool its `spec.addresses`.
     pub fn from_auto(
         name: &str,
         created: i64,
@@ -156,6 +157,11 @@ mod tests {
         assert_eq!(waiting.addresses.unwrap().ranges().len(), 0);
         let auto = AutoResolution {
             prefix: ferrolb_crds::auto_pool::Net4::parse("192.168.49.2/24"),
+            candidates: vec![
+                "192.168.49.252".parse().unwrap(),
+                "192.168.49.253".parse().unwrap(),
+                "192.168.49.254".parse().unwrap(),
+            ],
             addresses: vec![
                 "192.168.49.253".parse().unwrap(),
                 "192.168.49.254".parse().unwrap(),

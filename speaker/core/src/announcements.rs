@@ -74,6 +74,9 @@ pub enum Op {
         networks: Vec<NodeNetwork>,
         /// `spec.inUse`: candidates another host answered ([`crate::networks::CandidateProbes`]).
         in_use: Vec<AddressInUse>,
+        /// `spec.unanswered`: candidates probed with no answer, as merged entries
+        /// ([`crate::networks::CandidateProbes::unanswered`]).
+        unanswered: Vec<String>,
     },
 }
 
@@ -102,22 +105,22 @@ pub struct MemberReportPlanner {
 
 impl MemberReportPlanner {
     /// The write node `me` should make now, if any: `members` is the count it sees now, `node`
-    /// its node networks and the candidates found in use (both empty unless an automatic pool
-    /// exists); `stored` the same three in its stored report (`None`: no report, or one without
-    /// a count). Networks and answers change rarely, so they share the count's write and its
-    /// rate limit.
+    /// what it found for automatic pools ([`AutoFindings`], all empty unless an automatic pool
+    /// exists); `stored` the count and findings in its stored report (`None`: no report, or one
+    /// without a count). Networks and probe verdicts change rarely, so they share the count's
+    /// write and its rate limit.
     pub fn plan(
         &mut self,
         now: Instant,
         me: &str,
         members: u32,
-        node: (&[NodeNetwork], &[AddressInUse]),
-        stored: Option<(u32, &[NodeNetwork], &[AddressInUse])>,
+        node: AutoFindings<'_>,
+        stored: Option<(u32, AutoFindings<'_>)>,
     ) -> Option<Op> {
-        let (networks, in_use) = node;
-        if stored == Some((members, networks, in_use)) {
+        if stored == Some((members, node)) {
             return None;
         }
+        let (networks, in_use, unanswered) = node;
         if self
             .last_write
             .is_some_and(|at| now.saturating_duration_since(at) < MEMBER_REPORT_EVERY)
@@ -131,9 +134,15 @@ impl MemberReportPlanner {
             members,
             networks: networks.to_vec(),
             in_use: in_use.to_vec(),
+            unanswered: unanswered.to_vec(),
         })
     }
 }
+
+/// What a node report says for automatic pools (issue #28): `(spec.networks, spec.inUse,
+/// spec.unanswered)` — the node's IPv4 networks, the candidates another host answered, and the
+/// candidates probed with no answer as merged entries ([`crate::networks::CandidateProbes`]).
+pub type AutoFindings<'a> = (&'a [NodeNetwork], &'a [AddressInUse], &'a [String]);
 
 /// Remembers the writes in flight.
 #[derive(Debug, Default)]
@@ -296,9 +305,10 @@ mod tests {
             members,
             networks: vec![],
             in_use: vec![],
+            unanswered: vec![],
         };
         assert_eq!(
-            p.plan(t0, "node-1", 1, (&[], &[]), None),
+            p.plan(t0, "node-1", 1, (&[], &[], &[]), None),
             Some(op(1)),
             "no report yet"
         );
@@ -308,8 +318,8 @@ mod tests {
                 t0 + Duration::from_secs(1),
                 "node-1",
                 3,
-                (&[], &[]),
-                Some((1, &[], &[]))
+                (&[], &[], &[]),
+                Some((1, (&[], &[], &[])))
             ),
             None
         );
@@ -318,25 +328,37 @@ mod tests {
                 t0 + Duration::from_secs(9),
                 "node-1",
                 3,
-                (&[], &[]),
-                Some((1, &[], &[]))
+                (&[], &[], &[]),
+                Some((1, (&[], &[], &[])))
             ),
             None
         );
         let t1 = t0 + MEMBER_REPORT_EVERY;
         assert_eq!(
-            p.plan(t1, "node-1", 3, (&[], &[]), Some((1, &[], &[]))),
+            p.plan(t1, "node-1", 3, (&[], &[], &[]), Some((1, (&[], &[], &[])))),
             Some(op(3))
         );
         // Steady state: the stored count is the seen one, nothing is written.
         let later = t1 + Duration::from_secs(3600);
         assert_eq!(
-            p.plan(later, "node-1", 3, (&[], &[]), Some((3, &[], &[]))),
+            p.plan(
+                later,
+                "node-1",
+                3,
+                (&[], &[], &[]),
+                Some((3, (&[], &[], &[])))
+            ),
             None
         );
         // A lost write (the stored count never changed) is retried after the same 10 s.
         assert_eq!(
-            p.plan(later, "node-1", 2, (&[], &[]), Some((3, &[], &[]))),
+            p.plan(
+                later,
+                "node-1",
+                2,
+                (&[], &[], &[]),
+                Some((3, (&[], &[], &[])))
+            ),
             Some(op(2))
         );
         assert_eq!(
@@ -344,8 +366,8 @@ mod tests {
                 later + Duration::from_secs(5),
                 "node-1",
                 2,
-                (&[], &[]),
-                Some((3, &[], &[]))
+                (&[], &[], &[]),
+                Some((3, (&[], &[], &[])))
             ),
             None
         );
@@ -354,8 +376,8 @@ mod tests {
                 later + MEMBER_REPORT_EVERY,
                 "node-1",
                 2,
-                (&[], &[]),
-                Some((3, &[], &[]))
+                (&[], &[], &[]),
+                Some((3, (&[], &[], &[])))
             ),
             Some(op(2))
         );
@@ -367,13 +389,20 @@ mod tests {
         }];
         let t2 = later + Duration::from_secs(3600);
         assert_eq!(
-            p.plan(t2, "node-1", 2, (&eth0, &[]), Some((2, &[], &[]))),
+            p.plan(
+                t2,
+                "node-1",
+                2,
+                (&eth0, &[], &[]),
+                Some((2, (&[], &[], &[])))
+            ),
             Some(Op::Members {
                 name: "node-node-1".into(),
                 node: "node-1".into(),
                 members: 2,
                 networks: eth0.to_vec(),
                 in_use: vec![],
+                unanswered: vec![],
             })
         );
         assert_eq!(
@@ -381,8 +410,8 @@ mod tests {
                 t2 + MEMBER_REPORT_EVERY,
                 "node-1",
                 2,
-                (&eth0, &[]),
-                Some((2, &eth0, &[]))
+                (&eth0, &[], &[]),
+                Some((2, (&eth0, &[], &[])))
             ),
             None
         );
@@ -393,8 +422,15 @@ mod tests {
         }];
         let t3 = t2 + MEMBER_REPORT_EVERY * 2;
         assert!(matches!(
-            p.plan(t3, "node-1", 2, (&eth0, &answered), Some((2, &eth0, &[]))),
+            p.plan(t3, "node-1", 2, (&eth0, &answered, &[]), Some((2, (&eth0, &[], &[])))),
             Some(Op::Members { in_use, .. }) if in_use == answered
+        ));
+        // And a quiet probe (the controller hands out only such addresses).
+        let quiet = ["192.168.49.252-192.168.49.253".to_owned()];
+        let t4 = t3 + MEMBER_REPORT_EVERY;
+        assert!(matches!(
+            p.plan(t4, "node-1", 2, (&eth0, &answered, &quiet), Some((2, (&eth0, &answered, &[])))),
+            Some(Op::Members { unanswered, .. }) if unanswered == quiet
         ));
     }
 

@@ -67,18 +67,22 @@ pub fn node_networks(
 
 /// How often each candidate is probed again.
 pub const REPROBE_EVERY: Duration = Duration::from_secs(300);
+/// Most entries in a report's `unanswered` (the CRD's `maxItems`).
+pub const MAX_UNANSWERED: usize = 256;
 /// Most candidates probed in one round (a round every few seconds: a handful of frames per
 /// second at most, far below RFC 5227's rate for one host).
 pub const PROBES_PER_ROUND: usize = 4;
 
 /// Which candidates of an automatic pool this speaker probes, and what it found (RFC 5227
 /// §2.1.1 probes, sender IP 0.0.0.0; the daemon sends them and reads the answers). The targets
-/// are the pool's addresses in its status that no Service holds, plus the addresses this
-/// speaker found in use (so an address that falls quiet leaves `inUse` at its next probe),
-/// inside this node's networks: [`CandidateProbes::due`] picks the ones never probed or probed
-/// [`REPROBE_EVERY`] ago, [`CandidateProbes::record`] takes a verdict, and
-/// [`CandidateProbes::in_use`] is the report's `inUse`. An address that stops being a target (a
-/// Service got it, the pool is gone) is forgotten.
+/// are the pool's candidates in its status (`status.autoAddresses.candidates`,
+/// `IPAddressPool::probe_entries`) that no Service holds, plus the addresses this speaker found
+/// in use (so an address that falls quiet leaves `inUse` at its next probe), inside this node's
+/// networks: [`CandidateProbes::due`] picks the ones never probed or probed [`REPROBE_EVERY`]
+/// ago, [`CandidateProbes::record`] takes a verdict, [`CandidateProbes::in_use`] is the report's
+/// `inUse` and [`CandidateProbes::unanswered`] its `unanswered` (the only addresses the
+/// controller hands out). An address that stops being a target (a Service got it, the pool is
+/// gone) is forgotten: it leaves both lists.
 #[derive(Debug, Default)]
 pub struct CandidateProbes {
     last: BTreeMap<Ipv4Addr, Instant>,
@@ -106,8 +110,9 @@ impl CandidateProbes {
             .collect()
     }
 
-    /// A probe of `ip` at `now`: `answered_by` the MAC of a host that claimed it, `None` if
-    /// nobody did.
+    /// A probe of `ip` at `now`: `answered_by` the MAC of a host that claimed it (the address
+    /// then leaves [`CandidateProbes::unanswered`] for [`CandidateProbes::in_use`]), `None` if
+    /// nobody did (the reverse).
     pub fn record(&mut self, now: Instant, ip: Ipv4Addr, answered_by: Option<String>) {
         self.last.insert(ip, now);
         match answered_by {
@@ -130,6 +135,23 @@ impl CandidateProbes {
                 mac: mac.clone(),
             })
             .collect()
+    }
+
+    /// The addresses whose last probe nobody answered, as merged entries ascending
+    /// (`192.168.49.252-192.168.49.254`, `192.168.49.250/32`:
+    /// [`ferrolb_crds::auto_pool::address_entries`]) — the report's `unanswered`. At most
+    /// [`MAX_UNANSWERED`] entries (the CRD's `maxItems`); past it the highest are kept, since
+    /// the controller takes candidates from the top.
+    pub fn unanswered(&self) -> Vec<String> {
+        let quiet = self
+            .last
+            .keys()
+            .filter(|ip| !self.in_use.contains_key(ip))
+            .copied();
+        let mut entries = ferrolb_crds::auto_pool::address_entries(quiet);
+        let extra = entries.len().saturating_sub(MAX_UNANSWERED);
+        entries.drain(..extra);
+        entries
     }
 
     /// The addresses found in use (to keep probing them).
@@ -222,6 +244,11 @@ mod tests {
                 mac: "02:42:c0:a8:31:fd".into()
             }]
         );
+        // The quiet ones are unanswered; the answered one is not.
+        assert_eq!(
+            p.unanswered(),
+            vec!["192.168.49.251-192.168.49.252", "192.168.49.254/32"]
+        );
         for ip in p.due(t0, &targets).into_iter().chain(second) {
             p.record(t0, ip, None);
         }
@@ -231,9 +258,24 @@ mod tests {
         }
         assert!(p.due(t0 + Duration::from_secs(299), &targets).is_empty());
         assert_eq!(p.due(t0 + REPROBE_EVERY, &targets).len(), PROBES_PER_ROUND);
-        // Quiet at the next probe: out of inUse. A Service takes an address: forgotten.
+        assert_eq!(
+            p.unanswered(),
+            vec!["192.168.49.245-192.168.49.252", "192.168.49.254/32"]
+        );
+        // Quiet at the next probe: out of inUse, into unanswered.
         p.record(t0 + REPROBE_EVERY, Ipv4Addr::new(192, 168, 49, 253), None);
         assert!(p.in_use().is_empty());
+        assert_eq!(p.unanswered(), vec!["192.168.49.245-192.168.49.254"]);
+        // An address that answers a later probe leaves unanswered for inUse.
+        p.record(
+            t0 + REPROBE_EVERY,
+            Ipv4Addr::new(192, 168, 49, 254),
+            Some("02:00:00:00:00:fe".into()),
+        );
+        assert_eq!(p.unanswered(), vec!["192.168.49.245-192.168.49.253"]);
+        assert_eq!(p.in_use().len(), 1);
+        p.record(t0 + REPROBE_EVERY, Ipv4Addr::new(192, 168, 49, 254), None);
+        // A Service takes an address: forgotten, in neither list.
         p.record(t0, Ipv4Addr::new(192, 168, 49, 250), Some("m".into()));
         let fewer: BTreeSet<Ipv4Addr> = targets
             .iter()
@@ -242,5 +284,26 @@ mod tests {
             .collect();
         p.due(t0, &fewer);
         assert!(p.in_use().is_empty());
+        assert_eq!(
+            p.unanswered(),
+            vec![
+                "192.168.49.245-192.168.49.249",
+                "192.168.49.251-192.168.49.254"
+            ]
+        );
+    }
+
+    #[test]
+    fn unanswered_keeps_the_highest_entries_within_the_crd_bound() {
+        let t0 = Instant::now();
+        let mut p = CandidateProbes::default();
+        // Every other address of 10.0.0.0/22 quiet: 512 lone entries.
+        for o in (0..1024u32).step_by(2) {
+            p.record(t0, Ipv4Addr::from(0x0a00_0000 + o), None);
+        }
+        let u = p.unanswered();
+        assert_eq!(u.len(), MAX_UNANSWERED);
+        assert_eq!(u.last().map(String::as_str), Some("10.0.3.254/32"));
+        assert_eq!(u.first().map(String::as_str), Some("10.0.2.0/32"));
     }
 }

@@ -129,6 +129,7 @@ impl Reporting {
         }
         self.probe_candidates(now, stores);
         let in_use = self.probes.in_use();
+        let unanswered = self.probes.unanswered();
         let name = ferrolb_crds::announcement::member_report_name(&self.me);
         let state = stores.announcements.state();
         let stored = state
@@ -138,8 +139,11 @@ impl Reporting {
                 a.spec.membership.as_ref().map(|m| {
                     (
                         m.members,
-                        a.spec.networks.as_slice(),
-                        a.spec.in_use.as_slice(),
+                        (
+                            a.spec.networks.as_slice(),
+                            a.spec.in_use.as_slice(),
+                            a.spec.unanswered.as_slice(),
+                        ),
                     )
                 })
             });
@@ -147,7 +151,7 @@ impl Reporting {
             now,
             &self.me,
             members,
-            (&self.networks, &in_use),
+            (&self.networks, &in_use, &unanswered),
             stored,
         ) {
             self.member_report_writer.send(op);
@@ -156,10 +160,11 @@ impl Reporting {
 
     /// Probes the automatic pools' candidates (issue #28, [`ferrolb_l2::networks::CandidateProbes`]):
     /// takes the verdicts of the last round, and starts the next one (off the step, in a blocking
-    /// task) at most every [`PROBE_ROUND_EVERY`]. The targets are the addresses of every pool
-    /// with `spec.autoAddresses` as its status lists them, plus those found in use, minus every
-    /// Service's LoadBalancer IP, inside this node's reported networks (probed on that
-    /// network's interface).
+    /// task) at most every [`PROBE_ROUND_EVERY`]. The targets are the candidates of every pool
+    /// with `spec.autoAddresses` as its status lists them (`IPAddressPool::probe_entries`: its
+    /// `candidates`, or its `addresses` in a status without them), plus those found in use,
+    /// minus every Service's LoadBalancer IP, inside this node's reported networks (probed on
+    /// that network's interface).
     fn probe_candidates(&mut self, now: Instant, stores: &Stores) {
         while let Ok((ip, mac)) = self.probe_results.1.try_recv() {
             self.probes.record(now, ip, mac.map(|m| m.to_string()));
@@ -197,7 +202,7 @@ impl Reporting {
                 continue;
             }
             let Ok(addresses) =
-                ferrolb_crds::addresses::PoolAddresses::parse(&pool.address_entries(), false)
+                ferrolb_crds::addresses::PoolAddresses::parse(&pool.probe_entries(), false)
             else {
                 continue;
             };

@@ -168,6 +168,7 @@ async fn apply(client: &Client, ip: &str, node: &str, interface: &str) -> Result
             membership: None,
             networks: Vec::new(),
             in_use: Vec::new(),
+            unanswered: Vec::new(),
         },
     );
     api.patch(
