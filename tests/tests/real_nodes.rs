@@ -8,6 +8,7 @@
 //! IP; a roll-out of the controller (issue #29 O2) → no Service status written, a Service created
 //! during it served; the speakers rolled out (O1) → no probe answered twice, each IP away and
 //! back at most; the owner drained (O3) → its IPs elsewhere, no other moves, back on uncordon; the
+//! owner of another IP stopped hard (O4) → another node answers it, it comes back on power-on; the
 //! whole cluster powered off and on (issue #29 O5) → every address kept, each
 //! claimed again by one node only; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
 //! ours left. Asserts on what was observed, never on timing.
@@ -93,6 +94,13 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
     }
     assert_eq!(d.owners_after, d.owners_before, "{d:?}");
     assert!(d.http_drained.starts_with("web-"), "{d:?}");
+    // Issue #29 O4: a hard stop of the second IP's owner. Another node answered its IP alone,
+    // no IP was left unanswered while it was down, and it got its IP back when powered on (the
+    // story waited for each of these; here: who).
+    let h = &r.hard_stop;
+    assert_ne!(h.successor, h.node, "{h:?}");
+    assert_eq!(h.owners_while_down.len(), 3, "{h:?}");
+    assert!(!h.owners_while_down.contains(&h.node), "{h:?}");
     // Issue #29 O5: the whole cluster powered off and on. Nothing answered while off; every
     // Service kept its address with no write; every IP is answered again, and in the first
     // seconds after the power-on each IP was claimed (gratuitous ARP or reply) by one node only:

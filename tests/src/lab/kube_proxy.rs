@@ -187,6 +187,11 @@ impl KubeProxy {
         self.process.log_tail(lines)
     }
 
+    /// Stops it (SIGTERM, SIGKILL after 2 s); its rules stay in the namespace.
+    pub fn stop(&self) {
+        self.process.stop(std::time::Duration::from_secs(2));
+    }
+
     /// Its rules as text: `nft list ruleset`, or `iptables-save -t nat` followed by
     /// `ip6tables-save -t nat`, in the node's namespace.
     ///

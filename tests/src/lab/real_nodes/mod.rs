@@ -238,21 +238,74 @@ impl RealNodes {
     /// etcd's data, containerd's content and metadata (the images stay imported), kubelet's
     /// root, the CNI IPAM state. [`RealNodes::power_on`] starts it all again.
     pub fn power_off(&mut self) {
-        for node in &self.nodes {
-            node.cgroup.kill_all(Duration::from_secs(10));
-            node.kubelet.stop(Duration::ZERO);
-            node.runtime.stop(Duration::ZERO);
+        for k in 0..self.nodes.len() {
+            self.power_off_node(k);
         }
-        for node in &self.nodes {
-            host::unmount_under(&node.dir);
-            for volatile in ["containerd/state", "runc"] {
-                let _ = std::fs::remove_dir_all(node.dir.join(volatile));
-            }
-        }
-        host::remove_dead_shim_sockets();
-        self.proxies.clear();
         self.control.stop();
         self.lab.cluster().stop();
+    }
+
+    /// Powers node `k` (0-based) off: a hard stop (issue #29 O4) — every process of the node
+    /// killed at once (kubelet, containerd, shims, every container, the speaker with them, so
+    /// no graceful hand-over), its kube-proxy stopped, its mounts and its runtime's volatile
+    /// state gone; its network namespace and link stay, as a machine's NIC stays cabled.
+    /// [`RealNodes::power_on_node`] starts it again.
+    pub fn power_off_node(&mut self, k: usize) {
+        let node = &self.nodes[k];
+        node.cgroup.kill_all(Duration::from_secs(10));
+        node.kubelet.stop(Duration::ZERO);
+        node.runtime.stop(Duration::ZERO);
+        host::unmount_under(&node.dir);
+        for volatile in ["containerd/state", "runc"] {
+            let _ = std::fs::remove_dir_all(node.dir.join(volatile));
+        }
+        host::remove_dead_shim_sockets();
+        if let Some(proxy) = self.proxies.get_mut(k) {
+            proxy.stop();
+        }
+    }
+
+    /// Starts node `k` again after [`RealNodes::power_off_node`]: its containerd, kubelet and
+    /// kube-proxy, from the same disks.
+    ///
+    /// # Errors
+    /// A process could not be started again.
+    pub fn power_on_node(&mut self, k: usize) -> anyhow::Result<()> {
+        let node_bin = cached_bin_dir("FERROLB_NODE_BIN", "tests/nodes/build.sh")?;
+        let kubelet_bin = k8s_bin("kubelet")?;
+        let ca = self.lab.cluster().dir().join("ca.crt");
+        let (real, node) = (&mut self.nodes[k], &self.lab.nodes[k]);
+        let cgroup = &real.cgroup;
+        real.runtime = Runtime::start(
+            &node.netns,
+            &real.dir,
+            &node_bin,
+            &node_subnet(k + 1),
+            |pid| cgroup.adopt(pid),
+        )?;
+        real.kubelet = Kubelet::start(
+            &node.name,
+            &node.netns,
+            node.ip,
+            &real.dir,
+            &kubelet_bin,
+            self.lab.node_kubeconfig(),
+            &ca,
+            &cgroup.path(),
+            &real.runtime.endpoint(),
+            |pid| cgroup.adopt(pid),
+        )?;
+        let proxy = self.lab.start_kube_proxy_for(
+            &node.name,
+            ProxyMode::Nftables,
+            POD_CIDR,
+            super::pods::POD_CIDR_V6,
+        )?;
+        match self.proxies.get_mut(k) {
+            Some(slot) => *slot = proxy,
+            None => self.proxies.push(proxy),
+        }
+        Ok(())
     }
 
     /// Starts a cluster [`RealNodes::power_off`] stopped, from the same disks, as `minikube
@@ -265,39 +318,8 @@ impl RealNodes {
     pub async fn power_on(&mut self) -> anyhow::Result<()> {
         self.lab.cluster().start_again().await?;
         self.control = ControlPlane::start(self.lab.cluster(), self.lab.dir())?;
-        let node_bin = cached_bin_dir("FERROLB_NODE_BIN", "tests/nodes/build.sh")?;
-        let kubelet_bin = k8s_bin("kubelet")?;
-        let ca = self.lab.cluster().dir().join("ca.crt");
-        for (k, (real, node)) in self.nodes.iter_mut().zip(&self.lab.nodes).enumerate() {
-            let cgroup = &real.cgroup;
-            real.runtime = Runtime::start(
-                &node.netns,
-                &real.dir,
-                &node_bin,
-                &node_subnet(k + 1),
-                |pid| cgroup.adopt(pid),
-            )?;
-            real.kubelet = Kubelet::start(
-                &node.name,
-                &node.netns,
-                node.ip,
-                &real.dir,
-                &kubelet_bin,
-                self.lab.node_kubeconfig(),
-                &ca,
-                &cgroup.path(),
-                &real.runtime.endpoint(),
-                |pid| cgroup.adopt(pid),
-            )?;
-        }
-        for node in &self.lab.nodes {
-            let proxy = self.lab.start_kube_proxy_for(
-                &node.name,
-                ProxyMode::Nftables,
-                POD_CIDR,
-                super::pods::POD_CIDR_V6,
-            )?;
-            self.proxies.push(proxy);
+        for k in 0..self.nodes.len() {
+            self.power_on_node(k)?;
         }
         Ok(())
     }

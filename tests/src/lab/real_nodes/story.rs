@@ -114,6 +114,8 @@ pub struct Report {
     pub rollout_owners: Vec<(Ipv4Addr, String, Vec<String>, String)>,
     /// The drain of the first IP's owner and its uncordon (issue #29 O3).
     pub drain: DrainReport,
+    /// The hard stop of the second IP's owner (issue #29 O4).
+    pub hard_stop: HardStopReport,
     /// ARP answers for the first IP while the whole cluster was off (issue #29 O5).
     pub answers_while_off: usize,
     /// `(IP, owner, seconds after the power-on)`: when each IP was answered by one node again.
@@ -169,6 +171,22 @@ pub struct DrainReport {
     pub sequences_uncordon: Vec<Vec<String>>,
     /// The pod that answered HTTP through the first IP while its owner was drained.
     pub http_drained: String,
+}
+
+/// What the hard stop of a node showed (issue #29 O4).
+#[derive(Debug, Default)]
+pub struct HardStopReport {
+    /// The node stopped (the second IP's owner).
+    pub node: String,
+    /// The node answering its IP afterwards.
+    pub successor: String,
+    /// Seconds from the kill to that node answering alone (ARP probes of 300 ms included).
+    pub failover_s: f64,
+    /// The owner of each IP (web, web2, web3) while the node was down.
+    pub owners_while_down: Vec<String>,
+    /// Seconds from the power-on (containerd, kubelet, kube-proxy started) to the IP answered
+    /// by the node again.
+    pub back_s: f64,
 }
 
 /// What [`probe_throughout`] saw.
@@ -912,12 +930,68 @@ async fn story(
         report.drain
     )?;
 
-    // 8. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
+    // 8. A hard stop of the second IP's owner (issue #29 O4): every process of the node killed
+    // at once, no graceful hand-over. Another node answers its IP; while it is down every IP
+    // has one answerer; powered on again, the IP goes back.
+    let stopped = owners_before[1].clone();
+    let k = lab
+        .nodes
+        .iter()
+        .position(|n| n.name == stopped)
+        .context("the stopped node")?;
+    writeln!(
+        out,
+        "8. hard stop of {stopped} (the owner of {ip2}): every process of the node killed at once"
+    )?;
+    let stopped_mac = lab.lab.node(&stopped).mac.clone();
+    lab_mut.power_off_node(k);
+    let t = Instant::now();
+    let lab: &RealNodes = lab_mut;
+    let successor = one_answerer(
+        lab,
+        ip2,
+        |m| m != stopped_mac,
+        "another node answering after the hard stop",
+    )
+    .await?;
+    let failover = t.elapsed();
+    let mut while_down = Vec::new();
+    for ip in ips {
+        while_down.push(
+            one_answerer(
+                lab,
+                ip,
+                |m| m != stopped_mac,
+                "one answerer for every IP while the node is down",
+            )
+            .await?,
+        );
+    }
+    lab_mut.power_on_node(k)?;
+    let t = Instant::now();
+    let lab: &RealNodes = lab_mut;
+    one_answerer(
+        lab,
+        ip2,
+        |m| m == stopped_mac,
+        "the IP back on the node powered on",
+    )
+    .await?;
+    report.hard_stop = HardStopReport {
+        node: stopped,
+        successor,
+        failover_s: failover.as_secs_f64(),
+        owners_while_down: while_down,
+        back_s: t.elapsed().as_secs_f64(),
+    };
+    writeln!(out, "   {:?}", report.hard_stop)?;
+
+    // 9. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
     // with no write, and each address is claimed again by one node only — none announced
     // before the speakers converged.
     writeln!(
         out,
-        "8. the whole cluster powered off (every node, the control plane, etcd) and on"
+        "9. the whole cluster powered off (every node, the control plane, etcd) and on"
     )?;
     let mut before = BTreeMap::new();
     for name in ["web", "web2", "web3"] {
@@ -984,11 +1058,11 @@ async fn story(
         report.restart_changed
     )?;
 
-    // 9. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
+    // 10. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
     // controller, releases every status it wrote with the admin's credentials, then deletes the
     // namespace, the cluster RBAC and the CRDs. (`kubectl delete -k deploy/` alone revokes the
     // controller's RBAC in the same command, before any pod stops: docs/install.md.)
-    writeln!(out, "9. uninstall: ferrolb uninstall")?;
+    writeln!(out, "10. uninstall: ferrolb uninstall")?;
     let t = Instant::now();
     let run = std::process::Command::new(workspace_bin("ferrolb")?)
         .arg("uninstall")
