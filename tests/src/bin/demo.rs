@@ -11,7 +11,8 @@
 //! `--real-nodes` runs the real-node story instead (issue #14,
 //! `ferrolb_tests::lab::real_nodes::story`): three nodes with containerd and kubelet, ferrolb
 //! installed with `kubectl apply -k deploy/` from images built offline, a failover by deleting a
-//! speaker pod, a leader change by deleting a controller pod, and the uninstall.
+//! speaker pod, a leader change by deleting a controller pod, the day-two work of issue #29
+//! (roll-outs, a drain, a hard stop, a whole-cluster power cycle), and the uninstall.
 //! Exits 0 when every step reached its goal, 1 otherwise. Ctrl-C tears the lab down too.
 
 use std::process::ExitCode;
