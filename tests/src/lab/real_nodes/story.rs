@@ -1,8 +1,11 @@
 //! The real-node story (issue #14), shared by `tests/tests/real_nodes.rs` and
 //! `./demo.sh --real-nodes`: install ferrolb the way docs/install.md says, serve a LoadBalancer
-//! Service from real pods, lose the owner's speaker pod and the controller's leader pod, and
-//! uninstall with `ferrolb uninstall`. Each step fails (with what was seen) when it does not reach its goal; what happened
-//! is returned in a [`Report`] for the caller to assert on, and narrated to `out`.
+//! Service from an automatic pool, lose the owner's speaker pod and the controller's leader pod,
+//! do the day-two work of issue #29 (a controller roll-out, a speaker roll-out and a drain with
+//! every IP probed throughout, a node's hard stop, the whole cluster powered off and on), and
+//! uninstall with `ferrolb uninstall`. Each step fails (with what was seen) when it does not
+//! reach its goal; what happened is returned in a [`Report`] for the caller to assert on, and
+//! narrated to `out`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
