@@ -175,33 +175,17 @@ impl RealNodes {
 
         let sysctls = SavedSysctls::save();
         let control = ControlPlane::start(lab.cluster(), lab.dir())?;
-        let ca = lab.cluster().dir().join("ca.crt");
+        let bins = NodeBins {
+            node_bin,
+            kubelet_bin,
+            ca: lab.cluster().dir().join("ca.crt"),
+        };
         let mut real = Vec::new();
         for (k, node) in lab.nodes.iter().enumerate() {
             let dir = lab.dir().join(&node.name);
             std::fs::create_dir_all(&dir)?;
             let cgroup = CgroupRoot::create(&format!("flb{}-n{}", lab.id(), k + 1))?;
-            let runtime =
-                Runtime::start(&node.netns, &dir, &node_bin, &node_subnet(k + 1), |pid| {
-                    cgroup.adopt(pid)
-                })?;
-            for image in images {
-                runtime
-                    .import(image)
-                    .with_context(|| format!("importing {} on {}", image.display(), node.name))?;
-            }
-            let kubelet = Kubelet::start(
-                &node.name,
-                &node.netns,
-                node.ip,
-                &dir,
-                &kubelet_bin,
-                lab.node_kubeconfig(),
-                &ca,
-                &cgroup.path(),
-                &runtime.endpoint(),
-                |pid| cgroup.adopt(pid),
-            )?;
+            let (runtime, kubelet) = boot(&lab, k, &dir, &cgroup, &bins, images)?;
             real.push(RealNode {
                 name: node.name.clone(),
                 dir,
@@ -218,13 +202,8 @@ impl RealNodes {
             lab,
         };
         this.wait_ready(&client, Duration::from_secs(120)).await?;
-        for node in &this.lab.nodes {
-            let proxy = this.lab.start_kube_proxy_for(
-                &node.name,
-                ProxyMode::Nftables,
-                POD_CIDR,
-                super::pods::POD_CIDR_V6,
-            )?;
+        for k in 0..this.nodes.len() {
+            let proxy = this.kube_proxy(k)?;
             this.proxies.push(proxy);
         }
         Ok(this)
@@ -271,36 +250,14 @@ impl RealNodes {
     /// # Errors
     /// A process could not be started again.
     pub fn power_on_node(&mut self, k: usize) -> anyhow::Result<()> {
-        let node_bin = cached_bin_dir("FERROLB_NODE_BIN", "tests/nodes/build.sh")?;
-        let kubelet_bin = k8s_bin("kubelet")?;
-        let ca = self.lab.cluster().dir().join("ca.crt");
-        let (real, node) = (&mut self.nodes[k], &self.lab.nodes[k]);
-        let cgroup = &real.cgroup;
-        real.runtime = Runtime::start(
-            &node.netns,
-            &real.dir,
-            &node_bin,
-            &node_subnet(k + 1),
-            |pid| cgroup.adopt(pid),
-        )?;
-        real.kubelet = Kubelet::start(
-            &node.name,
-            &node.netns,
-            node.ip,
-            &real.dir,
-            &kubelet_bin,
-            self.lab.node_kubeconfig(),
-            &ca,
-            &cgroup.path(),
-            &real.runtime.endpoint(),
-            |pid| cgroup.adopt(pid),
-        )?;
-        let proxy = self.lab.start_kube_proxy_for(
-            &node.name,
-            ProxyMode::Nftables,
-            POD_CIDR,
-            super::pods::POD_CIDR_V6,
-        )?;
+        let bins = NodeBins {
+            node_bin: cached_bin_dir("FERROLB_NODE_BIN", "tests/nodes/build.sh")?,
+            kubelet_bin: k8s_bin("kubelet")?,
+            ca: self.lab.cluster().dir().join("ca.crt"),
+        };
+        let real = &mut self.nodes[k];
+        (real.runtime, real.kubelet) = boot(&self.lab, k, &real.dir, &real.cgroup, &bins, &[])?;
+        let proxy = self.kube_proxy(k)?;
         match self.proxies.get_mut(k) {
             Some(slot) => *slot = proxy,
             None => self.proxies.push(proxy),
@@ -322,6 +279,16 @@ impl RealNodes {
             self.power_on_node(k)?;
         }
         Ok(())
+    }
+
+    /// Starts kube-proxy (nftables) for node `k`, for the pods' ranges.
+    fn kube_proxy(&self, k: usize) -> anyhow::Result<KubeProxy> {
+        self.lab.start_kube_proxy_for(
+            &self.lab.nodes[k].name,
+            ProxyMode::Nftables,
+            POD_CIDR,
+            super::pods::POD_CIDR_V6,
+        )
     }
 
     async fn wait_ready(&self, client: &Client, timeout: Duration) -> anyhow::Result<()> {
@@ -429,6 +396,53 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     files.sort();
     files
+}
+
+/// What every node's processes are started from.
+struct NodeBins {
+    /// containerd, runc and the CNI plugins (`tests/nodes/build.sh`).
+    node_bin: PathBuf,
+    kubelet_bin: PathBuf,
+    /// The cluster CA kubelet trusts.
+    ca: PathBuf,
+}
+
+/// Starts node `k`'s containerd (importing `images`, once: the content store keeps them) and
+/// kubelet, in its namespace and cgroup tree, with its private directory `dir`.
+fn boot(
+    lab: &Lab,
+    k: usize,
+    dir: &Path,
+    cgroup: &CgroupRoot,
+    bins: &NodeBins,
+    images: &[PathBuf],
+) -> anyhow::Result<(Runtime, Kubelet)> {
+    let node = &lab.nodes[k];
+    let runtime = Runtime::start(
+        &node.netns,
+        dir,
+        &bins.node_bin,
+        &node_subnet(k + 1),
+        |pid| cgroup.adopt(pid),
+    )?;
+    for image in images {
+        runtime
+            .import(image)
+            .with_context(|| format!("importing {} on {}", image.display(), node.name))?;
+    }
+    let kubelet = Kubelet::start(
+        &node.name,
+        &node.netns,
+        node.ip,
+        dir,
+        &bins.kubelet_bin,
+        lab.node_kubeconfig(),
+        &bins.ca,
+        &cgroup.path(),
+        &runtime.endpoint(),
+        |pid| cgroup.adopt(pid),
+    )?;
+    Ok((runtime, kubelet))
 }
 
 /// `Ready=True` in the Node's conditions.
