@@ -55,6 +55,19 @@ impl Net4 {
         (first, first | host_mask)
     }
 
+    /// Whether the network can hold LoadBalancer IPs: it overlaps none of
+    /// [`crate::addresses::FORBIDDEN_BLOCKS`] (so not link-local `169.254.0.0/16`, loopback, or a
+    /// short prefix such as `0.0.0.0/0` that covers them).
+    pub fn usable(&self) -> bool {
+        let (first, last) = self.bounds();
+        IpRange::from_offsets(
+            crate::addresses::Family::V4,
+            u128::from(first),
+            u128::from(last),
+        )
+        .is_some_and(|r| r.forbidden_overlap().is_none())
+    }
+
     /// Whether `ip` is inside the network.
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
         let (first, last) = self.bounds();
@@ -125,8 +138,14 @@ pub fn address_entries(addresses: impl IntoIterator<Item = Ipv4Addr>) -> Vec<Str
 pub struct NodeNetworks {
     /// The node.
     pub node: String,
-    /// Its announce interfaces' IPv4 networks and gateways.
+    /// Its announce interfaces' IPv4 networks and gateways. A network that overlaps a block
+    /// that is never a LoadBalancer IP ([`crate::addresses::FORBIDDEN_BLOCKS`]: link-local,
+    /// loopback, `0.0.0.0/0` …) is dropped: it must not win the vote.
     pub networks: Vec<(Net4, Option<Ipv4Addr>)>,
+    /// The interfaces' own addresses (the host part of each reported prefix: the node's
+    /// address, and any secondary address such as another tool's VIP). Never a candidate: the
+    /// node owning it does not answer its own probe.
+    pub addresses: Vec<Ipv4Addr>,
     /// Candidates another host answered: `(address, MAC)`.
     pub in_use: Vec<(Ipv4Addr, String)>,
     /// Candidates this node's speaker probed with no answer (`spec.unanswered`), as IPv4
@@ -152,15 +171,23 @@ impl NodeNetworks {
         {
             return None;
         }
-        let networks = report
-            .spec
-            .networks
-            .iter()
-            .filter_map(|n| {
-                let gateway = n.gateway.as_deref().and_then(|g| g.parse().ok());
-                Some((Net4::parse(&n.prefix)?, gateway))
-            })
-            .collect();
+        let mut networks = Vec::new();
+        let mut addresses = Vec::new();
+        for n in &report.spec.networks {
+            let Some(net) = Net4::parse(&n.prefix).filter(Net4::usable) else {
+                continue;
+            };
+            let gateway = n.gateway.as_deref().and_then(|g| g.parse().ok());
+            networks.push((net, gateway));
+            if let Some(ip) = n
+                .prefix
+                .split('/')
+                .next()
+                .and_then(|a| a.trim().parse().ok())
+            {
+                addresses.push(ip);
+            }
+        }
         let in_use = report
             .spec
             .in_use
@@ -178,6 +205,7 @@ impl NodeNetworks {
         Some(NodeNetworks {
             node: report.spec.node.clone(),
             networks,
+            addresses,
             in_use,
             unanswered,
         })
@@ -264,8 +292,11 @@ pub fn choose_network(reports: &[NodeNetworks]) -> Option<Net4> {
 /// - An in-use report for an address a Service holds (`held`: every LoadBalancer IP in the
 ///   Services' status) is ignored: it answers because ferrolb announces it.
 /// - `keep`: addresses of the pool's previous resolution that a Service holds. They stay in the
-///   pool whatever moved (a new gateway, an answer above them), so an assigned address is
-///   never taken back; they count toward nothing.
+///   pool whatever moved (a new gateway, an answer above them, no report at all, another
+///   network chosen), so an assigned address is never taken back (R7); they count toward
+///   nothing. Only a Node's or a reported interface's own address, or a gateway, drops one.
+/// - Every reported interface address (a node's, or a secondary one such as a VIP) is left out
+///   like a Node's address: its own node does not answer its probe.
 pub fn resolve(
     size: u16,
     reports: &[NodeNetworks],
@@ -273,9 +304,6 @@ pub fn resolve(
     held: &BTreeSet<IpAddr>,
     keep: &BTreeSet<Ipv4Addr>,
 ) -> AutoResolution {
-    let Some(net) = choose_network(reports) else {
-        return AutoResolution::default();
-    };
     let mut excluded: BTreeSet<Ipv4Addr> = node_ips
         .iter()
         .filter_map(|ip| match ip {
@@ -288,6 +316,20 @@ pub fn resolve(
             .iter()
             .flat_map(|r| r.networks.iter().filter_map(|(_, g)| *g)),
     );
+    excluded.extend(reports.iter().flat_map(|r| r.addresses.iter().copied()));
+    // Held addresses stay whatever the reports say — none yet (a controller that just
+    // started), none any more (a node's address lost), or another network now (R7).
+    let mut addresses: BTreeSet<Ipv4Addr> = keep
+        .iter()
+        .filter(|ip| !excluded.contains(ip))
+        .copied()
+        .collect();
+    let Some(net) = choose_network(reports) else {
+        return AutoResolution {
+            addresses: addresses.into_iter().collect(),
+            ..AutoResolution::default()
+        };
+    };
     let mut in_use: BTreeMap<Ipv4Addr, (String, String)> = BTreeMap::new();
     for r in reports {
         for (ip, mac) in &r.in_use {
@@ -303,11 +345,6 @@ pub fn resolve(
     let walk = size
         .saturating_add(u16::try_from(in_use.len()).unwrap_or(u16::MAX))
         .saturating_add(LOOKAHEAD);
-    let mut addresses: BTreeSet<Ipv4Addr> = keep
-        .iter()
-        .filter(|ip| net.contains(**ip) && !excluded.contains(ip))
-        .copied()
-        .collect();
     let mut skipped = Vec::new();
     let mut window = 0u16;
     let mut below = 0u16;
@@ -365,9 +402,70 @@ mod tests {
         NodeNetworks {
             node: node.into(),
             networks: nets.iter().map(|(n, g)| (net(n), g.map(ip))).collect(),
+            addresses: nets
+                .iter()
+                .filter_map(|(n, _)| n.split('/').next()?.parse().ok())
+                .collect(),
             in_use: in_use.iter().map(|(i, m)| (ip(i), m.to_string())).collect(),
             unanswered: vec![],
         }
+    }
+
+    #[test]
+    fn held_addresses_stay_with_no_report_and_across_a_network_change() {
+        let keep = set(&["192.168.49.250"]);
+        let held: BTreeSet<IpAddr> = [IpAddr::V4(ip("192.168.49.250"))].into();
+        // A controller that just started, or a single node that lost its address: no network.
+        let r = resolve(4, &[], &BTreeSet::new(), &held, &keep);
+        assert_eq!(r.prefix, None);
+        assert_eq!(r.addresses, vec![ip("192.168.49.250")]);
+        // The majority network is another one now: the held address stays.
+        let other = [
+            report("a", &[("10.0.0.5/24", None)], &[]),
+            report("b", &[("10.0.0.6/24", None)], &[]),
+        ];
+        let r = resolve(4, &other, &BTreeSet::new(), &held, &keep);
+        assert_eq!(r.prefix, Some(net("10.0.0.0/24")));
+        assert!(r.addresses.contains(&ip("192.168.49.250")), "{r:?}");
+    }
+
+    #[test]
+    fn an_interface_address_is_never_a_candidate() {
+        // node a holds a secondary address at the top (another tool's VIP); it does not answer
+        // its own probe, and node b's report says nothing about it yet.
+        let reports = [
+            probed(
+                report(
+                    "a",
+                    &[("192.168.49.2/24", None), ("192.168.49.254/24", None)],
+                    &[],
+                ),
+                &["192.168.49.250-192.168.49.254"],
+            ),
+            report("b", &[("192.168.49.3/24", None)], &[]),
+        ];
+        let r = resolve(
+            2,
+            &reports,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+        );
+        assert!(!r.candidates.contains(&ip("192.168.49.254")), "{r:?}");
+        assert_eq!(
+            r.addresses,
+            vec![ip("192.168.49.252"), ip("192.168.49.253")]
+        );
+    }
+
+    #[test]
+    fn a_network_overlapping_a_never_usable_block_is_unusable() {
+        assert!(!net("169.254.0.0/16").usable());
+        assert!(!net("127.0.0.1/8").usable());
+        assert!(!net("0.0.0.0/0").usable());
+        assert!(!net("224.0.0.0/4").usable());
+        assert!(net("10.0.0.0/8").usable());
+        assert!(net("192.168.49.0/24").usable());
     }
 
     /// `r` with `entries` as its `spec.unanswered` (probed, nobody answered).
@@ -401,6 +499,12 @@ mod tests {
                     prefix: "fd00::2/64".into(),
                     gateway: None,
                 },
+                // Link-local: never a pool's network.
+                NodeNetwork {
+                    interface: "eth2".into(),
+                    prefix: "169.254.7.7/16".into(),
+                    gateway: None,
+                },
             ],
             in_use: vec![AddressInUse {
                 ip: "192.168.49.254".into(),
@@ -420,7 +524,7 @@ mod tests {
             Some(probed(
                 report(
                     "minikube",
-                    &[("192.168.49.0/24", Some("192.168.49.1"))],
+                    &[("192.168.49.2/24", Some("192.168.49.1"))],
                     &[("192.168.49.254", "02:42:c0:a8:31:fe")]
                 ),
                 &["192.168.49.252-192.168.49.253", "192.168.49.250/32"]
@@ -570,16 +674,17 @@ mod tests {
             )]
         );
         assert_eq!(r.entries(), vec!["172.18.255.248-172.18.255.251"]);
-        // Held addresses of the previous resolution stay, even below the window or when the
-        // answer above them is gone; not outside the network, not a Node address.
+        // Held addresses of the previous resolution stay, even below the window, when the
+        // answer above them is gone, or outside the network chosen now (R7); not a Node address.
         let keep = set(&["172.18.255.240", "10.0.0.1", "172.18.255.252"]);
         let kept = resolve(4, &reports[..1], &nodes, &held, &keep);
         // (Without kind-control-plane's report .255.254 is no gateway: a candidate, unprobed.)
-        assert_eq!(kept.addresses.first(), Some(&ip("172.18.255.240")));
-        assert_eq!(kept.addresses.len(), 4);
+        assert_eq!(kept.addresses.first(), Some(&ip("10.0.0.1")));
+        assert!(kept.addresses.contains(&ip("172.18.255.240")));
+        assert_eq!(kept.addresses.len(), 5);
         assert!(kept.candidates.contains(&ip("172.18.255.254")));
         assert!(!kept.addresses.contains(&ip("172.18.255.254")));
-        assert!(!kept.addresses.contains(&ip("10.0.0.1")));
+        assert!(!kept.addresses.contains(&ip("172.18.255.252")));
         let lone = AutoResolution {
             addresses: vec![ip("172.18.255.249"), ip("172.18.255.251")],
             ..r
@@ -606,7 +711,8 @@ mod tests {
             &BTreeSet::new(),
             &BTreeSet::new(),
         );
-        assert_eq!(r.addresses, vec![ip("10.0.0.1")]);
+        // .1 is the node's own address, .2 answered: nothing left.
+        assert!(r.addresses.is_empty(), "{r:?}");
     }
 
     /// Issue #28: "an address that answers ARP when probed is skipped and reported, not handed
