@@ -65,10 +65,19 @@ pub fn node_networks(
         .collect()
 }
 
-/// How often each candidate is probed again.
+/// How often each candidate is probed again once its verdict is settled.
 pub const REPROBE_EVERY: Duration = Duration::from_secs(300);
+/// Consecutive quiet probes before an address counts as unanswered, or leaves `inUse` (RFC
+/// 5227 §1.1 `PROBE_NUM`): one lost reply — a sleeping NIC, Wi-Fi power save — must not hand a
+/// used address out.
+pub const PROBE_NUM: u8 = 3;
+/// The least time between two probes of one address while its quiet probes are counted (RFC
+/// 5227 §1.1 `PROBE_MIN`; rounds come every 2 s, within `PROBE_MAX`).
+pub const PROBE_MIN: Duration = Duration::from_secs(1);
 /// Most entries in a report's `unanswered` (the CRD's `maxItems`).
 pub const MAX_UNANSWERED: usize = 256;
+/// Most entries in a report's `inUse` (the CRD's `maxItems`).
+pub const MAX_IN_USE: usize = 256;
 /// Most candidates probed in one round (a round every few seconds: a handful of frames per
 /// second at most, far below RFC 5227's rate for one host).
 pub const PROBES_PER_ROUND: usize = 4;
@@ -77,77 +86,110 @@ pub const PROBES_PER_ROUND: usize = 4;
 /// §2.1.1 probes, sender IP 0.0.0.0; the daemon sends them and reads the answers). The targets
 /// are the pool's candidates in its status (`status.autoAddresses.candidates`,
 /// `IPAddressPool::probe_entries`) that no Service holds, plus the addresses this speaker found
-/// in use (so an address that falls quiet leaves `inUse` at its next probe), inside this node's
-/// networks: [`CandidateProbes::due`] picks the ones never probed or probed [`REPROBE_EVERY`]
-/// ago, [`CandidateProbes::record`] takes a verdict, [`CandidateProbes::in_use`] is the report's
-/// `inUse` and [`CandidateProbes::unanswered`] its `unanswered` (the only addresses the
-/// controller hands out). An address that stops being a target (a Service got it, the pool is
-/// gone) is forgotten: it leaves both lists.
+/// in use (so an address that falls quiet leaves `inUse`), inside this node's networks.
+///
+/// - An answer puts the address in `inUse` at once ([`CandidateProbes::in_use`]).
+/// - [`PROBE_NUM`] consecutive quiet probes, at least [`PROBE_MIN`] apart, make it unanswered
+///   ([`CandidateProbes::unanswered`]: the only addresses the controller hands out) and take it
+///   out of `inUse`; one quiet probe is not enough.
+/// - [`CandidateProbes::due`] picks the addresses whose count is under way or not begun —
+///   highest first, as the controller takes from the top — then those settled
+///   [`REPROBE_EVERY`] ago; [`CandidateProbes::record`] takes a verdict.
+/// - An address that stops being a target (a Service got it, the pool is gone) is forgotten: it
+///   leaves both lists.
 #[derive(Debug, Default)]
 pub struct CandidateProbes {
     last: BTreeMap<Ipv4Addr, Instant>,
     in_use: BTreeMap<Ipv4Addr, String>,
+    /// Consecutive quiet probes since the last answer (or ever), at most [`PROBE_NUM`].
+    quiet: BTreeMap<Ipv4Addr, u8>,
 }
 
 impl CandidateProbes {
-    /// The candidates to probe now among `targets`, least recently probed first (never probed
-    /// before all), at most [`PROBES_PER_ROUND`]; forgets what is no longer a target.
+    /// The candidates to probe now among `targets`, at most [`PROBES_PER_ROUND`]: first those
+    /// whose quiet count is not begun or under way (and last probed at least [`PROBE_MIN`]
+    /// ago), highest first; then those settled (answered, or [`PROBE_NUM`] times quiet) and
+    /// probed [`REPROBE_EVERY`] ago, least recently probed first. Forgets what is no longer a
+    /// target.
     pub fn due(&mut self, now: Instant, targets: &BTreeSet<Ipv4Addr>) -> Vec<Ipv4Addr> {
         self.last.retain(|ip, _| targets.contains(ip));
         self.in_use.retain(|ip, _| targets.contains(ip));
-        let mut due: Vec<(Option<Instant>, Ipv4Addr)> = targets
-            .iter()
-            .map(|ip| (self.last.get(ip).copied(), *ip))
-            .filter(|(at, _)| {
-                at.is_none_or(|at| now.saturating_duration_since(at) >= REPROBE_EVERY)
-            })
-            .collect();
-        // Highest addresses first among the never probed: the controller takes from the top.
-        due.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        due.into_iter()
+        self.quiet.retain(|ip, _| targets.contains(ip));
+        let mut counting: Vec<Ipv4Addr> = Vec::new();
+        let mut settled: Vec<(Instant, Ipv4Addr)> = Vec::new();
+        for ip in targets {
+            let quiet = self.quiet.get(ip).copied().unwrap_or(0);
+            match self.last.get(ip) {
+                None => counting.push(*ip),
+                Some(at) if quiet > 0 && quiet < PROBE_NUM => {
+                    if now.saturating_duration_since(*at) >= PROBE_MIN {
+                        counting.push(*ip);
+                    }
+                }
+                Some(at) => {
+                    if now.saturating_duration_since(*at) >= REPROBE_EVERY {
+                        settled.push((*at, *ip));
+                    }
+                }
+            }
+        }
+        counting.sort_by(|a, b| b.cmp(a));
+        settled.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        counting
+            .into_iter()
+            .chain(settled.into_iter().map(|(_, ip)| ip))
             .take(PROBES_PER_ROUND)
-            .map(|(_, ip)| ip)
             .collect()
     }
 
     /// A probe of `ip` at `now`: `answered_by` the MAC of a host that claimed it (the address
-    /// then leaves [`CandidateProbes::unanswered`] for [`CandidateProbes::in_use`]), `None` if
-    /// nobody did (the reverse).
+    /// goes to [`CandidateProbes::in_use`] and its quiet count starts again), `None` if nobody
+    /// did (one more quiet probe; at [`PROBE_NUM`] it is unanswered and leaves `inUse`).
     pub fn record(&mut self, now: Instant, ip: Ipv4Addr, answered_by: Option<String>) {
         self.last.insert(ip, now);
         match answered_by {
             Some(mac) => {
                 self.in_use.insert(ip, mac);
+                self.quiet.insert(ip, 0);
             }
             None => {
-                self.in_use.remove(&ip);
+                let quiet = self.quiet.entry(ip).or_insert(0);
+                *quiet = quiet.saturating_add(1).min(PROBE_NUM);
+                if *quiet >= PROBE_NUM {
+                    self.in_use.remove(&ip);
+                }
             }
         }
     }
 
-    /// The addresses found in use, ascending (the report's `inUse`, at most 256).
+    /// The addresses found in use, ascending (the report's `inUse`); past [`MAX_IN_USE`] the
+    /// highest are kept, since the controller takes candidates from the top.
     pub fn in_use(&self) -> Vec<AddressInUse> {
-        self.in_use
+        let mut out: Vec<AddressInUse> = self
+            .in_use
             .iter()
-            .take(256)
+            .rev()
+            .take(MAX_IN_USE)
             .map(|(ip, mac)| AddressInUse {
                 ip: ip.to_string(),
                 mac: mac.clone(),
             })
-            .collect()
+            .collect();
+        out.reverse();
+        out
     }
 
-    /// The addresses whose last probe nobody answered, as merged entries ascending
-    /// (`192.168.49.252-192.168.49.254`, `192.168.49.250/32`:
+    /// The addresses probed [`PROBE_NUM`] times in a row with no answer, as merged entries
+    /// ascending (`192.168.49.252-192.168.49.254`, `192.168.49.250/32`:
     /// [`ferrolb_crds::auto_pool::address_entries`]) — the report's `unanswered`. At most
     /// [`MAX_UNANSWERED`] entries (the CRD's `maxItems`); past it the highest are kept, since
     /// the controller takes candidates from the top.
     pub fn unanswered(&self) -> Vec<String> {
         let quiet = self
-            .last
-            .keys()
-            .filter(|ip| !self.in_use.contains_key(ip))
-            .copied();
+            .quiet
+            .iter()
+            .filter(|(ip, q)| **q >= PROBE_NUM && !self.in_use.contains_key(ip))
+            .map(|(ip, _)| *ip);
         let mut entries = ferrolb_crds::auto_pool::address_entries(quiet);
         let extra = entries.len().saturating_sub(MAX_UNANSWERED);
         entries.drain(..extra);
@@ -221,22 +263,41 @@ mod tests {
         assert_eq!(node_networks(&addrs[1..2], &far)[0].gateway, None);
     }
 
+    /// Runs rounds 2 s apart from `t`, each probe answered by `answer(ip)`; returns the time
+    /// after the last round.
+    fn rounds(
+        p: &mut CandidateProbes,
+        mut t: Instant,
+        n: usize,
+        targets: &BTreeSet<Ipv4Addr>,
+        answer: impl Fn(Ipv4Addr) -> Option<String>,
+    ) -> Instant {
+        for _ in 0..n {
+            for ip in p.due(t, targets) {
+                p.record(t, ip, answer(ip));
+            }
+            t += Duration::from_secs(2);
+        }
+        t
+    }
+
+    fn addr(d: u8) -> Ipv4Addr {
+        Ipv4Addr::new(192, 168, 49, d)
+    }
+
     #[test]
-    fn candidates_are_probed_top_first_a_few_per_round_and_again_after_five_minutes() {
+    fn candidates_are_confirmed_top_first_by_three_quiet_probes_and_probed_again_after_five_minutes()
+     {
         let t0 = Instant::now();
         let mut p = CandidateProbes::default();
-        let targets: BTreeSet<Ipv4Addr> = (245..=254)
-            .map(|d| Ipv4Addr::new(192, 168, 49, d))
-            .collect();
+        let targets: BTreeSet<Ipv4Addr> = (245..=254).map(addr).collect();
+        let answer = |ip: Ipv4Addr| (ip == addr(253)).then(|| "02:42:c0:a8:31:fd".to_owned());
         let first = p.due(t0, &targets);
-        assert_eq!(first.len(), PROBES_PER_ROUND);
-        assert_eq!(first[0], Ipv4Addr::new(192, 168, 49, 254));
+        assert_eq!(first, vec![addr(254), addr(253), addr(252), addr(251)]);
         for ip in &first {
-            let answer = (ip.octets()[3] == 253).then(|| "02:42:c0:a8:31:fd".to_owned());
-            p.record(t0, *ip, answer);
+            p.record(t0, *ip, answer(*ip));
         }
-        let second = p.due(t0, &targets);
-        assert!(second.iter().all(|ip| !first.contains(ip)), "{second:?}");
+        // An answer counts at once; one quiet probe is not enough (RFC 5227 PROBE_NUM).
         assert_eq!(
             p.in_use(),
             vec![AddressInUse {
@@ -244,53 +305,77 @@ mod tests {
                 mac: "02:42:c0:a8:31:fd".into()
             }]
         );
-        // The quiet ones are unanswered; the answered one is not.
+        assert!(p.unanswered().is_empty());
+        // Not again within PROBE_MIN: the next ones below.
+        let soon = p.due(t0 + Duration::from_millis(500), &targets);
+        assert_eq!(soon, vec![addr(250), addr(249), addr(248), addr(247)]);
+        // Two more rounds complete the count of the top ones first.
+        let t = rounds(&mut p, t0 + Duration::from_secs(2), 2, &targets, answer);
         assert_eq!(
             p.unanswered(),
             vec!["192.168.49.251-192.168.49.252", "192.168.49.254/32"]
         );
-        for ip in p.due(t0, &targets).into_iter().chain(second) {
-            p.record(t0, ip, None);
-        }
-        let rest = p.due(t0, &targets);
-        for ip in &rest {
-            p.record(t0, *ip, None);
-        }
-        assert!(p.due(t0 + Duration::from_secs(299), &targets).is_empty());
-        assert_eq!(p.due(t0 + REPROBE_EVERY, &targets).len(), PROBES_PER_ROUND);
+        // The rest, then nothing until five minutes after each settled.
+        let t = rounds(&mut p, t, 6, &targets, answer);
         assert_eq!(
             p.unanswered(),
             vec!["192.168.49.245-192.168.49.252", "192.168.49.254/32"]
         );
-        // Quiet at the next probe: out of inUse, into unanswered.
-        p.record(t0 + REPROBE_EVERY, Ipv4Addr::new(192, 168, 49, 253), None);
+        assert!(p.due(t, &targets).is_empty());
+        let later = t0 + REPROBE_EVERY + Duration::from_secs(20);
+        assert_eq!(p.due(later, &targets).len(), PROBES_PER_ROUND);
+        // The used address quiet once: still in use; three times: unanswered.
+        p.record(later, addr(253), None);
+        assert_eq!(p.in_use().len(), 1);
+        p.record(later + Duration::from_secs(2), addr(253), None);
+        p.record(later + Duration::from_secs(4), addr(253), None);
         assert!(p.in_use().is_empty());
         assert_eq!(p.unanswered(), vec!["192.168.49.245-192.168.49.254"]);
-        // An address that answers a later probe leaves unanswered for inUse.
-        p.record(
-            t0 + REPROBE_EVERY,
-            Ipv4Addr::new(192, 168, 49, 254),
-            Some("02:00:00:00:00:fe".into()),
-        );
+        // An address that answers a later probe leaves unanswered for inUse at once.
+        p.record(later, addr(254), Some("02:00:00:00:00:fe".into()));
         assert_eq!(p.unanswered(), vec!["192.168.49.245-192.168.49.253"]);
         assert_eq!(p.in_use().len(), 1);
-        p.record(t0 + REPROBE_EVERY, Ipv4Addr::new(192, 168, 49, 254), None);
         // A Service takes an address: forgotten, in neither list.
-        p.record(t0, Ipv4Addr::new(192, 168, 49, 250), Some("m".into()));
         let fewer: BTreeSet<Ipv4Addr> = targets
             .iter()
             .copied()
-            .filter(|ip| ip.octets()[3] != 250)
+            .filter(|ip| *ip != addr(254))
             .collect();
-        p.due(t0, &fewer);
+        p.due(later, &fewer);
         assert!(p.in_use().is_empty());
-        assert_eq!(
-            p.unanswered(),
-            vec![
-                "192.168.49.245-192.168.49.249",
-                "192.168.49.251-192.168.49.254"
-            ]
-        );
+        assert_eq!(p.unanswered(), vec!["192.168.49.245-192.168.49.253"]);
+    }
+
+    #[test]
+    fn one_lost_reply_does_not_make_a_used_address_unanswered() {
+        let t0 = Instant::now();
+        let mut p = CandidateProbes::default();
+        let targets: BTreeSet<Ipv4Addr> = [addr(254)].into();
+        p.record(t0, addr(254), Some("02:00:00:00:00:01".into()));
+        // The host misses one probe, then answers again.
+        let t1 = t0 + REPROBE_EVERY;
+        assert_eq!(p.due(t1, &targets), vec![addr(254)]);
+        p.record(t1, addr(254), None);
+        assert!(p.unanswered().is_empty());
+        assert_eq!(p.in_use().len(), 1);
+        // Counted again soon, not in five minutes.
+        assert_eq!(p.due(t1 + PROBE_MIN, &targets), vec![addr(254)]);
+        p.record(t1 + PROBE_MIN, addr(254), Some("02:00:00:00:00:01".into()));
+        assert!(p.unanswered().is_empty());
+        assert_eq!(p.in_use().len(), 1);
+    }
+
+    #[test]
+    fn in_use_keeps_the_highest_entries_within_the_crd_bound() {
+        let t0 = Instant::now();
+        let mut p = CandidateProbes::default();
+        for o in 0..300u32 {
+            p.record(t0, Ipv4Addr::from(0x0a00_0000 + o), Some("m".into()));
+        }
+        let u = p.in_use();
+        assert_eq!(u.len(), MAX_IN_USE);
+        assert_eq!(u.last().map(|a| a.ip.as_str()), Some("10.0.1.43"));
+        assert_eq!(u.first().map(|a| a.ip.as_str()), Some("10.0.0.44"));
     }
 
     #[test]
@@ -299,7 +384,9 @@ mod tests {
         let mut p = CandidateProbes::default();
         // Every other address of 10.0.0.0/22 quiet: 512 lone entries.
         for o in (0..1024u32).step_by(2) {
-            p.record(t0, Ipv4Addr::from(0x0a00_0000 + o), None);
+            for _ in 0..PROBE_NUM {
+                p.record(t0, Ipv4Addr::from(0x0a00_0000 + o), None);
+            }
         }
         let u = p.unanswered();
         assert_eq!(u.len(), MAX_UNANSWERED);
