@@ -469,45 +469,94 @@ impl Planner {
     /// addresses and the LoadBalancer IPs in the Services' status
     /// ([`ferrolb_crds::auto_pool::resolve`]). Cheap: nothing is read unless such a pool exists.
     fn resolve_auto(&mut self, snap: &Snapshot) {
-        self.auto.clear();
+        let previous = std::mem::take(&mut self.auto);
         if !snap.pools.iter().any(|p| p.spec.auto_addresses.is_some()) {
             return;
         }
+        // Reports of Nodes that exist only: a deleted node's report says nothing of today's LAN.
+        let node_names: BTreeSet<&str> = snap
+            .nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
         let reports: Vec<NodeNetworks> = snap
             .reports
             .iter()
             .filter_map(|r| NodeNetworks::of_report(r))
+            .filter(|r| node_names.contains(r.node.as_str()))
             .collect();
         let node_ips: BTreeSet<IpAddr> =
             ferrolb_crds::node::address_map(snap.nodes.iter().map(|n| &**n))
                 .into_keys()
                 .collect();
+        // The LoadBalancer IPs of the Services of our class: another implementation's address
+        // is a host using it like any other, never one of ours to keep.
         let held: BTreeSet<IpAddr> = snap
             .services
             .iter()
+            .filter(|s| self.class.classify(s) == ferrolb_crds::service::ServiceClass::Ours)
             .flat_map(|s| ferrolb_crds::service::ingress_ips(s))
             .collect();
-        for p in &snap.pools {
+        // What the allocator holds, by pool (in memory: ahead of any status write).
+        let mut allocated: BTreeMap<&str, BTreeSet<IpAddr>> = BTreeMap::new();
+        for (ip, pool, _) in self.ipam.held() {
+            allocated.entry(pool).or_default().insert(ip);
+        }
+        // Oldest first (R9's order): a newer automatic pool on the same network takes the
+        // addresses below the older ones' (their candidates and addresses are left out of its
+        // window), instead of an overlap that R9 gives to the older pool whole.
+        let mut autos: Vec<&Arc<IPAddressPool>> = snap
+            .pools
+            .iter()
+            .filter(|p| p.spec.auto_addresses.is_some())
+            .collect();
+        autos.sort_by_key(|p| (creation_seconds(&p.metadata), name_of(&p.metadata)));
+        let mut excluded = node_ips;
+        for p in autos {
             if let Some(auto) = p.spec.auto_addresses {
-                // The previous resolution (the status we wrote): its held addresses stay.
-                let keep: BTreeSet<std::net::Ipv4Addr> =
-                    ferrolb_crds::addresses::PoolAddresses::parse(&p.address_entries(), false)
-                        .map(|a| {
-                            held.iter()
-                                .filter_map(|ip| match ip {
-                                    IpAddr::V4(v4)
-                                        if a.ranges().iter().any(|r| r.contains(*ip)) =>
-                                    {
-                                        Some(*v4)
-                                    }
-                                    _ => None,
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                let name = name_of(&p.metadata);
+                // The held addresses of the previous resolution stay (R7): those of the status we
+                // wrote (after a restart, the only record), of the resolution in memory (the
+                // status write may lag or have failed), and those the allocator handed out.
+                let stored =
+                    ferrolb_crds::addresses::PoolAddresses::parse(&p.address_entries(), false).ok();
+                let in_memory = previous.get(&name);
+                let keep: BTreeSet<std::net::Ipv4Addr> = held
+                    .iter()
+                    .filter_map(|ip| match ip {
+                        IpAddr::V4(v4) => Some((ip, *v4)),
+                        IpAddr::V6(_) => None,
+                    })
+                    .filter(|(ip, v4)| {
+                        stored
+                            .as_ref()
+                            .is_some_and(|a| a.ranges().iter().any(|r| r.contains(**ip)))
+                            || in_memory.is_some_and(|r| r.addresses.contains(v4))
+                            || allocated
+                                .get(name.as_str())
+                                .is_some_and(|a| a.contains(*ip))
+                    })
+                    .map(|(_, v4)| v4)
+                    .collect();
+                // Never a window over an address another pool handed out (an older pool grown
+                // into a newer one's addresses would otherwise take them back).
+                let mut left_out = excluded.clone();
+                left_out.extend(
+                    allocated
+                        .iter()
+                        .filter(|(pool, _)| **pool != name.as_str())
+                        .flat_map(|(_, ips)| ips.iter().copied()),
+                );
                 let resolved =
-                    ferrolb_crds::auto_pool::resolve(auto.size, &reports, &node_ips, &held, &keep);
-                self.auto.insert(name_of(&p.metadata), resolved);
+                    ferrolb_crds::auto_pool::resolve(auto.size, &reports, &left_out, &held, &keep);
+                excluded.extend(
+                    resolved
+                        .candidates
+                        .iter()
+                        .chain(&resolved.addresses)
+                        .map(|ip| IpAddr::V4(*ip)),
+                );
+                self.auto.insert(name, resolved);
             }
         }
     }

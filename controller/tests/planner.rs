@@ -767,6 +767,96 @@ fn automatic_pool_hands_out_only_addresses_a_speaker_probed_unanswered() {
     );
 }
 
+fn auto_pool(name: &str, size: u16, created: &str) -> Arc<IPAddressPool> {
+    Arc::new(
+        serde_json::from_value::<IPAddressPool>(json!({
+            "apiVersion": "ferrolb.io/v1beta1", "kind": "IPAddressPool",
+            "metadata": { "name": name, "creationTimestamp": created, "generation": 1 },
+            "spec": { "autoAddresses": { "size": size } },
+        }))
+        .unwrap(),
+    )
+}
+
+fn auto_addresses(plan: &Plan, pool: &str) -> Vec<String> {
+    let (_, st) = plan.pools.iter().find(|(n, _)| n == pool).unwrap();
+    st.auto_addresses.clone().unwrap().addresses
+}
+
+/// R7 for automatic pools: an address a Service holds stays in the pool when the reports are
+/// gone (a controller that just started, a node that lost its address) and when another network
+/// wins the vote; the Service is never re-addressed.
+#[test]
+fn automatic_pool_keeps_held_addresses_without_reports_and_across_a_network_change() {
+    let mut world = World::new(vec![auto_pool("laptop", 2, "2026-01-01T00:00:00Z")]);
+    world.snap.nodes = vec![node("minikube", "192.168.49.2")];
+    world.put(svc("a", json!({})));
+    let eth0 = json!([{ "interface": "eth0", "prefix": "192.168.49.2/24" }]);
+    world.snap.reports = vec![probed_report(
+        "minikube",
+        eth0,
+        json!([]),
+        json!(["192.168.49.249-192.168.49.254"]),
+    )];
+    let plan = world.pass();
+    assert_eq!(writes(&plan), vec![w("a", &["192.168.49.253"])]);
+    // No report at all.
+    world.snap.reports = vec![];
+    let plan = world.pass();
+    assert!(writes(&plan).is_empty(), "{:?}", writes(&plan));
+    assert_eq!(auto_addresses(&plan, "laptop"), vec!["192.168.49.253/32"]);
+    // Another network now.
+    world.snap.reports = vec![probed_report(
+        "minikube",
+        json!([{ "interface": "eth0", "prefix": "10.0.0.2/24" }]),
+        json!([]),
+        json!(["10.0.0.249-10.0.0.254"]),
+    )];
+    let plan = world.pass();
+    assert!(writes(&plan).is_empty(), "{:?}", writes(&plan));
+    assert!(
+        auto_addresses(&plan, "laptop").contains(&"192.168.49.253/32".to_owned()),
+        "{:?}",
+        auto_addresses(&plan, "laptop")
+    );
+    // A report of a Node that no longer exists counts for nothing.
+    world.snap.reports = vec![probed_report(
+        "gone",
+        json!([{ "interface": "eth0", "prefix": "172.16.0.2/24" }]),
+        json!([]),
+        json!(["172.16.0.249-172.16.0.254"]),
+    )];
+    let plan = world.pass();
+    assert_eq!(auto_addresses(&plan, "laptop"), vec!["192.168.49.253/32"]);
+}
+
+/// Two automatic pools on one network: the newer one takes the addresses below the older
+/// one's window and probe-ahead, instead of the same window (which R9 would give to the older
+/// pool whole, leaving the newer one nothing).
+#[test]
+fn a_newer_automatic_pool_takes_the_addresses_below_the_older_one() {
+    let mut world = World::new(vec![
+        auto_pool("second", 2, "2026-02-01T00:00:00Z"),
+        auto_pool("first", 2, "2026-01-01T00:00:00Z"),
+    ]);
+    world.snap.nodes = vec![node("minikube", "192.168.49.2")];
+    world.snap.reports = vec![probed_report(
+        "minikube",
+        json!([{ "interface": "eth0", "prefix": "192.168.49.2/24" }]),
+        json!([]),
+        json!(["192.168.49.240-192.168.49.254"]),
+    )];
+    let plan = world.pass();
+    assert_eq!(
+        auto_addresses(&plan, "first"),
+        vec!["192.168.49.253-192.168.49.254"]
+    );
+    assert_eq!(
+        auto_addresses(&plan, "second"),
+        vec!["192.168.49.247-192.168.49.248"]
+    );
+}
+
 #[test]
 fn automatic_pool_waits_for_a_network_then_skips_gateways_nodes_and_hosts_in_use() {
     let auto = Arc::new(
