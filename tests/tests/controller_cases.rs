@@ -1502,12 +1502,44 @@ async fn auto_pool_takes_the_top_of_the_reported_network() {
         laptop.address_entries(),
         vec!["172.18.255.248-172.18.255.251"]
     );
-    // A size-1 pool holds the highest free candidate only.
+    // A second automatic pool on the network (created after "laptop", or in the same second
+    // with a later name) takes its window below laptop's window and probe-ahead
+    // (.255.244-.255.251): .255.243, handed out once probed.
+    wait_for(
+        "laptop-l2 waits for a probe below laptop's candidates",
+        Duration::from_secs(20),
+        || {
+            let pools = pools.clone();
+            async move {
+                let p = pools.get("laptop-l2").await.unwrap();
+                ready_reason(&p).as_deref() == Some("WaitingForProbes")
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.auto_addresses.as_ref())
+                        .is_some_and(|a| a.candidates == vec!["172.18.255.239-172.18.255.243"])
+            }
+        },
+    )
+    .await;
+    reports
+        .patch(
+            "node-kind-worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "spec": { "unanswered": ["172.18.255.239-172.18.255.251"] }
+            })),
+        )
+        .await
+        .unwrap();
     wait_for("laptop-l2 resolved", Duration::from_secs(20), || {
         let pools = pools.clone();
         async move {
-            pools.get("laptop-l2").await.unwrap().address_entries() == vec!["172.18.255.251/32"]
+            pools.get("laptop-l2").await.unwrap().address_entries() == vec!["172.18.255.243/32"]
         }
     })
     .await;
+    assert_eq!(
+        pools.get("laptop").await.unwrap().address_entries(),
+        vec!["172.18.255.248-172.18.255.251"]
+    );
 }
