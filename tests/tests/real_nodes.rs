@@ -23,7 +23,9 @@ const NODES: usize = 3;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
     let mut narration = std::io::stderr();
-    let r = story::run(NODES, &mut narration)
+    // The day-two steps (issue #29) in the extended tier: about 75 s over the fast tier's budget.
+    let day_two = cfg!(feature = "extended");
+    let r = story::run(NODES, day_two, &mut narration)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
 
@@ -61,55 +63,57 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
     // and it serves a new Service.
     assert!(r.controllers.contains(&r.second_leader), "{r:?}");
     assert!(r.ip2.is_some() && r.ip2 != r.ip);
-    // Issue #29 O2: a roll-out of the controller writes no Service status and moves no address
-    // (any write would change a resourceVersion), a Service created during it gets its own
-    // address, and a new pod leads at the end.
-    assert!(r.rollout_changed.is_empty(), "{r:?}");
-    assert!(r.ip3.is_some() && r.ip3 != r.ip && r.ip3 != r.ip2, "{r:?}");
-    assert!(r.rollout_leader_is_new, "{r:?}");
-    // Issue #29 O1: the speakers' roll-out. No probe answered by two nodes; each IP moved at
-    // most away from its owner and back (its owner's restart), and the owners are as before.
-    assert!(r.rollout_two_answers.is_empty(), "{r:?}");
-    assert!(r.rollout_probes >= 9, "{r:?}");
-    for (ip, before, sequence, after) in &r.rollout_owners {
-        assert_eq!(after, before, "{ip}: {r:?}");
-        assert!(
-            sequence.len() <= 3 && sequence.first() == Some(before),
-            "{ip} claimed by {sequence:?} in turn: {r:?}"
-        );
-    }
-    // Issue #29 O3: the first IP's owner drained. Its IPs moved once, to uncordoned nodes;
-    // no other IP moved; no probe answered twice; HTTP still reached a pod; the uncordon gave
-    // every IP back to its owner.
-    let d = &r.drain;
-    assert!(d.two_answers.is_empty(), "{d:?}");
-    for i in 0..3 {
-        if d.owners_before[i] == d.node {
-            assert_ne!(d.owners_drained[i], d.node, "{d:?}");
-            assert!(d.sequences_drain[i].len() <= 2, "{d:?}");
-        } else {
-            assert_eq!(d.owners_drained[i], d.owners_before[i], "{d:?}");
-            assert!(d.sequences_drain[i].len() <= 1, "{d:?}");
+    if day_two {
+        // Issue #29 O2: a roll-out of the controller writes no Service status and moves no address
+        // (any write would change a resourceVersion), a Service created during it gets its own
+        // address, and a new pod leads at the end.
+        assert!(r.rollout_changed.is_empty(), "{r:?}");
+        assert!(r.ip3.is_some() && r.ip3 != r.ip && r.ip3 != r.ip2, "{r:?}");
+        assert!(r.rollout_leader_is_new, "{r:?}");
+        // Issue #29 O1: the speakers' roll-out. No probe answered by two nodes; each IP moved at
+        // most away from its owner and back (its owner's restart), and the owners are as before.
+        assert!(r.rollout_two_answers.is_empty(), "{r:?}");
+        assert!(r.rollout_probes >= 9, "{r:?}");
+        for (ip, before, sequence, after) in &r.rollout_owners {
+            assert_eq!(after, before, "{ip}: {r:?}");
+            assert!(
+                sequence.len() <= 3 && sequence.first() == Some(before),
+                "{ip} claimed by {sequence:?} in turn: {r:?}"
+            );
         }
-    }
-    assert_eq!(d.owners_after, d.owners_before, "{d:?}");
-    assert!(d.http_drained.starts_with("web-"), "{d:?}");
-    // Issue #29 O4: a hard stop of the second IP's owner. Another node answered its IP alone,
-    // no IP was left unanswered while it was down, and it got its IP back when powered on (the
-    // story waited for each of these; here: who).
-    let h = &r.hard_stop;
-    assert_ne!(h.successor, h.node, "{h:?}");
-    assert_eq!(h.owners_while_down.len(), 3, "{h:?}");
-    assert!(!h.owners_while_down.contains(&h.node), "{h:?}");
-    // Issue #29 O5: the whole cluster powered off and on. Nothing answered while off; every
-    // Service kept its address with no write; every IP is answered again, and in the first
-    // seconds after the power-on each IP was claimed (gratuitous ARP or reply) by one node only:
-    // no speaker announced before the membership had converged.
-    assert_eq!(r.answers_while_off, 0, "{r:?}");
-    assert!(r.restart_changed.is_empty(), "{r:?}");
-    assert_eq!(r.answered_after_power_on.len(), 3, "{r:?}");
-    for (ip, claimants) in &r.claimants_after_power_on {
-        assert_eq!(claimants.len(), 1, "{ip} claimed by {claimants:?}: {r:?}");
+        // Issue #29 O3: the first IP's owner drained. Its IPs moved once, to uncordoned nodes;
+        // no other IP moved; no probe answered twice; HTTP still reached a pod; the uncordon gave
+        // every IP back to its owner.
+        let d = &r.drain;
+        assert!(d.two_answers.is_empty(), "{d:?}");
+        for i in 0..3 {
+            if d.owners_before[i] == d.node {
+                assert_ne!(d.owners_drained[i], d.node, "{d:?}");
+                assert!(d.sequences_drain[i].len() <= 2, "{d:?}");
+            } else {
+                assert_eq!(d.owners_drained[i], d.owners_before[i], "{d:?}");
+                assert!(d.sequences_drain[i].len() <= 1, "{d:?}");
+            }
+        }
+        assert_eq!(d.owners_after, d.owners_before, "{d:?}");
+        assert!(d.http_drained.starts_with("web-"), "{d:?}");
+        // Issue #29 O4: a hard stop of the second IP's owner. Another node answered its IP alone,
+        // no IP was left unanswered while it was down, and it got its IP back when powered on (the
+        // story waited for each of these; here: who).
+        let h = &r.hard_stop;
+        assert_ne!(h.successor, h.node, "{h:?}");
+        assert_eq!(h.owners_while_down.len(), 3, "{h:?}");
+        assert!(!h.owners_while_down.contains(&h.node), "{h:?}");
+        // Issue #29 O5: the whole cluster powered off and on. Nothing answered while off; every
+        // Service kept its address with no write; every IP is answered again, and in the first
+        // seconds after the power-on each IP was claimed (gratuitous ARP or reply) by one node only:
+        // no speaker announced before the membership had converged.
+        assert_eq!(r.answers_while_off, 0, "{r:?}");
+        assert!(r.restart_changed.is_empty(), "{r:?}");
+        assert_eq!(r.answered_after_power_on.len(), 3, "{r:?}");
+        for (ip, claimants) in &r.claimants_after_power_on {
+            assert_eq!(claimants.len(), 1, "{ip} claimed by {claimants:?}: {r:?}");
+        }
     }
     // Uninstalled with `ferrolb uninstall` (the story failed unless it exited 0): no Service
     // status of ours left, each released with a Normal IPReleased Event, and nothing of the

@@ -80,7 +80,7 @@ async fn main() -> ExitCode {
     let real_nodes = cli.real_nodes;
     let run = async move {
         if real_nodes {
-            story::run(3, &mut out).await.map(|_| ())
+            story::run(3, true, &mut out).await.map(|_| ())
         } else {
             demo::run(&opts, &mut out).await.map(|_| ())
         }

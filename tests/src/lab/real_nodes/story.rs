@@ -449,12 +449,13 @@ fn speaker_cap_eff(lab: &RealNodes, k: usize) -> Option<String> {
     })
 }
 
-/// Starts a real-node lab of `nodes` nodes and one client, and runs the story on it.
+/// Starts a real-node lab of `nodes` nodes and one client, and runs the story on it; with
+/// `day_two`, also steps 5–9 (issue #29: roll-outs, a drain, a hard stop, a power cycle).
 ///
 /// # Errors
 /// The lab did not start, or a step did not reach its goal (the error says which, with what was
 /// seen and the relevant pod descriptions and logs).
-pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
+pub async fn run(nodes: usize, day_two: bool, out: &mut dyn Write) -> anyhow::Result<Report> {
     let images = image_archives()?;
     let started = Instant::now();
     writeln!(
@@ -467,7 +468,7 @@ pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
         "  Nodes Ready after {:.1} s; images imported into every node",
         started.elapsed().as_secs_f64()
     )?;
-    let result = story(&mut lab, nodes, out).await;
+    let result = story(&mut lab, nodes, day_two, out).await;
     if let Err(e) = &result {
         let described = lab
             .kubectl(&["get", "pods", "-A", "-o", "wide"], None)
@@ -485,6 +486,7 @@ pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
 async fn story(
     lab_mut: &mut RealNodes,
     nodes: usize,
+    day_two: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<Report> {
     let lab: &RealNodes = lab_mut;
@@ -714,352 +716,359 @@ async fn story(
         took_lease.as_secs_f64()
     )?;
 
-    // 5. Roll the controller out (issue #29 O2): no Service status written, no address changed,
-    // and a Service created during the roll-out gets its address.
-    writeln!(
-        out,
-        "5. kubectl rollout restart deployment/ferrolb-controller, Service web3 created during it"
-    )?;
-    let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    let mut before = BTreeMap::new();
-    for name in ["web", "web2"] {
-        let svc = services.get(name).await?;
-        before.insert(
-            name,
-            (
-                svc.resource_version(),
-                ingress_v4(&client, "default", name).await,
-            ),
-        );
-    }
-    let t = Instant::now();
-    let leader = lease_holder(&leases).await.unwrap_or_default();
-    let old_replicas = names(
-        &pods
-            .list(&ListParams::default().labels(CONTROLLERS))
-            .await?
-            .items,
-    );
-    lab.kubectl_ok(
-        &[
-            "-n",
-            NS,
-            "rollout",
-            "restart",
-            "deployment/ferrolb-controller",
-        ],
-        None,
-    )?;
-    // Created once the leader's pod is being stopped: the address comes from whoever leads next.
-    until(
-        "the leader's pod terminating",
-        Duration::from_secs(120),
-        || async {
-            pods.get_opt(&leader)
-                .await
-                .ok()
-                .is_none_or(|p| p.is_none_or(|p| p.metadata.deletion_timestamp.is_some()))
-        },
-    )
-    .await?;
-    let leader_stopping = t.elapsed();
-    lab.kubectl_ok(&["apply", "-f", "-"], Some(&bare_service("web3")))?;
-    let created = Instant::now();
-    let ip3 = until_some("an IP for web3", Duration::from_secs(120), || {
-        ingress_v4(&client, "default", "web3")
-    })
-    .await?;
-    let ip3_after = created.elapsed();
-    report.ip3_assigned_by = lease_holder(&leases).await.unwrap_or_default();
-    lab.kubectl_ok(
-        &[
-            "-n",
-            NS,
-            "rollout",
-            "status",
-            "deployment/ferrolb-controller",
-            "--timeout=180s",
-        ],
-        None,
-    )?;
-    let rolled_out = t.elapsed();
-    // `rollout status` returns once the new pods are available; an old replica may still hold
-    // the Lease while it terminates. Once the old pods are gone a new one leads.
-    let new_leader = until_some(
-        "a pod of the roll-out holding the Lease",
-        Duration::from_secs(60),
-        || async {
-            let holder = lease_holder(&leases).await?;
-            let current = names(&ready_pods(&pods, CONTROLLERS).await);
-            (current.contains(&holder) && !old_replicas.contains(&holder)).then_some(holder)
-        },
-    )
-    .await;
-    report.rollout_leader_is_new = new_leader.is_ok();
-    report.rollout_leader = match new_leader {
-        Ok(holder) => holder,
-        Err(_) => lease_holder(&leases).await.unwrap_or_default(),
-    };
-    for (name, (rv, ip)) in &before {
-        let svc = services.get(name).await?;
-        let now_ip = ingress_v4(&client, "default", name).await;
-        if svc.resource_version() != *rv || now_ip != *ip {
-            report.rollout_changed.push(format!(
-                "{name}: resourceVersion {rv:?} -> {:?}, {ip:?} -> {now_ip:?}",
-                svc.resource_version()
-            ));
+    // 5–9: the day-two work of issue #29 (docs/operations.md), when asked for: the extended
+    // tier and the demo (about 75 s; the fast tier's budget, docs/testing.md).
+    if day_two {
+        // 5. Roll the controller out (issue #29 O2): no Service status written, no address changed,
+        // and a Service created during the roll-out gets its address.
+        writeln!(
+            out,
+            "5. kubectl rollout restart deployment/ferrolb-controller, Service web3 created during it"
+        )?;
+        let services: Api<Service> = Api::namespaced(client.clone(), "default");
+        let mut before = BTreeMap::new();
+        for name in ["web", "web2"] {
+            let svc = services.get(name).await?;
+            before.insert(
+                name,
+                (
+                    svc.resource_version(),
+                    ingress_v4(&client, "default", name).await,
+                ),
+            );
         }
-    }
-    report.ip3 = Some(ip3);
-    writeln!(
-        out,
-        "   {leader} (leader) terminating {:.1} s after the restart; web3, created then, got {ip3} {:.1} s later (Lease held by {}); rolled out after {:.1} s, Lease held by {} (new: {}); Services changed during it: {:?}",
-        leader_stopping.as_secs_f64(),
-        ip3_after.as_secs_f64(),
-        report.ip3_assigned_by,
-        rolled_out.as_secs_f64(),
-        report.rollout_leader,
-        report.rollout_leader_is_new,
-        report.rollout_changed
-    )?;
-
-    // 6. Roll the speakers out (issue #29 O1): `kubectl rollout restart` of the DaemonSet
-    // (maxUnavailable 1). The client probes every IP in turn the whole time, recording every
-    // frame (its probes' replies and the speakers' gratuitous ARPs): no probe answered twice,
-    // each IP moves at most away and back (when its owner's speaker restarts), and the owners
-    // at the end are the owners before.
-    writeln!(
-        out,
-        "6. kubectl rollout restart daemonset/ferrolb-speaker, every IP probed throughout"
-    )?;
-    let ips = [ip, ip2, ip3];
-    let mut owners_before = Vec::new();
-    for ip in ips {
-        owners_before
-            .push(one_answerer(lab, ip, |_| true, "one ARP answerer before the roll-out").await?);
-    }
-    let t = Instant::now();
-    let log = probe_throughout(
-        lab,
-        &ips,
-        &[
-            &["-n", NS, "rollout", "restart", "daemonset/ferrolb-speaker"],
+        let t = Instant::now();
+        let leader = lease_holder(&leases).await.unwrap_or_default();
+        let old_replicas = names(
+            &pods
+                .list(&ListParams::default().labels(CONTROLLERS))
+                .await?
+                .items,
+        );
+        lab.kubectl_ok(
+            &[
+                "-n",
+                NS,
+                "rollout",
+                "restart",
+                "deployment/ferrolb-controller",
+            ],
+            None,
+        )?;
+        // Created once the leader's pod is being stopped: the address comes from whoever leads next.
+        until(
+            "the leader's pod terminating",
+            Duration::from_secs(120),
+            || async {
+                pods.get_opt(&leader)
+                    .await
+                    .ok()
+                    .is_none_or(|p| p.is_none_or(|p| p.metadata.deletion_timestamp.is_some()))
+            },
+        )
+        .await?;
+        let leader_stopping = t.elapsed();
+        lab.kubectl_ok(&["apply", "-f", "-"], Some(&bare_service("web3")))?;
+        let created = Instant::now();
+        let ip3 = until_some("an IP for web3", Duration::from_secs(120), || {
+            ingress_v4(&client, "default", "web3")
+        })
+        .await?;
+        let ip3_after = created.elapsed();
+        report.ip3_assigned_by = lease_holder(&leases).await.unwrap_or_default();
+        lab.kubectl_ok(
             &[
                 "-n",
                 NS,
                 "rollout",
                 "status",
-                "daemonset/ferrolb-speaker",
+                "deployment/ferrolb-controller",
                 "--timeout=180s",
             ],
-        ],
-    )
-    .await?;
-    let took = t.elapsed();
-    report.rollout_probes = log.probes;
-    report.rollout_two_answers = log.two_answers;
-    for ((ip, before), sequence) in ips.iter().zip(&owners_before).zip(log.sequences) {
-        let after = one_answerer(lab, *ip, |_| true, "one ARP answerer after the roll-out").await?;
-        report
-            .rollout_owners
-            .push((*ip, before.clone(), sequence, after));
-    }
-    writeln!(
-        out,
-        "   rolled out in {:.1} s; {} probes, two answers in {:?}; (IP, owner before, who claimed it in turn, owner after): {:?}",
-        took.as_secs_f64(),
-        report.rollout_probes,
-        report.rollout_two_answers,
-        report.rollout_owners
-    )?;
+            None,
+        )?;
+        let rolled_out = t.elapsed();
+        // `rollout status` returns once the new pods are available; an old replica may still hold
+        // the Lease while it terminates. Once the old pods are gone a new one leads.
+        let new_leader = until_some(
+            "a pod of the roll-out holding the Lease",
+            Duration::from_secs(60),
+            || async {
+                let holder = lease_holder(&leases).await?;
+                let current = names(&ready_pods(&pods, CONTROLLERS).await);
+                (current.contains(&holder) && !old_replicas.contains(&holder)).then_some(holder)
+            },
+        )
+        .await;
+        report.rollout_leader_is_new = new_leader.is_ok();
+        report.rollout_leader = match new_leader {
+            Ok(holder) => holder,
+            Err(_) => lease_holder(&leases).await.unwrap_or_default(),
+        };
+        for (name, (rv, ip)) in &before {
+            let svc = services.get(name).await?;
+            let now_ip = ingress_v4(&client, "default", name).await;
+            if svc.resource_version() != *rv || now_ip != *ip {
+                report.rollout_changed.push(format!(
+                    "{name}: resourceVersion {rv:?} -> {:?}, {ip:?} -> {now_ip:?}",
+                    svc.resource_version()
+                ));
+            }
+        }
+        report.ip3 = Some(ip3);
+        writeln!(
+            out,
+            "   {leader} (leader) terminating {:.1} s after the restart; web3, created then, got {ip3} {:.1} s later (Lease held by {}); rolled out after {:.1} s, Lease held by {} (new: {}); Services changed during it: {:?}",
+            leader_stopping.as_secs_f64(),
+            ip3_after.as_secs_f64(),
+            report.ip3_assigned_by,
+            rolled_out.as_secs_f64(),
+            report.rollout_leader,
+            report.rollout_leader_is_new,
+            report.rollout_changed
+        )?;
 
-    // 7. Drain the owner of the first IP (issue #29 O3, docs/operations.md): its IPs move to
-    // uncordoned nodes, no other IP moves, no probe is answered twice; uncordon gives them back.
-    let drained = owners_before[0].clone();
-    writeln!(
-        out,
-        "7. kubectl drain {drained} (the owner of {ip}), then kubectl uncordon, every IP probed throughout"
-    )?;
-    let t = Instant::now();
-    let log = probe_throughout(
-        lab,
-        &ips,
-        &[&[
-            "drain",
-            &drained,
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            "--timeout=120s",
-        ]],
-    )
-    .await?;
-    let drain_took = t.elapsed();
-    let mut during = Vec::new();
-    for ip in ips {
-        during.push(one_answerer(lab, ip, |_| true, "one ARP answerer while drained").await?);
-    }
-    let http = until_some(
-        "HTTP through the first IP while drained",
-        Duration::from_secs(30),
-        || async { http_from_client(lab, ip).await.ok() },
-    )
-    .await?;
-    let t = Instant::now();
-    let back = probe_throughout(lab, &ips, &[&["uncordon", &drained]]).await?;
-    let mut after = Vec::new();
-    for (ip, before) in ips.iter().zip(&owners_before) {
-        let mac = lab.lab.node(before).mac.clone();
-        after.push(
-            one_answerer(lab, *ip, |m| m == mac, "the owners back after the uncordon").await?,
-        );
-    }
-    let uncordon_took = t.elapsed();
-    report.drain = DrainReport {
-        node: drained,
-        owners_before: owners_before.clone(),
-        owners_drained: during,
-        owners_after: after,
-        probes: log.probes + back.probes,
-        two_answers: [log.two_answers, back.two_answers].concat(),
-        sequences_drain: log.sequences,
-        sequences_uncordon: back.sequences,
-        http_drained: http,
-    };
-    writeln!(
-        out,
-        "   drained in {:.1} s, owners back {:.1} s after the uncordon: {:?}",
-        drain_took.as_secs_f64(),
-        uncordon_took.as_secs_f64(),
-        report.drain
-    )?;
-
-    // 8. A hard stop of the second IP's owner (issue #29 O4): every process of the node killed
-    // at once, no graceful hand-over. Another node answers its IP; while it is down every IP
-    // has one answerer; powered on again, the IP goes back.
-    let stopped = owners_before[1].clone();
-    let k = lab
-        .nodes
-        .iter()
-        .position(|n| n.name == stopped)
-        .context("the stopped node")?;
-    writeln!(
-        out,
-        "8. hard stop of {stopped} (the owner of {ip2}): every process of the node killed at once"
-    )?;
-    let stopped_mac = lab.lab.node(&stopped).mac.clone();
-    lab_mut.power_off_node(k);
-    let t = Instant::now();
-    let lab: &RealNodes = lab_mut;
-    let successor = one_answerer(
-        lab,
-        ip2,
-        |m| m != stopped_mac,
-        "another node answering after the hard stop",
-    )
-    .await?;
-    let failover = t.elapsed();
-    let mut while_down = Vec::new();
-    for ip in ips {
-        while_down.push(
-            one_answerer(
-                lab,
-                ip,
-                |m| m != stopped_mac,
-                "one answerer for every IP while the node is down",
-            )
-            .await?,
-        );
-    }
-    lab_mut.power_on_node(k)?;
-    let t = Instant::now();
-    let lab: &RealNodes = lab_mut;
-    one_answerer(
-        lab,
-        ip2,
-        |m| m == stopped_mac,
-        "the IP back on the node powered on",
-    )
-    .await?;
-    report.hard_stop = HardStopReport {
-        node: stopped,
-        successor,
-        failover_s: failover.as_secs_f64(),
-        owners_while_down: while_down,
-        back_s: t.elapsed().as_secs_f64(),
-    };
-    writeln!(out, "   {:?}", report.hard_stop)?;
-
-    // 9. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
-    // with no write, and each address is claimed again by one node only — none announced
-    // before the speakers converged.
-    writeln!(
-        out,
-        "9. the whole cluster powered off (every node, the control plane, etcd) and on"
-    )?;
-    let mut before = BTreeMap::new();
-    for name in ["web", "web2", "web3"] {
-        let svc = services.get(name).await?;
-        before.insert(
-            name,
-            (
-                svc.resource_version(),
-                ingress_v4(&client, "default", name).await,
-            ),
-        );
-    }
-    lab_mut.power_off();
-    report.answers_while_off = lab_mut.lab.arp_answers(0, ip).await?.len();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    lab_mut.power_on().await?;
-    let on = Instant::now();
-    let ips = [ip, ip2, ip3];
-    let lab: &RealNodes = lab_mut;
-    let (frames, answered) = tokio::join!(lab.lab.capture(0, RESTART_CAPTURE), async {
-        let mut answered = Vec::new();
+        // 6. Roll the speakers out (issue #29 O1): `kubectl rollout restart` of the DaemonSet
+        // (maxUnavailable 1). The client probes every IP in turn the whole time, recording every
+        // frame (its probes' replies and the speakers' gratuitous ARPs): no probe answered twice,
+        // each IP moves at most away and back (when its owner's speaker restarts), and the owners
+        // at the end are the owners before.
+        writeln!(
+            out,
+            "6. kubectl rollout restart daemonset/ferrolb-speaker, every IP probed throughout"
+        )?;
+        let ips = [ip, ip2, ip3];
+        let mut owners_before = Vec::new();
         for ip in ips {
-            let owner =
-                one_answerer(lab, ip, |_| true, "one ARP answerer after the power-on").await?;
-            answered.push((ip, owner, on.elapsed().as_secs_f64()));
+            owners_before.push(
+                one_answerer(lab, ip, |_| true, "one ARP answerer before the roll-out").await?,
+            );
         }
-        anyhow::Ok(answered)
-    });
-    report.answered_after_power_on = answered?;
-    let frames = frames?;
-    for ip in ips {
-        let claimants: BTreeSet<String> = frames
+        let t = Instant::now();
+        let log = probe_throughout(
+            lab,
+            &ips,
+            &[
+                &["-n", NS, "rollout", "restart", "daemonset/ferrolb-speaker"],
+                &[
+                    "-n",
+                    NS,
+                    "rollout",
+                    "status",
+                    "daemonset/ferrolb-speaker",
+                    "--timeout=180s",
+                ],
+            ],
+        )
+        .await?;
+        let took = t.elapsed();
+        report.rollout_probes = log.probes;
+        report.rollout_two_answers = log.two_answers;
+        for ((ip, before), sequence) in ips.iter().zip(&owners_before).zip(log.sequences) {
+            let after =
+                one_answerer(lab, *ip, |_| true, "one ARP answerer after the roll-out").await?;
+            report
+                .rollout_owners
+                .push((*ip, before.clone(), sequence, after));
+        }
+        writeln!(
+            out,
+            "   rolled out in {:.1} s; {} probes, two answers in {:?}; (IP, owner before, who claimed it in turn, owner after): {:?}",
+            took.as_secs_f64(),
+            report.rollout_probes,
+            report.rollout_two_answers,
+            report.rollout_owners
+        )?;
+
+        // 7. Drain the owner of the first IP (issue #29 O3, docs/operations.md): its IPs move to
+        // uncordoned nodes, no other IP moves, no probe is answered twice; uncordon gives them back.
+        let drained = owners_before[0].clone();
+        writeln!(
+            out,
+            "7. kubectl drain {drained} (the owner of {ip}), then kubectl uncordon, every IP probed throughout"
+        )?;
+        let t = Instant::now();
+        let log = probe_throughout(
+            lab,
+            &ips,
+            &[&[
+                "drain",
+                &drained,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=120s",
+            ]],
+        )
+        .await?;
+        let drain_took = t.elapsed();
+        let mut during = Vec::new();
+        for ip in ips {
+            during.push(one_answerer(lab, ip, |_| true, "one ARP answerer while drained").await?);
+        }
+        let http = until_some(
+            "HTTP through the first IP while drained",
+            Duration::from_secs(30),
+            || async { http_from_client(lab, ip).await.ok() },
+        )
+        .await?;
+        let t = Instant::now();
+        let back = probe_throughout(lab, &ips, &[&["uncordon", &drained]]).await?;
+        let mut after = Vec::new();
+        for (ip, before) in ips.iter().zip(&owners_before) {
+            let mac = lab.lab.node(before).mac.clone();
+            after.push(
+                one_answerer(lab, *ip, |m| m == mac, "the owners back after the uncordon").await?,
+            );
+        }
+        let uncordon_took = t.elapsed();
+        report.drain = DrainReport {
+            node: drained,
+            owners_before: owners_before.clone(),
+            owners_drained: during,
+            owners_after: after,
+            probes: log.probes + back.probes,
+            two_answers: [log.two_answers, back.two_answers].concat(),
+            sequences_drain: log.sequences,
+            sequences_uncordon: back.sequences,
+            http_drained: http,
+        };
+        writeln!(
+            out,
+            "   drained in {:.1} s, owners back {:.1} s after the uncordon: {:?}",
+            drain_took.as_secs_f64(),
+            uncordon_took.as_secs_f64(),
+            report.drain
+        )?;
+
+        // 8. A hard stop of the second IP's owner (issue #29 O4): every process of the node killed
+        // at once, no graceful hand-over. Another node answers its IP; while it is down every IP
+        // has one answerer; powered on again, the IP goes back.
+        let stopped = owners_before[1].clone();
+        let k = lab
+            .nodes
             .iter()
-            .filter_map(|f| match f {
-                Seen::GratuitousArp { ip: i, mac, .. } | Seen::ArpReply { ip: i, mac, .. }
-                    if *i == ip =>
-                {
-                    Some(node_of(lab, mac).unwrap_or_else(|_| mac.clone()))
-                }
-                _ => None,
-            })
-            .collect();
-        report.claimants_after_power_on.push((ip, claimants));
-    }
-    let client = lab.lab.client().await?;
-    let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    for (name, (rv, ip)) in &before {
-        let svc = services.get(name).await?;
-        let now_ip = ingress_v4(&client, "default", name).await;
-        if svc.resource_version() != *rv || now_ip != *ip {
-            report.restart_changed.push(format!(
-                "{name}: resourceVersion {rv:?} -> {:?}, {ip:?} -> {now_ip:?}",
-                svc.resource_version()
-            ));
+            .position(|n| n.name == stopped)
+            .context("the stopped node")?;
+        writeln!(
+            out,
+            "8. hard stop of {stopped} (the owner of {ip2}): every process of the node killed at once"
+        )?;
+        let stopped_mac = lab.lab.node(&stopped).mac.clone();
+        lab_mut.power_off_node(k);
+        let t = Instant::now();
+        let lab: &RealNodes = lab_mut;
+        let successor = one_answerer(
+            lab,
+            ip2,
+            |m| m != stopped_mac,
+            "another node answering after the hard stop",
+        )
+        .await?;
+        let failover = t.elapsed();
+        let mut while_down = Vec::new();
+        for ip in ips {
+            while_down.push(
+                one_answerer(
+                    lab,
+                    ip,
+                    |m| m != stopped_mac,
+                    "one answerer for every IP while the node is down",
+                )
+                .await?,
+            );
         }
+        lab_mut.power_on_node(k)?;
+        let t = Instant::now();
+        let lab: &RealNodes = lab_mut;
+        one_answerer(
+            lab,
+            ip2,
+            |m| m == stopped_mac,
+            "the IP back on the node powered on",
+        )
+        .await?;
+        report.hard_stop = HardStopReport {
+            node: stopped,
+            successor,
+            failover_s: failover.as_secs_f64(),
+            owners_while_down: while_down,
+            back_s: t.elapsed().as_secs_f64(),
+        };
+        writeln!(out, "   {:?}", report.hard_stop)?;
+
+        // 9. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
+        // with no write, and each address is claimed again by one node only — none announced
+        // before the speakers converged.
+        writeln!(
+            out,
+            "9. the whole cluster powered off (every node, the control plane, etcd) and on"
+        )?;
+        let mut before = BTreeMap::new();
+        for name in ["web", "web2", "web3"] {
+            let svc = services.get(name).await?;
+            before.insert(
+                name,
+                (
+                    svc.resource_version(),
+                    ingress_v4(&client, "default", name).await,
+                ),
+            );
+        }
+        lab_mut.power_off();
+        report.answers_while_off = lab_mut.lab.arp_answers(0, ip).await?.len();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        lab_mut.power_on().await?;
+        let on = Instant::now();
+        let ips = [ip, ip2, ip3];
+        let lab: &RealNodes = lab_mut;
+        let (frames, answered) = tokio::join!(lab.lab.capture(0, RESTART_CAPTURE), async {
+            let mut answered = Vec::new();
+            for ip in ips {
+                let owner =
+                    one_answerer(lab, ip, |_| true, "one ARP answerer after the power-on").await?;
+                answered.push((ip, owner, on.elapsed().as_secs_f64()));
+            }
+            anyhow::Ok(answered)
+        });
+        report.answered_after_power_on = answered?;
+        let frames = frames?;
+        for ip in ips {
+            let claimants: BTreeSet<String> = frames
+                .iter()
+                .filter_map(|f| match f {
+                    Seen::GratuitousArp { ip: i, mac, .. } | Seen::ArpReply { ip: i, mac, .. }
+                        if *i == ip =>
+                    {
+                        Some(node_of(lab, mac).unwrap_or_else(|_| mac.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            report.claimants_after_power_on.push((ip, claimants));
+        }
+        let client = lab.lab.client().await?;
+        let services: Api<Service> = Api::namespaced(client.clone(), "default");
+        for (name, (rv, ip)) in &before {
+            let svc = services.get(name).await?;
+            let now_ip = ingress_v4(&client, "default", name).await;
+            if svc.resource_version() != *rv || now_ip != *ip {
+                report.restart_changed.push(format!(
+                    "{name}: resourceVersion {rv:?} -> {:?}, {ip:?} -> {now_ip:?}",
+                    svc.resource_version()
+                ));
+            }
+        }
+        writeln!(
+            out,
+            "   nothing answered while off ({} answers); after the power-on, (IP, owner, s): {:?}; nodes that claimed each IP in the first {} s: {:?}; Services changed: {:?}",
+            report.answers_while_off,
+            report.answered_after_power_on,
+            RESTART_CAPTURE.as_secs(),
+            report.claimants_after_power_on,
+            report.restart_changed
+        )?;
     }
-    writeln!(
-        out,
-        "   nothing answered while off ({} answers); after the power-on, (IP, owner, s): {:?}; nodes that claimed each IP in the first {} s: {:?}; Services changed: {:?}",
-        report.answers_while_off,
-        report.answered_after_power_on,
-        RESTART_CAPTURE.as_secs(),
-        report.claimants_after_power_on,
-        report.restart_changed
-    )?;
+    let lab: &RealNodes = lab_mut;
 
     // 10. Uninstall in one command, as docs/install.md says: `ferrolb uninstall` stops the
     // controller, releases every status it wrote with the admin's credentials, then deletes the
