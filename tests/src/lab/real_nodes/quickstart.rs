@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::story::{NS, http_from_client, one_answerer};
+use super::story::{NS, diagnostics, http_from_client, one_answerer};
 use super::{RealNodes, image_archives};
 use crate::cluster::{k8s_bin, repo_root};
 use crate::lab::scenario::typed_events_for;
@@ -113,16 +113,7 @@ pub async fn run(nodes: usize, out: &mut dyn Write) -> anyhow::Result<Report> {
     if let Ok(r) = &result
         && r.exit_code != Some(0)
     {
-        let pods = lab
-            .kubectl(&["get", "pods", "-A", "-o", "wide"], None)
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "{pods}\n{}\n{}",
-            lab.container_logs(NS, "ferrolb-speaker", 15),
-            lab.container_logs(NS, "ferrolb-controller", 15)
-        )?;
+        writeln!(out, "{}", diagnostics(&lab))?;
     }
     result
 }

@@ -470,17 +470,23 @@ pub async fn run(nodes: usize, day_two: bool, out: &mut dyn Write) -> anyhow::Re
     )?;
     let result = story(&mut lab, nodes, day_two, out).await;
     if let Err(e) = &result {
-        let described = lab
-            .kubectl(&["get", "pods", "-A", "-o", "wide"], None)
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        return Err(anyhow::anyhow!(
-            "{e:#}\n{described}\n{}\n{}",
-            lab.container_logs(NS, "ferrolb-speaker", 15),
-            lab.container_logs(NS, "ferrolb-controller", 15)
-        ));
+        return Err(anyhow::anyhow!("{e:#}\n{}", diagnostics(&lab)));
     }
     result
+}
+
+/// What to print when a step failed: every pod with its node, and the last lines of the
+/// speakers' and controllers' logs.
+pub(super) fn diagnostics(lab: &RealNodes) -> String {
+    let pods = lab
+        .kubectl(&["get", "pods", "-A", "-o", "wide"], None)
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    format!(
+        "{pods}\n{}\n{}",
+        lab.container_logs(NS, "ferrolb-speaker", 15),
+        lab.container_logs(NS, "ferrolb-controller", 15)
+    )
 }
 
 async fn story(
@@ -1074,7 +1080,11 @@ async fn story(
     // controller, releases every status it wrote with the admin's credentials, then deletes the
     // namespace, the cluster RBAC and the CRDs. (`kubectl delete -k deploy/` alone revokes the
     // controller's RBAC in the same command, before any pod stops: docs/install.md.)
-    writeln!(out, "10. uninstall: ferrolb uninstall")?;
+    writeln!(
+        out,
+        "{}. uninstall: ferrolb uninstall",
+        if day_two { 10 } else { 5 }
+    )?;
     let t = Instant::now();
     let run = std::process::Command::new(workspace_bin("ferrolb")?)
         .arg("uninstall")
