@@ -1020,7 +1020,7 @@ impl World {
         };
         let out = m.take_outgoing();
         let events = m.take_events();
-        let alive = m.alive().clone();
+        let alive = (*m.alive() != node.last_alive).then(|| m.alive().clone());
         let replies =
             (*m.handover_replies() != node.last_replies).then(|| m.handover_replies().clone());
         for o in out {
@@ -1051,7 +1051,7 @@ impl World {
                 },
             );
         }
-        if alive != self.nodes[i].last_alive {
+        if let Some(alive) = alive {
             self.nodes[i].last_alive = alive;
             let at = self.now + self.task_delay();
             self.push(at, Event::Wake(i, Wake::MembersChanged));
