@@ -25,12 +25,12 @@
 //!   while the others do not — nobody answered the sender's IPs for the cut's length (simulator
 //!   case `a_carrier_report_lost_behind_a_one_way_cut_leaves_no_ip_unanswered`). So every
 //!   speaker also passes on the reports it heard *directly* that matter: those that say a link
-//!   lacks carrier, and any report for [`CARRIER_MEMORY`] after the last one that did (so an
-//!   "up again" overrides the stale "down" it relayed). Each goes to every other member once
-//!   when it arrives changed and once per [`CARRIER_REFRESH`] round; a healthy cluster relays
-//!   nothing, a cold start or a restart included (a first report with carrier everywhere
-//!   overrides nothing: relaying it cost N³ sealed datagrams a round for 10 s, 117,600 at 50
-//!   nodes).
+//!   lacks carrier, and any report for [`CARRIER_MEMORY`] after one that did or after its
+//!   content changed (so an "up again" overrides a stale "down" a member holds, even one this
+//!   speaker missed). Each goes to every other member once when it arrives changed and once
+//!   per [`CARRIER_REFRESH`] round; a healthy cluster relays nothing, a cold start or a
+//!   restart included (a first report overrides nothing: relaying it cost N³ sealed datagrams
+//!   a round for 10 s, 117,600 at 50 nodes).
 //!   The relayed report is the origin's, ordered by its identity and counter like a direct one;
 //!   only reports heard from their origin are relayed, and a relay carries its age (since the
 //!   relayer's copy was last known fresh from the origin), so a report passed back and forth
@@ -129,7 +129,8 @@ struct Held {
     /// Heard from its origin itself at least once (only those are relayed).
     direct: bool,
     /// The last instant a report held from this origin (by name, any identity) said a link
-    /// lacks carrier: until [`CARRIER_MEMORY`] after it, an "up" report is relayed too.
+    /// lacks carrier, or was replaced by one with other content (a first report is no
+    /// replacement): until [`CARRIER_MEMORY`] after it, an "up" report is relayed too.
     down_at: Option<Instant>,
 }
 
@@ -228,9 +229,9 @@ impl CarrierBook {
     }
 
     /// The relays owed now from `me` to the `members` ([module docs](self)): each report heard
-    /// directly that lacks carrier somewhere, or replaced one that did less than
-    /// [`CARRIER_MEMORY`] ago, to each member but its origin that has not had it this round (or
-    /// since it changed).
+    /// directly that lacks carrier somewhere, or replaced one that did (or one of other
+    /// content) less than [`CARRIER_MEMORY`] ago, to each member but its origin that has not had
+    /// it this round (or since it changed).
     pub fn relays(
         &mut self,
         me: &SpeakerId,
@@ -343,14 +344,17 @@ impl CarrierBook {
             return Err(DropReason::Rejected);
         }
         if let Some(h) = self.peers.get_mut(&msg.src.name) {
-            if h.src == msg.src && msg.seq == h.seq {
+            // A relay carries more bytes, so a large report may have lost links from its end on
+            // the way ([`encode_relay`]): the same report with more links replaces it.
+            let fuller = msg.report.links.len() > h.report.links.len();
+            if h.src == msg.src && msg.seq == h.seq && !fuller {
                 // The same report again: fresher, and relayable once heard from its origin.
                 h.heard = h.heard.max(heard);
                 h.direct |= direct;
                 return Ok(false);
             }
             let newer = if h.src == msg.src {
-                msg.seq > h.seq
+                msg.seq > h.seq || (msg.seq == h.seq && fuller)
             } else {
                 listed(&msg.src) || msg.src.generation > h.src.generation
             };
@@ -360,9 +364,11 @@ impl CarrierBook {
         }
         let held = self.peers.get(&msg.src.name);
         let changed = held.is_none_or(|h| h.report != msg.report);
-        // The held report's "down", if any, ends now (it is replaced).
+        // The held report's "down", if any, ends now (it is replaced); so does any other
+        // content (a member that missed the "down" may have got it from elsewhere and needs
+        // this to override it, e.g. an "up" whose IPv6 prefixes are back after DAD).
         let down_at = match held {
-            Some(h) if h.lacks_carrier() => Some(now),
+            Some(h) if h.lacks_carrier() || changed => Some(now),
             Some(h) => h.down_at,
             None => None,
         };
@@ -672,6 +678,65 @@ pub(super) mod tests {
         let _ = book.receive(&body(&a2, &me, 0, true), &me, anyone, late);
         assert!(book.round_due(late));
         assert!(book.relays(&me, [a2, b], late).is_empty(), "settled");
+    }
+
+    /// A relayer that missed an origin's "down" (a member may hold it from elsewhere) still
+    /// relays an "up" whose content differs from the one it held (IPv6 prefixes back after
+    /// DAD, say); and a relayed copy that lost links on the way is replaced by the same report
+    /// in full.
+    #[test]
+    fn a_changed_up_is_relayed_and_a_truncated_relay_gives_way_to_the_full_report() {
+        let t0 = Instant::now();
+        let (me, a, b) = (id("me", 1), id("a", 1), id("b", 1));
+        let all = || [a.clone(), b.clone()];
+        let anyone = |_: &SpeakerId| true;
+        let mut book = CarrierBook::default();
+        assert!(book.set_own(report(true)));
+        let _ = book.outgoing(&me, all(), t0);
+        let first = |seq, r: LinkReport| {
+            postcard::to_allocvec(&CarrierMsg {
+                src: a.clone(),
+                dst: me.clone(),
+                seq,
+                report: r,
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            book.receive(&first(1, report(true)), &me, anyone, t0),
+            Ok(true)
+        );
+        assert!(book.relays(&me, all(), t0).is_empty(), "a first report");
+        let mut two = report(true);
+        two.links.push(one_link("eth1", true).links.remove(0));
+        assert_eq!(
+            book.receive(&first(2, two.clone()), &me, anyone, t0),
+            Ok(true)
+        );
+        assert_eq!(book.relays(&me, all(), t0).len(), 1, "changed: to b");
+        // A relay from b of a's seq 3 that kept only its first link, then a's own seq 3.
+        let mut three = two.clone();
+        three.links[1].carrier = false;
+        let mut cut = three.clone();
+        cut.links.truncate(1);
+        let relayed = postcard::to_allocvec(&RelayMsg {
+            via: b.clone(),
+            age_ms: 0,
+            msg: CarrierMsg {
+                src: a.clone(),
+                dst: me.clone(),
+                seq: 3,
+                report: cut,
+            },
+        })
+        .unwrap();
+        assert_eq!(book.receive_relay(&relayed, &me, anyone, t0), Ok(true));
+        assert_eq!(
+            book.receive(&first(3, three.clone()), &me, anyone, t0),
+            Ok(true)
+        );
+        assert_eq!(book.reports(anyone)["a"], three, "the full report");
+        assert_eq!(book.receive(&first(3, three), &me, anyone, t0), Ok(false));
     }
 
     /// A relayed report is the origin's: ordered by its counter, never older than what is
