@@ -638,6 +638,18 @@ pub(super) mod tests {
         assert!(book.relays(&me, all(), t).is_empty());
     }
 
+    /// A book that has sent its own "up" report to `members` at `t0` (its rounds started).
+    fn started(
+        me: &SpeakerId,
+        members: impl IntoIterator<Item = SpeakerId>,
+        t0: Instant,
+    ) -> CarrierBook {
+        let mut book = CarrierBook::default();
+        assert!(book.set_own(report(true)));
+        let _ = book.outgoing(me, members, t0);
+        book
+    }
+
     /// A first report with carrier everywhere overrides no "down", so it is not relayed: a cold
     /// start or a restart relays nothing (it used to relay every first report to every member
     /// each round for [`CARRIER_MEMORY`]: N³ datagrams a round). A restarted origin whose
@@ -648,9 +660,7 @@ pub(super) mod tests {
         let (me, a, b) = (id("me", 1), id("a", 1), id("b", 1));
         let all = || [a.clone(), b.clone()];
         let anyone = |_: &SpeakerId| true;
-        let mut book = CarrierBook::default();
-        assert!(book.set_own(report(true)));
-        let _ = book.outgoing(&me, all(), t0);
+        let mut book = started(&me, all(), t0);
         assert_eq!(
             book.receive(&body(&a, &me, 1, true), &me, anyone, t0),
             Ok(true)
@@ -690,9 +700,7 @@ pub(super) mod tests {
         let (me, a, b) = (id("me", 1), id("a", 1), id("b", 1));
         let all = || [a.clone(), b.clone()];
         let anyone = |_: &SpeakerId| true;
-        let mut book = CarrierBook::default();
-        assert!(book.set_own(report(true)));
-        let _ = book.outgoing(&me, all(), t0);
+        let mut book = started(&me, all(), t0);
         let first = |seq, r: LinkReport| {
             postcard::to_allocvec(&CarrierMsg {
                 src: a.clone(),
