@@ -343,6 +343,43 @@ spec:
     )
 }
 
+/// The resourceVersion and IPv4 ingress of each named Service in `default`.
+async fn service_states<'a>(
+    client: &kube::Client,
+    names: &[&'a str],
+) -> anyhow::Result<BTreeMap<&'a str, (Option<String>, Option<std::net::Ipv4Addr>)>> {
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let mut states = BTreeMap::new();
+    for name in names {
+        let svc = services.get(name).await?;
+        states.insert(
+            *name,
+            (
+                svc.resource_version(),
+                ingress_v4(client, "default", name).await,
+            ),
+        );
+    }
+    Ok(states)
+}
+
+/// The Services whose resourceVersion or ingress differ from `before`, one line each.
+async fn services_changed(
+    client: &kube::Client,
+    before: &BTreeMap<&str, (Option<String>, Option<std::net::Ipv4Addr>)>,
+) -> anyhow::Result<Vec<String>> {
+    let names: Vec<&str> = before.keys().copied().collect();
+    let now = service_states(client, &names).await?;
+    Ok(before
+        .iter()
+        .filter(|(name, was)| now.get(*name) != Some(*was))
+        .map(|(name, (rv, ip))| {
+            let (now_rv, now_ip) = now.get(name).cloned().unwrap_or_default();
+            format!("{name}: resourceVersion {rv:?} -> {now_rv:?}, {ip:?} -> {now_ip:?}")
+        })
+        .collect())
+}
+
 fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
@@ -731,18 +768,7 @@ async fn story(
             out,
             "5. kubectl rollout restart deployment/ferrolb-controller, Service web3 created during it"
         )?;
-        let services: Api<Service> = Api::namespaced(client.clone(), "default");
-        let mut before = BTreeMap::new();
-        for name in ["web", "web2"] {
-            let svc = services.get(name).await?;
-            before.insert(
-                name,
-                (
-                    svc.resource_version(),
-                    ingress_v4(&client, "default", name).await,
-                ),
-            );
-        }
+        let before = service_states(&client, &["web", "web2"]).await?;
         let t = Instant::now();
         let leader = lease_holder(&leases).await.unwrap_or_default();
         let old_replicas = names(
@@ -811,16 +837,7 @@ async fn story(
             Ok(holder) => holder,
             Err(_) => lease_holder(&leases).await.unwrap_or_default(),
         };
-        for (name, (rv, ip)) in &before {
-            let svc = services.get(name).await?;
-            let now_ip = ingress_v4(&client, "default", name).await;
-            if svc.resource_version() != *rv || now_ip != *ip {
-                report.rollout_changed.push(format!(
-                    "{name}: resourceVersion {rv:?} -> {:?}, {ip:?} -> {now_ip:?}",
-                    svc.resource_version()
-                ));
-            }
-        }
+        report.rollout_changed = services_changed(&client, &before).await?;
         report.ip3 = Some(ip3);
         writeln!(
             out,
@@ -1009,17 +1026,7 @@ async fn story(
             out,
             "9. the whole cluster powered off (every node, the control plane, etcd) and on"
         )?;
-        let mut before = BTreeMap::new();
-        for name in ["web", "web2", "web3"] {
-            let svc = services.get(name).await?;
-            before.insert(
-                name,
-                (
-                    svc.resource_version(),
-                    ingress_v4(&client, "default", name).await,
-                ),
-            );
-        }
+        let before = service_states(&client, &["web", "web2", "web3"]).await?;
         lab_mut.power_off();
         report.answers_while_off = lab_mut.lab.arp_answers(0, ip).await?.len();
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -1053,17 +1060,7 @@ async fn story(
             report.claimants_after_power_on.push((ip, claimants));
         }
         let client = lab.lab.client().await?;
-        let services: Api<Service> = Api::namespaced(client.clone(), "default");
-        for (name, (rv, ip)) in &before {
-            let svc = services.get(name).await?;
-            let now_ip = ingress_v4(&client, "default", name).await;
-            if svc.resource_version() != *rv || now_ip != *ip {
-                report.restart_changed.push(format!(
-                    "{name}: resourceVersion {rv:?} -> {:?}, {ip:?} -> {now_ip:?}",
-                    svc.resource_version()
-                ));
-            }
-        }
+        report.restart_changed = services_changed(&client, &before).await?;
         writeln!(
             out,
             "   nothing answered while off ({} answers); after the power-on, (IP, owner, s): {:?}; nodes that claimed each IP in the first {} s: {:?}; Services changed: {:?}",
