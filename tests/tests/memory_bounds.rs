@@ -219,9 +219,19 @@ async fn recording_client(cluster: &TestCluster) -> (Client, Arc<Mutex<Vec<Strin
     (client, log)
 }
 
+/// Services [`initial_read`] finds: the 45 it creates and `default/kubernetes`.
+const READ_SERVICES: usize = 46;
+
 /// Runs one watch of every Service (the reflector both binaries use) against an API server
-/// started with `apiserver_args` holding 45 small Services (and `default/kubernetes`) until its
-/// store holds the initial state; returns the requests it sent and the objects it stored.
+/// started with `apiserver_args` holding 45 small Services and `default/kubernetes` until its
+/// store holds all 46; returns the requests it sent and the objects it stored.
+///
+/// Two waits make the count exact without hiding a request: the API server's bootstrap
+/// controller creates `default/kubernetes` some time after `/readyz` (on a loaded machine, after
+/// our 45), so it is awaited before the watch starts; and a streaming list is served from the
+/// watch cache with `resourceVersion=0` ("any" semantics, how kube-runtime asks), which may lag
+/// the last create by a moment, so its store is ready with a state the same watch then brings up
+/// to date — every request is still recorded and asserted on by the callers.
 async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize) {
     let cluster = TestCluster::start_with(ClusterOptions {
         install_crds: false,
@@ -230,7 +240,16 @@ async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize) {
     })
     .await
     .expect("test cluster");
-    create_services(&cluster.client().await.unwrap(), 45, 0).await;
+    let setup = cluster.client().await.unwrap();
+    create_services(&setup, 45, 0).await;
+    let default: Api<Service> = Api::namespaced(setup, "default");
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while default.get_opt("kubernetes").await.ok().flatten().is_none() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the API server creates default/kubernetes within 60 s");
     let (client, log) = recording_client(&cluster).await;
     let (store, task) = ferrolb_runtime::reflector::spawn(
         Api::<Service>::all(client),
@@ -241,6 +260,12 @@ async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize) {
         .await
         .expect("the store holds its initial state within 30 s")
         .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(30), async {
+        while store.state().len() < READ_SERVICES {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     let stored = store.state().len();
     task.abort();
     let requests = log.lock().unwrap().clone();
@@ -257,7 +282,7 @@ async fn initial_state_is_streamed_or_paged_never_read_whole() {
     let is_list = |r: &String| !r.contains("watch=true");
     let (requests, stored) = initial_read(&[]).await;
     println!("WatchList on: {requests:#?}");
-    assert_eq!(stored, 46, "45 Services and default/kubernetes");
+    assert_eq!(stored, READ_SERVICES, "45 Services and default/kubernetes");
     assert!(
         requests[0].contains("watch=true") && requests[0].contains("sendInitialEvents=true"),
         "a streaming list first: {requests:?}"
@@ -269,7 +294,7 @@ async fn initial_state_is_streamed_or_paged_never_read_whole() {
 
     let (requests, stored) = initial_read(&["--feature-gates=WatchList=false"]).await;
     println!("WatchList off: {requests:#?}");
-    assert_eq!(stored, 46);
+    assert_eq!(stored, READ_SERVICES, "45 Services and default/kubernetes");
     assert!(
         requests[0].contains("sendInitialEvents=true"),
         "a streaming list is tried first: {requests:?}"
