@@ -4,7 +4,7 @@
 //! The allocator and the write-war policy are the pure crate `ferrolb-ipam` (no `kube`, no
 //! `tokio`), re-exported here as [`ipam`] and [`contest`]. Other pure modules: [`annotations`]
 //! (the shared rule of `ferrolb-crds`), [`announcements`] (the speakers' stale reports),
-//! [`service`] (Service ↔ allocator translation),
+//! [`service`] (Service ↔ allocator translation), [`service_labels`] (the Service labels kept),
 //! [`pool_status`], [`events`] (Event texts and reasons), and
 //! [`plan`] (the planner: a snapshot of the watched objects in, the writes out).
 //!
@@ -23,3 +23,4 @@ pub mod metrics;
 pub mod plan;
 pub mod pool_status;
 pub mod service;
+pub mod service_labels;

@@ -116,25 +116,27 @@ where
 /// `wait_until_ready`) and the task feeding it. The task logs watch errors and retries with
 /// backoff; it ends only if the watch stream itself ends (logged as an error), so callers that
 /// supervise it (the speaker) learn of a dead watch.
-pub fn spawn<K>(api: Api<K>, wake: Arc<Notify>, trim: fn(&mut K)) -> (Store<K>, JoinHandle<()>)
+pub fn spawn<K, T>(api: Api<K>, wake: Arc<Notify>, trim: T) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    T: FnMut(&mut K) + Send + 'static,
 {
     spawn_filtered(api, None, wake, trim)
 }
 
 /// Like [`spawn`], watching only the objects that match `fields` (a field selector, e.g.
 /// `reason=IPConflict` for Events), when given.
-pub fn spawn_filtered<K>(
+pub fn spawn_filtered<K, T>(
     api: Api<K>,
     fields: Option<&str>,
     wake: Arc<Notify>,
-    trim: fn(&mut K),
+    trim: T,
 ) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    T: FnMut(&mut K) + Send + 'static,
 {
     let (reader, writer) = reflector::store();
     let kind = K::kind(&K::DynamicType::default()).to_string();

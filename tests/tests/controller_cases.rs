@@ -676,6 +676,56 @@ async fn c06_priority_without_selectors() {
     wait_ips(&client, &ns, "svc-2", &["203.0.113.33"]).await;
 }
 
+/// Issue #27 item 7: the controller keeps only the Service labels a pool's `serviceSelectors`
+/// reads (here `team`; not the thousand others each Service carries), so a pool created (or
+/// changed) later that reads another label makes it read every Service again — a Service
+/// labelled long before is still served by it. Without the re-read, `web` stays pending.
+#[tokio::test]
+async fn service_selectors_see_labels_set_before_the_pool_read_them() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, client) = setup().await;
+    apply_pool(
+        &client,
+        "team-a",
+        json!({"addresses": ["198.51.100.0/30"], "serviceAllocation": {"serviceSelectors": [
+            {"matchExpressions": [{"key": "team", "operator": "In", "values": ["a"]}]}]}}),
+    )
+    .await;
+    let ns = namespace::fresh(&client, "labels").await.unwrap();
+    let _ctl = start_controller(&cluster, "labels", &[]);
+    let labelled = |name: &str, pairs: &[(&str, &str)]| {
+        let mut svc = lb_service(&ns, name, &[("TCP", 80)], "Cluster");
+        svc.metadata.labels = Some(
+            (0..1000)
+                .map(|i| (format!("tenant.example/l{i}"), "v".repeat(63)))
+                .chain(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect(),
+        );
+        svc
+    };
+    create_service(&client, &labelled("web", &[("tier", "web")]))
+        .await
+        .unwrap();
+    create_service(&client, &labelled("db", &[("team", "a")]))
+        .await
+        .unwrap();
+    // The controller keeps `team` (the pool's selector reads it) and no other label.
+    wait_ips(&client, &ns, "db", &["198.51.100.1"]).await;
+    assert!(
+        ips(&client, &ns, "web").await.is_empty(),
+        "web is not team a"
+    );
+    apply_pool(
+        &client,
+        "tier-web",
+        json!({"addresses": ["203.0.113.0/30"], "serviceAllocation": {"serviceSelectors": [
+            {"matchLabels": {"tier": "web"}}]}}),
+    )
+    .await;
+    wait_ips(&client, &ns, "web", &["203.0.113.1"]).await;
+    wait_ips(&client, &ns, "db", &["198.51.100.1"]).await;
+}
+
 #[tokio::test]
 async fn c07_foreign_status_is_replaced_not_looped_on() {
     let _serial = SERIAL.lock().await;

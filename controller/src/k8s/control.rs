@@ -138,9 +138,16 @@ impl Control {
 
     /// One pass. Returns whether a write failed (retry soon).
     async fn pass(&self, planner: &mut Planner) -> bool {
+        let pools = self.stores.pools.state();
+        let keys = crate::service_labels::selector_label_keys(pools.iter().map(AsRef::as_ref));
+        let Some(services) = self.stores.services.state(&keys) else {
+            // The Services are being read again with a label a pool's selector now reads: no
+            // pass until they are in (the read wakes the loop).
+            return false;
+        };
         let snap = Snapshot {
-            services: self.stores.services.state(),
-            pools: self.stores.pools.state(),
+            services,
+            pools,
             l2: self.stores.l2.state(),
             nodes: self.stores.nodes.state(),
             namespaces: self.stores.namespaces.state(),

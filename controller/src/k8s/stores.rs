@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::events::v1::Event;
 use kube::runtime::reflector::{self, Store};
 
@@ -17,11 +17,14 @@ use tokio::sync::Notify;
 
 use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 
+use crate::k8s::service_watch::ServiceWatch;
+
 /// Read-only views of the watched objects.
 #[derive(Clone)]
 pub struct Stores {
-    /// All Services (every class: the class is decided per object).
-    pub services: Store<Service>,
+    /// All Services (every class: the class is decided per object), with only the labels the
+    /// pools' `serviceSelectors` read.
+    pub services: ServiceWatch,
     /// All IPAddressPools.
     pub pools: Store<IPAddressPool>,
     /// All L2Advertisements.
@@ -98,11 +101,7 @@ impl Stores {
         Stores {
             announcements,
             announcements_ready,
-            services: spawn_reflector(
-                Api::<Service>::all(client.clone()),
-                wake.clone(),
-                crate::service::trim,
-            ),
+            services: ServiceWatch::new(client, wake.clone()),
             pools: spawn_reflector(
                 Api::<IPAddressPool>::all(client.clone()),
                 wake.clone(),
@@ -133,13 +132,17 @@ impl Stores {
         self.announcements_ready.load(Ordering::Relaxed)
     }
 
-    /// Waits until every store (but the reports') holds its initial list.
+    /// Waits until every store (but the reports') holds its initial list; the Services are read
+    /// once the pools are in, with the labels their selectors read.
     ///
     /// # Errors
     /// A watch task ended before its first list.
     pub async fn wait_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.services.wait_until_ready().await?;
         self.pools.wait_until_ready().await?;
+        let keys = crate::service_labels::selector_label_keys(
+            self.pools.state().iter().map(AsRef::as_ref),
+        );
+        self.services.wait_until_ready(&keys).await?;
         self.l2.wait_until_ready().await?;
         self.namespaces.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
