@@ -6,10 +6,14 @@
 //! Kept, by kind:
 //! - every object: name, namespace, uid, resourceVersion, creationTimestamp, generation (for
 //!   Events and pool age, R9);
-//! - Service: `spec`, `status` and the pool its `address-pool` annotation names (the winning
-//!   spelling's value, as the controller reads it, kept as `ferrolb.io/address-pool`: the pool
-//!   the Service is served from, R9 and `ferrolb_crds::ownership::Layout::pool_for`); no other
-//!   annotation and no label;
+//! - Service: of the spec only `type`, `loadBalancerClass` and `externalTrafficPolicy` (whose
+//!   Service it is, and where it may be answered); `status.loadBalancer`; and the pool its
+//!   `address-pool` annotation names (the winning spelling's value, as the controller reads it,
+//!   kept as `ferrolb.io/address-pool`: the pool the Service is served from, R9 and
+//!   `ferrolb_crds::ownership::Layout::pool_for`); no other annotation and no label. The rest of
+//!   the spec has lists Kubernetes does not cap in number (`selector`, `externalIPs`,
+//!   `loadBalancerSourceRanges`, `ports`): kept, they let a tenant grow every speaker (issue #27
+//!   item 7);
 //! - EndpointSlice: the `kubernetes.io/service-name` label, and per endpoint only `nodeName` and
 //!   `conditions`;
 //! - Node: labels (node selectors, the exclusion label), `spec.unschedulable` (cordon, issue
@@ -21,7 +25,9 @@
 use ferrolb_crds::annotations::{ADDRESS_POOL, address_pool};
 use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, Service};
+use k8s_openapi::api::core::v1::{
+    Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, Service, ServiceSpec,
+};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -49,6 +55,15 @@ pub fn service(svc: &mut Service) {
     let pool = address_pool(svc.metadata.annotations.as_ref()).filter(|p| p.len() <= 253);
     svc.metadata = identity(&svc.metadata);
     svc.metadata.annotations = pool.map(|p| [(ADDRESS_POOL[0].to_owned(), p)].into());
+    svc.spec = svc.spec.take().map(|spec| ServiceSpec {
+        type_: spec.type_,
+        load_balancer_class: spec.load_balancer_class,
+        external_traffic_policy: spec.external_traffic_policy,
+        ..ServiceSpec::default()
+    });
+    if let Some(status) = svc.status.as_mut() {
+        status.conditions = None;
+    }
 }
 
 /// Trims an EndpointSlice in place (see the module docs).
@@ -150,4 +165,46 @@ pub fn advertisement(adv: &mut L2Advertisement) {
     let mut meta = identity(&adv.metadata);
     meta.labels = adv.metadata.labels.take();
     adv.metadata = meta;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Issue #27 item 7: a Service's spec lists that Kubernetes does not cap in number are not
+    /// kept; the three fields the speaker reads are.
+    #[test]
+    fn a_service_keeps_only_the_spec_fields_the_speaker_reads() {
+        let many =
+            |prefix: &str| -> Vec<String> { (0..1000).map(|i| format!("{prefix}{i}")).collect() };
+        let mut svc = Service {
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                load_balancer_class: Some("ferrolb.io/l2".into()),
+                external_traffic_policy: Some("Local".into()),
+                selector: Some(
+                    many("k")
+                        .into_iter()
+                        .map(|k| (k, "v".repeat(63)))
+                        .collect::<BTreeMap<_, _>>(),
+                ),
+                external_ips: Some(many("192.0.2.")),
+                load_balancer_source_ranges: Some(many("10.0.0.0/")),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        };
+        service(&mut svc);
+        assert_eq!(
+            svc.spec,
+            Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                load_balancer_class: Some("ferrolb.io/l2".into()),
+                external_traffic_policy: Some("Local".into()),
+                ..ServiceSpec::default()
+            })
+        );
+    }
 }
