@@ -284,16 +284,44 @@ pub fn cap_annotation(key: &str, value: &mut String) {
     value.push_str(&format!("…(truncated from {total} bytes)"));
 }
 
+/// The one entry an over-long `spec.selector` of an `externalTrafficPolicy: Local` Service is
+/// stored as: its key, and the SHA-256 of the selector's canonical JSON as the value.
+pub const SELECTOR_DIGEST_KEY: &str = "ferrolb.io/selector-sha256";
+
+/// Shrinks a `spec.selector` whose keys and values add up to more than
+/// [`MAX_ANNOTATION_VALUE`] bytes to one entry, [`SELECTOR_DIGEST_KEY`] → the SHA-256 (hex) of
+/// its canonical JSON (a `BTreeMap`, so sorted by key). The controller only compares selectors
+/// for equality (two `externalTrafficPolicy: Local` Services share an address only with the same
+/// selector, R2), which the digest keeps: equal selectors stay equal, different ones differ.
+/// Kubernetes caps each entry's length but not their number, so without this a tenant's
+/// selectors of thousands of entries would grow the controller's store (issue #27 item 7).
+/// The result is at most 91 bytes, so capping again changes nothing.
+pub fn cap_selector(selector: &mut BTreeMap<String, String>) {
+    if selector
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
+        <= MAX_ANNOTATION_VALUE
+    {
+        return;
+    }
+    let canonical = serde_json::to_vec(&*selector).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &canonical);
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    *selector = [(SELECTOR_DIGEST_KEY.to_owned(), hex)].into();
+}
+
 /// Drops everything the controller never reads from a Service before it enters the watch store,
 /// so memory is O(what allocation needs) (issue #9: < 64 MiB at 10,000 Services):
 /// - `metadata`: keeps name, namespace, uid, resourceVersion, creationTimestamp, labels (for
-///   `serviceSelectors`) and the annotations of [`crate::annotations`], each value capped by
+///   `serviceSelectors`; the watch then drops those no pool reads, [`crate::service_labels`])
+///   and the annotations of [`crate::annotations`], each value capped by
 ///   [`cap_annotation`]; `managedFields` shrink
 ///   to the entries that own (part of) `status.loadBalancer`, in [`compact_fields`] form (ours
 ///   tells whether we own the ingress, another's names the other writer in a write war, R8);
 /// - `spec`: drops ClusterIPs, session affinity, health-check NodePort, internal traffic policy
 ///   and the like; ports keep protocol and port; the selector is kept only with
-///   `externalTrafficPolicy: Local` (sharing compares it, R2);
+///   `externalTrafficPolicy: Local` (sharing compares it, R2), capped by [`cap_selector`];
 /// - `status`: keeps `loadBalancer` (compared whole with what we would write).
 pub fn trim(svc: &mut Service) {
     let meta = &mut svc.metadata;
@@ -341,6 +369,8 @@ pub fn trim(svc: &mut Service) {
         spec.traffic_distribution = None;
         if spec.external_traffic_policy.as_deref() != Some("Local") {
             spec.selector = None;
+        } else if let Some(selector) = spec.selector.as_mut() {
+            cap_selector(selector);
         }
         for port in spec.ports.iter_mut().flatten() {
             *port = ServicePort {
@@ -593,6 +623,41 @@ mod tests {
         assert_eq!(spec_digest(&s), spec_digest(&t));
         t.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].port = 81;
         assert_ne!(spec_digest(&s), spec_digest(&t));
+    }
+
+    /// Issue #27 item 7: a `spec.selector` of thousands of entries is stored as one digest entry,
+    /// and sharing still tells equal selectors from different ones.
+    #[test]
+    fn trim_caps_a_long_local_selector_and_keeps_equality() {
+        let with_selector = |n: usize, last: &str| {
+            let mut s = lb(&[], &["IPv4"], "SingleStack");
+            let spec = s.spec.as_mut().unwrap();
+            spec.external_traffic_policy = Some("Local".into());
+            spec.selector = Some(
+                (0..n)
+                    .map(|i| (format!("tenant.example/k{i}"), "v".repeat(63)))
+                    .chain([("app".to_string(), last.to_string())])
+                    .collect(),
+            );
+            s
+        };
+        let backend = |mut s: Service| {
+            trim(&mut s);
+            let (req, _) = request_of(&s);
+            (s.spec.unwrap().selector.unwrap(), req.backend)
+        };
+        let (big, a) = backend(with_selector(1000, "web"));
+        let (_, b) = backend(with_selector(1000, "web"));
+        let (_, c) = backend(with_selector(1000, "db"));
+        assert_eq!(big.len(), 1, "one digest entry");
+        assert!(big.iter().all(|(k, v)| k.len() + v.len() <= 91));
+        assert_eq!(a, b, "equal selectors stay equal");
+        assert_ne!(a, c, "different selectors stay different");
+        let (small, _) = backend(with_selector(2, "web"));
+        assert_eq!(small.len(), 3, "a short selector is kept as it is");
+        let mut again = big.clone();
+        cap_selector(&mut again);
+        assert_eq!(again, big);
     }
 
     /// Issue #27: our annotations' values are bounded in the store whatever their size on the
