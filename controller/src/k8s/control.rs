@@ -100,12 +100,19 @@ impl Control {
                         wake.notify_one();
                     });
                 }
-            } else if state.take().is_some() {
-                tracing::info!("no longer leading: standing by with warm caches");
-                self.metrics.status_contested.set(0);
-                self.metrics.set_pending(&std::collections::BTreeMap::new());
-                // Only the leader reports pools (a standby's numbers would go stale).
-                self.metrics.set_pools(&[]);
+            } else {
+                if state.take().is_some() {
+                    tracing::info!("no longer leading: standing by with warm caches");
+                    self.metrics.status_contested.set(0);
+                    self.metrics.set_pending(&std::collections::BTreeMap::new());
+                    // Only the leader reports pools (a standby's numbers would go stale).
+                    self.metrics.set_pools(&[]);
+                }
+                // A standby reads the Services again, as the leader does, when the pools name a
+                // new label: its caches are warm when it takes over (the read wakes this loop).
+                self.stores
+                    .services
+                    .prepare(&self.stores.service_label_keys());
             }
             // A contested Service is tried again when its backoff ends (R8); never sooner than
             // a second from now, so a stale deadline cannot spin the loop.

@@ -7,8 +7,10 @@
 //! skips its pass (so no Service is allocated from a pool whose selector could not see its
 //! labels); once it is in, the loop is woken, the new store replaces the old and the old watch is
 //! stopped. The key set only grows for the life of the process: a pool that stops reading a key
-//! costs nothing until the next restart, and the set is bounded by what the pools name (16
-//! selectors of ≤ 32 expressions each per pool), which only those who may write pools choose.
+//! costs nothing until the next restart, and the set holds only what the pools' selectors name,
+//! which only those who may write pools choose (tenants who may create Services cannot add a
+//! key). A standby makes the same re-reads ([`ServiceWatch::prepare`]), so its caches are warm
+//! when it takes over.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -122,6 +124,13 @@ impl ServiceWatch {
     /// first read is in (the read wakes the loop when it is).
     pub fn state(&self, keys: &BTreeSet<String>) -> Option<Vec<Arc<Service>>> {
         self.step(keys).map(|s| s.state())
+    }
+
+    /// Whether a store with the labels of `keys` is in use; starts (or promotes) the read that
+    /// makes one, as [`ServiceWatch::state`] does, without copying the state out. A standby
+    /// calls it so that its caches are warm when it takes over.
+    pub fn prepare(&self, keys: &BTreeSet<String>) -> bool {
+        self.step(keys).is_some()
     }
 
     /// Promotes a finished read, starts one when `keys` needs it, and returns the store to read

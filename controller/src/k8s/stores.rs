@@ -127,6 +127,12 @@ impl Stores {
         }
     }
 
+    /// The Service label keys the pools' `serviceSelectors` read now
+    /// ([`crate::service_labels::selector_label_keys`]).
+    pub fn service_label_keys(&self) -> std::collections::BTreeSet<String> {
+        crate::service_labels::selector_label_keys(self.pools.state().iter().map(AsRef::as_ref))
+    }
+
     /// Whether the reports' watch has listed them (false while their CRD is missing).
     pub fn announcements_ready(&self) -> bool {
         self.announcements_ready.load(Ordering::Relaxed)
@@ -139,10 +145,9 @@ impl Stores {
     /// A watch task ended before its first list.
     pub async fn wait_ready(&self) -> Result<(), reflector::store::WriterDropped> {
         self.pools.wait_until_ready().await?;
-        let keys = crate::service_labels::selector_label_keys(
-            self.pools.state().iter().map(AsRef::as_ref),
-        );
-        self.services.wait_until_ready(&keys).await?;
+        self.services
+            .wait_until_ready(&self.service_label_keys())
+            .await?;
         self.l2.wait_until_ready().await?;
         self.namespaces.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
