@@ -100,7 +100,10 @@ fn the_sweep_finds_exactly_the_expected_violations() {
 /// make one 50-node scenario cost minutes (`ferrolb-sim search --nodes 50 --class rotation` runs
 /// it). A scenario here costs 33–72 CPU-seconds (the lease's heartbeats grow with N²), so each
 /// class is a test of its own and libtest spreads them over its threads beside the rest.
-/// Nothing is expected to be violated. The classes are listed once, in [`fifty_node_sweep!`]'s
+/// Nothing is expected to be violated. Extended tier (feature `extended`, `tests/run.sh
+/// --extended`): with them the fast tier took 65.5 minutes in the fresh-clone rehearsal of
+/// 2026-12-07, over its 60-minute budget (docs/testing.md); the sweep at 3, 5 and 10 nodes stays
+/// in the fast tier. The classes are listed once, in [`fifty_node_sweep!`]'s
 /// call, which also makes `FIFTY_NODE_CLASSES`.
 #[test]
 fn the_fifty_node_sweep_covers_every_class_but_the_rotation() {
@@ -125,6 +128,10 @@ macro_rules! fifty_node_sweep {
         const FIFTY_NODE_CLASSES: &[FaultClass] = &[$(FaultClass::$class),*];
         $(
             #[test]
+            #[cfg_attr(
+                not(feature = "extended"),
+                ignore = "extended tier (tests/run.sh --extended): 33–72 CPU-s per 50-node scenario"
+            )]
             fn $test() {
                 the_sweep_at_fifty_nodes_finds_no_violation(FaultClass::$class);
             }
