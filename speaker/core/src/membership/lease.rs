@@ -202,6 +202,8 @@ pub struct Evidence {
     /// Per peer name, when the grant arrived that started its current unbroken run of valid
     /// evidence ([`Evidence::valid_throughout`]).
     since: BTreeMap<String, Instant>,
+    /// Bumped whenever `until` changes ([`Evidence::version`]).
+    version: u64,
 }
 
 impl Evidence {
@@ -239,11 +241,13 @@ impl Evidence {
                     self.since.insert(peer.to_owned(), now);
                 }
                 *t = until;
+                self.version = self.version.wrapping_add(1);
                 true
             }
             None => {
                 self.until.insert(peer.to_owned(), until);
                 self.since.insert(peer.to_owned(), now);
+                self.version = self.version.wrapping_add(1);
                 true
             }
         }
@@ -263,6 +267,15 @@ impl Evidence {
         self.rounds.clear();
         self.until.clear();
         self.since.clear();
+        self.version = self.version.wrapping_add(1);
+    }
+
+    /// A number that changes whenever [`Evidence::until`] does (a grant that extended a peer's
+    /// evidence, a reset), so that a caller can cache what it computes from it: the quorum
+    /// lease ([`crate::claim::quorum_until`]) of the same evidence and voters at a later
+    /// instant is the same instant, or that later instant once it has passed.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Per peer name, the instant until which its evidence counts (possibly past).

@@ -175,6 +175,9 @@ pub struct MembershipCore {
     admitted_members: BTreeSet<SocketAddr>,
     next_peer_announce: Option<Instant>,
     alive: BTreeSet<String>,
+    /// [`super::lease::member_list_digest`] of `alive`, made when `alive` changes (every grant
+    /// carries it, and [`Self::agreeing`] compares it).
+    alive_digest: u64,
     events: Vec<MembershipEvent>,
     outbox: Vec<Outgoing>,
     left: bool,
@@ -305,6 +308,7 @@ impl MembershipCore {
             ),
             admitted_members: BTreeSet::new(),
             next_peer_announce: None,
+            alive_digest: super::lease::member_list_digest(&alive),
             alive,
             events: Vec::new(),
             outbox: Vec::new(),
@@ -347,10 +351,23 @@ impl MembershipCore {
         &self.alive
     }
 
+    /// [`super::lease::member_list_digest`] of [`Self::alive`]: equal digests mean equal lists
+    /// (a collision has probability 2^-64), so a caller can see a change without comparing
+    /// the lists.
+    pub fn alive_digest(&self) -> u64 {
+        self.alive_digest
+    }
+
     /// The two-way evidence this speaker holds: per peer name, until when its latest lease grant
     /// counts ([`super::lease`]). Empty after a rejoin or [`MembershipCore::leave`].
     pub fn evidence(&self) -> &BTreeMap<String, Instant> {
         self.evidence.until()
+    }
+
+    /// Changes whenever [`Self::evidence`] does, within one `MembershipCore`
+    /// ([`super::lease::Evidence::version`]).
+    pub fn evidence_version(&self) -> u64 {
+        self.evidence.version()
     }
 
     /// Whether [`MembershipCore::leave`] was called.
@@ -445,7 +462,7 @@ impl MembershipCore {
         if self.left {
             return BTreeSet::new();
         }
-        let ours = super::lease::member_list_digest(&self.alive);
+        let ours = self.alive_digest;
         self.list_digests
             .iter()
             .filter(|(_, d)| **d == ours && **d != super::lease::GATE_CLOSED)
@@ -1336,7 +1353,7 @@ impl MembershipCore {
                     // A closed gate sends `GATE_CLOSED`, never `None`: `None` marks a speaker
                     // from before the handover fields, whose replies say nothing.
                     members: Some(if self.plan.is_some() {
-                        super::lease::member_list_digest(&self.alive)
+                        self.alive_digest
                     } else {
                         super::lease::GATE_CLOSED
                     }),
@@ -1461,7 +1478,10 @@ impl MembershipCore {
             self.budget.set_members(member_addrs.iter().copied());
             self.admitted_members = member_addrs;
         }
-        self.alive = now_alive;
+        if now_alive != self.alive {
+            self.alive_digest = super::lease::member_list_digest(&now_alive);
+            self.alive = now_alive;
+        }
         self.counters.set_members(self.alive.len());
     }
 }
