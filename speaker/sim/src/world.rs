@@ -76,6 +76,11 @@ fn node_facts(i: usize) -> NodeFacts {
 }
 
 /// The well-known hostname label of a Node.
+/// The digest of an empty member list ([`MembershipCore::alive_digest`] of nobody).
+fn empty_list() -> u64 {
+    ferrolb_l2::membership::lease::member_list_digest(std::iter::empty())
+}
+
 const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// The view every node has: the nodes Ready, one L2Advertisement for all, one Service per IP.
@@ -159,7 +164,16 @@ struct Responder {
     fresh: BTreeSet<IpAddr>,
     /// The interface tasks' timers wait for their wake-up after a change of the owned set.
     hold_until: Duration,
+    /// The observer's last [`quorum_until`] of this node (it asks at every step): keyed on the
+    /// membership (its join's seed) and its evidence version, and emptied when the voters
+    /// change. Valid later too: with the same evidence and voters the lease ends at the same
+    /// instant, or at once if that has passed ([`World::lease_of`]).
+    quorum_cache: std::cell::Cell<Option<QuorumCache>>,
 }
+
+/// What [`Responder::quorum_cache`] keeps: the membership's join seed and evidence version
+/// (`None` without a membership), and the lease's end computed from them.
+type QuorumCache = (Option<(u64, u64)>, Option<Instant>);
 
 impl Responder {
     /// A process's fresh responder on node `i`, its NICs' links as `links` says.
@@ -186,6 +200,7 @@ impl Responder {
             next_epoch: 0,
             fresh: BTreeSet::new(),
             hold_until: Duration::ZERO,
+            quorum_cache: std::cell::Cell::new(None),
         }
     }
 
@@ -244,7 +259,8 @@ struct Node {
     core: Option<SpeakerCore>,
     membership: Option<MembershipCore>,
     inbox: Vec<(SocketAddr, Vec<u8>)>,
-    last_alive: BTreeSet<String>,
+    /// [`MembershipCore::alive_digest`] when the members last woke the core.
+    last_alive: u64,
     /// The membership's handover replies when they last woke the core (issue #32 G5.8).
     last_replies: BTreeMap<(String, IpAddr), ferrolb_l2::membership::lease::HandoverReply>,
     responder: Responder,
@@ -419,7 +435,7 @@ impl World {
                 core: None,
                 membership: None,
                 inbox: Vec::new(),
-                last_alive: BTreeSet::new(),
+                last_alive: empty_list(),
                 last_replies: BTreeMap::new(),
                 responder: Responder::new(i, &vec![true; s.nics.max(1)]),
                 plan: None,
@@ -720,7 +736,7 @@ impl World {
         m.set_peers(peers, self.clock_of(i));
         m.set_voters(self.nodes[i].responder.voters.clone());
         self.nodes[i].membership = Some(m);
-        self.nodes[i].last_alive = BTreeSet::new();
+        self.nodes[i].last_alive = empty_list();
         self.flush(i);
     }
 
@@ -1020,7 +1036,7 @@ impl World {
         };
         let out = m.take_outgoing();
         let events = m.take_events();
-        let alive = (*m.alive() != node.last_alive).then(|| m.alive().clone());
+        let alive = (m.alive_digest() != node.last_alive).then(|| m.alive_digest());
         let replies =
             (*m.handover_replies() != node.last_replies).then(|| m.handover_replies().clone());
         for o in out {
@@ -1192,6 +1208,7 @@ impl World {
                     m.set_voters(voters.clone());
                 }
                 self.nodes[i].responder.voters = voters;
+                self.nodes[i].responder.quorum_cache.set(None);
             }
             Output::SetOwned(owned) => {
                 // As `Responder::set_owned`: an IP keeps its epoch while its interfaces stay.
@@ -1226,7 +1243,7 @@ impl World {
                 }
                 self.flush(i);
                 self.nodes[i].membership = None;
-                self.nodes[i].last_alive.clear();
+                self.nodes[i].last_alive = empty_list();
             }
             Output::Membership(MembershipCommand::Join) => self.join(i),
             Output::Planned { plan, .. } => self.nodes[i].plan = Some(plan),
@@ -1296,9 +1313,21 @@ impl World {
     fn lease_of(&self, i: usize) -> Option<Instant> {
         let n = &self.nodes[i];
         let step = n.responder.lease.map(|l| self.t0 + l);
-        let empty = BTreeMap::new();
-        let evidence = n.membership.as_ref().map_or(&empty, |m| m.evidence());
-        let quorum = quorum_until(evidence, &n.responder.voters, &n.name, self.mono());
+        let key = n
+            .membership
+            .as_ref()
+            .map(|m| (n.seed, m.evidence_version()));
+        let quorum = match n.responder.quorum_cache.get() {
+            // The majority only shrinks as evidence runs out: the same instant, or now.
+            Some((k, q)) if k == key => q.map(|q| q.max(self.mono())),
+            _ => {
+                let empty = BTreeMap::new();
+                let evidence = n.membership.as_ref().map_or(&empty, |m| m.evidence());
+                let q = quorum_until(evidence, &n.responder.voters, &n.name, self.mono());
+                n.responder.quorum_cache.set(Some((key, q)));
+                q
+            }
+        };
         match (step, quorum) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
