@@ -40,7 +40,7 @@ if [ -n "${CI:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
   fi
 fi
 features=()
-if $extended; then features=(--features ferrolb-tests/extended,ferrolb-sim/extended); fi
+if $extended; then features=(--features ferrolb-tests/extended); fi
 
 times=$(mktemp)
 started=$(date +%s)

@@ -69,23 +69,26 @@ fn a_quiet_cluster_converges_with_one_answerer_per_ip() {
     }
 }
 
-#[test]
-fn the_sweep_finds_exactly_the_expected_violations() {
+/// The sweep of `class`: every seed of [`SEEDS`] at each size; its violations must be exactly
+/// the entries of [`EXPECTED`] for `class`.
+fn the_sweep_finds_exactly_the_expected_violations(class: FaultClass) {
     let mut found: BTreeSet<(FaultClass, usize, &str)> = BTreeSet::new();
     let mut examples = Vec::new();
     for (nodes, seeds) in SEEDS {
-        for class in FaultClass::ALL {
-            for seed in 0..seeds {
-                let s = scenario(seed, nodes, 4, class);
-                for v in check(&s, &run(&s)) {
-                    if found.insert((class, nodes, v.invariant)) {
-                        examples.push(format!("{v:?} in {}", s.literal()));
-                    }
+        for seed in 0..seeds {
+            let s = scenario(seed, nodes, 4, class);
+            for v in check(&s, &run(&s)) {
+                if found.insert((class, nodes, v.invariant)) {
+                    examples.push(format!("{v:?} in {}", s.literal()));
                 }
             }
         }
     }
-    let expected: BTreeSet<(FaultClass, usize, &str)> = EXPECTED.iter().copied().collect();
+    let expected: BTreeSet<(FaultClass, usize, &str)> = EXPECTED
+        .iter()
+        .copied()
+        .filter(|(c, _, _)| *c == class)
+        .collect();
     let unexpected: Vec<_> = found.difference(&expected).collect();
     let gone: Vec<_> = expected.difference(&found).collect();
     assert!(
@@ -95,16 +98,49 @@ fn the_sweep_finds_exactly_the_expected_violations() {
     );
 }
 
+/// Every fault class has its sweep test, and every entry of [`EXPECTED`] names one of them.
+#[test]
+fn the_sweep_covers_every_class() {
+    assert_eq!(SWEEP_CLASSES.to_vec(), FaultClass::ALL.to_vec());
+    assert!(EXPECTED.iter().all(|(c, _, _)| SWEEP_CLASSES.contains(c)));
+}
+
+/// One sweep test per class (libtest runs them on all its threads; as one test the sweep
+/// was the longest thread of the binary), and `SWEEP_CLASSES`, the classes in order.
+macro_rules! sweep {
+    ($($test:ident: $class:ident,)*) => {
+        const SWEEP_CLASSES: &[FaultClass] = &[$(FaultClass::$class),*];
+        $(
+            #[test]
+            fn $test() {
+                the_sweep_finds_exactly_the_expected_violations(FaultClass::$class);
+            }
+        )*
+    };
+}
+
+sweep! {
+    sweep_process_faults: Process,
+    sweep_partition_faults: Partition,
+    sweep_one_way_faults: OneWay,
+    sweep_carrier_faults: Carrier,
+    sweep_adversary_faults: Adversary,
+    sweep_api_faults: Api,
+    sweep_loss_faults: Loss,
+    sweep_starved_faults: Starved,
+    sweep_clock_faults: Clock,
+    sweep_two_nics_faults: TwoNics,
+    sweep_rotation_faults: Rotation,
+}
+
 /// The sweep at 50 nodes (issue #32: the invariants hold for the CI seed list at
 /// N = 3, 5, 10 and 50): seed 0 of every fault class but the key rotation, whose 3·N restarts
 /// make one 50-node scenario cost minutes (`ferrolb-sim search --nodes 50 --class rotation` runs
-/// it). A scenario here costs 33–72 CPU-seconds (the lease's heartbeats grow with N²), so each
-/// class is a test of its own and libtest spreads them over its threads beside the rest.
-/// Nothing is expected to be violated. Extended tier (feature `extended`, `tests/run.sh
-/// --extended`): with them the fast tier took 65.5 minutes in the fresh-clone rehearsal of
-/// 2026-12-07, over its 60-minute budget (docs/testing.md); the sweep at 3, 5 and 10 nodes stays
-/// in the fast tier. The classes are listed once, in [`fifty_node_sweep!`]'s
-/// call, which also makes `FIFTY_NODE_CLASSES`.
+/// it). A scenario here costs 34–82 CPU-seconds (2026-12-07; the lease's heartbeats grow with
+/// N²), so each class is a test of its own and libtest spreads them over its threads beside
+/// the rest. Nothing is expected to be violated. In the fast tier (docs/testing.md: about 450
+/// CPU-s, 3.8 min of wall time on 2 threads); the classes are listed once, in
+/// [`fifty_node_sweep!`]'s call, which also makes `FIFTY_NODE_CLASSES`.
 #[test]
 fn the_fifty_node_sweep_covers_every_class_but_the_rotation() {
     let want: Vec<_> = FaultClass::ALL
@@ -128,10 +164,6 @@ macro_rules! fifty_node_sweep {
         const FIFTY_NODE_CLASSES: &[FaultClass] = &[$(FaultClass::$class),*];
         $(
             #[test]
-            #[cfg_attr(
-                not(feature = "extended"),
-                ignore = "extended tier (tests/run.sh --extended): 33–72 CPU-s per 50-node scenario"
-            )]
             fn $test() {
                 the_sweep_at_fifty_nodes_finds_no_violation(FaultClass::$class);
             }
