@@ -8,8 +8,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ferrolb_controller::k8s::uninstall::release_all;
 use ferrolb_runtime::reflector::LIST_PAGE_SIZE;
-use ferrolb_tests::cluster::{ClusterOptions, TestCluster};
+use ferrolb_tests::cluster::{ClusterOptions, TestCluster, workspace_bin};
 use ferrolb_tests::controller::{ControllerOptions, ControllerProcess};
 use ferrolb_tests::lab::Lab;
 use ferrolb_tests::lab::bench::proc_status_kib;
@@ -140,6 +141,27 @@ async fn controller_peak(lab: &Lab, identity: &str) -> u64 {
     peak
 }
 
+/// Runs `ferrolb uninstall --release-only` against the lab (it lists every Service looking for
+/// statuses of ours to release, then deletes nothing) under `ferrolb-test-peak`, and returns
+/// the command's peak resident memory in bytes (issue #27 item 7: the release lists Services one
+/// object at a time, or in pages of `LIST_PAGE_SIZE`).
+fn uninstall_peak(lab: &Lab) -> u64 {
+    let out = std::process::Command::new(workspace_bin("ferrolb-test-peak").unwrap())
+        .arg(workspace_bin("ferrolb").unwrap())
+        .args(["uninstall", "--release-only", "--kubeconfig"])
+        .arg(lab.cluster().kubeconfig())
+        .output()
+        .expect("running ferrolb uninstall");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ferrolb uninstall failed: {stderr}");
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("peak_rss_kib="))
+        .and_then(|kib| kib.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no peak_rss_kib in: {stderr}"))
+        * 1024
+}
+
 /// Creates `n` Services ([`service`]), eight requests at a time.
 async fn create_services(client: &Client, n: usize, annotation_bytes: usize) {
     let api: Api<Service> = Api::namespaced(client.clone(), "default");
@@ -184,19 +206,24 @@ async fn speaker_memory_stays_bounded_by_what_it_stores() {
 
     let speaker_before = speaker_peak(&mut lab).await;
     let controller_before = controller_peak(&lab, "mem-a").await;
+    let uninstall_before = uninstall_peak(&lab);
 
     create_services(&client, SERVICES, ANNOTATION_BYTES).await;
 
     let speaker_after = speaker_peak(&mut lab).await;
     let controller_after = controller_peak(&lab, "mem-b").await;
+    let uninstall_after = uninstall_peak(&lab);
 
     println!(
-        "MEASURED peak RSS (VmHWM), MiB: speaker {:.1} → {:.1}, controller {:.1} → {:.1}; \
+        "MEASURED peak RSS (VmHWM), MiB: speaker {:.1} → {:.1}, controller {:.1} → {:.1}, \
+         `ferrolb uninstall --release-only` {:.1} → {:.1}; \
          {SERVICES} Services × ({} KiB of annotation + {LABELS} labels) = {:.1} MiB; allowance {:.1} MiB",
         mib(speaker_before),
         mib(speaker_after),
         mib(controller_before),
         mib(controller_after),
+        mib(uninstall_before),
+        mib(uninstall_after),
         ANNOTATION_BYTES / 1024,
         mib(annotations + (SERVICES * LABEL_BYTES) as u64),
         mib(allowance),
@@ -213,6 +240,13 @@ async fn speaker_memory_stays_bounded_by_what_it_stores() {
         "controller peak {:.1} MiB > {:.1} MiB without the Services + {:.1} MiB",
         mib(controller_after),
         mib(controller_before),
+        mib(allowance)
+    );
+    assert!(
+        uninstall_after <= uninstall_before + allowance,
+        "ferrolb uninstall peak {:.1} MiB > {:.1} MiB without the Services + {:.1} MiB",
+        mib(uninstall_after),
+        mib(uninstall_before),
         mib(allowance)
     );
 }
@@ -241,7 +275,9 @@ const READ_SERVICES: usize = 46;
 
 /// Runs one watch of every Service (the reflector both binaries use) against an API server
 /// started with `apiserver_args` holding 45 small Services and `default/kubernetes` until its
-/// store holds all 46; returns the requests it sent and the objects it stored.
+/// store holds all 46; returns the requests it sent and the objects it stored. Then runs the
+/// uninstall's search for statuses to release (`release_all`, none of them ours) and returns
+/// its requests too.
 ///
 /// Two waits make the count exact without hiding a request: the API server's bootstrap
 /// controller creates `default/kubernetes` some time after `/readyz` (on a loaded machine, after
@@ -249,7 +285,7 @@ const READ_SERVICES: usize = 46;
 /// watch cache with `resourceVersion=0` ("any" semantics, how kube-runtime asks), which may lag
 /// the last create by a moment, so its store is ready with a state the same watch then brings up
 /// to date — every request is still recorded and asserted on by the callers.
-async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize) {
+async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize, Vec<String>) {
     let cluster = TestCluster::start_with(ClusterOptions {
         install_crds: false,
         apiserver_args: apiserver_args.iter().map(ToString::to_string).collect(),
@@ -269,7 +305,7 @@ async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize) {
     .expect("the API server creates default/kubernetes within 60 s");
     let (client, log) = recording_client(&cluster).await;
     let (store, task) = ferrolb_runtime::reflector::spawn(
-        Api::<Service>::all(client),
+        Api::<Service>::all(client.clone()),
         Arc::new(tokio::sync::Notify::new()),
         |_| {},
     );
@@ -285,8 +321,22 @@ async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize) {
     .await;
     let stored = store.state().len();
     task.abort();
-    let requests = log.lock().unwrap().clone();
-    (requests, stored)
+    let requests = std::mem::take(&mut *log.lock().unwrap());
+    let publisher = ferrolb_runtime::events::Publisher::new(
+        client.clone(),
+        kube::runtime::events::Reporter {
+            controller: "memory-bounds".into(),
+            instance: None,
+        },
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let report = release_all(&client, &publisher, "test", 4, deadline).await;
+    assert!(
+        report.released.is_empty() && report.left.is_empty() && report.incomplete.is_none(),
+        "nothing of ours to release, and a complete search: {report:?}"
+    );
+    let release = std::mem::take(&mut *log.lock().unwrap());
+    (requests, stored, release)
 }
 
 /// The initial state is never read in large pages: where the API server streams
@@ -297,8 +347,8 @@ async fn initial_read(apiserver_args: &[&str]) -> (Vec<String>, usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initial_state_is_streamed_or_paged_never_read_whole() {
     let is_list = |r: &String| !r.contains("watch=true");
-    let (requests, stored) = initial_read(&[]).await;
-    println!("WatchList on: {requests:#?}");
+    let (requests, stored, release) = initial_read(&[]).await;
+    println!("WatchList on: {requests:#?}\nrelease on uninstall: {release:#?}");
     assert_eq!(stored, READ_SERVICES, "45 Services and default/kubernetes");
     assert!(
         requests[0].contains("watch=true") && requests[0].contains("sendInitialEvents=true"),
@@ -309,8 +359,19 @@ async fn initial_state_is_streamed_or_paged_never_read_whole() {
         "no LIST where lists stream: {requests:?}"
     );
 
-    let (requests, stored) = initial_read(&["--feature-gates=WatchList=false"]).await;
-    println!("WatchList off: {requests:#?}");
+    // The uninstall's search (issue #27 item 7): one streaming list, most-recent semantics
+    // (resourceVersion "" with NotOlderThan), no LIST.
+    assert_eq!(release.len(), 1, "one streaming list: {release:?}");
+    let most_recent = |r: &str| r.contains("resourceVersion=&") || r.ends_with("resourceVersion=");
+    assert!(
+        release[0].contains("sendInitialEvents=true")
+            && release[0].contains("resourceVersionMatch=NotOlderThan")
+            && most_recent(&release[0]),
+        "{release:?}"
+    );
+
+    let (requests, stored, release) = initial_read(&["--feature-gates=WatchList=false"]).await;
+    println!("WatchList off: {requests:#?}\nrelease on uninstall: {release:#?}");
     assert_eq!(stored, READ_SERVICES, "45 Services and default/kubernetes");
     assert!(
         requests[0].contains("sendInitialEvents=true"),
@@ -325,5 +386,23 @@ async fn initial_state_is_streamed_or_paged_never_read_whole() {
     for l in &lists {
         assert!(l.contains(&format!("limit={LIST_PAGE_SIZE}")), "{l}");
         assert!(!l.contains("resourceVersion=0"), "{l}");
+    }
+    // The uninstall's search: the streaming list refused, then LISTs of `LIST_PAGE_SIZE`.
+    assert!(
+        release[0].contains("sendInitialEvents=true"),
+        "a streaming list is tried first: {release:?}"
+    );
+    let pages: Vec<&String> = release[1..].iter().collect();
+    assert_eq!(
+        pages.len(),
+        READ_SERVICES.div_ceil(LIST_PAGE_SIZE as usize),
+        "pages of {LIST_PAGE_SIZE}: {release:?}"
+    );
+    for p in &pages {
+        assert!(
+            is_list(p) && p.contains(&format!("limit={LIST_PAGE_SIZE}")),
+            "{p}"
+        );
+        assert!(!p.contains("resourceVersion=0"), "{p}");
     }
 }

@@ -34,9 +34,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ferrolb_runtime::reflector::LIST_PAGE_SIZE;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
 use tokio::time::{Instant, timeout_at};
 
@@ -56,9 +57,9 @@ pub const RELEASE_DEADLINE: Duration = Duration::from_secs(8);
 /// [`RELEASE_DEADLINE`] is for the writes.
 pub const NAMESPACE_READ_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Services per list page while looking for statuses to release (memory stays bounded at
-/// 50,000 Services).
-const PAGE: u32 = 500;
+/// The annotation on the bookmark that ends a streaming list's initial events (Kubernetes'
+/// `WatchList`, KEP-3157).
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// Listing rounds: a write the control loop had in flight at SIGTERM may land after the first
 /// listing; the next round finds it. Stops early once a round finds nothing of ours.
@@ -171,51 +172,29 @@ pub async fn release_all(
         // What is left is what the latest round could not release: a Service that failed in an
         // earlier round and is no longer ours (deleted, taken by another writer) is not.
         left.clear();
-        let mut found = 0usize;
-        let mut token: Option<String> = None;
-        loop {
-            let mut lp = ListParams::default().limit(PAGE);
-            if let Some(t) = &token {
-                lp = lp.continue_token(t);
+        let owned = match owned_services(&api, deadline).await {
+            Ok(owned) => owned,
+            Err(why) => {
+                report.incomplete = Some(why);
+                report.left = left.into_iter().collect();
+                return report;
             }
-            let page = match timeout_at(deadline, api.list(&lp)).await {
-                Ok(Ok(page)) => page,
-                Ok(Err(e)) => {
-                    report.incomplete = Some(format!("listing Services failed: {e}"));
-                    report.left = left.into_iter().collect();
-                    return report;
+        };
+        let found = owned.len();
+        let results: Vec<(ServiceKey, Result<(), String>)> = futures::stream::iter(owned)
+            .map(|(svc, ips)| release_one(client, recorder, why, svc, ips, deadline))
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await;
+        for (key, result) in results {
+            match result {
+                Ok(()) => {
+                    left.remove(&key);
+                    report.released.push(key);
                 }
-                Err(_) => {
-                    report.incomplete = Some("the deadline passed while listing Services".into());
-                    report.left = left.into_iter().collect();
-                    return report;
+                Err(why) => {
+                    left.insert(key, why);
                 }
-            };
-            let owned: Vec<(Service, Vec<String>)> = page
-                .items
-                .into_iter()
-                .filter_map(|svc| owned_ingress(&svc).map(|ips| (svc, ips)))
-                .collect();
-            found += owned.len();
-            let results: Vec<(ServiceKey, Result<(), String>)> = futures::stream::iter(owned)
-                .map(|(svc, ips)| release_one(client, recorder, why, svc, ips, deadline))
-                .buffer_unordered(concurrency.max(1))
-                .collect()
-                .await;
-            for (key, result) in results {
-                match result {
-                    Ok(()) => {
-                        left.remove(&key);
-                        report.released.push(key);
-                    }
-                    Err(why) => {
-                        left.insert(key, why);
-                    }
-                }
-            }
-            token = page.metadata.continue_.filter(|t| !t.is_empty());
-            if token.is_none() {
-                break;
             }
         }
         if found == 0 {
@@ -237,6 +216,100 @@ pub async fn release_all(
     }
     report.left = left.into_iter().collect();
     report
+}
+
+/// Every Service whose status is ours to release ([`owned_ingress`]), trimmed
+/// ([`crate::service::trim`]) with its ingress IPs, from one complete listing that ends before
+/// `deadline` (else `Err` saying why).
+///
+/// **Memory stays bounded by one object, not by a page** (issue #27 item 7): a tenant's large
+/// Services (annotations up to 256 KiB, any number of labels) must not push the leader past its
+/// memory limit as it stops, nor `ferrolb uninstall`. The listing is a streaming list (a watch
+/// with `sendInitialEvents`, most-recent semantics: resource version "" and `NotOlderThan`, so
+/// a status written just before is in it), which delivers one object per event; each is looked
+/// at and dropped or trimmed before the next is read. Where the API server refuses streaming
+/// lists (`WatchList` off, Kubernetes 1.33's default) it falls back to a LIST in pages of
+/// [`LIST_PAGE_SIZE`] objects, most-recent semantics too. Before, pages of 500 whole Services:
+/// 500 Services of 126 KiB each were one 62 MiB response.
+async fn owned_services(
+    api: &Api<Service>,
+    deadline: Instant,
+) -> Result<Vec<(Service, Vec<String>)>, String> {
+    // By Service: a change after its first event replaces it (or drops it, no longer ours).
+    let mut owned: BTreeMap<ServiceKey, (Service, Vec<String>)> = BTreeMap::new();
+    let mut keep = |mut svc: Service| {
+        let key = key_of(&svc);
+        match owned_ingress(&svc) {
+            Some(ips) => {
+                crate::service::trim(&mut svc);
+                owned.insert(key, (svc, ips));
+            }
+            None => {
+                owned.remove(&key);
+            }
+        }
+    };
+    match timeout_at(deadline, api.watch(&WatchParams::streaming_lists(), "")).await {
+        Err(_) => return Err("the deadline passed while listing Services".into()),
+        Ok(Err(kube::Error::Api(status))) if status.code == 422 || status.code == 400 => {
+            tracing::info!(
+                error = %status.message,
+                page_size = LIST_PAGE_SIZE,
+                "the API server refuses streaming lists (WatchList off): reading paged lists"
+            );
+        }
+        Ok(Err(e)) => return Err(format!("listing Services failed: {e}")),
+        Ok(Ok(events)) => {
+            let mut events = std::pin::pin!(events);
+            loop {
+                match timeout_at(deadline, events.next()).await {
+                    Err(_) => return Err("the deadline passed while listing Services".into()),
+                    Ok(None) => {
+                        return Err("the listing of Services ended before its last object".into());
+                    }
+                    Ok(Some(Err(e))) => return Err(format!("listing Services failed: {e}")),
+                    Ok(Some(Ok(WatchEvent::Added(svc) | WatchEvent::Modified(svc)))) => keep(svc),
+                    Ok(Some(Ok(WatchEvent::Deleted(svc)))) => {
+                        // As not ours: `keep` drops it.
+                        keep(Service {
+                            metadata: svc.metadata,
+                            ..Service::default()
+                        });
+                    }
+                    Ok(Some(Ok(WatchEvent::Bookmark(b)))) => {
+                        if b.metadata
+                            .annotations
+                            .get(INITIAL_EVENTS_END)
+                            .map(String::as_str)
+                            == Some("true")
+                        {
+                            return Ok(owned.into_values().collect());
+                        }
+                    }
+                    Ok(Some(Ok(WatchEvent::Error(e)))) => {
+                        return Err(format!("listing Services failed: {}", e.message));
+                    }
+                }
+            }
+        }
+    }
+    let mut token: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default().limit(LIST_PAGE_SIZE);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = match timeout_at(deadline, api.list(&lp)).await {
+            Ok(Ok(page)) => page,
+            Ok(Err(e)) => return Err(format!("listing Services failed: {e}")),
+            Err(_) => return Err("the deadline passed while listing Services".into()),
+        };
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        page.items.into_iter().for_each(&mut keep);
+        if token.is_none() {
+            return Ok(owned.into_values().collect());
+        }
+    }
 }
 
 /// Releases one Service: the status first, then the Event (whose failure is only logged).
