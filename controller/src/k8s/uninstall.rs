@@ -172,14 +172,9 @@ pub async fn release_all(
         // What is left is what the latest round could not release: a Service that failed in an
         // earlier round and is no longer ours (deleted, taken by another writer) is not.
         left.clear();
-        let owned = match owned_services(&api, deadline).await {
-            Ok(owned) => owned,
-            Err(why) => {
-                report.incomplete = Some(why);
-                report.left = left.into_iter().collect();
-                return report;
-            }
-        };
+        // A listing cut short still releases what it found (each write is conditional on the
+        // resourceVersion it was read at), then stops.
+        let (owned, cut_short) = owned_services(&api, deadline).await;
         let found = owned.len();
         let results: Vec<(ServiceKey, Result<(), String>)> = futures::stream::iter(owned)
             .map(|(svc, ips)| release_one(client, recorder, why, svc, ips, deadline))
@@ -196,6 +191,11 @@ pub async fn release_all(
                     left.insert(key, why);
                 }
             }
+        }
+        if let Some(why) = cut_short {
+            report.incomplete = Some(why);
+            report.left = left.into_iter().collect();
+            return report;
         }
         if found == 0 {
             // A complete listing found nothing of ours: nothing is left.
@@ -218,26 +218,36 @@ pub async fn release_all(
     report
 }
 
+/// How long the streaming list may go without an event before it is given up for the paged
+/// LIST: an API server (or an aggregated or proxied one) that accepts the watch but never sends
+/// the bookmark ending the initial events must not spend the whole [`RELEASE_DEADLINE`].
+const STREAM_GAP: Duration = Duration::from_secs(2);
+
 /// Every Service whose status is ours to release ([`owned_ingress`]), trimmed
 /// ([`crate::service::trim`]) with its ingress IPs, from one complete listing that ends before
-/// `deadline` (else `Err` saying why).
+/// `deadline`; with `Some(why)` when the listing did not complete (what it found until then is
+/// still returned: releasing it is safe, each write being conditional on the resourceVersion
+/// read).
 ///
 /// **Memory stays bounded by one object, not by a page** (issue #27 item 7): a tenant's large
 /// Services (annotations up to 256 KiB, any number of labels) must not push the leader past its
 /// memory limit as it stops, nor `ferrolb uninstall`. The listing is a streaming list (a watch
 /// with `sendInitialEvents`, most-recent semantics: resource version "" and `NotOlderThan`, so
 /// a status written just before is in it), which delivers one object per event; each is looked
-/// at and dropped or trimmed before the next is read. Where the API server refuses streaming
-/// lists (`WatchList` off, Kubernetes 1.33's default) it falls back to a LIST in pages of
-/// [`LIST_PAGE_SIZE`] objects, most-recent semantics too. Before, pages of 500 whole Services:
-/// 500 Services of 126 KiB each were one 62 MiB response.
+/// at and dropped or trimmed before the next is read. If the streaming list fails in any way
+/// before its end — refused (`WatchList` off, Kubernetes 1.33's default: 422), an error, a 429
+/// while the watch cache warms up, a stream that ends early or goes [`STREAM_GAP`] without an
+/// event — what it found is dropped and the Services are read again with a LIST in pages of
+/// [`LIST_PAGE_SIZE`] objects, most-recent semantics too (client-go's reflector falls back the
+/// same way). Before, pages of 500 whole Services: 500 Services of 126 KiB each were one 62 MiB
+/// response.
 async fn owned_services(
     api: &Api<Service>,
     deadline: Instant,
-) -> Result<Vec<(Service, Vec<String>)>, String> {
+) -> (Vec<(Service, Vec<String>)>, Option<String>) {
     // By Service: a change after its first event replaces it (or drops it, no longer ours).
     let mut owned: BTreeMap<ServiceKey, (Service, Vec<String>)> = BTreeMap::new();
-    let mut keep = |mut svc: Service| {
+    let keep = |owned: &mut BTreeMap<ServiceKey, (Service, Vec<String>)>, mut svc: Service| {
         let key = key_of(&svc);
         match owned_ingress(&svc) {
             Some(ips) => {
@@ -249,48 +259,54 @@ async fn owned_services(
             }
         }
     };
-    match timeout_at(deadline, api.watch(&WatchParams::streaming_lists(), "")).await {
-        Err(_) => return Err("the deadline passed while listing Services".into()),
-        Ok(Err(kube::Error::Api(status))) if status.code == 422 || status.code == 400 => {
-            tracing::info!(
-                error = %status.message,
-                page_size = LIST_PAGE_SIZE,
-                "the API server refuses streaming lists (WatchList off): reading paged lists"
-            );
-        }
-        Ok(Err(e)) => return Err(format!("listing Services failed: {e}")),
-        Ok(Ok(events)) => {
-            let mut events = std::pin::pin!(events);
-            loop {
-                match timeout_at(deadline, events.next()).await {
-                    Err(_) => return Err("the deadline passed while listing Services".into()),
-                    Ok(None) => {
-                        return Err("the listing of Services ended before its last object".into());
-                    }
-                    Ok(Some(Err(e))) => return Err(format!("listing Services failed: {e}")),
-                    Ok(Some(Ok(WatchEvent::Added(svc) | WatchEvent::Modified(svc)))) => keep(svc),
-                    Ok(Some(Ok(WatchEvent::Deleted(svc)))) => {
-                        // As not ours: `keep` drops it.
-                        keep(Service {
-                            metadata: svc.metadata,
-                            ..Service::default()
-                        });
-                    }
-                    Ok(Some(Ok(WatchEvent::Bookmark(b)))) => {
-                        if b.metadata
-                            .annotations
-                            .get(INITIAL_EVENTS_END)
-                            .map(String::as_str)
-                            == Some("true")
-                        {
-                            return Ok(owned.into_values().collect());
-                        }
-                    }
-                    Ok(Some(Ok(WatchEvent::Error(e)))) => {
-                        return Err(format!("listing Services failed: {}", e.message));
+    let streamed = async {
+        let events = api
+            .watch(&WatchParams::streaming_lists(), "")
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut events = std::pin::pin!(events);
+        loop {
+            let event = timeout_at(Instant::now() + STREAM_GAP, events.next())
+                .await
+                .map_err(|_| format!("no event for {STREAM_GAP:?}"))?;
+            match event {
+                None => return Err("the stream ended before its last object".to_string()),
+                Some(Err(e)) => return Err(e.to_string()),
+                Some(Ok(WatchEvent::Added(svc) | WatchEvent::Modified(svc))) => {
+                    keep(&mut owned, svc);
+                }
+                Some(Ok(WatchEvent::Deleted(svc))) => {
+                    owned.remove(&key_of(&svc));
+                }
+                Some(Ok(WatchEvent::Bookmark(b))) => {
+                    if b.metadata
+                        .annotations
+                        .get(INITIAL_EVENTS_END)
+                        .map(String::as_str)
+                        == Some("true")
+                    {
+                        return Ok(());
                     }
                 }
+                Some(Ok(WatchEvent::Error(e))) => return Err(e.message),
             }
+        }
+    };
+    match timeout_at(deadline, streamed).await {
+        Ok(Ok(())) => return (owned.into_values().collect(), None),
+        Ok(Err(error)) => {
+            tracing::info!(
+                %error,
+                page_size = LIST_PAGE_SIZE,
+                "no streaming list of Services (refused, failed or incomplete): reading paged lists"
+            );
+            owned.clear();
+        }
+        Err(_) => {
+            return (
+                owned.into_values().collect(),
+                Some("the deadline passed while listing Services".into()),
+            );
         }
     }
     let mut token: Option<String> = None;
@@ -301,13 +317,25 @@ async fn owned_services(
         }
         let page = match timeout_at(deadline, api.list(&lp)).await {
             Ok(Ok(page)) => page,
-            Ok(Err(e)) => return Err(format!("listing Services failed: {e}")),
-            Err(_) => return Err("the deadline passed while listing Services".into()),
+            Ok(Err(e)) => {
+                return (
+                    owned.into_values().collect(),
+                    Some(format!("listing Services failed: {e}")),
+                );
+            }
+            Err(_) => {
+                return (
+                    owned.into_values().collect(),
+                    Some("the deadline passed while listing Services".into()),
+                );
+            }
         };
         token = page.metadata.continue_.filter(|t| !t.is_empty());
-        page.items.into_iter().for_each(&mut keep);
+        for svc in page.items {
+            keep(&mut owned, svc);
+        }
         if token.is_none() {
-            return Ok(owned.into_values().collect());
+            return (owned.into_values().collect(), None);
         }
     }
 }
