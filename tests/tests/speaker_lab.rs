@@ -1060,10 +1060,11 @@ fn neighbour_mac(lab: &Lab, netns: &str, ip: Ipv4Addr) -> Option<String> {
         .map(|m| m.to_lowercase())
 }
 
-/// Issue #29 O6 on real frames: a node replaced under the same name. The owner's machine dies
-/// (SIGKILL of its speaker) and its Node is deleted; the IP moves to the successor. The machine
-/// comes back with a new NIC — a new MAC, the same address — and registers the same Node name
-/// again (what kubelet does), and its speaker starts: as the rendezvous owner again, it takes
+/// Issue #29 O6 on real frames: a node replaced under the same name, twice — with the same
+/// address, then with a new one. Each time the owner's machine dies (SIGKILL of its speaker)
+/// and its Node is deleted; the IP moves to the successor. The machine comes back with a new
+/// NIC — a new MAC — and registers the same Node name again (what kubelet does; the second
+/// time with a new InternalIP), and its speaker starts: as the rendezvous owner again, it takes
 /// the IP back. From then on only the new MAC answers, nothing on the LAN carries the old MAC
 /// (no reply, no gratuitous ARP), and a client that last talked to the old machine — its
 /// neighbour entry still holding the old MAC, and sending nothing — moves to the new MAC from
@@ -1092,114 +1093,140 @@ async fn o6_a_node_replaced_under_the_same_name_answers_from_its_new_mac() {
     let owner = expected_owner(ip, &all_refs);
     let rest: Vec<&str> = all_refs.iter().copied().filter(|n| *n != owner).collect();
     let successor = expected_owner(ip, &rest);
-    let old_mac = lab.node(&owner).mac.clone();
+    let successor_mac = lab.node(&successor).mac.clone();
+    let netns = lab.node(&owner).netns.clone();
+    let first_ip = lab.node(&owner).ip;
+    let mut old_mac = lab.node(&owner).mac.clone();
     assert_eq!(
         lab.wait_for_owner(0, ip, Some(&owner), SETTLE)
             .await
             .unwrap(),
         BTreeSet::from([old_mac.clone()])
     );
-
-    // Client 1 last talked to the old machine; it sends nothing from here on.
     let quiet = lab.client_netns(1).unwrap();
-    lab.exec(
-        &quiet,
-        "ip",
-        &[
-            "neigh",
-            "replace",
-            &ip.to_string(),
-            "lladdr",
-            &old_mac,
-            "dev",
-            "eth0",
-            "nud",
-            "stale",
-        ],
-    )
-    .unwrap();
-    assert_eq!(neighbour_mac(&lab, &quiet, ip), Some(old_mac.clone()));
 
-    // The machine dies and its Node is deleted: the IP moves to the successor.
-    lab.signal_speaker(&owner, "KILL").unwrap();
-    Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
-        .delete(&owner, &Default::default())
-        .await
+    let replacements = [
+        ("02:fe:00:00:06:01", first_ip),
+        ("02:fe:00:00:06:02", Ipv4Addr::new(192, 0, 2, 61)),
+    ];
+    let mut node_ip = first_ip;
+    for (new_mac, new_ip) in replacements {
+        let round = format!("replacement with MAC {new_mac}, address {new_ip}");
+        // Client 1 last talked to the old machine; it sends nothing from here on.
+        lab.exec(
+            &quiet,
+            "ip",
+            &[
+                "neigh",
+                "replace",
+                &ip.to_string(),
+                "lladdr",
+                &old_mac,
+                "dev",
+                "eth0",
+                "nud",
+                "stale",
+            ],
+        )
         .unwrap();
-    assert_eq!(
-        lab.wait_for_owner(0, ip, Some(&successor), SETTLE)
+        assert_eq!(neighbour_mac(&lab, &quiet, ip), Some(old_mac.clone()));
+
+        // The machine dies and its Node is deleted: the IP moves to the successor.
+        lab.signal_speaker(&owner, "KILL").unwrap();
+        Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+            .delete(&owner, &Default::default())
             .await
-            .unwrap(),
-        BTreeSet::from([lab.node(&successor).mac.clone()]),
-        "{}",
-        lab.speaker_log(&successor, 20)
-    );
-
-    // Its replacement: a new NIC (new MAC), the same address and name.
-    let new_mac = "02:fe:00:00:06:01".to_string();
-    let netns = lab.node(&owner).netns.clone();
-    lab.exec(
-        &netns,
-        "ip",
-        &["link", "set", "dev", "eth0", "address", &new_mac],
-    )
-    .unwrap();
-    ferrolb_tests::lab::create_node(&client, &owner, lab.node(&owner).ip)
-        .await
-        .unwrap();
-    let capture = lab.start_capture(0, Duration::from_secs(12));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let replaced_us = unix_us();
-    lab.start_speaker(&owner, &[]).unwrap();
-
-    let deadline = std::time::Instant::now() + SETTLE;
-    loop {
-        let answers = lab.arp_answers(0, ip).await.unwrap();
-        if answers == BTreeSet::from([new_mac.clone()]) {
-            break;
+            .unwrap();
+        let deadline = std::time::Instant::now() + SETTLE;
+        while lab.arp_answers(0, ip).await.unwrap() != BTreeSet::from([successor_mac.clone()]) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{round}: the successor {successor} never answered alone\n{}",
+                lab.speaker_log(&successor, 20)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert!(
-            !answers.contains(&old_mac),
-            "the old MAC answers: {answers:?}"
-        );
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the replacement never took its IP back alone: {answers:?}\n{}",
-            lab.speaker_log(&owner, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    for k in 0..5 {
-        assert_eq!(
-            lab.arp_answers(0, ip).await.unwrap(),
-            BTreeSet::from([new_mac.clone()]),
-            "probe {k} after the replacement took its IP back"
-        );
-    }
 
-    let seen = capture.await.unwrap().unwrap();
-    let seen: Vec<_> = seen
-        .into_iter()
-        .filter(|s| s.unix_us() >= replaced_us)
-        .collect();
-    assert!(
-        !seen.iter().any(|s| s.mac() == old_mac),
-        "a frame carries the old MAC after the replacement: {:?}",
-        seen.iter()
-            .filter(|s| s.mac() == old_mac)
-            .collect::<Vec<_>>()
-    );
-    assert!(
-        gratuitous_macs(&seen, ip).contains(&new_mac),
-        "the replacement announced the IP by gratuitous ARP: {seen:?}"
-    );
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while neighbour_mac(&lab, &quiet, ip).as_deref() != Some(new_mac.as_str()) {
+        // Its replacement: a new NIC (new MAC), the same name, the same or a new address.
+        lab.exec(
+            &netns,
+            "ip",
+            &["link", "set", "dev", "eth0", "address", new_mac],
+        )
+        .unwrap();
+        if new_ip != node_ip {
+            lab.exec(
+                &netns,
+                "ip",
+                &["addr", "del", &format!("{node_ip}/24"), "dev", "eth0"],
+            )
+            .unwrap();
+            lab.exec(
+                &netns,
+                "ip",
+                &["addr", "add", &format!("{new_ip}/24"), "dev", "eth0"],
+            )
+            .unwrap();
+            node_ip = new_ip;
+        }
+        ferrolb_tests::lab::create_node(&client, &owner, node_ip)
+            .await
+            .unwrap();
+        let capture = lab.start_capture(0, Duration::from_secs(12));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let replaced_us = unix_us();
+        lab.start_speaker(&owner, &[]).unwrap();
+
+        let deadline = std::time::Instant::now() + SETTLE;
+        loop {
+            let answers = lab.arp_answers(0, ip).await.unwrap();
+            if answers == BTreeSet::from([new_mac.to_string()]) {
+                break;
+            }
+            assert!(
+                !answers.contains(&old_mac),
+                "{round}: the old MAC answers: {answers:?}"
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{round}: the replacement never took its IP back alone: {answers:?}\n{}",
+                lab.speaker_log(&owner, 30)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for k in 0..5 {
+            assert_eq!(
+                lab.arp_answers(0, ip).await.unwrap(),
+                BTreeSet::from([new_mac.to_string()]),
+                "{round}: probe {k} after the replacement took its IP back"
+            );
+        }
+
+        let seen = capture.await.unwrap().unwrap();
+        let seen: Vec<_> = seen
+            .into_iter()
+            .filter(|s| s.unix_us() >= replaced_us)
+            .collect();
         assert!(
-            std::time::Instant::now() < deadline,
-            "the quiet client still sends to {:?}",
-            neighbour_mac(&lab, &quiet, ip)
+            !seen.iter().any(|s| s.mac() == old_mac),
+            "{round}: a frame carries the old MAC after the replacement: {:?}",
+            seen.iter()
+                .filter(|s| s.mac() == old_mac)
+                .collect::<Vec<_>>()
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            gratuitous_macs(&seen, ip).contains(new_mac),
+            "{round}: the replacement announced the IP by gratuitous ARP: {seen:?}"
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while neighbour_mac(&lab, &quiet, ip).as_deref() != Some(new_mac) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{round}: the quiet client still sends to {:?}",
+                neighbour_mac(&lab, &quiet, ip)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        old_mac = new_mac.to_string();
     }
 }
