@@ -215,7 +215,18 @@ async fn lab_with_service(
     etp: &str,
     speaker_args: &[&str],
 ) -> (Lab, kube::Client) {
-    let mut lab = Lab::start(nodes, 1).await.expect("lab");
+    lab_with_service_and_clients(nodes, 1, ip, etp, speaker_args).await
+}
+
+/// [`lab_with_service`] with `clients` clients.
+async fn lab_with_service_and_clients(
+    nodes: usize,
+    clients: usize,
+    ip: &str,
+    etp: &str,
+    speaker_args: &[&str],
+) -> (Lab, kube::Client) {
+    let mut lab = Lab::start(nodes, clients).await.expect("lab");
     let client = lab.client().await.unwrap();
     announced_service(
         &client,
@@ -1074,20 +1085,8 @@ fn neighbour_mac(lab: &Lab, netns: &str, ip: Ipv4Addr) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn o6_a_node_replaced_under_the_same_name_answers_from_its_new_mac() {
     let ip = Ipv4Addr::new(198, 51, 100, 36);
-    let mut lab = Lab::start(3, 2).await.expect("lab");
-    let client = lab.client().await.unwrap();
-    announced_service(
-        &client,
-        &["198.51.100.0/24"],
-        "svc-a",
-        "Cluster",
-        &["198.51.100.36"],
-    )
-    .await
-    .unwrap();
-    for i in 1..=3 {
-        lab.start_speaker(&format!("node-{i}"), &[]).unwrap();
-    }
+    let (mut lab, client) =
+        lab_with_service_and_clients(3, 2, "198.51.100.36", "Cluster", &[]).await;
     let all = names(3);
     let all_refs: Vec<&str> = all.iter().map(String::as_str).collect();
     let owner = expected_owner(ip, &all_refs);
