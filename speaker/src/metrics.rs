@@ -50,9 +50,9 @@ pub struct SpeakerMetrics {
     /// The membership socket's receive buffer as granted, bytes of kernel accounting
     /// ([`membership::ReceiveBuffer::granted`]; 0 before the membership started).
     pub membership_receive_buffer: AtomicU64,
-    /// Peers refused for a configuration mismatch, by reason `protocol`, `timings`, `key`
-    /// ([`membership::Mismatch`]), in that order.
-    pub membership_refused: [AtomicU64; 3],
+    /// Peers refused for a configuration mismatch, or only reported, by reason `protocol`,
+    /// `timings`, `key`, `name` ([`membership::Mismatch`]), in that order.
+    pub membership_refused: [AtomicU64; 4],
     /// IPs this node owns now.
     pub owned_ips: AtomicU64,
     /// IPs nobody may announce (no eligible node) whose reporter is this speaker
@@ -447,14 +447,14 @@ impl Collector for SpeakerMetrics {
             {
                 let mut family = encoder.encode_descriptor(
                     "membership_refused_peers",
-                    "Speakers this one refuses because their membership protocol, timings or key ring disagree with its own (issue #32 G5.4): not counted alive, no lease either way",
+                    "Speakers this one refuses because their membership protocol or timings disagree with its own (issue #32 G5.4: not counted alive, no lease either way), or only reports: a key ring lacking its primary key, another speaker under its own node name (issue #29 O6)",
                     None,
                     prometheus_client::metrics::MetricType::Gauge,
                 )?;
                 for (cell, reason) in self
                     .membership_refused
                     .iter()
-                    .zip(["protocol", "timings", "key"])
+                    .zip(["protocol", "timings", "key", "name"])
                 {
                     ConstGauge::new(
                         i64::try_from(cell.load(Ordering::Relaxed)).unwrap_or(i64::MAX),

@@ -47,7 +47,7 @@ impl MismatchReports {
         for (cell, label) in metrics
             .membership_refused
             .iter()
-            .zip(["protocol", "timings", "key"])
+            .zip(["protocol", "timings", "key", "name"])
         {
             let n = refused.values().filter(|m| m.label() == label).count();
             cell.store(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);

@@ -147,21 +147,31 @@ pub enum Mismatch {
     /// sealed with, and this speaker seals to that peer with the first key of its ring the
     /// peer lists (`MembershipCore`'s per-peer sealing key), so the link stays two-way.
     Key,
+    /// Another speaker runs under this speaker's own node name, at `addr` (the membership
+    /// lists it as a member of its own): a replaced node whose old machine came back, or two
+    /// machines given one name (issue #29 O6, docs/operations.md). Reported, not refused:
+    /// neither side can tell which of the two is current. Listed under our own name.
+    SameName {
+        /// The other speaker's membership address.
+        addr: std::net::SocketAddr,
+    },
 }
 
 impl Mismatch {
     /// Whether the peer is refused (left out of the alive set, the lease and the plans):
-    /// for protocol and timings; a key-ring disagreement is only reported ([`Mismatch::Key`]).
+    /// for protocol and timings; a key-ring disagreement ([`Mismatch::Key`]) and a speaker
+    /// under our own name ([`Mismatch::SameName`]) are only reported.
     pub fn refuses(&self) -> bool {
-        !matches!(self, Mismatch::Key)
+        !matches!(self, Mismatch::Key | Mismatch::SameName { .. })
     }
 
-    /// The metric label and short reason: `protocol`, `timings` or `key`.
+    /// The metric label and short reason: `protocol`, `timings`, `key` or `name`.
     pub fn label(&self) -> &'static str {
         match self {
             Mismatch::Protocol { .. } => "protocol",
             Mismatch::Timings { .. } => "timings",
             Mismatch::Key => "key",
+            Mismatch::SameName { .. } => "name",
         }
     }
 }
@@ -178,6 +188,10 @@ impl std::fmt::Display for Mismatch {
             }
             Mismatch::Key => f.write_str(
                 "its key ring lacks this speaker's primary key (a key rotation step skipped or rolled out of order; docs/membership.md): not refused, sealed to with a key both rings hold until the rotation is finished",
+            ),
+            Mismatch::SameName { addr } => write!(
+                f,
+                "another speaker runs under this node's name at {addr} (a replaced node's old machine back on the network?): both may answer this node's IPs; stop the one that should not run (docs/operations.md)"
             ),
         }
     }

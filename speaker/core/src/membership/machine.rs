@@ -478,13 +478,24 @@ impl MembershipCore {
     /// are left out of [`Self::alive`] and of the lease; the others (e.g. a peer that cannot
     /// open our datagrams, which SWIM soon declares down) are listed so that they can be
     /// reported.
+    ///
+    /// Under our own name: [`Mismatch::SameName`] while the membership lists another member
+    /// under this speaker's node name at another address (issue #29 O6; reported only).
     pub fn refused(&self) -> BTreeMap<String, Mismatch> {
         if self.left {
             return BTreeMap::new();
         }
+        let me = self.identity();
+        let twin = self
+            .foca
+            .iter_members()
+            .map(foca::Member::id)
+            .find(|id| id.name == me.name && id.addr != me.addr)
+            .map(|id| (me.name.clone(), Mismatch::SameName { addr: id.addr }));
         self.hellos
             .iter()
             .filter_map(|(name, (_, hello))| Some((name.clone(), self.judge(hello)?)))
+            .chain(twin)
             .collect()
     }
 
@@ -1926,6 +1937,54 @@ mod tests {
             n.set_peers(addrs.iter().copied(), clock(t0, 0));
         }
         mesh(nodes, t0, 0, ms, |_, _| false);
+    }
+
+    /// Issue #29 O6: a second speaker under this node's own name (a replaced node's old machine
+    /// back on the network) is reported by both as `SameName` under their own name — not
+    /// refused — with the other's address, and nothing is reported once it has left.
+    #[test]
+    fn a_second_speaker_under_our_own_name_is_reported_not_refused() {
+        let t0 = Instant::now();
+        let twin_id = SpeakerId::with_generation("node-1", addr(9, 7947), 2).unwrap();
+        let twin = MembershipCore::with_seed(
+            twin_id,
+            MembershipConfig::default(),
+            &ring(),
+            Arc::new(Counters::default()),
+            9,
+        )
+        .unwrap();
+        let mut nodes = vec![
+            core(1, MembershipConfig::default(), 1),
+            core(2, MembershipConfig::default(), 2),
+            twin,
+        ];
+        for n in &nodes {
+            assert!(n.refused().is_empty(), "{:?}", n.refused());
+        }
+        joined(&mut nodes, t0, 2_000);
+        assert_eq!(
+            nodes[0].refused().get("node-1"),
+            Some(&Mismatch::SameName {
+                addr: addr(9, 7947)
+            })
+        );
+        assert_eq!(
+            nodes[2].refused().get("node-1"),
+            Some(&Mismatch::SameName {
+                addr: addr(1, 7947)
+            })
+        );
+        assert!(
+            !Mismatch::SameName {
+                addr: addr(9, 7947)
+            }
+            .refuses()
+        );
+        assert!(nodes[1].refused().is_empty(), "{:?}", nodes[1].refused());
+        nodes[2].leave(clock(t0, 2_000));
+        mesh(&mut nodes, t0, 2_000, 3_000, |_, _| false);
+        assert!(nodes[0].refused().is_empty(), "{:?}", nodes[0].refused());
     }
 
     /// G1 (found by the simulator's one-way class): a speaker that lists few members (here
