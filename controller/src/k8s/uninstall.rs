@@ -241,6 +241,11 @@ const STREAM_GAP: Duration = Duration::from_secs(2);
 /// [`LIST_PAGE_SIZE`] objects, most-recent semantics too (client-go's reflector falls back the
 /// same way). Before, pages of 500 whole Services: 500 Services of 126 KiB each were one 62 MiB
 /// response.
+///
+/// Not [`ferrolb_runtime::reflector::events`], which reads the same two ways: kube-runtime's
+/// watcher asks its streaming list with `resourceVersion=0` ("any" semantics, served from the
+/// watch cache and possibly a moment behind), and a status written just before the uninstall
+/// must not be missed; nor does a one-shot search want its retries and backoff.
 async fn owned_services(
     api: &Api<Service>,
     deadline: Instant,
