@@ -6,6 +6,7 @@
 //! the single event that arrived.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ferrolb_crds::{IPAddressPool, L2Advertisement, L2Announcement};
 use ferrolb_runtime::reflector::{spawn, spawn_filtered};
@@ -13,7 +14,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -41,6 +42,29 @@ pub struct Stores {
     /// The speaker DaemonSet, for its dropped-voters annotation (issue #32 G3; never waited
     /// for: speakers outside a DaemonSet have none).
     pub daemon_sets: Store<DaemonSet>,
+    /// The largest `metadata.resourceVersion` any watch the speaker decides from has delivered
+    /// (deletions included, the L2Announcement reports left out: the speakers write them), as
+    /// an integer: [`View::revision`].
+    pub revision: Arc<AtomicU64>,
+}
+
+/// `trim`, after recording `object`'s resourceVersion into `revision` (the largest wins; one
+/// that is not an integer counts as 0, KEP-5504's comparison rule).
+fn tracked<K: Resource>(
+    revision: &Arc<AtomicU64>,
+    mut trim: impl FnMut(&mut K) + Send + 'static,
+) -> impl FnMut(&mut K) + Send + 'static {
+    let revision = revision.clone();
+    move |object: &mut K| {
+        let rv = object
+            .meta()
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        revision.fetch_max(rv, Ordering::Relaxed);
+        trim(object);
+    }
 }
 
 impl Stores {
@@ -51,18 +75,31 @@ impl Stores {
         changed: &Arc<Notify>,
         namespace: &str,
     ) -> (Stores, Vec<JoinHandle<()>>) {
-        let (services, a) = spawn(Api::all(client.clone()), changed.clone(), trim::service);
+        let revision = Arc::new(AtomicU64::new(0));
+        let (services, a) = spawn(
+            Api::all(client.clone()),
+            changed.clone(),
+            tracked(&revision, trim::service),
+        );
         let (slices, b) = spawn(
             Api::all(client.clone()),
             changed.clone(),
-            trim::endpoint_slice,
+            tracked(&revision, trim::endpoint_slice),
         );
-        let (nodes, c) = spawn(Api::all(client.clone()), changed.clone(), trim::node);
-        let (pools, d) = spawn(Api::all(client.clone()), changed.clone(), trim::pool);
+        let (nodes, c) = spawn(
+            Api::all(client.clone()),
+            changed.clone(),
+            tracked(&revision, trim::node),
+        );
+        let (pools, d) = spawn(
+            Api::all(client.clone()),
+            changed.clone(),
+            tracked(&revision, trim::pool),
+        );
         let (advertisements, e) = spawn(
             Api::all(client.clone()),
             changed.clone(),
-            trim::advertisement,
+            tracked(&revision, trim::advertisement),
         );
         let (announcements, f) = spawn(
             Api::namespaced(client.clone(), namespace),
@@ -72,13 +109,13 @@ impl Stores {
         let (pods, g) = spawn(
             Api::namespaced(client.clone(), namespace),
             changed.clone(),
-            trim::pod,
+            tracked(&revision, trim::pod),
         );
         let (daemon_sets, h) = spawn_filtered(
             Api::namespaced(client.clone(), namespace),
             Some(&format!("metadata.name={SPEAKER_DAEMONSET}")),
             changed.clone(),
-            trim::daemon_set,
+            tracked(&revision, trim::daemon_set),
         );
         (
             Stores {
@@ -90,6 +127,7 @@ impl Stores {
                 announcements,
                 pods,
                 daemon_sets,
+                revision,
             },
             vec![a, b, c, d, e, f, g, h],
         )
@@ -134,6 +172,10 @@ impl Stores {
         let pools = self.pools.state();
         let advertisements = self.advertisements.state();
         let pods = self.pods.state();
+        // Read before the stores. It is raised as an event is trimmed, a moment before its
+        // store applies it, so it may run one event in flight ahead of the stores: the change
+        // notice that follows re-reads both.
+        let revision = self.revision.load(Ordering::Relaxed);
         let mut view = build(
             settings,
             &services.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
@@ -147,6 +189,7 @@ impl Stores {
         let daemon_sets = self.daemon_sets.state();
         view.cluster.dropped_voters =
             dropped_voters(&daemon_sets.iter().map(AsRef::as_ref).collect::<Vec<_>>());
+        view.revision = revision;
         view
     }
 

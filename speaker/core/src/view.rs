@@ -113,6 +113,14 @@ pub struct View {
     /// IPs in a Service status that lie in a forbidden block and are never announced, with the
     /// Service and the block (the daemon logs them and exports their number).
     pub forbidden: BTreeMap<IpAddr, String>,
+    /// How far this view has read the API server: the largest `metadata.resourceVersion` seen
+    /// on any watch it decides from (deletions included), parsed as an integer; 0 when unknown.
+    /// Resource versions compare as integers since Kubernetes 1.35 (KEP-5504, "Comparable
+    /// Resource Version", guaranteed within one resource type; with the usual single etcd every
+    /// type shares one revision counter). Two speakers whose views each give them the same IP
+    /// let the newer view claim it ([`crate::membership::lease::newer_view`], issue #32 G5.8).
+    /// Filled in by the caller of [`build`]; the simulator counts its API changes.
+    pub revision: u64,
 }
 
 impl View {

@@ -85,7 +85,10 @@ const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// The view every node has: the nodes Ready, one L2Advertisement for all, one Service per IP.
 pub fn view(nodes: usize, ips: usize) -> View {
-    let mut v = View::default();
+    let mut v = View {
+        revision: 1,
+        ..View::default()
+    };
     for i in 0..nodes {
         v.cluster.nodes.insert(name(i), node_facts(i));
         // Every node runs a speaker Pod, as the DaemonSet places them (issue #32 G3).
@@ -1001,8 +1004,10 @@ impl World {
     fn change_api(&mut self, change: impl FnOnce(&mut View)) {
         let mut v = (*self.view).clone();
         change(&mut v);
-        self.view = Arc::new(v);
         self.version += 1;
+        // The API server's revision: what the speakers compare in a mutual hold.
+        v.revision = self.version;
+        self.view = Arc::new(v);
         for i in 0..self.nodes.len() {
             if self.nodes[i].outage_until.is_some() {
                 continue;
@@ -1164,6 +1169,7 @@ impl World {
                 evidence: m.evidence().clone(),
                 carriers: m.carrier_reports(),
                 handover_replies: m.handover_replies().clone(),
+                revisions: m.peer_revisions().clone(),
                 agreeing: m.agreeing(),
             }),
             wall_secs,
@@ -1254,11 +1260,12 @@ impl World {
                 asks,
                 holding,
                 plan,
+                revision,
             } => {
                 // As the executor: after the owned set was applied.
                 if let Some(m) = self.nodes[i].membership.as_mut() {
                     m.set_handovers(asks, holding);
-                    m.set_plan(plan);
+                    m.set_plan(plan, revision);
                 }
             }
             Output::SetCarrier(report) => {

@@ -356,6 +356,7 @@ impl Executor {
                 .map(|rx| rx.borrow_and_update().clone())
                 .unwrap_or_default(),
             carriers: m.carriers().borrow().clone(),
+            revisions: m.peer_revisions().borrow().clone(),
         });
         self.observed_alive = membership
             .as_ref()
@@ -398,9 +399,10 @@ impl Executor {
                     asks,
                     holding,
                     plan,
+                    revision,
                 } => {
                     if let Some(m) = &self.membership {
-                        m.set_handovers(&asks, &holding, plan);
+                        m.set_handovers(&asks, &holding, plan, revision);
                     }
                 }
                 Output::Reannounce => self.responder.reannounce(),

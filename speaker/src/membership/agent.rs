@@ -162,6 +162,7 @@ pub struct Membership {
     carriers: watch::Receiver<Carriers>,
     handovers: watch::Sender<Handovers>,
     replies: watch::Receiver<HandoverReplies>,
+    revisions: watch::Receiver<BTreeMap<String, u64>>,
     events: broadcast::Sender<MembershipEvent>,
     counters: Arc<Counters>,
     identity: SpeakerId,
@@ -236,6 +237,7 @@ impl Membership {
         let (carriers_tx, carriers) = watch::channel(Carriers::new());
         let (handovers, handovers_rx) = watch::channel(Handovers::default());
         let (replies_tx, replies) = watch::channel(HandoverReplies::new());
+        let (revisions_tx, revisions) = watch::channel(BTreeMap::new());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             batch: RecvBatch::new(slot_len),
@@ -253,6 +255,7 @@ impl Membership {
             carriers_tx,
             handovers_rx,
             replies_tx,
+            revisions_tx,
             events: events.clone(),
         };
         tracing::info!(identity = ?identity, %local_addr, "membership: started");
@@ -269,6 +272,7 @@ impl Membership {
             carriers,
             handovers,
             replies,
+            revisions,
             events,
             counters,
             identity,
@@ -360,12 +364,14 @@ impl Membership {
 
     /// Sets the handover state (issue #32 G5.8, [`MembershipCore::set_handovers`]): the gains
     /// held back per previous holder, and the IPs answered for now — call it after the
-    /// responder has applied the owned set. Level-triggered.
+    /// responder has applied the owned set — with the plan and the revision of the API view it
+    /// was made from ([`MembershipCore::set_plan`]). Level-triggered.
     pub fn set_handovers(
         &self,
         asks: &BTreeMap<String, BTreeSet<IpAddr>>,
         holding: &BTreeSet<IpAddr>,
         plan: Option<Arc<ferrolb_l2::plan::Plan>>,
+        revision: u64,
     ) {
         self.handovers.send_if_modified(|current| {
             let same_plan = match (&current.plan, &plan) {
@@ -373,12 +379,17 @@ impl Membership {
                 (None, None) => true,
                 _ => false,
             };
-            if current.asks == *asks && current.holding == *holding && same_plan {
+            if current.asks == *asks
+                && current.holding == *holding
+                && same_plan
+                && current.revision == revision
+            {
                 false
             } else {
                 current.asks.clone_from(asks);
                 current.holding.clone_from(holding);
                 current.plan = plan;
+                current.revision = revision;
                 true
             }
         });
@@ -388,6 +399,12 @@ impl Membership {
     /// executor wakes on a change.
     pub fn handover_replies(&self) -> watch::Receiver<HandoverReplies> {
         self.replies.clone()
+    }
+
+    /// Per member, the revision of its API view its latest grant carried
+    /// ([`MembershipCore::peer_revisions`]).
+    pub fn peer_revisions(&self) -> watch::Receiver<BTreeMap<String, u64>> {
+        self.revisions.clone()
     }
 
     /// Subscribes to transition events from now on.
@@ -574,6 +591,7 @@ struct Driver {
     carriers_tx: watch::Sender<Carriers>,
     handovers_rx: watch::Receiver<Handovers>,
     replies_tx: watch::Sender<HandoverReplies>,
+    revisions_tx: watch::Sender<BTreeMap<String, u64>>,
     events: broadcast::Sender<MembershipEvent>,
 }
 
@@ -583,6 +601,7 @@ struct Handovers {
     asks: BTreeMap<String, BTreeSet<IpAddr>>,
     holding: BTreeSet<IpAddr>,
     plan: Option<Arc<ferrolb_l2::plan::Plan>>,
+    revision: u64,
 }
 
 /// Per (previous holder, IP), the holder's latest reply to our asks
@@ -658,7 +677,7 @@ impl Driver {
                     if changed.is_ok() {
                         let h = self.handovers_rx.borrow_and_update().clone();
                         self.core.set_handovers(h.asks, h.holding);
-                        self.core.set_plan(h.plan);
+                        self.core.set_plan(h.plan, h.revision);
                     }
                 }
                 changed = self.voters_rx.changed() => {
@@ -689,7 +708,7 @@ impl Driver {
         if self.handovers_rx.has_changed().unwrap_or(false) {
             let h = self.handovers_rx.borrow_and_update().clone();
             self.core.set_handovers(h.asks, h.holding);
-            self.core.set_plan(h.plan);
+            self.core.set_plan(h.plan, h.revision);
         }
         let Self {
             socket,
@@ -746,6 +765,7 @@ impl Driver {
         publish(&self.refused_tx, &self.core.refused());
         publish(&self.carriers_tx, &self.core.carrier_reports());
         publish(&self.replies_tx, self.core.handover_replies());
+        publish(&self.revisions_tx, self.core.peer_revisions());
         publish(&self.members_tx, self.core.alive());
     }
 }

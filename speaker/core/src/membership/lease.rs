@@ -54,6 +54,11 @@ pub enum LeaseMsg {
         /// under its previous plan (break before make; at most [`MAX_ASKS`]): "do you still
         /// answer for these?" Empty almost always.
         asks: Vec<IpAddr>,
+        /// The revision of the API view the requester's plan was made from
+        /// ([`crate::view::View::revision`]; 0: unknown, and from speakers before it): a holder
+        /// that holds one of `asks` back for the requester releases it when this view is the
+        /// newer ([`newer_view`]).
+        rev: u64,
     },
     /// "Yes", the reply to a [`LeaseMsg::Request`], addressed to the requester's identity.
     Grant {
@@ -72,6 +77,10 @@ pub enum LeaseMsg {
         /// list matches a majority's needs not wait for the voters they all left out (issue
         /// #32 F1: a voter that is down).
         members: Option<u64>,
+        /// The revision of the API view the granter's plan was made from (0: unknown, and from
+        /// speakers before it): a requester whose holder's view is the newer waits for it
+        /// without [`crate::node::HANDOVER_HOLD_MAX`] ([`newer_view`]).
+        rev: u64,
     },
     /// "I suspect you", sent with each lease request to a member this speaker lists as
     /// suspect, addressed to that member's current identity. SWIM's suspect refutes a
@@ -102,6 +111,25 @@ pub struct HandoverReply {
     /// `true`: the holder neither answered for the IP nor held it back when it granted.
     /// `false`: it still did.
     pub released: bool,
+    /// The revision of the holder's API view when it granted ([`LeaseMsg::Grant::rev`]; 0:
+    /// unknown).
+    pub rev: u64,
+}
+
+/// Whether the API view at revision `a_rev` of the speaker named `a` is newer than `b`'s at
+/// `b_rev` (issue #32 G5.8, the mutual hold): the larger revision, and between equal ones the
+/// larger name, so that of two speakers exactly one is the newer and both agree which. `None`
+/// when either revision is unknown (0): the caller keeps the rules without it.
+///
+/// Two speakers whose views each give them an IP, each waiting for the other that held it
+/// under its previous view, used to wait for each other until the later watch caught up
+/// (silent for up to two watch lags). One of the two views is stale, and the one that has read
+/// further into the API server's history is the one to follow: the older view's holder releases
+/// to the newer one, and a gain whose holder's view is newer waits for it without a cap (its own
+/// view is the one that lags). Equal revisions (a deletion raises no object's resourceVersion
+/// in a store) are broken by name: either view may be the stale one, and exactly one claims.
+pub fn newer_view(a: &str, a_rev: u64, b: &str, b_rev: u64) -> Option<bool> {
+    (a_rev != 0 && b_rev != 0).then(|| (a_rev, a) > (b_rev, b))
 }
 
 /// The `members` value of a grant from a speaker whose gate is closed (no plan): it vouches
@@ -138,10 +166,77 @@ impl LeaseMsg {
     /// The postcard error of the current layout when neither layout decodes.
     pub fn decode(body: &[u8]) -> Result<Self, postcard::Error> {
         postcard::from_bytes::<Self>(body).or_else(|error| {
-            postcard::from_bytes::<LegacyLeaseMsg>(body)
+            postcard::from_bytes::<UnversionedLeaseMsg>(body)
                 .map(Self::from)
+                .or_else(|_| postcard::from_bytes::<LegacyLeaseMsg>(body).map(Self::from))
                 .map_err(|_| error)
         })
+    }
+}
+
+/// [`LeaseMsg`] as speakers between issue #32 G5.8's handover fields and the view revisions
+/// encode it (no `rev`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum UnversionedLeaseMsg {
+    Request {
+        src: SpeakerId,
+        dst: SpeakerId,
+        seq: u64,
+        asks: Vec<IpAddr>,
+    },
+    Grant {
+        src: SpeakerId,
+        dst: SpeakerId,
+        seq: u64,
+        released: Vec<IpAddr>,
+        members: Option<u64>,
+    },
+    Suspected {
+        src: SpeakerId,
+        dst: SpeakerId,
+        incarnation: u16,
+    },
+}
+
+impl From<UnversionedLeaseMsg> for LeaseMsg {
+    fn from(m: UnversionedLeaseMsg) -> Self {
+        match m {
+            UnversionedLeaseMsg::Request {
+                src,
+                dst,
+                seq,
+                asks,
+            } => Self::Request {
+                src,
+                dst,
+                seq,
+                asks,
+                rev: 0,
+            },
+            UnversionedLeaseMsg::Grant {
+                src,
+                dst,
+                seq,
+                released,
+                members,
+            } => Self::Grant {
+                src,
+                dst,
+                seq,
+                released,
+                members,
+                rev: 0,
+            },
+            UnversionedLeaseMsg::Suspected {
+                src,
+                dst,
+                incarnation,
+            } => Self::Suspected {
+                src,
+                dst,
+                incarnation,
+            },
+        }
     }
 }
 
@@ -169,6 +264,7 @@ impl From<LegacyLeaseMsg> for LeaseMsg {
                 dst,
                 seq,
                 asks: Vec::new(),
+                rev: 0,
             },
             LegacyLeaseMsg::Grant { src, dst, seq } => Self::Grant {
                 src,
@@ -176,6 +272,7 @@ impl From<LegacyLeaseMsg> for LeaseMsg {
                 seq,
                 released: Vec::new(),
                 members: None,
+                rev: 0,
             },
         }
     }
@@ -352,8 +449,9 @@ mod tests {
         assert!(!e.valid_throughout("c", t0, t0));
     }
 
-    /// A mixed roll-out: lease bodies of speakers before the handover fields decode with them
-    /// empty, and theirs read ours (postcard ignores the trailing field).
+    /// A mixed roll-out: lease bodies of speakers before the handover fields, or before the
+    /// view revisions, decode with them empty (0), and theirs read ours (postcard ignores the
+    /// trailing fields).
     #[test]
     fn lease_bodies_without_the_handover_fields_still_decode() {
         let id = |n: &str, last: u8| {
@@ -375,13 +473,34 @@ mod tests {
                 seq: 7,
                 released: Vec::new(),
                 members: None,
+                rev: 0,
+            }
+        );
+        let unversioned = UnversionedLeaseMsg::Grant {
+            src: a.clone(),
+            dst: b.clone(),
+            seq: 8,
+            released: vec![IpAddr::from([198, 51, 100, 2])],
+            members: Some(5),
+        };
+        let body = postcard::to_allocvec(&unversioned).unwrap();
+        assert_eq!(
+            LeaseMsg::decode(&body).unwrap(),
+            LeaseMsg::Grant {
+                src: a.clone(),
+                dst: b.clone(),
+                seq: 8,
+                released: vec![IpAddr::from([198, 51, 100, 2])],
+                members: Some(5),
+                rev: 0,
             }
         );
         let new = LeaseMsg::Request {
-            src: a,
-            dst: b,
+            src: a.clone(),
+            dst: b.clone(),
             seq: 9,
             asks: vec![IpAddr::from([198, 51, 100, 1])],
+            rev: 41,
         };
         let body = postcard::to_allocvec(&new).unwrap();
         assert_eq!(LeaseMsg::decode(&body).unwrap(), new);
@@ -389,6 +508,44 @@ mod tests {
             panic!("a request stays a request for an older speaker");
         };
         assert_eq!(seq, 9);
+        let UnversionedLeaseMsg::Request { asks, .. } = postcard::from_bytes(&body).unwrap() else {
+            panic!("a request stays a request for a speaker before the revisions");
+        };
+        assert_eq!(asks, vec![IpAddr::from([198, 51, 100, 1])]);
+        let grant = LeaseMsg::Grant {
+            src: a,
+            dst: b,
+            seq: 10,
+            released: Vec::new(),
+            members: Some(3),
+            rev: 42,
+        };
+        let body = postcard::to_allocvec(&grant).unwrap();
+        assert_eq!(LeaseMsg::decode(&body).unwrap(), grant);
+        let UnversionedLeaseMsg::Grant { members, .. } = postcard::from_bytes(&body).unwrap()
+        else {
+            panic!("a grant stays a grant for a speaker before the revisions");
+        };
+        assert_eq!(members, Some(3));
         assert!(LeaseMsg::decode(&[0xff; 3]).is_err());
+    }
+
+    /// Exactly one of two speakers has the newer view, and both agree which; an unknown
+    /// revision decides nothing.
+    #[test]
+    fn of_two_views_exactly_one_is_newer() {
+        for (a_rev, b_rev) in [(5, 4), (4, 5), (7, 7)] {
+            let ab = newer_view("node-a", a_rev, "node-b", b_rev).unwrap();
+            let ba = newer_view("node-b", b_rev, "node-a", a_rev).unwrap();
+            assert_ne!(ab, ba, "{a_rev} {b_rev}");
+        }
+        assert_eq!(newer_view("node-a", 5, "node-b", 4), Some(true));
+        assert_eq!(
+            newer_view("node-a", 7, "node-b", 7),
+            Some(false),
+            "the larger name"
+        );
+        assert_eq!(newer_view("node-a", 0, "node-b", 4), None);
+        assert_eq!(newer_view("node-a", 3, "node-b", 0), None);
     }
 }

@@ -216,6 +216,10 @@ pub struct MembershipCore {
     asks: BTreeMap<String, Vec<IpAddr>>,
     /// The IPs this speaker answers for now ([`Self::set_handovers`]).
     holding: BTreeSet<IpAddr>,
+    /// The revision of the API view [`Self::plan`] was made from ([`Self::set_plan`]).
+    revision: u64,
+    /// Per member name, the view revision its latest grant carried ([`Self::peer_revisions`]).
+    revisions: BTreeMap<String, u64>,
     /// The newest suspicion of ours a peer told us of ([`LeaseMsg::Suspected`]) that we
     /// refuted: our identity then and the incarnation suspected. A repeat of it (the suspecter
     /// has not heard the refutation yet) refutes nothing new.
@@ -332,6 +336,8 @@ impl MembershipCore {
             carrier: CarrierBook::default(),
             asks: BTreeMap::new(),
             holding: BTreeSet::new(),
+            revision: 0,
+            revisions: BTreeMap::new(),
             refuted: None,
             plan: None,
             replies: BTreeMap::new(),
@@ -439,8 +445,13 @@ impl MembershipCore {
     /// closed). A grant releases an asked IP only to the node this plan gives it (or when it
     /// gives it nobody, or there is no plan): a holder whose view has handed the IP to a third
     /// node never tells a requester whose view lags that it may claim it.
-    pub fn set_plan(&mut self, plan: Option<Arc<crate::plan::Plan>>) {
+    ///
+    /// `revision` is that of the API view the plan was made from
+    /// ([`crate::view::View::revision`]): sent with every lease request and grant, it decides a
+    /// mutual hold ([`super::lease::newer_view`]).
+    pub fn set_plan(&mut self, plan: Option<Arc<crate::plan::Plan>>, revision: u64) {
         self.plan = plan;
+        self.revision = revision;
     }
 
     /// The holders' replies (issue #32 G5.8): per (holder name, IP) asked about, the latest
@@ -449,6 +460,14 @@ impl MembershipCore {
     /// says the holder had let the IP go at some moment after it.
     pub fn handover_replies(&self) -> &BTreeMap<(String, IpAddr), HandoverReply> {
         &self.replies
+    }
+
+    /// Per member name, the revision of the API view its latest grant to us was made from
+    /// ([`LeaseMsg::Grant::rev`]; members whose grants carry none are left out). A gain whose
+    /// holder had the newer view and went down asks the member with the newest view instead
+    /// (issue #32 G5.8).
+    pub fn peer_revisions(&self) -> &BTreeMap<String, u64> {
+        &self.revisions
     }
 
     /// Members whose gate is open and whose latest lease grant said they list exactly the
@@ -1305,6 +1324,7 @@ impl MembershipCore {
                 dst,
                 seq,
                 asks,
+                rev: self.revision,
             };
             if let Ok(body) = postcard::to_allocvec(&msg) {
                 self.send_sealed(KIND_LEASE, &body, to, now);
@@ -1325,6 +1345,7 @@ impl MembershipCore {
                 dst,
                 seq,
                 asks,
+                rev,
             } => {
                 if dst != me {
                     return Err(DropReason::Misdirected);
@@ -1333,22 +1354,49 @@ impl MembershipCore {
                     return Err(DropReason::Rejected);
                 }
                 let to = src.addr;
-                // Released: neither answered for nor held back here (a gain of ours waiting
-                // for its own holder counts as held, so two speakers whose views each give them
-                // the IP never release it to each other), and our own plan gives it to the
-                // requester or to nobody (not to a third node: the requester's view lags).
+                // Released: not answered for here, and either
+                // - not held back here either (a gain of ours waiting for its own holder counts
+                //   as held) and our own plan gives it to the requester or to nobody (not to a
+                //   third node: the requester's view lags) — and, when the requester's view is
+                //   older than ours, to the requester itself: our newer view must vouch for its
+                //   gain (a gate that is closed, a plan that gives the IP to nobody do not); or
+                // - held back here for the requester itself, whose view is the newer: a mutual
+                //   hold, in which the newer view claims (`newer_view`). Never to a third node:
+                //   our own gain may still be released to us by the node we wait for.
+                let requester_newer =
+                    super::lease::newer_view(&src.name, rev, &me.name, self.revision);
+                let requester_older = requester_newer == Some(false);
+                let requester_newer = requester_newer.unwrap_or(false);
                 let released = asks
                     .into_iter()
                     .take(super::lease::MAX_ASKS)
                     .filter(|ip| {
-                        let owner = self
-                            .plan
-                            .as_ref()
-                            .and_then(|p| p.ips.get(ip))
-                            .and_then(|p| p.owner.as_ref());
-                        !self.holding.contains(ip)
-                            && !self.asks.values().any(|ips| ips.contains(ip))
-                            && owner.is_none_or(|o| *o == src.name)
+                        if self.holding.contains(ip) {
+                            return false;
+                        }
+                        let mut waiting_for = self
+                            .asks
+                            .iter()
+                            .filter(|(_, ips)| ips.contains(ip))
+                            .map(|(holder, _)| holder);
+                        match waiting_for.next() {
+                            Some(holder) => {
+                                requester_newer
+                                    && *holder == src.name
+                                    && waiting_for.next().is_none()
+                            }
+                            None => {
+                                let owner = self
+                                    .plan
+                                    .as_ref()
+                                    .map(|p| p.ips.get(ip).and_then(|p| p.owner.as_ref()));
+                                if requester_older {
+                                    owner.flatten().is_some_and(|o| *o == src.name)
+                                } else {
+                                    owner.flatten().is_none_or(|o| *o == src.name)
+                                }
+                            }
+                        }
                     })
                     .collect();
                 let grant = LeaseMsg::Grant {
@@ -1368,6 +1416,7 @@ impl MembershipCore {
                     } else {
                         super::lease::GATE_CLOSED
                     }),
+                    rev: self.revision,
                 };
                 if let Ok(body) = postcard::to_allocvec(&grant) {
                     self.send_sealed(KIND_LEASE, &body, to, now);
@@ -1412,6 +1461,7 @@ impl MembershipCore {
                 seq,
                 released,
                 members,
+                rev,
             } => {
                 if dst != me {
                     return Err(DropReason::Misdirected);
@@ -1422,6 +1472,11 @@ impl MembershipCore {
                 self.evidence
                     .grant(&src.name, seq, self.config.lease(), now.mono);
                 if let Some(sent) = self.evidence.round_sent(seq) {
+                    if rev == 0 {
+                        self.revisions.remove(&src.name);
+                    } else {
+                        self.revisions.insert(src.name.clone(), rev);
+                    }
                     match members {
                         Some(d) => self.list_digests.insert(src.name.clone(), d),
                         None => self.list_digests.remove(&src.name),
@@ -1436,6 +1491,7 @@ impl MembershipCore {
                             let reply = HandoverReply {
                                 sent,
                                 released: released.contains(ip),
+                                rev,
                             };
                             let latest =
                                 self.replies.entry((src.name.clone(), *ip)).or_insert(reply);
@@ -1822,7 +1878,7 @@ mod tests {
             (3900, Some("node-3"), false),
             (4100, None, true),
         ] {
-            nodes[1].set_plan(plan_giving(owner));
+            nodes[1].set_plan(plan_giving(owner), 0);
             mesh(&mut nodes, t0, from, 200, |_, _| false);
             assert_eq!(
                 nodes[0].handover_replies()[&key("node-2", 2)].released,
@@ -1834,6 +1890,126 @@ mod tests {
         nodes[0].set_handovers(BTreeMap::new(), BTreeSet::new());
         assert!(nodes[0].handover_replies().is_empty());
         assert!(!nodes[1].handover_replies().contains_key(&key("node-1", 3)));
+    }
+
+    /// Issue #32 G5.8, the mutual hold: two speakers whose views each give them an IP, each
+    /// holding it back for the other. The holder whose view is older releases it to the
+    /// requester with the newer view (revision, then name: `newer_view`), never the other way,
+    /// and never to a third node; without revisions (0: speakers before them) nobody releases
+    /// (both wait, as before). Grants carry the granter's revision.
+    #[test]
+    fn a_mutual_hold_is_released_to_the_newer_view_only() {
+        let t0 = Instant::now();
+        let c = MembershipConfig::default();
+        let mut nodes = vec![
+            core_with(1, c.clone(), &ring()),
+            core_with(2, c.clone(), &ring()),
+            core_with(3, c, &ring()),
+        ];
+        joined(&mut nodes, t0, 2000);
+        let ip = IpAddr::from([198, 51, 100, 7]);
+        let asking = |holder: &str| -> BTreeMap<String, BTreeSet<IpAddr>> {
+            [(holder.to_string(), [ip].into())].into()
+        };
+        let released = |n: &MembershipCore, holder: &str| {
+            n.handover_replies()
+                .get(&(holder.to_string(), ip))
+                .map(|r| (r.released, r.rev))
+        };
+        let mut from = 2000;
+        // (node-1's revision, node-2's): who is released to whom.
+        for (rev_1, rev_2, to_1, to_2) in [
+            (8, 7, true, false),
+            (7, 8, false, true),
+            (7, 7, false, true),
+            (0, 7, false, false),
+            (7, 0, false, false),
+        ] {
+            nodes[0].set_handovers(asking("node-2"), BTreeSet::new());
+            nodes[0].set_plan(None, rev_1);
+            nodes[1].set_handovers(asking("node-1"), BTreeSet::new());
+            nodes[1].set_plan(None, rev_2);
+            mesh(&mut nodes, t0, from, 300, |_, _| false);
+            from += 300;
+            assert_eq!(
+                released(&nodes[0], "node-2"),
+                Some((to_1, rev_2)),
+                "revisions {rev_1} and {rev_2}"
+            );
+            assert_eq!(
+                released(&nodes[1], "node-1"),
+                Some((to_2, rev_1)),
+                "revisions {rev_1} and {rev_2}"
+            );
+        }
+        // node-3 has the newest view, but node-2 holds the IP back for node-1, not for it.
+        nodes[0].set_handovers(asking("node-2"), BTreeSet::new());
+        nodes[0].set_plan(None, 5);
+        nodes[1].set_handovers(asking("node-1"), BTreeSet::new());
+        nodes[1].set_plan(None, 6);
+        nodes[2].set_handovers(asking("node-2"), BTreeSet::new());
+        nodes[2].set_plan(None, 9);
+        mesh(&mut nodes, t0, from, 300, |_, _| false);
+        assert_eq!(released(&nodes[2], "node-2"), Some((false, 6)));
+        assert_eq!(
+            released(&nodes[1], "node-1"),
+            Some((true, 5)),
+            "node-2 is newer than node-1"
+        );
+        assert_eq!(released(&nodes[0], "node-2"), Some((false, 6)));
+    }
+
+    /// Issue #32 G5.8: a holder that neither answers nor holds back an asked IP releases it to
+    /// a requester whose view is older than its own only when its own (newer) plan gives the
+    /// IP to that requester — not with its gate closed (no plan), nor when its plan gives the
+    /// IP to nobody or to a third node. Without revisions the rule before them holds (no plan
+    /// or nobody: released).
+    #[test]
+    fn a_requester_with_an_older_view_is_released_only_what_the_newer_plan_gives_it() {
+        let t0 = Instant::now();
+        let c = MembershipConfig::default();
+        let mut nodes = vec![core_with(1, c.clone(), &ring()), core_with(2, c, &ring())];
+        joined(&mut nodes, t0, 2000);
+        let ip = IpAddr::from([198, 51, 100, 9]);
+        let plan_giving = |owner: Option<&str>| {
+            let mut plan = crate::plan::Plan::default();
+            plan.ips.insert(
+                ip,
+                crate::plan::IpPlan {
+                    owner: owner.map(String::from),
+                    services: Vec::new(),
+                    no_owner_reason: None,
+                    warnings: Vec::new(),
+                    reporter: None,
+                    label_set_aside: false,
+                },
+            );
+            Some(Arc::new(plan))
+        };
+        nodes[0].set_handovers(
+            [("node-2".to_string(), [ip].into())].into(),
+            BTreeSet::new(),
+        );
+        nodes[1].set_handovers(BTreeMap::new(), BTreeSet::new());
+        let mut from = 2000;
+        for (rev_1, rev_2, plan, released) in [
+            (5, 9, None, false),
+            (5, 9, plan_giving(None), false),
+            (5, 9, plan_giving(Some("node-3")), false),
+            (5, 9, plan_giving(Some("node-1")), true),
+            (9, 5, None, true),
+            (9, 5, plan_giving(None), true),
+            (0, 9, None, true),
+            (5, 0, plan_giving(None), true),
+        ] {
+            let described = format!("{rev_1} asks {rev_2} with plan {plan:?}");
+            nodes[0].set_plan(None, rev_1);
+            nodes[1].set_plan(plan, rev_2);
+            mesh(&mut nodes, t0, from, 300, |_, _| false);
+            from += 300;
+            let reply = nodes[0].handover_replies()[&("node-2".to_string(), ip)];
+            assert_eq!(reply.released, released, "{described}");
+        }
     }
 
     /// Issue #32 F1 with a voter down: each grant carries the granter's member-list digest;
@@ -1855,7 +2031,7 @@ mod tests {
             assert!(n.agreeing().is_empty(), "{:?}", n.agreeing());
         }
         for n in nodes.iter_mut() {
-            n.set_plan(Some(Arc::new(crate::plan::Plan::default())));
+            n.set_plan(Some(Arc::new(crate::plan::Plan::default())), 0);
         }
         mesh(&mut nodes, t0, 2000, 2000, |_, _| false);
         let others = |me: &str| -> BTreeSet<String> {
@@ -2698,12 +2874,14 @@ mod tests {
             seq,
             released: vec![ip],
             members: Some(0),
+            rev: 0,
         });
         let request = seal(&LeaseMsg::Request {
             src: node_2.clone(),
             dst: me,
             seq: 0,
             asks: vec![ip],
+            rev: 0,
         });
         // node-3, a member holding the key, sends them from its own address.
         let attacker = nodes[2].identity().addr;

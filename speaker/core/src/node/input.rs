@@ -53,6 +53,9 @@ pub struct MembershipObservation {
     /// ([`crate::membership::MembershipCore::handover_replies`]): released (claim at once) or
     /// still answered for there (keep waiting, up to [`super::HANDOVER_HOLD_MAX`]).
     pub handover_replies: BTreeMap<(String, IpAddr), crate::membership::lease::HandoverReply>,
+    /// Per member, the revision of its API view as its latest grant said
+    /// ([`crate::membership::MembershipCore::peer_revisions`]).
+    pub revisions: BTreeMap<String, u64>,
     /// Members whose latest lease grant listed exactly the members in `alive`
     /// ([`crate::membership::MembershipCore::agreeing`]): when those with evidence and this
     /// node make a majority of the voters, a voter none of them lists counts as heard of for

@@ -45,7 +45,7 @@ use crate::carrier::{CarrierHold, Carriers, LinkReport};
 use crate::claim::{ClaimGate, ClaimSettings, Standing, VOTER_MEMORY, Voters};
 use crate::eligibility::Interfaces;
 use crate::fresh::FreshIps;
-use crate::membership::lease::HandoverReply;
+use crate::membership::lease::{HandoverReply, newer_view};
 use crate::plan::plan_with_carrier;
 
 /// The plan over `alive` without this node's overall carrier, with the members' carrier
@@ -118,6 +118,10 @@ struct Handover {
     due: Instant,
     /// When the gain was held back.
     since: Instant,
+    /// The largest revision a holder whose view was newer than ours said it held the IP at
+    /// ([`Self::refresh`]): until our own view has read that far, our gain may come from the
+    /// stale view, and only the holder's release (or its loss) lets us claim ([`Self::waiting`]).
+    newer: Option<u64>,
 }
 
 impl Handover {
@@ -140,19 +144,87 @@ impl Handover {
 
     /// Moves `due` by what the holder said: one stall threshold after the holder last said it
     /// still answers for `ip` (while it says so, its view differs from ours and it is the only
-    /// answerer: wait for it), never beyond [`HANDOVER_HOLD_MAX`] after the gain. A holder that
-    /// says nothing (grants lost, a speaker before G5.8) is waited for one stall threshold, as
-    /// before.
-    fn refresh(&mut self, ip: &IpAddr, membership: &Option<MembershipObservation>, w: Duration) {
+    /// answerer: wait for it), never beyond [`HANDOVER_HOLD_MAX`] after the gain — unless the
+    /// holder's view is the newer ([`newer_view`] of its revision and ours, `my_rev`): then
+    /// ours is the one that lags and the holder's word holds without a cap (a mutual hold is
+    /// decided by the same comparison, on the holder's side). A holder that says nothing
+    /// (grants lost, a speaker before G5.8) is waited for one stall threshold, as before.
+    fn refresh(
+        &mut self,
+        ip: &IpAddr,
+        membership: &Option<MembershipObservation>,
+        w: Duration,
+        (me, my_rev): (&str, u64),
+    ) {
         if let Some(r) = self.reply(ip, membership).filter(|r| !r.released) {
-            let cap = self
-                .since
-                .checked_add(HANDOVER_HOLD_MAX)
-                .unwrap_or(self.since);
             let held = r.sent.checked_add(w).unwrap_or(r.sent);
-            self.due = self.due.max(held.min(cap));
+            let due = if newer_view(&self.holder, r.rev, me, my_rev) == Some(true) {
+                self.newer = Some(self.newer.map_or(r.rev, |n| n.max(r.rev)));
+                held
+            } else {
+                let cap = self
+                    .since
+                    .checked_add(HANDOVER_HOLD_MAX)
+                    .unwrap_or(self.since);
+                held.min(cap)
+            };
+            self.due = self.due.max(due);
         }
     }
+
+    /// Whether the gain still waits at `now`. Normally while `due` is ahead and the holder is
+    /// alive: a holder that has gone down hands over nothing.
+    ///
+    /// But after a holder with a newer view than ours said it held the IP ([`Self::newer`]),
+    /// and until our view (revision `mine.1`) has read as far, our plan may be the stale one
+    /// and only a newer view may vouch for it:
+    /// - while that holder is alive, we wait whatever its silence (a SIGSTOPped holder is
+    ///   failed over by the nodes whose views are current, not by ours, which may give the IP
+    ///   to another node than theirs);
+    /// - once it is declared down, we ask the alive member whose view is the newest
+    ///   (`revisions`, from the grants) instead, if that view is newer than ours: it releases
+    ///   the IP to us only if its own plan gives it to us, and holds it (and is waited for)
+    ///   otherwise;
+    /// - with no alive member newer than us, we claim: nobody knows better.
+    fn waiting(
+        &mut self,
+        now: Instant,
+        alive: &BTreeSet<String>,
+        (me, my_rev): (&str, u64),
+        revisions: &BTreeMap<String, u64>,
+    ) -> bool {
+        if self.newer.is_none_or(|rev| my_rev >= rev) {
+            return self.due > now && alive.contains(self.holder.as_str());
+        }
+        if !alive.contains(self.holder.as_str()) {
+            let Some(next) = newest_view(alive, revisions, (me, my_rev)) else {
+                return false;
+            };
+            self.holder = next;
+            self.since = now;
+        }
+        // No wake-up for it: a reply or a change of the members re-plans.
+        self.due = self
+            .due
+            .max(now.checked_add(HANDOVER_HOLD_MAX).unwrap_or(now));
+        true
+    }
+}
+
+/// The alive member (not `me`) whose API view is the newest by its latest grant
+/// (`revisions`), if that view is newer than ours (revision `my_rev`; [`newer_view`]).
+fn newest_view(
+    alive: &BTreeSet<String>,
+    revisions: &BTreeMap<String, u64>,
+    (me, my_rev): (&str, u64),
+) -> Option<String> {
+    alive
+        .iter()
+        .filter(|n| n.as_str() != me)
+        .filter_map(|n| Some((n, *revisions.get(n)?)))
+        .filter(|(n, rev)| newer_view(n, *rev, me, my_rev) == Some(true))
+        .max_by(|(a, ra), (b, rb)| (ra, a).cmp(&(rb, b)))
+        .map(|(n, _)| n.clone())
 }
 
 /// One speaker's decision state (see the module docs). Created at start-up with the first
@@ -425,8 +497,9 @@ impl SpeakerCore {
         self.ever_converged |= !matches!(tick.standing, Standing::Converging { .. });
         self.standing = tick.standing;
         let w = self.config.claim.stall_threshold;
+        let mine = (self.config.me.as_str(), self.view.revision);
         for (ip, h) in self.handovers.iter_mut() {
-            h.refresh(ip, &obs.membership, w);
+            h.refresh(ip, &obs.membership, w, mine);
         }
         let handover_due = self
             .handovers
@@ -500,10 +573,15 @@ impl SpeakerCore {
         // already heard.)
         self.handovers
             .retain(|ip, h| !h.released(ip, &obs.membership));
+        let no_revisions = BTreeMap::new();
+        let revisions = obs
+            .membership
+            .as_ref()
+            .map_or(&no_revisions, |m| &m.revisions);
         let owned = self.hold_handovers(
             now,
             &plan,
-            &alive,
+            (&alive, revisions),
             &carriers,
             &previously_owned,
             &mut probe_first,
@@ -559,7 +637,7 @@ impl SpeakerCore {
         &mut self,
         now: Instant,
         plan: &crate::plan::Plan,
-        alive: &BTreeSet<String>,
+        (alive, revisions): (&BTreeSet<String>, &BTreeMap<String, u64>),
         carriers: &Carriers,
         previously_owned: &BTreeMap<IpAddr, Interfaces>,
         probe_first: &mut BTreeSet<IpAddr>,
@@ -595,11 +673,11 @@ impl SpeakerCore {
                 .unwrap_or_else(|| self.view.clone());
             let previous = plan_without_carrier(&before_view, &before, &me, carriers_before);
             for ip in gains {
-                let holder = previous
-                    .ips
-                    .get(&ip)
-                    .and_then(|p| p.owner.clone())
-                    .filter(|q| *q != me && alive.contains(q));
+                let previous_owner = previous.ips.get(&ip).and_then(|p| p.owner.clone());
+                // Ours already under the previous plan: a gain held back before and let go
+                // (released, or its wait is over).
+                let ours = previous_owner.as_deref() == Some(me.as_str());
+                let holder = previous_owner.filter(|q| *q != me && alive.contains(q));
                 match holder {
                     Some(holder) => {
                         // A handover, even of an IP still fresh: the holder's word, not a
@@ -613,17 +691,40 @@ impl SpeakerCore {
                             holder,
                             due,
                             since: now,
+                            newer: None,
                         });
                     }
-                    None => {
-                        self.handovers.remove(&ip);
-                    }
+                    // No live holder: claim — unless an alive member's view is newer than
+                    // ours, whose plan may give the IP to another node (our view lags: a stale
+                    // failover). Ask it like a holder: it releases the IP only if its own plan
+                    // gives it to us, says it holds it if it does, and is waited for one stall
+                    // threshold if it says nothing.
+                    None => match newest_view(alive, revisions, (me.as_str(), self.view.revision))
+                        .filter(|_| !ours)
+                    {
+                        Some(newest) => {
+                            let due = now
+                                .checked_add(self.config.claim.stall_threshold)
+                                .unwrap_or(now);
+                            self.handovers.entry(ip).or_insert(Handover {
+                                holder: newest,
+                                due,
+                                since: now,
+                                newer: None,
+                            });
+                        }
+                        None => {
+                            self.handovers.remove(&ip);
+                        }
+                    },
                 }
             }
         }
-        // A holder that has gone down meanwhile hands over nothing: claim at once.
+        // A holder that has gone down meanwhile hands over nothing: claim at once (unless
+        // its view was the newer: `Handover::waiting`).
+        let mine = (me.as_str(), self.view.revision);
         self.handovers
-            .retain(|_, h| h.due > now && alive.contains(h.holder.as_str()));
+            .retain(|_, h| h.waiting(now, alive, mine, revisions));
         plan.owned
             .iter()
             .filter(|(ip, _)| !self.handovers.contains_key(*ip))
@@ -694,6 +795,7 @@ impl SpeakerCore {
                 asks: asks.clone(),
                 holding: widened,
                 plan: self.current_plan.clone(),
+                revision: self.view.revision,
             });
         }
         self.owned = owned.clone();
@@ -703,6 +805,7 @@ impl SpeakerCore {
             asks,
             holding,
             plan: self.current_plan.clone(),
+            revision: self.view.revision,
         });
     }
 

@@ -39,6 +39,9 @@ pub enum Output {
         /// The latest plan, `None` while the gate is closed
         /// ([`crate::membership::MembershipCore::set_plan`]).
         plan: Option<Arc<crate::plan::Plan>>,
+        /// The revision of the API view in use ([`crate::view::View::revision`]), handed to
+        /// `set_plan` with the plan.
+        revision: u64,
     },
     /// Re-announce every owned IP at once (S4: after a membership change).
     Reannounce,

@@ -67,6 +67,7 @@ fn obs(wake: Wake, alive: &[&str], rejoins: u64) -> Observation {
                 .collect(),
             carriers: Carriers::new(),
             handover_replies: BTreeMap::new(),
+            revisions: BTreeMap::new(),
             agreeing: BTreeSet::new(),
         }),
         wall_secs: 1_800_000_000,
@@ -742,15 +743,138 @@ fn a_gain_from_the_api_view_waits_for_a_live_holder() {
 
 /// An observation carrying `holder`'s reply about `ip` to a request sent at `sent`.
 fn replied(holder: &str, ip: IpAddr, sent: Instant, released: bool) -> Observation {
+    replied_at(holder, ip, sent, released, 0)
+}
+
+/// [`replied`] from a holder whose view is at revision `rev`.
+fn replied_at(holder: &str, ip: IpAddr, sent: Instant, released: bool, rev: u64) -> Observation {
     let mut o = obs(Wake::HandoverReply, &NODES, 0);
     if let Some(m) = o.membership.as_mut() {
         m.handover_replies = [(
             (holder.to_string(), ip),
-            crate::membership::lease::HandoverReply { sent, released },
+            crate::membership::lease::HandoverReply {
+                sent,
+                released,
+                rev,
+            },
         )]
         .into();
     }
     o
+}
+
+/// Issue #32 G5.8, the mutual hold: a holder whose view is newer than ours (a larger
+/// revision) is waited for as long as it says it holds the IP, past [`HANDOVER_HOLD_MAX`]: our
+/// view is the one that lags. One whose view is older is waited for up to the cap, as before
+/// (its watch may be stuck). A newer holder that falls silent is still waited for while it is
+/// alive (the nodes with current views fail it over, not ours); once it is declared down, the
+/// alive member with the newest view is asked instead, or, with none newer than ours, the gain
+/// is claimed.
+#[test]
+fn a_holder_with_the_newer_view_is_waited_for_without_the_cap() {
+    let (ip, holder, ms) = (IP.parse::<IpAddr>().unwrap(), owner(&NODES), MS);
+    let at_rev = |rev: u64| {
+        Arc::new(View {
+            revision: rev,
+            ..(*view_excluding(&NODES, &holder)).clone()
+        })
+    };
+    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != holder).collect();
+    // The holder declared down: its last reply (sent at `t`) and the others' revisions.
+    let quiet = |t: Instant, revisions: &[(&str, u64)]| {
+        let mut o = obs(Wake::Tick, &others, 0);
+        if let Some(m) = o.membership.as_mut() {
+            m.handover_replies = replied_at(&holder, ip, t, false, 11)
+                .membership
+                .map(|m| m.handover_replies)
+                .unwrap_or_default();
+            m.revisions = revisions.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+        }
+        o
+    };
+    for (holder_rev, claimed) in [(11, false), (9, true)] {
+        let (mut core, mut t) = successor_of(&holder, Instant::now());
+        core.set_view(at_rev(10));
+        t += ms(5);
+        core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+        let gained_at = t;
+        assert!(!core.owned().contains_key(&ip), "held back");
+        while t < gained_at + HANDOVER_HOLD_MAX + ms(500) {
+            t += ms(50);
+            core.step(t, replied_at(&holder, ip, t - ms(1), false, holder_rev));
+        }
+        assert_eq!(
+            core.owned().contains_key(&ip),
+            claimed,
+            "holder at revision {holder_rev}, ours 10"
+        );
+        if claimed {
+            continue;
+        }
+        // The newer holder falls silent: still held while it is listed alive.
+        let said = t - ms(1);
+        for _ in 0..10 {
+            t += ms(100);
+            core.step(t, replied_at(&holder, ip, said, false, holder_rev));
+        }
+        assert!(!core.owned().contains_key(&ip), "a silent newer holder");
+        // Declared down, with no member whose view is newer than ours: claimed at once.
+        t += ms(100);
+        core.step(t, quiet(said, &[]));
+        assert!(core.owned().contains_key(&ip), "nobody knows better");
+    }
+    // Declared down while another member's view is newer still: that member is asked instead,
+    // and its word decides (held while it holds the IP, claimed on its release).
+    let (mut core, mut t) = successor_of(&holder, Instant::now());
+    let me = core.config().me.clone();
+    let next = others
+        .iter()
+        .copied()
+        .find(|n| **n != me)
+        .unwrap_or_default();
+    core.set_view(at_rev(10));
+    t += ms(5);
+    core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+    t += ms(50);
+    core.step(t, replied_at(&holder, ip, t - ms(1), false, 11));
+    let mut asked = BTreeSet::new();
+    t += ms(100);
+    core.step(t, quiet(t - ms(101), &[(next, 12)]));
+    while let Some(o) = core.poll_output() {
+        if let Output::SetHandovers { asks, .. } = o {
+            asked = asks.keys().cloned().collect();
+        }
+    }
+    assert!(
+        !core.owned().contains_key(&ip),
+        "asks the newest alive view"
+    );
+    assert_eq!(asked, [next.to_string()].into(), "the next holder is asked");
+    for _ in 0..40 {
+        t += ms(100);
+        let mut o = quiet(t - ms(101), &[(next, 12)]);
+        if let Some(m) = o.membership.as_mut() {
+            m.handover_replies = replied_at(next, ip, t - ms(1), false, 12)
+                .membership
+                .map(|m| m.handover_replies)
+                .unwrap_or_default();
+        }
+        core.step(t, o);
+        assert!(!core.owned().contains_key(&ip), "the next holder holds it");
+    }
+    t += ms(100);
+    let mut o = quiet(t - ms(101), &[(next, 12)]);
+    if let Some(m) = o.membership.as_mut() {
+        m.handover_replies = replied_at(next, ip, t - ms(1), true, 12)
+            .membership
+            .map(|m| m.handover_replies)
+            .unwrap_or_default();
+    }
+    core.step(t, o);
+    assert!(
+        core.owned().contains_key(&ip),
+        "released by the newest view"
+    );
 }
 
 /// Issue #32 G5.8: while the holder keeps saying it still answers for the IP (its view gives
