@@ -29,8 +29,34 @@ pub struct FreshIps {
 impl FreshIps {
     /// Record the IPs of the current view at `now`. The first call marks every IP as old.
     pub fn observe(&mut self, now: Instant, ips: impl IntoIterator<Item = IpAddr>) {
+        self.observe_assigned(now, ips, &BTreeSet::new());
+    }
+
+    /// [`Self::observe`] with the IPs still `assigned` (in a Service status, with or without an
+    /// eligible node): an IP that had an owner and lost every eligible node while it stayed
+    /// assigned (an `externalTrafficPolicy: Local` Service whose endpoints all went away for a
+    /// moment, an exclusion, a Node NotReady) is not fresh when it regains one. It was
+    /// announced before and never left its Service, so nothing new could have taken it but a
+    /// conflict, which the conflict reports catch; a probe would only add a probe round to its
+    /// return (issue #32, found by the simulator: lag + 400 ms). MetalLB never probes. Only an
+    /// IP that leaves its Service and is assigned again is fresh again.
+    pub fn observe_assigned(
+        &mut self,
+        now: Instant,
+        ips: impl IntoIterator<Item = IpAddr>,
+        assigned: &BTreeSet<IpAddr>,
+    ) {
         let current: BTreeSet<IpAddr> = ips.into_iter().collect();
-        self.first_seen.retain(|ip, _| current.contains(ip));
+        self.first_seen.retain(|ip, at| {
+            if current.contains(ip) {
+                true
+            } else if assigned.contains(ip) {
+                *at = None;
+                true
+            } else {
+                false
+            }
+        });
         let appeared = self.started.then_some(now);
         for ip in current {
             self.first_seen.entry(ip).or_insert(appeared);
@@ -101,6 +127,25 @@ mod tests {
         let t2 = t0 + Duration::from_secs(2);
         f.observe(t2, [ip("198.51.100.1")]);
         assert_eq!(f.fresh(t2), BTreeSet::from([ip("198.51.100.1")]));
+    }
+
+    /// Issue #32: an IP that lost its owner while it stayed assigned is not fresh when it
+    /// regains one, even within [`FRESH_FOR`] of its first appearance; one that left its Service
+    /// is.
+    #[test]
+    fn an_ip_that_regains_an_owner_while_assigned_is_not_fresh() {
+        let t0 = Instant::now();
+        let (a, b) = (ip("198.51.100.1"), ip("198.51.100.2"));
+        let mut f = FreshIps::default();
+        f.observe(t0, []);
+        let t1 = t0 + Duration::from_secs(1);
+        f.observe_assigned(t1, [a, b], &[a, b].into());
+        assert_eq!(f.fresh(t1), BTreeSet::from([a, b]));
+        let t2 = t1 + Duration::from_secs(1);
+        f.observe_assigned(t2, [], &[a].into());
+        let t3 = t2 + Duration::from_secs(1);
+        f.observe_assigned(t3, [a, b], &[a, b].into());
+        assert_eq!(f.fresh(t3), BTreeSet::from([b]), "only the one that left");
     }
 
     /// Reviewer finding (second round, F1): a claim-gate closure right after a new IP appeared

@@ -558,12 +558,13 @@ impl SpeakerCore {
         });
         // Probed before their first announcement (issue #10 item 5): IPs that newly got an
         // owner, and IPs a report says another host holds (whoever held them before).
-        self.fresh.observe(
+        self.fresh.observe_assigned(
             now,
             plan.ips
                 .iter()
                 .filter(|(_, p)| p.owner.is_some())
                 .map(|(ip, _)| *ip),
+            &plan.ips.keys().copied().collect(),
         );
         let mut probe_first = self.fresh.fresh(now);
         probe_first.extend(obs.held_reported.iter().copied());
