@@ -200,3 +200,38 @@ impl Stores {
             .get(&reflector::ObjectRef::new(name).within(ns))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The view revision is the largest resourceVersion read, before trimming; one that is not
+    /// an integer counts for nothing (issue #32 G5.8).
+    #[test]
+    fn the_revision_is_the_largest_resource_version_read() {
+        let revision = Arc::new(AtomicU64::new(0));
+        let trimmed = Arc::new(AtomicU64::new(0));
+        let counted = trimmed.clone();
+        let mut see = tracked(&revision, move |node: &mut Node| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            node.metadata.labels = None;
+        });
+        for rv in [
+            Some("120"),
+            Some("95"),
+            Some("not-a-number"),
+            None,
+            Some("121"),
+        ] {
+            let mut node = Node::default();
+            node.metadata.resource_version = rv.map(String::from);
+            see(&mut node);
+        }
+        assert_eq!(revision.load(Ordering::Relaxed), 121);
+        assert_eq!(
+            trimmed.load(Ordering::Relaxed),
+            5,
+            "every object is still trimmed"
+        );
+    }
+}
