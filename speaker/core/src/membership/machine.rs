@@ -1856,21 +1856,7 @@ mod tests {
         assert!(!nodes[1].handover_replies()[&key("node-1", 2)].released);
         // node-2 lets .2 go but its own plan gives .2 to node-3 (node-1's view lags): not
         // released to node-1; once its plan gives .2 to node-1 (or nobody), released.
-        let plan_giving = |owner: Option<&str>| {
-            let mut plan = crate::plan::Plan::default();
-            plan.ips.insert(
-                ip(2),
-                crate::plan::IpPlan {
-                    owner: owner.map(String::from),
-                    services: Vec::new(),
-                    no_owner_reason: None,
-                    warnings: Vec::new(),
-                    reporter: None,
-                    label_set_aside: false,
-                },
-            );
-            Some(Arc::new(plan))
-        };
+        let plan_giving = |owner: Option<&str>| plan_giving(ip(2), owner);
         nodes[1].set_handovers(BTreeMap::new(), BTreeSet::new());
         for (from, owner, released) in [
             (3500, Some("node-3"), false),
@@ -1971,21 +1957,7 @@ mod tests {
         let mut nodes = vec![core_with(1, c.clone(), &ring()), core_with(2, c, &ring())];
         joined(&mut nodes, t0, 2000);
         let ip = IpAddr::from([198, 51, 100, 9]);
-        let plan_giving = |owner: Option<&str>| {
-            let mut plan = crate::plan::Plan::default();
-            plan.ips.insert(
-                ip,
-                crate::plan::IpPlan {
-                    owner: owner.map(String::from),
-                    services: Vec::new(),
-                    no_owner_reason: None,
-                    warnings: Vec::new(),
-                    reporter: None,
-                    label_set_aside: false,
-                },
-            );
-            Some(Arc::new(plan))
-        };
+        let plan_giving = |owner: Option<&str>| plan_giving(ip, owner);
         nodes[0].set_handovers(
             [("node-2".to_string(), [ip].into())].into(),
             BTreeSet::new(),
@@ -2048,6 +2020,23 @@ mod tests {
         // digests say nothing any more.
         nodes[0].leave(clock(t0, 5000));
         assert!(nodes[0].agreeing().is_empty());
+    }
+
+    /// A plan that gives `ip` to `owner` (or to nobody) and names no other IP.
+    fn plan_giving(ip: IpAddr, owner: Option<&str>) -> Option<Arc<crate::plan::Plan>> {
+        let mut plan = crate::plan::Plan::default();
+        plan.ips.insert(
+            ip,
+            crate::plan::IpPlan {
+                owner: owner.map(String::from),
+                services: Vec::new(),
+                no_owner_reason: None,
+                warnings: Vec::new(),
+                reporter: None,
+                label_set_aside: false,
+            },
+        );
+        Some(Arc::new(plan))
     }
 
     fn core_with(last: u8, config: MembershipConfig, keys: &KeyRing) -> MembershipCore {
