@@ -462,6 +462,18 @@ impl MembershipCore {
         &self.replies
     }
 
+    /// The revision this speaker sends: its plan's view's, or 0 (none) while its gate is closed
+    /// — a speaker with no plan vouches for no view (found by an attack: a node cut off from
+    /// the majority, its gate closed, was still asked as "the newest view" and kept a failover
+    /// waiting for as long as the cut lasted).
+    fn view_revision(&self) -> u64 {
+        if self.plan.is_some() {
+            self.revision
+        } else {
+            0
+        }
+    }
+
     /// Per member name, the revision of the API view its latest grant to us was made from
     /// ([`LeaseMsg::Grant::rev`]; members whose grants carry none are left out). A gain whose
     /// holder had the newer view and went down asks the member with the newest view instead
@@ -1324,7 +1336,7 @@ impl MembershipCore {
                 dst,
                 seq,
                 asks,
-                rev: self.revision,
+                rev: self.view_revision(),
             };
             if let Ok(body) = postcard::to_allocvec(&msg) {
                 self.send_sealed(KIND_LEASE, &body, to, now);
@@ -1363,10 +1375,13 @@ impl MembershipCore {
                 // - held back here for the requester itself, whose view is the newer: a mutual
                 //   hold, in which the newer view claims (`newer_view`). Never to a third node:
                 //   our own gain may still be released to us by the node we wait for.
+                // Our own view's revision, even while our gate is closed (then we send none:
+                // no plan vouches for it, but it still says the requester lags).
+                let mine = self.revision;
                 let requester_newer =
-                    super::lease::newer_view(&src.name, rev, &me.name, self.revision);
-                let requester_older = requester_newer == Some(false);
-                let requester_newer = requester_newer.unwrap_or(false);
+                    super::lease::newer_view(&src.name, rev, &me.name, mine).unwrap_or(false);
+                // Strictly: between equal revisions the views may well be the same.
+                let requester_older = rev != 0 && mine != 0 && rev < mine;
                 let released = asks
                     .into_iter()
                     .take(super::lease::MAX_ASKS)
@@ -1416,7 +1431,7 @@ impl MembershipCore {
                     } else {
                         super::lease::GATE_CLOSED
                     }),
-                    rev: self.revision,
+                    rev: self.view_revision(),
                 };
                 if let Ok(body) = postcard::to_allocvec(&grant) {
                     self.send_sealed(KIND_LEASE, &body, to, now);
@@ -1912,9 +1927,9 @@ mod tests {
             (7, 0, false, false),
         ] {
             nodes[0].set_handovers(asking("node-2"), BTreeSet::new());
-            nodes[0].set_plan(None, rev_1);
+            nodes[0].set_plan(Some(Arc::new(crate::plan::Plan::default())), rev_1);
             nodes[1].set_handovers(asking("node-1"), BTreeSet::new());
-            nodes[1].set_plan(None, rev_2);
+            nodes[1].set_plan(Some(Arc::new(crate::plan::Plan::default())), rev_2);
             mesh(&mut nodes, t0, from, 300, |_, _| false);
             from += 300;
             assert_eq!(
@@ -1930,11 +1945,11 @@ mod tests {
         }
         // node-3 has the newest view, but node-2 holds the IP back for node-1, not for it.
         nodes[0].set_handovers(asking("node-2"), BTreeSet::new());
-        nodes[0].set_plan(None, 5);
+        nodes[0].set_plan(Some(Arc::new(crate::plan::Plan::default())), 5);
         nodes[1].set_handovers(asking("node-1"), BTreeSet::new());
-        nodes[1].set_plan(None, 6);
+        nodes[1].set_plan(Some(Arc::new(crate::plan::Plan::default())), 6);
         nodes[2].set_handovers(asking("node-2"), BTreeSet::new());
-        nodes[2].set_plan(None, 9);
+        nodes[2].set_plan(Some(Arc::new(crate::plan::Plan::default())), 9);
         mesh(&mut nodes, t0, from, 300, |_, _| false);
         assert_eq!(released(&nodes[2], "node-2"), Some((false, 6)));
         assert_eq!(
@@ -1975,12 +1990,17 @@ mod tests {
             (5, 0, plan_giving(None), true),
         ] {
             let described = format!("{rev_1} asks {rev_2} with plan {plan:?}");
-            nodes[0].set_plan(None, rev_1);
+            nodes[0].set_plan(Some(Arc::new(crate::plan::Plan::default())), rev_1);
             nodes[1].set_plan(plan, rev_2);
             mesh(&mut nodes, t0, from, 300, |_, _| false);
             from += 300;
             let reply = nodes[0].handover_replies()[&("node-2".to_string(), ip)];
             assert_eq!(reply.released, released, "{described}");
+            assert_eq!(
+                nodes[0].peer_revisions().get("node-2").copied(),
+                (nodes[1].plan.is_some() && rev_2 != 0).then_some(rev_2),
+                "a closed gate sends no revision: {described}"
+            );
         }
     }
 
