@@ -852,27 +852,24 @@ fn a_holder_with_the_newer_view_is_waited_for_without_the_cap() {
         "asks the newest alive view"
     );
     assert_eq!(asked, [next.to_string()].into(), "the next holder is asked");
-    for _ in 0..40 {
-        t += ms(100);
+    // The next holder's reply (sent just before `t`), the first one down.
+    let next_says = |t: Instant, released: bool| {
         let mut o = quiet(t - ms(101), &[(next, 12)]);
         if let Some(m) = o.membership.as_mut() {
-            m.handover_replies = replied_at(next, ip, t - ms(1), false, 12)
+            m.handover_replies = replied_at(next, ip, t - ms(1), released, 12)
                 .membership
                 .map(|m| m.handover_replies)
                 .unwrap_or_default();
         }
-        core.step(t, o);
+        o
+    };
+    for _ in 0..40 {
+        t += ms(100);
+        core.step(t, next_says(t, false));
         assert!(!core.owned().contains_key(&ip), "the next holder holds it");
     }
     t += ms(100);
-    let mut o = quiet(t - ms(101), &[(next, 12)]);
-    if let Some(m) = o.membership.as_mut() {
-        m.handover_replies = replied_at(next, ip, t - ms(1), true, 12)
-            .membership
-            .map(|m| m.handover_replies)
-            .unwrap_or_default();
-    }
-    core.step(t, o);
+    core.step(t, next_says(t, true));
     assert!(
         core.owned().contains_key(&ip),
         "released by the newest view"
