@@ -1487,9 +1487,10 @@ impl MembershipCore {
                 self.evidence
                     .grant(&src.name, seq, self.config.lease(), now.mono);
                 if let Some(sent) = self.evidence.round_sent(seq) {
+                    // Per grant, so no allocation unless the revision changed.
                     if rev == 0 {
                         self.revisions.remove(&src.name);
-                    } else {
+                    } else if self.revisions.get(&src.name) != Some(&rev) {
                         self.revisions.insert(src.name.clone(), rev);
                     }
                     match members {
