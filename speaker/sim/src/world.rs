@@ -1170,6 +1170,7 @@ impl World {
                 carriers: m.carrier_reports(),
                 handover_replies: m.handover_replies().clone(),
                 revisions: m.peer_revisions().clone(),
+                askers: m.handover_askers().clone(),
                 agreeing: m.agreeing(),
             }),
             wall_secs,

@@ -1482,7 +1482,6 @@ fn an_etp_local_ip_regaining_an_eligible_node_answers_within_the_failover_bound(
 /// (I-failover, 0.8 s). A holder that holds an IP back for a third node should let a requester
 /// whose view is strictly newer have it, and then not claim it on the third node's word.
 #[test]
-#[ignore = "issue #32: two ETP Local moves within one watch lag: a holder waiting on a third node never releases to the newer requester (965 ms)"]
 fn two_endpoint_moves_within_one_watch_lag_answer_within_the_failover_bound() {
     assert_violates(&scenario(5705, 3, 4, FaultClass::Api), &[]);
 }

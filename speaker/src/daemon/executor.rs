@@ -357,6 +357,7 @@ impl Executor {
                 .unwrap_or_default(),
             carriers: m.carriers().borrow().clone(),
             revisions: m.peer_revisions().borrow().clone(),
+            askers: m.handover_askers().borrow().clone(),
         });
         self.observed_alive = membership
             .as_ref()

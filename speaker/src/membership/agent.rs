@@ -163,6 +163,7 @@ pub struct Membership {
     handovers: watch::Sender<Handovers>,
     replies: watch::Receiver<HandoverReplies>,
     revisions: watch::Receiver<BTreeMap<String, u64>>,
+    askers: watch::Receiver<HandoverAskers>,
     events: broadcast::Sender<MembershipEvent>,
     counters: Arc<Counters>,
     identity: SpeakerId,
@@ -238,6 +239,7 @@ impl Membership {
         let (handovers, handovers_rx) = watch::channel(Handovers::default());
         let (replies_tx, replies) = watch::channel(HandoverReplies::new());
         let (revisions_tx, revisions) = watch::channel(BTreeMap::new());
+        let (askers_tx, askers) = watch::channel(HandoverAskers::new());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             batch: RecvBatch::new(slot_len),
@@ -256,6 +258,7 @@ impl Membership {
             handovers_rx,
             replies_tx,
             revisions_tx,
+            askers_tx,
             events: events.clone(),
         };
         tracing::info!(identity = ?identity, %local_addr, "membership: started");
@@ -273,6 +276,7 @@ impl Membership {
             handovers,
             replies,
             revisions,
+            askers,
             events,
             counters,
             identity,
@@ -405,6 +409,12 @@ impl Membership {
     /// ([`MembershipCore::peer_revisions`]).
     pub fn peer_revisions(&self) -> watch::Receiver<BTreeMap<String, u64>> {
         self.revisions.clone()
+    }
+
+    /// Per IP held back for a third node, the newer-view member that asked for it
+    /// ([`MembershipCore::handover_askers`]).
+    pub fn handover_askers(&self) -> watch::Receiver<HandoverAskers> {
+        self.askers.clone()
     }
 
     /// Subscribes to transition events from now on.
@@ -592,6 +602,7 @@ struct Driver {
     handovers_rx: watch::Receiver<Handovers>,
     replies_tx: watch::Sender<HandoverReplies>,
     revisions_tx: watch::Sender<BTreeMap<String, u64>>,
+    askers_tx: watch::Sender<HandoverAskers>,
     events: broadcast::Sender<MembershipEvent>,
 }
 
@@ -607,6 +618,10 @@ struct Handovers {
 /// Per (previous holder, IP), the holder's latest reply to our asks
 /// ([`MembershipCore::handover_replies`]).
 pub type HandoverReplies = BTreeMap<(String, IpAddr), ferrolb_l2::membership::lease::HandoverReply>;
+
+/// Per IP held back for a third node, the newer-view member that asked for it
+/// ([`MembershipCore::handover_askers`]).
+pub type HandoverAskers = BTreeMap<IpAddr, ferrolb_l2::membership::lease::HandoverAsker>;
 
 fn clock() -> Clock {
     Clock {
@@ -766,6 +781,7 @@ impl Driver {
         publish(&self.carriers_tx, &self.core.carrier_reports());
         publish(&self.replies_tx, self.core.handover_replies());
         publish(&self.revisions_tx, self.core.peer_revisions());
+        publish(&self.askers_tx, self.core.handover_askers());
         publish(&self.members_tx, self.core.alive());
     }
 }

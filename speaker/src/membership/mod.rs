@@ -45,7 +45,9 @@ pub use ferrolb_l2::membership::{
     budget, config, counters, envelope, hello, identity, key, lease, machine, replay, timers,
 };
 
-pub use agent::{HandoverReplies, Membership, MembershipSettings, ReceiveBuffer, StartError};
+pub use agent::{
+    HandoverAskers, HandoverReplies, Membership, MembershipSettings, ReceiveBuffer, StartError,
+};
 pub use config::{
     ConfigError, DEFAULT_PORT, DEFAULT_RECV_BUFFER_BYTES, MembershipConfig, TimingProfile,
 };

@@ -116,6 +116,21 @@ pub struct HandoverReply {
     pub rev: u64,
 }
 
+/// A request about an IP this speaker holds back for a third node, from a member whose view is
+/// strictly newer than ours (issue #32 G5.8, [`super::MembershipCore::handover_askers`]): the
+/// newer view gives the IP to the requester, and the node we wait for may never release it to
+/// us (its own view gives it to the requester too), so the core waits on the requester instead
+/// (`SpeakerCore`'s handover, "deferred to a newer view").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoverAsker {
+    /// The requester's node name.
+    pub from: String,
+    /// The revision of the requester's API view ([`LeaseMsg::Request::rev`]), larger than ours.
+    pub rev: u64,
+    /// When the request arrived (monotonic).
+    pub at: Instant,
+}
+
 /// Whether the API view at revision `a_rev` of the speaker named `a` is newer than `b`'s at
 /// `b_rev` (issue #32 G5.8, the mutual hold): the larger revision, and between equal ones the
 /// larger name, so that of two speakers exactly one is the newer and both agree which. `None`

@@ -33,7 +33,7 @@ use super::hello::{
 };
 use super::identity::{MAX_NODE_NAME_LEN, SpeakerId};
 use super::key::KeyRing;
-use super::lease::{Evidence, HandoverReply, KIND_LEASE, KIND_SWIM, LeaseMsg};
+use super::lease::{Evidence, HandoverAsker, HandoverReply, KIND_LEASE, KIND_SWIM, LeaseMsg};
 use super::replay::{ReplayError, ReplayGuard};
 use super::timers::TimerQueue;
 
@@ -228,6 +228,9 @@ pub struct MembershipCore {
     plan: Option<Arc<crate::plan::Plan>>,
     /// The holders' latest replies to our asks ([`Self::handover_replies`]).
     replies: BTreeMap<(String, IpAddr), HandoverReply>,
+    /// Per IP we hold back for a third node, the newest-view requester that asked about it
+    /// ([`Self::handover_askers`]).
+    askers: BTreeMap<IpAddr, HandoverAsker>,
     /// Per granter's node name, the member-list digest its latest grant carried
     /// ([`Self::agreeing`]).
     list_digests: BTreeMap<String, u64>,
@@ -341,6 +344,7 @@ impl MembershipCore {
             refuted: None,
             plan: None,
             replies: BTreeMap::new(),
+            askers: BTreeMap::new(),
             list_digests: BTreeMap::new(),
             config,
         })
@@ -431,6 +435,8 @@ impl MembershipCore {
     ) {
         self.replies
             .retain(|(holder, ip), _| asks.get(holder).is_some_and(|ips| ips.contains(ip)));
+        self.askers
+            .retain(|ip, _| asks.values().any(|ips| ips.contains(ip)));
         self.asks = asks
             .into_iter()
             .map(|(holder, ips)| {
@@ -460,6 +466,17 @@ impl MembershipCore {
     /// says the holder had let the IP go at some moment after it.
     pub fn handover_replies(&self) -> &BTreeMap<(String, IpAddr), HandoverReply> {
         &self.replies
+    }
+
+    /// Per IP this speaker holds back for a node other than the requester (issue #32 G5.8), the
+    /// requester with the newest view that asked about it since, if its view is strictly newer
+    /// than ours (the largest revision; the latest request between equal ones). Such a
+    /// request is not granted — the IP is held back for someone else — but the core then waits
+    /// on the requester instead of the node it held the IP back for, and asks it; the mutual
+    /// hold that follows releases the IP to the newer view. Forgotten when the IP is no longer
+    /// held back ([`Self::set_handovers`]).
+    pub fn handover_askers(&self) -> &BTreeMap<IpAddr, HandoverAsker> {
+        &self.askers
     }
 
     /// The revision this speaker sends: its plan's view's, or 0 (none) while its gate is closed
@@ -1382,9 +1399,10 @@ impl MembershipCore {
                     super::lease::newer_view(&src.name, rev, &me.name, mine).unwrap_or(false);
                 // Strictly: between equal revisions the views may well be the same.
                 let requester_older = rev != 0 && mine != 0 && rev < mine;
-                let released = asks
-                    .into_iter()
-                    .take(super::lease::MAX_ASKS)
+                let asked: Vec<IpAddr> = asks.into_iter().take(super::lease::MAX_ASKS).collect();
+                let released = asked
+                    .iter()
+                    .copied()
                     .filter(|ip| {
                         if self.holding.contains(ip) {
                             return false;
@@ -1413,7 +1431,11 @@ impl MembershipCore {
                             }
                         }
                     })
-                    .collect();
+                    .collect::<Vec<IpAddr>>();
+                // Strictly newer: it is waited on instead of a third node (`handover_askers`).
+                if mine != 0 && rev > mine {
+                    self.note_askers(&src.name, rev, (&asked, &released), now.mono);
+                }
                 let grant = LeaseMsg::Grant {
                     src: me,
                     dst: src,
@@ -1518,6 +1540,38 @@ impl MembershipCore {
                     }
                 }
                 Ok(())
+            }
+        }
+    }
+
+    /// Records `from` (view revision `rev`, newer than ours) as the asker of each IP it asked
+    /// about (`asked`) that it was not `released` and that we hold back for another node
+    /// ([`Self::handover_askers`]): bounded by what we hold back.
+    fn note_askers(
+        &mut self,
+        from: &str,
+        rev: u64,
+        (asked, released): (&[IpAddr], &[IpAddr]),
+        at: Instant,
+    ) {
+        for ip in asked.iter().filter(|ip| !released.contains(ip)) {
+            let held_back = self
+                .asks
+                .iter()
+                .any(|(holder, ips)| holder != from && ips.contains(ip));
+            if !held_back {
+                continue;
+            }
+            let newest = self.askers.get(ip).is_none_or(|a| a.rev <= rev);
+            if newest {
+                self.askers.insert(
+                    *ip,
+                    HandoverAsker {
+                        from: from.to_owned(),
+                        rev,
+                        at,
+                    },
+                );
             }
         }
     }
@@ -2003,6 +2057,45 @@ mod tests {
                 "a closed gate sends no revision: {described}"
             );
         }
+    }
+
+    /// Issue #32 G5.8: a speaker that holds an IP back for a third node does not release it to
+    /// a requester, but records the requester whose view is strictly newer than its own
+    /// (`handover_askers`, for the core to wait on it instead); not one whose view is as old or
+    /// older, and nothing once the IP is no longer held back.
+    #[test]
+    fn a_newer_requester_of_an_ip_held_back_for_a_third_node_is_recorded() {
+        let t0 = Instant::now();
+        let c = MembershipConfig::default();
+        let mut nodes = vec![core_with(1, c.clone(), &ring()), core_with(2, c, &ring())];
+        joined(&mut nodes, t0, 2000);
+        let ip = IpAddr::from([198, 51, 100, 9]);
+        // node-2 holds the IP back for node-3 and is asked about it by node-1.
+        nodes[1].set_handovers(
+            [("node-3".to_string(), [ip].into())].into(),
+            BTreeSet::new(),
+        );
+        nodes[0].set_handovers(
+            [("node-2".to_string(), [ip].into())].into(),
+            BTreeSet::new(),
+        );
+        nodes[1].set_plan(Some(plan_giving(ip, Some("node-2")).unwrap()), 5);
+        let mut from = 2000;
+        for (rev_1, recorded) in [(5, false), (4, false), (0, false), (9, true)] {
+            nodes[0].set_plan(Some(plan_giving(ip, Some("node-1")).unwrap()), rev_1);
+            mesh(&mut nodes, t0, from, 300, |_, _| false);
+            from += 300;
+            let reply = nodes[0].handover_replies()[&("node-2".to_string(), ip)];
+            assert!(!reply.released, "held back for node-3: revision {rev_1}");
+            let asker = nodes[1].handover_askers().get(&ip);
+            assert_eq!(
+                asker.map(|a| (a.from.as_str(), a.rev)),
+                recorded.then_some(("node-1", rev_1)),
+                "revision {rev_1} against 5"
+            );
+        }
+        nodes[1].set_handovers(BTreeMap::new(), BTreeSet::new());
+        assert!(nodes[1].handover_askers().is_empty());
     }
 
     /// Issue #32 F1 with a voter down: each grant carries the granter's member-list digest;

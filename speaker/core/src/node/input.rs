@@ -53,6 +53,10 @@ pub struct MembershipObservation {
     /// ([`crate::membership::MembershipCore::handover_replies`]): released (claim at once) or
     /// still answered for there (keep waiting, up to [`super::HANDOVER_HOLD_MAX`]).
     pub handover_replies: BTreeMap<(String, IpAddr), crate::membership::lease::HandoverReply>,
+    /// Per IP this node holds back for a third node, the member with a strictly newer view
+    /// that asked for it ([`crate::membership::MembershipCore::handover_askers`]): the gain is
+    /// then waited on that member instead (issue #32 G5.8).
+    pub askers: BTreeMap<IpAddr, crate::membership::lease::HandoverAsker>,
     /// Per member, the revision of its API view as its latest grant said
     /// ([`crate::membership::MembershipCore::peer_revisions`]).
     pub revisions: BTreeMap<String, u64>,

@@ -172,6 +172,46 @@ impl Handover {
         }
     }
 
+    /// Waits on `asker` instead of the holder, if it asked for the IP since the gain was held
+    /// back (issue #32 G5.8) with a view strictly newer than ours (`mine`) and no older than
+    /// the holder's (as its grants said, `revisions`): the newer view gives the IP to the
+    /// asker, so the node we wait for, whose own view (if it is as new) gives it to the asker
+    /// too, would never release it to us — both would wait until our watch caught up (found
+    /// by the simulator: two ETP Local endpoint moves within one watch lag, 965 ms silent).
+    /// From then on we ask the asker, which holds the IP back for us: a mutual hold, which
+    /// the newer view's side claims, and we wait on it like on any newer holder
+    /// ([`Self::waiting`]). Returns whether the holder changed.
+    fn defer(
+        &mut self,
+        asker: &crate::membership::lease::HandoverAsker,
+        now: Instant,
+        alive: &BTreeSet<String>,
+        (me, my_rev): (&str, u64),
+        revisions: &BTreeMap<String, u64>,
+    ) -> bool {
+        let holder_rev = revisions
+            .get(&self.holder)
+            .copied()
+            .unwrap_or(0)
+            .max(self.newer.unwrap_or(0));
+        let newer = my_rev != 0 && asker.rev > my_rev && asker.rev >= holder_rev;
+        if !newer
+            || asker.at < self.since
+            || asker.from == self.holder
+            || asker.from == me
+            || !alive.contains(&asker.from)
+        {
+            return false;
+        }
+        self.holder.clone_from(&asker.from);
+        self.since = now;
+        self.newer = Some(asker.rev);
+        self.due = self
+            .due
+            .max(now.checked_add(HANDOVER_HOLD_MAX).unwrap_or(now));
+        true
+    }
+
     /// Whether the gain still waits at `now`. Normally while `due` is ahead and the holder is
     /// alive: a holder that has gone down hands over nothing.
     ///
@@ -507,10 +547,20 @@ impl SpeakerCore {
         for (ip, h) in self.handovers.iter_mut() {
             h.refresh(ip, &obs.membership, w, mine);
         }
-        let handover_due = self
-            .handovers
-            .iter()
-            .any(|(ip, h)| h.due <= now || h.released(ip, &obs.membership));
+        // A newer view asked for an IP we hold back for a third node: wait on it instead.
+        let mut deferred = false;
+        if let Some(m) = obs.membership.as_ref().filter(|_| self.in_membership) {
+            for (ip, h) in self.handovers.iter_mut() {
+                if let Some(asker) = m.askers.get(ip) {
+                    deferred |= h.defer(asker, now, &alive, mine, &m.revisions);
+                }
+            }
+        }
+        let handover_due = deferred
+            || self
+                .handovers
+                .iter()
+                .any(|(ip, h)| h.due <= now || h.released(ip, &obs.membership));
         // A step that sees another membership than the last plan's re-plans, whatever woke
         // it: renewing the lease on a plan made for an older membership would let this node
         // answer, for one more lease, an IP that a newcomer has been told it may claim once

@@ -68,6 +68,7 @@ fn obs(wake: Wake, alive: &[&str], rejoins: u64) -> Observation {
             carriers: Carriers::new(),
             handover_replies: BTreeMap::new(),
             revisions: BTreeMap::new(),
+            askers: BTreeMap::new(),
             agreeing: BTreeSet::new(),
         }),
         wall_secs: 1_800_000_000,
@@ -874,6 +875,87 @@ fn a_holder_with_the_newer_view_is_waited_for_without_the_cap() {
         core.owned().contains_key(&ip),
         "released by the newest view"
     );
+}
+
+/// Issue #32 G5.8, two API changes within one watch lag: our gain is held back for the node
+/// that held the IP, whose view is newer and gives it to a third node. A member whose view is
+/// strictly newer than ours (and no older than the holder's) that asks us for the IP is then
+/// waited on and asked instead: a mutual hold that its side claims. An asker whose view is no
+/// newer than ours, or older than the holder's, or that asked before the gain, changes nothing.
+#[test]
+fn a_gain_held_for_a_holder_waits_on_a_newer_view_that_asks_for_it() {
+    let (ip, holder, ms) = (IP.parse::<IpAddr>().unwrap(), owner(&NODES), MS);
+    let at_rev = |rev: u64| {
+        Arc::new(View {
+            revision: rev,
+            ..(*view_excluding(&NODES, &holder)).clone()
+        })
+    };
+    let asked_by = |t: Instant, from: &str, rev: u64, at: Instant, holder_rev: u64| {
+        let mut o = replied_at(&holder, ip, t - ms(1), false, holder_rev);
+        if let Some(m) = o.membership.as_mut() {
+            m.askers = [(
+                ip,
+                crate::membership::lease::HandoverAsker {
+                    from: from.to_string(),
+                    rev,
+                    at,
+                },
+            )]
+            .into();
+            m.revisions = [(holder.clone(), holder_rev)].into();
+        }
+        o
+    };
+    // (asker's revision, holder's, asked after the gain, waited on the asker); ours is 10.
+    for (asker_rev, holder_rev, after, deferred) in [
+        (12, 12, true, true),
+        (12, 11, true, true),
+        (10, 12, true, false),
+        (11, 12, true, false),
+        (12, 12, false, false),
+    ] {
+        let (mut core, mut t) = successor_of(&holder, Instant::now());
+        let me = core.config().me.clone();
+        let asker = NODES
+            .iter()
+            .copied()
+            .find(|n| *n != me && *n != holder)
+            .unwrap_or_default();
+        let before = t;
+        core.set_view(at_rev(10));
+        t += ms(5);
+        core.step(t, obs(Wake::ViewChanged, &NODES, 0));
+        drain(&mut core);
+        assert!(!core.owned().contains_key(&ip), "held back");
+        let asked_at = if after { t + ms(10) } else { before };
+        t += ms(50);
+        core.step(t, asked_by(t, asker, asker_rev, asked_at, holder_rev));
+        let mut asks = BTreeMap::new();
+        while let Some(o) = core.poll_output() {
+            if let Output::SetHandovers { asks: a, .. } = o {
+                asks = a;
+            }
+        }
+        let described = format!("asker {asker_rev}, holder {holder_rev}, after {after}");
+        let waited_on = if deferred { asker } else { holder.as_str() };
+        if deferred {
+            assert_eq!(
+                asks.keys().cloned().collect::<Vec<_>>(),
+                vec![waited_on.to_string()],
+                "{described}"
+            );
+        }
+        // Waited on past the cap while the asker (or the newer holder) holds it.
+        for _ in 0..40 {
+            t += ms(100);
+            core.step(t, replied_at(waited_on, ip, t - ms(1), false, 12));
+            assert!(!core.owned().contains_key(&ip), "{described}");
+        }
+        t += ms(100);
+        core.step(t, replied_at(waited_on, ip, t - ms(1), true, 12));
+        assert!(core.owned().contains_key(&ip), "released: {described}");
+    }
 }
 
 /// Issue #32 G5.8: while the holder keeps saying it still answers for the IP (its view gives
