@@ -1474,13 +1474,14 @@ fn an_etp_local_ip_regaining_an_eligible_node_answers_within_the_failover_bound(
 }
 
 /// Found by the second half of the 100,000-scenario run on the view revisions (session 32,
-/// seed 5705), open: an ETP Local endpoint moves to node 1 (whose watch lags 476 ms) and, 451 ms
+/// seed 5705): an ETP Local endpoint moves to node 1 (whose watch lags 476 ms) and, 451 ms
 /// later, on to node 2. Node 2 gains the IP at once and asks node 1, its holder under the
-/// previous plan; node 1, whose view has only now delivered the first move, holds the IP back
-/// for the original owner (which, newer, never releases to it) and so never releases to node 2
-/// either: silent until node 1's watch delivers the second move, plus a heartbeat — 965 ms
-/// (I-failover, 0.8 s). A holder that holds an IP back for a third node should let a requester
-/// whose view is strictly newer have it, and then not claim it on the third node's word.
+/// previous plan; node 1, whose view has only now delivered the first move, held the IP back
+/// for the original owner (which, newer, never releases to it) and so never released it to
+/// node 2 either: silent until node 1's watch delivered the second move, plus a heartbeat —
+/// 965 ms (I-failover, 0.8 s). Now a gain held back for a holder waits on a member with a
+/// strictly newer view that asks for the IP (`HandoverAsker`): the mutual hold that follows
+/// is released to the newer view (session 33).
 #[test]
 fn two_endpoint_moves_within_one_watch_lag_answer_within_the_failover_bound() {
     assert_violates(&scenario(5705, 3, 4, FaultClass::Api), &[]);
