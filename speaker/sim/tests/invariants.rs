@@ -1487,6 +1487,41 @@ fn two_endpoint_moves_within_one_watch_lag_answer_within_the_failover_bound() {
     assert_violates(&scenario(5705, 3, 4, FaultClass::Api), &[]);
 }
 
+/// Found by attacking the rule above (session 33): its first version waited on a newer asker
+/// whatever the holder's view, and so bypassed a holder that still answered. Node 0, whose
+/// watch lags 600 ms, has just claimed the IP (an endpoint moved to it); the endpoint moves on
+/// to node 1 and, 5 ms later, to node 2, while the API server is out for nodes 0 and 1. Node 1
+/// held the gain back for node 0, node 2 asked node 1, node 1 waited on node 2 instead, and
+/// node 2 claimed next to node 0 (two answerers 350 ms, I-bounded) and then yielded to node
+/// 0's re-announcement: silent 2.3 s (I-failover). Only a holder whose view is newer than ours
+/// — it has moved past the view that gave it the IP — is bypassed.
+#[test]
+fn a_newer_asker_never_bypasses_a_holder_that_may_still_answer() {
+    for seed in 1..=4 {
+        let s = Scenario::quiet(seed, 3, 1)
+            .with(3_000, Fault::EndpointOn { ip: 0, node: 2 })
+            .with(6_000, Fault::WatchDelay { node: 0, ms: 600 })
+            .with(8_000, Fault::EndpointOn { ip: 0, node: 0 })
+            .with(8_660, Fault::EndpointOn { ip: 0, node: 1 })
+            .with(
+                8_661,
+                Fault::ApiOutage {
+                    node: 0,
+                    for_ms: 2_000,
+                },
+            )
+            .with(
+                8_661,
+                Fault::ApiOutage {
+                    node: 1,
+                    for_ms: 2_000,
+                },
+            )
+            .with(8_665, Fault::EndpointOn { ip: 0, node: 2 });
+        assert_violates(&s, &[]);
+    }
+}
+
 /// Found by the 100,000-scenario run: SIGTERM or SIGSTOP of two nodes one after the other
 /// with task hops of up to 100 ms left an IP silent for up to 3.27 s. Not the protocol: a
 /// restart scheduled less than one task hop after a SIGTERM came before the handler had run

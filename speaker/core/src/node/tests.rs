@@ -907,13 +907,16 @@ fn a_gain_held_for_a_holder_waits_on_a_newer_view_that_asks_for_it() {
         }
         o
     };
-    // (asker's revision, holder's, asked after the gain, waited on the asker); ours is 10.
+    // (asker's revision, holder's, asked after the gain, waited on the asker); ours is 10. A
+    // holder whose view is no newer than ours may still answer: never bypassed.
     for (asker_rev, holder_rev, after, deferred) in [
         (12, 12, true, true),
         (12, 11, true, true),
         (10, 12, true, false),
         (11, 12, true, false),
         (12, 12, false, false),
+        (12, 10, true, false),
+        (12, 9, true, false),
     ] {
         let (mut core, mut t) = successor_of(&holder, Instant::now());
         let me = core.config().me.clone();
