@@ -1522,6 +1522,42 @@ fn a_newer_asker_never_bypasses_a_holder_that_may_still_answer() {
     }
 }
 
+/// Found by the second attack on the rule (session 33): a holder whose view is newer than
+/// ours but older than the asker's may answer the IP again. The endpoint moves to node 1,
+/// back to node 0 5 ms later and on to node 2 35 ms after that; node 1's API server is out
+/// (its view stays at the first move), node 2's for 42 ms (it skips the move back). Node 0
+/// saw both first moves at once and kept the IP (a mutual hold it wins); node 2 asked node 1
+/// with the newest view, node 1 waited on it, and node 2 claimed next to node 0 (two answerers
+/// 450 ms), then yielded to node 0's re-announcement: silent 2.1 s. Only a holder whose view
+/// is exactly the asker's is bypassed.
+#[test]
+fn a_newer_asker_never_bypasses_a_holder_between_our_view_and_its_own() {
+    for seed in 1..=4 {
+        let s = Scenario::quiet(seed, 3, 1)
+            .with(3_000, Fault::EndpointOn { ip: 0, node: 0 })
+            .with(6_000, Fault::WatchDelay { node: 0, ms: 30 })
+            .with(8_000, Fault::EndpointOn { ip: 0, node: 1 })
+            .with(
+                8_003,
+                Fault::ApiOutage {
+                    node: 1,
+                    for_ms: 1_000,
+                },
+            )
+            .with(
+                8_003,
+                Fault::ApiOutage {
+                    node: 2,
+                    for_ms: 42,
+                },
+            )
+            .with(8_005, Fault::EndpointOn { ip: 0, node: 0 })
+            .with(8_036, Fault::WatchDelay { node: 0, ms: 900 })
+            .with(8_040, Fault::EndpointOn { ip: 0, node: 2 });
+        assert_violates(&s, &[]);
+    }
+}
+
 /// Found by the 100,000-scenario run: SIGTERM or SIGSTOP of two nodes one after the other
 /// with task hops of up to 100 ms left an IP silent for up to 3.27 s. Not the protocol: a
 /// restart scheduled less than one task hop after a SIGTERM came before the handler had run

@@ -174,8 +174,8 @@ impl Handover {
 
     /// Waits on `asker` instead of the holder, if it asked for the IP since the gain was held
     /// back (issue #32 G5.8), the holder's view is strictly newer than ours (`mine`; as its
-    /// grants said, `revisions`, or its replies) and the asker's no older than the holder's:
-    /// the newer view gives the IP to the asker, so the node we wait for, whose own view (if it is as new) gives it to the asker
+    /// grants said, `revisions`, or its replies) and the asker's is exactly the holder's: that
+    /// view gives the IP to the asker, so the node we wait for, whose own view (if it is as new) gives it to the asker
     /// too, would never release it to us — both would wait until our watch caught up (found
     /// by the simulator: two ETP Local endpoint moves within one watch lag, 965 ms silent).
     /// From then on we ask the asker, which holds the IP back for us: a mutual hold, which
@@ -194,12 +194,14 @@ impl Handover {
             .copied()
             .unwrap_or(0)
             .max(self.newer.unwrap_or(0));
-        // Only a holder heard with a view newer than ours: it has moved past the view that
-        // gave it the IP, so it no longer answers, but it will not release the IP to us (its
-        // plan gives it to the asker). A holder whose view is as old as ours or older may
-        // still answer: waiting on the asker would let it claim next to the holder (found by
-        // an attack: 350 ms two answerers, then 2.3 s silent under the holder's yield).
-        let newer = my_rev != 0 && holder_rev > my_rev && asker.rev >= holder_rev;
+        // Only a holder heard with a view newer than ours and exactly as new as the asker's:
+        // it sees the API state that gives the IP to the asker, so it no longer answers the
+        // IP, but it will not release it to us either. A holder whose view is as old as ours
+        // or older may still answer (found by an attack: the asker claimed next to it, two
+        // answerers 350 ms, then 2.3 s silent under the holder's yield), and so may one
+        // between ours and the asker's, whose plan may have given the IP back to it (a second
+        // attack: 450 ms, then 2.1 s). Its "not released" does not say which.
+        let newer = my_rev != 0 && holder_rev > my_rev && asker.rev == holder_rev;
         if !newer
             || asker.at < self.since
             || asker.from == self.holder
