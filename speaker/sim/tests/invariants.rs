@@ -1558,6 +1558,41 @@ fn a_newer_asker_never_bypasses_a_holder_between_our_view_and_its_own() {
     }
 }
 
+/// Found by the third attack on the rule (session 33): after the holder H (node 0) is
+/// SIGTERMed, the gain waits on the member with the newest view, N (node 2), which answers
+/// the IP from a view between ours and H's. Our record of H's revision was taken for N's, so
+/// the asker Q (node 3, at H's revision) passed "exactly the holder's view", was released the
+/// IP and claimed next to N (two answerers 399 ms), then yielded to N's re-announcement:
+/// silent 2.2 s. The holder's revision is its own latest grant's.
+#[test]
+fn a_newer_asker_never_bypasses_the_holder_that_replaced_a_dead_one() {
+    for seed in 1..=4 {
+        let mut s = Scenario::quiet(seed, 4, 1).with(3_000, Fault::EndpointOn { ip: 0, node: 0 });
+        // (when, node, watch lag in ms)
+        for (at, node, ms) in [
+            (6_000, 0, 2_000),
+            (6_000, 2, 2_000),
+            (6_000, 1, 10),
+            (6_000, 3, 10),
+            (8_050, 2, 10),
+            (8_050, 1, 3_000),
+            (8_050, 3, 3_000),
+            (8_150, 0, 10),
+            (8_150, 1, 1_000),
+            (8_150, 2, 1_000),
+            (8_150, 3, 220),
+        ] {
+            s = s.with(at, Fault::WatchDelay { node, ms });
+        }
+        let s = s
+            .with(8_000, Fault::EndpointOn { ip: 0, node: 1 })
+            .with(8_100, Fault::EndpointOn { ip: 0, node: 2 })
+            .with(8_200, Fault::EndpointOn { ip: 0, node: 3 })
+            .with(8_400, Fault::Terminate(0));
+        assert_violates(&s, &[]);
+    }
+}
+
 /// Found by the 100,000-scenario run: SIGTERM or SIGSTOP of two nodes one after the other
 /// with task hops of up to 100 ms left an IP silent for up to 3.27 s. Not the protocol: a
 /// restart scheduled less than one task hop after a SIGTERM came before the handler had run

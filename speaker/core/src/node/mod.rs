@@ -174,7 +174,7 @@ impl Handover {
 
     /// Waits on `asker` instead of the holder, if it asked for the IP since the gain was held
     /// back (issue #32 G5.8), the holder's view is strictly newer than ours (`mine`; as its
-    /// grants said, `revisions`, or its replies) and the asker's is exactly the holder's: that
+    /// latest grant said, `revisions`) and the asker's is exactly the holder's: that
     /// view gives the IP to the asker, so the node we wait for, whose own view (if it is as new) gives it to the asker
     /// too, would never release it to us — both would wait until our watch caught up (found
     /// by the simulator: two ETP Local endpoint moves within one watch lag, 965 ms silent).
@@ -189,11 +189,10 @@ impl Handover {
         (me, my_rev): (&str, u64),
         revisions: &BTreeMap<String, u64>,
     ) -> bool {
-        let holder_rev = revisions
-            .get(&self.holder)
-            .copied()
-            .unwrap_or(0)
-            .max(self.newer.unwrap_or(0));
+        // The holder's own latest grant, never `self.newer`: after a holder that went down,
+        // that is the dead holder's revision, not the new one's (a third attack: the new
+        // holder, older and answering, was bypassed — two answerers 399 ms, then 2.2 s).
+        let holder_rev = revisions.get(&self.holder).copied().unwrap_or(0);
         // Only a holder heard with a view newer than ours and exactly as new as the asker's:
         // it sees the API state that gives the IP to the asker, so it no longer answers the
         // IP, but it will not release it to us either. A holder whose view is as old as ours
