@@ -30,7 +30,7 @@
 //! it stayed up for [`CARRIER_UP_HOLD`], so a link that flaps faster than that reads as down
 //! the whole time and moves its IPs once, not at every flap.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -109,11 +109,18 @@ pub fn contains(net: IpAddr, len: u8, ip: IpAddr) -> bool {
     }
 }
 
-/// What one speaker reports about its interfaces (sorted by name).
+/// What one speaker reports about its interfaces (sorted by name), and whether it has
+/// withdrawn from answering.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LinkReport {
     /// The interfaces of its default set and those named by an L2Advertisement it knows.
     pub links: Vec<Link>,
+    /// The speaker's claim gate is closed because it hears a minority of the voters: it
+    /// answers for nothing, so no IP is planned on it ([`exclude_without_carrier`]; issue #32,
+    /// `docs/speaker.md` "A withdrawn speaker"; `crate::node::SpeakerCore::withdrawn`). `false`
+    /// from speakers before it (the wire layout without it decodes with `false`:
+    /// `crate::membership::carrier`).
+    pub withdrawn: bool,
 }
 
 impl LinkReport {
@@ -143,14 +150,22 @@ impl LinkReport {
     pub fn any_carrier(&self) -> bool {
         self.links.iter().any(|l| l.carrier)
     }
+
+    /// Whether the report can exclude its node from any IP: it is withdrawn, or a link lacks
+    /// carrier.
+    pub fn restricts(&self) -> bool {
+        self.withdrawn || self.links.iter().any(|l| !l.carrier)
+    }
 }
 
 /// Every member's latest report, by node name (this speaker's own included).
 pub type Carriers = BTreeMap<String, LinkReport>;
 
-/// Removes from `eligibility` every node whose report says it has no carrier towards the
-/// clients of `ip` ([`LinkReport::carrier_for`] on the interfaces `cluster` gives it for
-/// `pool`). When that leaves nobody, the reason says so ([`NodeExclusion::NoCarrier`]).
+/// Removes from `eligibility` every node whose report says it has withdrawn
+/// ([`LinkReport::withdrawn`]) or has no carrier towards the clients of `ip`
+/// ([`LinkReport::carrier_for`] on the interfaces `cluster` gives it for `pool`). When that
+/// leaves nobody, the reason says so ([`NodeExclusion::Withdrawn`],
+/// [`NodeExclusion::NoCarrier`]).
 pub fn exclude_without_carrier(
     eligibility: &mut Eligibility,
     cluster: &Cluster,
@@ -161,30 +176,30 @@ pub fn exclude_without_carrier(
     if carriers.is_empty() {
         return;
     }
-    let dropped: BTreeSet<String> = eligibility
+    let dropped: BTreeMap<String, NodeExclusion> = eligibility
         .nodes
         .iter()
-        .filter(|n| {
-            // A report with carrier on every link cannot exclude: skip the interface lookup (the
-            // common case, at every IP of every re-plan).
-            carriers.get(*n).is_some_and(|r| {
-                !r.links.iter().all(|l| l.carrier)
-                    && r.carrier_for(&cluster.announce_interfaces(pool, n), ip) == Some(false)
-            })
+        .filter_map(|n| {
+            let r = carriers.get(n)?;
+            // A report that is not withdrawn and has carrier on every link cannot exclude:
+            // skip the interface lookup (the common case, at every IP of every re-plan).
+            if r.withdrawn {
+                Some((n.clone(), NodeExclusion::Withdrawn))
+            } else if r.restricts()
+                && r.carrier_for(&cluster.announce_interfaces(pool, n), ip) == Some(false)
+            {
+                Some((n.clone(), NodeExclusion::NoCarrier))
+            } else {
+                None
+            }
         })
-        .cloned()
         .collect();
     if dropped.is_empty() {
         return;
     }
-    eligibility.nodes.retain(|n| !dropped.contains(n));
+    eligibility.nodes.retain(|n| !dropped.contains_key(n));
     if eligibility.nodes.is_empty() {
-        eligibility.reason = Some(NoEligibleNode::NodeChecks(
-            dropped
-                .into_iter()
-                .map(|n| (n, NodeExclusion::NoCarrier))
-                .collect(),
-        ));
+        eligibility.reason = Some(NoEligibleNode::NodeChecks(dropped));
     }
 }
 
@@ -264,6 +279,7 @@ mod tests {
                 link("eth0", client, "198.51.100.0", 24),
                 link("eth1", storage, "10.1.0.0", 24),
             ],
+            withdrawn: false,
         }
     }
 
@@ -307,6 +323,7 @@ mod tests {
                 link("eth0", false, "198.51.100.0", 24),
                 link("eth1", true, "2001:db8::", 64),
             ],
+            withdrawn: false,
         };
         assert_eq!(
             r.carrier_for(&Interfaces::All, ip("198.51.100.7")),

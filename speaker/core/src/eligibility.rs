@@ -174,6 +174,10 @@ pub enum NodeExclusion {
     ExcludedByLabel,
     /// Clause 5: no announce interface with carrier.
     NoCarrier,
+    /// Clause 6: the speaker has withdrawn from answering (its claim gate closed after it had
+    /// served: it hears a minority of the voters), as its own report says
+    /// ([`crate::carrier::LinkReport::withdrawn`]).
+    Withdrawn,
 }
 
 impl fmt::Display for NodeExclusion {
@@ -186,6 +190,7 @@ impl fmt::Display for NodeExclusion {
                 "excluded by label node.kubernetes.io/exclude-from-external-load-balancers"
             }
             NodeExclusion::NoCarrier => "no carrier on the announce interface",
+            NodeExclusion::Withdrawn => "speaker withdrawn (it hears a minority of the speakers)",
         })
     }
 }

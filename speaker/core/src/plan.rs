@@ -190,6 +190,7 @@ mod tests {
                 link("eth0", client, "198.51.100.0"),
                 link("eth1", true, "10.1.0.0"),
             ],
+            withdrawn: false,
         };
         let carriers: Carriers = nodes
             .iter()
@@ -295,6 +296,7 @@ mod tests {
                 named_v6: false,
                 prefixes: vec![("198.51.100.0".parse().unwrap(), 24)],
             }],
+            withdrawn: false,
         };
         let carriers: Carriers = [
             ("node-1".to_string(), report(true)),
@@ -309,6 +311,66 @@ mod tests {
                 "{me}"
             );
         }
+    }
+
+    /// Issue #32, the minority-gate row: a withdrawn report excludes its node from every IP
+    /// whatever its carrier, the others elect the same owner among themselves, and with every
+    /// node withdrawn the reason names it.
+    #[test]
+    fn a_withdrawn_node_is_planned_nothing_and_the_reason_says_so() {
+        use crate::carrier::{Link, LinkReport};
+        let nodes = ["node-1", "node-2", "node-3"];
+        let v = view(&nodes, &[]);
+        let report = |withdrawn| LinkReport {
+            links: vec![Link {
+                name: "eth0".into(),
+                carrier: true,
+                default_v4: true,
+                default_v6: false,
+                named_v4: true,
+                named_v6: false,
+                prefixes: vec![("198.51.100.0".parse().unwrap(), 24)],
+            }],
+            withdrawn,
+        };
+        let first = plan(&v, &alive(&nodes), "node-1", Some(true))
+            .ips
+            .values()
+            .next()
+            .unwrap()
+            .owner
+            .clone()
+            .unwrap();
+        let carriers: Carriers = nodes
+            .iter()
+            .map(|n| (n.to_string(), report(*n == first)))
+            .collect();
+        let owners: BTreeSet<Option<String>> = nodes
+            .iter()
+            .map(|me| {
+                plan_with_carrier(&v, &alive(&nodes), me, Some(true), &carriers)
+                    .ips
+                    .values()
+                    .next()
+                    .unwrap()
+                    .owner
+                    .clone()
+            })
+            .collect();
+        assert_eq!(owners.len(), 1, "{owners:?}");
+        assert!(!owners.contains(&Some(first.clone())) && !owners.contains(&None));
+        let everyone: Carriers = nodes
+            .iter()
+            .map(|n| (n.to_string(), report(true)))
+            .collect();
+        let p = plan_with_carrier(&v, &alive(&nodes), "node-1", Some(true), &everyone);
+        let ip = p.ips.values().next().unwrap();
+        assert_eq!(ip.owner, None);
+        assert!(
+            ip.no_owner_reason.as_deref().unwrap().contains("withdrawn"),
+            "{:?}",
+            ip.no_owner_reason
+        );
     }
 
     #[test]

@@ -242,6 +242,7 @@ impl Responder {
                     }],
                 })
                 .collect(),
+            withdrawn: false,
         }
     }
 

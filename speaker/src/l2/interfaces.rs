@@ -291,6 +291,7 @@ pub fn link_report(
     }
     crate::carrier::LinkReport {
         links: links.into_values().collect(),
+        withdrawn: false,
     }
 }
 

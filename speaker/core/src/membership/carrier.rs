@@ -25,7 +25,7 @@
 //!   while the others do not — nobody answered the sender's IPs for the cut's length (simulator
 //!   case `a_carrier_report_lost_behind_a_one_way_cut_leaves_no_ip_unanswered`). So every
 //!   speaker also passes on the reports it heard *directly* that matter: those that say a link
-//!   lacks carrier, and any report for [`CARRIER_MEMORY`] after one that did or after its
+//!   lacks carrier or that the speaker has withdrawn ([`LinkReport::restricts`]), and any report for [`CARRIER_MEMORY`] after one that did or after its
 //!   content changed (so an "up again" overrides a stale "down" a member holds, even one this
 //!   speaker missed). Each goes to every other member once when it arrives changed and once
 //!   per [`CARRIER_REFRESH`] round; a healthy cluster relays nothing, a cold start or a
@@ -37,7 +37,8 @@
 //!   never outlives its origin's last send by more than [`CARRIER_MEMORY`] and the transit times.
 //! - **Roll-out.** A speaker of the previous protocol sends no report and drops ours (and the
 //!   relays) as `malformed` (counted): it is judged without carrier reports, as it judges the
-//!   others.
+//!   others. A speaker before [`LinkReport::withdrawn`] reads our reports without it (the
+//!   field is last) and sends reports we decode with it `false` (`decode_msg`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -117,6 +118,71 @@ pub fn encode_relay(mut relay: RelayMsg, limit: usize) -> Option<Vec<u8>> {
     }
 }
 
+/// [`LinkReport`] as speakers before [`LinkReport::withdrawn`] encode it.
+#[derive(Deserialize)]
+struct LegacyReport {
+    links: Vec<crate::carrier::Link>,
+}
+
+/// [`CarrierMsg`] as speakers before [`LinkReport::withdrawn`] encode it.
+#[derive(Deserialize)]
+struct LegacyMsg {
+    src: SpeakerId,
+    dst: SpeakerId,
+    seq: u64,
+    report: LegacyReport,
+}
+
+impl From<LegacyMsg> for CarrierMsg {
+    fn from(m: LegacyMsg) -> Self {
+        CarrierMsg {
+            src: m.src,
+            dst: m.dst,
+            seq: m.seq,
+            report: LinkReport {
+                links: m.report.links,
+                withdrawn: false,
+            },
+        }
+    }
+}
+
+/// [`RelayMsg`] as speakers before [`LinkReport::withdrawn`] encode it.
+#[derive(Deserialize)]
+struct LegacyRelay {
+    via: SpeakerId,
+    age_ms: u32,
+    msg: LegacyMsg,
+}
+
+/// Decodes a [`CarrierMsg`] body, of this layout or of the one before
+/// [`LinkReport::withdrawn`] (then `withdrawn` is `false`: judged as before). The field is last
+/// in the body, so speakers before it read ours too (postcard ignores trailing bytes).
+///
+/// # Errors
+/// [`DropReason::Rejected`] when neither layout decodes.
+fn decode_msg(body: &[u8]) -> Result<CarrierMsg, DropReason> {
+    postcard::from_bytes::<CarrierMsg>(body)
+        .or_else(|_| postcard::from_bytes::<LegacyMsg>(body).map(CarrierMsg::from))
+        .map_err(|_| DropReason::Rejected)
+}
+
+/// [`decode_msg`] for a [`RelayMsg`].
+///
+/// # Errors
+/// [`DropReason::Rejected`] when neither layout decodes.
+fn decode_relay(body: &[u8]) -> Result<RelayMsg, DropReason> {
+    postcard::from_bytes::<RelayMsg>(body)
+        .or_else(|_| {
+            postcard::from_bytes::<LegacyRelay>(body).map(|r| RelayMsg {
+                via: r.via,
+                age_ms: r.age_ms,
+                msg: r.msg.into(),
+            })
+        })
+        .map_err(|_| DropReason::Rejected)
+}
+
 /// A peer's newest report as held.
 #[derive(Debug, Clone)]
 struct Held {
@@ -135,9 +201,10 @@ struct Held {
 }
 
 impl Held {
-    /// Whether a link lacks carrier in the report held.
-    fn lacks_carrier(&self) -> bool {
-        self.report.links.iter().any(|l| !l.carrier)
+    /// Whether the report held can exclude its node: a link lacks carrier, or the speaker has
+    /// withdrawn ([`LinkReport::restricts`]). Such reports are relayed.
+    fn restricts(&self) -> bool {
+        self.report.restricts()
     }
 }
 
@@ -229,7 +296,7 @@ impl CarrierBook {
     }
 
     /// The relays owed now from `me` to the `members` ([module docs](self)): each report heard
-    /// directly that lacks carrier somewhere, or replaced one that did (or one of other
+    /// directly that lacks carrier somewhere or says its speaker withdrew, or replaced one that did (or one of other
     /// content) less than [`CARRIER_MEMORY`] ago, to each member but its origin that has not had
     /// it this round (or since it changed).
     pub fn relays(
@@ -241,7 +308,7 @@ impl CarrierBook {
         let members: Vec<SpeakerId> = members.into_iter().collect();
         let mut out = Vec::new();
         for (origin, h) in &self.peers {
-            let matters = h.lacks_carrier()
+            let matters = h.restricts()
                 || h.down_at
                     .is_some_and(|at| now.saturating_duration_since(at) < CARRIER_MEMORY);
             if !h.direct || !matters {
@@ -285,7 +352,7 @@ impl CarrierBook {
         listed: impl Fn(&SpeakerId) -> bool,
         now: Instant,
     ) -> Result<bool, DropReason> {
-        let msg: CarrierMsg = postcard::from_bytes(body).map_err(|_| DropReason::Rejected)?;
+        let msg = decode_msg(body)?;
         self.take(msg, me, listed, now, None)
     }
 
@@ -303,7 +370,7 @@ impl CarrierBook {
         listed: impl Fn(&SpeakerId) -> bool,
         now: Instant,
     ) -> Result<bool, DropReason> {
-        let relay: RelayMsg = postcard::from_bytes(body).map_err(|_| DropReason::Rejected)?;
+        let relay = decode_relay(body)?;
         if relay.via.name == relay.msg.src.name {
             return Err(DropReason::Rejected);
         }
@@ -368,7 +435,7 @@ impl CarrierBook {
         // content (a member that missed the "down" may have got it from elsewhere and needs
         // this to override it, e.g. an "up" whose IPv6 prefixes are back after DAD).
         let down_at = match held {
-            Some(h) if h.lacks_carrier() || changed => Some(now),
+            Some(h) if h.restricts() || changed => Some(now),
             Some(h) => h.down_at,
             None => None,
         };
@@ -383,7 +450,7 @@ impl CarrierBook {
             direct,
             down_at,
         };
-        if held.lacks_carrier() {
+        if held.restricts() {
             held.down_at = Some(now);
         }
         self.peers.insert(held.src.name.clone(), held);
@@ -427,6 +494,7 @@ pub(super) mod tests {
                 named_v6: false,
                 prefixes: vec![("198.51.100.0".parse().unwrap(), 24)],
             }],
+            withdrawn: false,
         }
     }
 
@@ -563,6 +631,101 @@ pub(super) mod tests {
             },
         })
         .unwrap()
+    }
+
+    /// The layout before [`LinkReport::withdrawn`] still decodes (with it `false`), for a
+    /// direct report and a relay; ours decodes in the legacy layout (the field is last, postcard
+    /// ignores trailing bytes), so both sides of a roll-out read each other.
+    #[test]
+    fn reports_of_the_layout_before_withdrawn_still_decode_both_ways() {
+        #[derive(Serialize, Deserialize)]
+        struct OldReport {
+            links: Vec<Link>,
+        }
+        #[derive(Serialize, Deserialize)]
+        struct OldMsg {
+            src: SpeakerId,
+            dst: SpeakerId,
+            seq: u64,
+            report: OldReport,
+        }
+        #[derive(Serialize, Deserialize)]
+        struct OldRelay {
+            via: SpeakerId,
+            age_ms: u32,
+            msg: OldMsg,
+        }
+        let (me, a, b) = (id("me", 1), id("a", 1), id("b", 1));
+        let old = |src: &SpeakerId| OldMsg {
+            src: src.clone(),
+            dst: me.clone(),
+            seq: 3,
+            report: OldReport {
+                links: report(false).links,
+            },
+        };
+        let direct = decode_msg(&postcard::to_allocvec(&old(&a)).unwrap()).unwrap();
+        assert_eq!((direct.seq, direct.report.clone()), (3, report(false)));
+        let relay = decode_relay(
+            &postcard::to_allocvec(&OldRelay {
+                via: b.clone(),
+                age_ms: 7,
+                msg: old(&a),
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!((relay.age_ms, relay.msg), (7, direct));
+        let mut ours = report(true);
+        ours.withdrawn = true;
+        let new = CarrierMsg {
+            src: a.clone(),
+            dst: me.clone(),
+            seq: 4,
+            report: ours.clone(),
+        };
+        let body = postcard::to_allocvec(&new).unwrap();
+        assert_eq!(decode_msg(&body).unwrap(), new);
+        let read_by_old: OldMsg = postcard::from_bytes(&body).unwrap();
+        assert_eq!(read_by_old.report.links, ours.links);
+        assert_eq!(decode_msg(b"\x01"), Err(DropReason::Rejected));
+    }
+
+    /// A withdrawn speaker's report (every link up) is relayed like a "down" one: a member cut
+    /// from it otherwise plans its IPs on it while the others do not (issue #32, the
+    /// minority-gate row).
+    #[test]
+    fn a_withdrawn_report_is_relayed_like_a_lost_carrier() {
+        let t0 = Instant::now();
+        let (me, a, b) = (id("me", 1), id("a", 1), id("b", 1));
+        let anyone = |_: &SpeakerId| true;
+        let mut book = CarrierBook::default();
+        assert!(book.set_own(report(true)));
+        let _ = book.outgoing(&me, [a.clone(), b.clone()], t0);
+        book.receive(&body(&a, &me, 1, true), &me, anyone, t0)
+            .unwrap();
+        assert!(
+            book.relays(&me, [a.clone(), b.clone()], t0).is_empty(),
+            "a first report, all up: nothing to relay"
+        );
+        let mut withdrawn = report(true);
+        withdrawn.withdrawn = true;
+        let msg = CarrierMsg {
+            src: a.clone(),
+            dst: me.clone(),
+            seq: 2,
+            report: withdrawn.clone(),
+        };
+        assert_eq!(
+            book.receive(&postcard::to_allocvec(&msg).unwrap(), &me, anyone, t0),
+            Ok(true)
+        );
+        let relays = book.relays(&me, [a.clone(), b.clone()], t0);
+        assert_eq!(relays.len(), 1);
+        assert_eq!(
+            (&relays[0].msg.dst, &relays[0].msg.report),
+            (&b, &withdrawn)
+        );
     }
 
     /// A report heard from its origin that says a link lacks carrier is passed on to every

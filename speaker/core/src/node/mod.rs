@@ -324,6 +324,8 @@ pub struct SpeakerCore {
     own_links: Option<LinkReport>,
     /// The members' carrier reports the last plan used, this node's included.
     last_carriers: Carriers,
+    /// The report last handed on with [`Output::SetCarrier`].
+    published: Option<LinkReport>,
 }
 
 impl SpeakerCore {
@@ -358,6 +360,7 @@ impl SpeakerCore {
             carrier_hold: CarrierHold::default(),
             own_links: None,
             last_carriers: Carriers::new(),
+            published: None,
         }
     }
 
@@ -453,14 +456,42 @@ impl SpeakerCore {
     /// [`Output::SetCarrier`].
     pub fn step(&mut self, now: Instant, obs: Observation) {
         let links = self.carrier_hold.apply(now, &obs.links);
-        let changed = self.own_links.as_ref() != Some(&links);
-        self.own_links = Some(links.clone());
+        self.own_links = Some(links);
         let was_in = self.in_membership;
         self.phases(now, obs);
+        // After the phases: a gate that closed in this step has withdrawn (the owned set is
+        // empty) before the report says so.
+        let report = self.own_report();
+        let changed = report.as_ref() != self.published.as_ref();
         // A membership joined in this step is a new one: it has no report yet.
-        if changed || (!was_in && self.in_membership) {
-            self.outputs.push_back(Output::SetCarrier(links));
+        if let Some(report) = report.filter(|_| changed || (!was_in && self.in_membership)) {
+            self.published = Some(report.clone());
+            self.outputs.push_back(Output::SetCarrier(report));
         }
+    }
+
+    /// Whether this node reports itself withdrawn ([`LinkReport::withdrawn`]; issue #32, the
+    /// minority-gate row): while its gate is closed because it hears a minority of the voters
+    /// ([`Standing::Minority`]), which only a converged speaker can be. The report goes to
+    /// every member and is relayed like a lost carrier, so the others, who may still list this
+    /// node alive (indirect probes), plan its IPs on other nodes instead of leaving them to a
+    /// node that answers nothing. It is never reported while converging: at a cold start every
+    /// gate is closed, and excluding the converging speakers would hand every IP to whichever
+    /// gate opened first (and move them again as each of the others opened). When the gate
+    /// reopens the report says so in the same step: a withdrawn node plans nothing, so its own
+    /// report never changes its own plan, and its gains wait for the others' release (break
+    /// before make).
+    pub fn withdrawn(&self) -> bool {
+        self.in_membership && matches!(self.standing, Standing::Minority { .. })
+    }
+
+    /// This node's report: its links after the hold-down, and whether it has withdrawn.
+    fn own_report(&self) -> Option<LinkReport> {
+        let withdrawn = self.withdrawn();
+        self.own_links.clone().map(|mut r| {
+            r.withdrawn = withdrawn;
+            r
+        })
     }
 
     /// The carrier reports to plan with: the members' (while in the membership) and ours.
@@ -469,8 +500,8 @@ impl SpeakerCore {
             (Some(m), true) => m.carriers.clone(),
             _ => Carriers::new(),
         };
-        if let Some(own) = &self.own_links {
-            carriers.insert(self.config.me.clone(), own.clone());
+        if let Some(own) = self.own_report() {
+            carriers.insert(self.config.me.clone(), own);
         }
         carriers
     }
@@ -553,12 +584,21 @@ impl SpeakerCore {
         for (ip, h) in self.handovers.iter_mut() {
             h.refresh(ip, &obs.membership, w, mine);
         }
+        let carriers = self.carriers(&obs);
+        // The members that may answer: alive and not withdrawn. A withdrawn holder answers
+        // nothing, and when its gate reopens it waits for the others' release of what it
+        // gains ([`Self::withdrawn`]), so a gain waits for it no more than for one that is down.
+        let serving: BTreeSet<String> = alive
+            .iter()
+            .filter(|n| !carriers.get(*n).is_some_and(|r| r.withdrawn))
+            .cloned()
+            .collect();
         // A newer view asked for an IP we hold back for a third node: wait on it instead.
         let mut deferred = false;
         if let Some(m) = obs.membership.as_ref().filter(|_| self.in_membership) {
             for (ip, h) in self.handovers.iter_mut() {
                 if let Some(asker) = m.askers.get(ip) {
-                    deferred |= h.defer(asker, now, &alive, mine, &m.revisions);
+                    deferred |= h.defer(asker, now, &serving, mine, &m.revisions);
                 }
             }
         }
@@ -571,7 +611,6 @@ impl SpeakerCore {
         // it: renewing the lease on a plan made for an older membership would let this node
         // answer, for one more lease, an IP that a newcomer has been told it may claim once
         // its break-before-make wait is over (the wake-up for the change may come later).
-        let carriers = self.carriers(&obs);
         let replan = obs.wake.is_event()
             || standing_changed
             || handover_due
@@ -644,7 +683,7 @@ impl SpeakerCore {
         let owned = self.hold_handovers(
             now,
             &plan,
-            (&alive, revisions),
+            (&alive, &serving, revisions),
             &carriers,
             &previously_owned,
             &mut probe_first,
@@ -689,7 +728,8 @@ impl SpeakerCore {
     ///   `W` of its delivery moves nothing. Before this rule the gainer claimed at once and both
     ///   answered for the whole lag (and a holder that gained within `PEER_SETTLE` did not yield).
     ///
-    /// An IP whose previous holder is down (failover), and a fresh IP without a live holder
+    /// An IP whose previous holder is down (failover) or has withdrawn (`serving` leaves it
+    /// out: [`Self::withdrawn`]), and a fresh IP without a live holder
     /// (probed first), are claimed at once; a fresh IP with one is a handover like any other and
     /// is not probed (`probe_first` loses it). A holder the membership lists but that has not answered our lease
     /// requests (it cannot reach us directly: the gate lets us converge without it, issue #32
@@ -700,7 +740,7 @@ impl SpeakerCore {
         &mut self,
         now: Instant,
         plan: &crate::plan::Plan,
-        (alive, revisions): (&BTreeSet<String>, &BTreeMap<String, u64>),
+        (alive, serving, revisions): (&BTreeSet<String>, &BTreeSet<String>, &BTreeMap<String, u64>),
         carriers: &Carriers,
         previously_owned: &BTreeMap<IpAddr, Interfaces>,
         probe_first: &mut BTreeSet<IpAddr>,
@@ -740,7 +780,7 @@ impl SpeakerCore {
                 // Ours already under the previous plan: a gain held back before and let go
                 // (released, or its wait is over).
                 let ours = previous_owner.as_deref() == Some(me.as_str());
-                let holder = previous_owner.filter(|q| *q != me && alive.contains(q));
+                let holder = previous_owner.filter(|q| *q != me && serving.contains(q));
                 match holder {
                     Some(holder) => {
                         // A handover, even of an IP still fresh: the holder's word, not a
@@ -762,24 +802,26 @@ impl SpeakerCore {
                     // failover). Ask it like a holder: it releases the IP only if its own plan
                     // gives it to us, says it holds it if it does, and is waited for one stall
                     // threshold if it says nothing.
-                    None => match newest_view(alive, revisions, (me.as_str(), self.view.revision))
-                        .filter(|_| !ours)
-                    {
-                        Some(newest) => {
-                            let due = now
-                                .checked_add(self.config.claim.stall_threshold)
-                                .unwrap_or(now);
-                            self.handovers.entry(ip).or_insert(Handover {
-                                holder: newest,
-                                due,
-                                since: now,
-                                newer: None,
-                            });
+                    None => {
+                        match newest_view(serving, revisions, (me.as_str(), self.view.revision))
+                            .filter(|_| !ours)
+                        {
+                            Some(newest) => {
+                                let due = now
+                                    .checked_add(self.config.claim.stall_threshold)
+                                    .unwrap_or(now);
+                                self.handovers.entry(ip).or_insert(Handover {
+                                    holder: newest,
+                                    due,
+                                    since: now,
+                                    newer: None,
+                                });
+                            }
+                            None => {
+                                self.handovers.remove(&ip);
+                            }
                         }
-                        None => {
-                            self.handovers.remove(&ip);
-                        }
-                    },
+                    }
                 }
             }
         }
@@ -787,7 +829,7 @@ impl SpeakerCore {
         // its view was the newer: `Handover::waiting`).
         let mine = (me.as_str(), self.view.revision);
         self.handovers
-            .retain(|_, h| h.waiting(now, alive, mine, revisions));
+            .retain(|_, h| h.waiting(now, serving, mine, revisions));
         plan.owned
             .iter()
             .filter(|(ip, _)| !self.handovers.contains_key(*ip))

@@ -1184,6 +1184,7 @@ fn two_nics(client: bool, other: bool) -> LinkReport {
             link("eth0", client, "198.51.100.0"),
             link("eth1", other, "10.1.0.0"),
         ],
+        withdrawn: false,
     }
 }
 
@@ -1297,4 +1298,132 @@ fn client_link_carrier_loss_hands_the_ip_over_and_back_with_holds() {
         }
     }
     assert!(owns_ip(&o));
+}
+
+/// [`obs_links`] where only this node has two-way evidence: the others are listed alive
+/// (indirect probes) but none answers our lease requests, so the gate sees a minority.
+fn obs_cut(me: &str, links: LinkReport, carriers: &[(&str, LinkReport)]) -> Observation {
+    let mut o = obs_links(&NODES, links, carriers);
+    if let Some(m) = o.membership.as_mut() {
+        m.evidence.retain(|n, _| n == me);
+    }
+    o
+}
+
+fn withdrawn_report(r: &LinkReport) -> LinkReport {
+    LinkReport {
+        withdrawn: true,
+        ..r.clone()
+    }
+}
+
+/// Issue #32, the minority-gate row: an owner the others still list alive but which hears a
+/// minority withdraws and then reports itself withdrawn; the successor, given that report,
+/// claims the IP at once (the withdrawn holder answers nothing: no break-before-make wait).
+/// When the owner's gate reopens it says so in the same step and waits for the successor to
+/// stop before it claims: never two answerers. Without the rule the owner reports nothing and
+/// the successor never takes the IP (silent for as long as the cut lasts: 6.05 s in the
+/// simulator's `a_failover_never_waits_for_a_member_whose_gate_is_closed`).
+#[test]
+fn a_speaker_that_hears_a_minority_reports_it_and_its_ips_move_to_the_others() {
+    let ms = Duration::from_millis;
+    let t0 = Instant::now();
+    let me = owner(&NODES);
+    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
+    let successor = crate::plan::plan(&view(&others), &names(&others), others[0], Some(true))
+        .ips
+        .values()
+        .next()
+        .unwrap()
+        .owner
+        .clone()
+        .unwrap();
+    let start = |name: &str| {
+        let mut core = SpeakerCore::new(NodeConfig::new(name, settings()), t0);
+        core.set_view(view(&NODES));
+        core
+    };
+    let (mut o, mut s) = (start(&me), start(&successor));
+    let up = two_nics(true, true);
+    let gone = withdrawn_report(&up);
+    let mut at = t0;
+    for _ in 0..6 {
+        at += ms(100);
+        o.step(
+            at,
+            obs_links(&NODES, up.clone(), &[(&successor, up.clone())]),
+        );
+        s.step(
+            at,
+            obs_links(&NODES, up.clone(), &[(me.as_str(), up.clone())]),
+        );
+    }
+    assert!(owns_ip(&o) && !owns_ip(&s));
+    assert!(!o.withdrawn());
+    drain(&mut o);
+    // The owner is cut: it withdraws at once, then reports it.
+    at += ms(100);
+    o.step(at, obs_cut(&me, up.clone(), &[(&successor, up.clone())]));
+    let outs = drain(&mut o);
+    assert!(!o.standing().may_claim() && !owns_ip(&o) && o.withdrawn());
+    let withdrew = position(&outs, |x| matches!(x, Output::SetOwned(m) if m.is_empty()));
+    let reported = position(&outs, |x| matches!(x, Output::SetCarrier(r) if *r == gone));
+    assert!(withdrew.unwrap() < reported.unwrap(), "{outs:?}");
+    // The report reaches the successor: it claims at once.
+    s.step(
+        at,
+        obs_links(&NODES, up.clone(), &[(me.as_str(), gone.clone())]),
+    );
+    assert!(owns_ip(&s), "a withdrawn holder is not waited for");
+    // The cut heals: the owner's gate reopens and it says so at once, before claiming.
+    let healed = at + ms(100);
+    o.step(
+        healed,
+        obs_links(&NODES, up.clone(), &[(&successor, up.clone())]),
+    );
+    let outs = drain(&mut o);
+    assert!(o.standing().may_claim() && !o.withdrawn());
+    assert!(!owns_ip(&o), "held back for the successor");
+    assert!(outs.contains(&Output::SetCarrier(up.clone())), "{outs:?}");
+    // The report reaches the successor one step later: it drops the IP; the owner claims
+    // after its break-before-make wait (the successor says nothing in this replay).
+    at = healed;
+    while at < healed + ms(600) {
+        at += ms(100);
+        o.step(
+            at,
+            obs_links(&NODES, up.clone(), &[(&successor, up.clone())]),
+        );
+        s.step(
+            at,
+            obs_links(&NODES, up.clone(), &[(me.as_str(), up.clone())]),
+        );
+        assert!(!owns_ip(&s));
+        let held = at < healed + settings().stall_threshold;
+        assert_eq!(owns_ip(&o), !held, "{:?} after the heal", at - healed);
+    }
+}
+
+/// A cold start reports nothing withdrawn: every gate is closed while the speakers converge,
+/// and excluding them would give every IP to the first gate that opens.
+#[test]
+fn a_converging_speaker_that_never_served_is_not_withdrawn() {
+    let t0 = Instant::now();
+    let me = NODES[0];
+    let mut core = SpeakerCore::new(NodeConfig::new(me, settings()), t0);
+    core.set_view(view(&NODES));
+    for k in 1..=20 {
+        core.step(
+            t0 + Duration::from_millis(100 * k),
+            obs_cut(me, two_nics(true, true), &[]),
+        );
+        assert!(!core.standing().may_claim());
+        assert!(!core.withdrawn());
+    }
+    let outs = drain(&mut core);
+    assert!(
+        outs.iter()
+            .all(|x| !matches!(x, Output::SetCarrier(r) if r.withdrawn)),
+        "{outs:?}"
+    );
 }
