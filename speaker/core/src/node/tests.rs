@@ -1361,14 +1361,35 @@ fn a_speaker_that_hears_a_minority_reports_it_and_its_ips_move_to_the_others() {
     assert!(owns_ip(&o) && !owns_ip(&s));
     assert!(!o.withdrawn());
     drain(&mut o);
-    // The owner is cut: it withdraws at once, then reports it.
+    // The owner is cut: it withdraws at once, and reports it once the minority has lasted
+    // the stall threshold (the others' own time to declare it down), not before.
     at += ms(100);
+    let cut = at;
     o.step(at, obs_cut(&me, up.clone(), &[(&successor, up.clone())]));
-    let outs = drain(&mut o);
-    assert!(!o.standing().may_claim() && !owns_ip(&o) && o.withdrawn());
+    let mut outs = drain(&mut o);
+    assert!(!o.standing().may_claim() && !owns_ip(&o));
     let withdrew = position(&outs, |x| matches!(x, Output::SetOwned(m) if m.is_empty()));
-    let reported = position(&outs, |x| matches!(x, Output::SetCarrier(r) if *r == gone));
-    assert!(withdrew.unwrap() < reported.unwrap(), "{outs:?}");
+    assert!(withdrew.is_some(), "{outs:?}");
+    while !o.withdrawn() {
+        assert!(at < cut + settings().stall_threshold, "reported too late");
+        assert!(
+            !outs.iter().any(|x| matches!(x, Output::SetCarrier(_))),
+            "{outs:?}"
+        );
+        at += ms(100);
+        o.step(at, obs_cut(&me, up.clone(), &[(&successor, up.clone())]));
+        outs = drain(&mut o);
+        if !o.withdrawn() {
+            // Until the report, the successor waits for the holder (break before make).
+            s.step(
+                at,
+                obs_links(&NODES, up.clone(), &[(me.as_str(), up.clone())]),
+            );
+            assert!(!owns_ip(&s));
+        }
+    }
+    assert_eq!(at - cut, settings().stall_threshold);
+    assert!(outs.contains(&Output::SetCarrier(gone.clone())), "{outs:?}");
     // The report reaches the successor: it claims at once.
     s.step(
         at,
@@ -1401,6 +1422,58 @@ fn a_speaker_that_hears_a_minority_reports_it_and_its_ips_move_to_the_others() {
         assert!(!owns_ip(&s));
         let held = at < healed + settings().stall_threshold;
         assert_eq!(owns_ip(&o), !held, "{:?} after the heal", at - healed);
+    }
+}
+
+/// A minority shorter than the stall threshold (one step without a majority's evidence under
+/// steady loss) closes the owner's gate but reports nothing: the successor does not take the
+/// IP for a step and give it back (two owner changes for no fault, I-flap; the simulator's loss
+/// class found it at 3 nodes, seed 418). Without the wait the report goes out in the first
+/// step of the minority.
+#[test]
+fn a_minority_shorter_than_the_stall_threshold_is_not_reported() {
+    let ms = Duration::from_millis;
+    let t0 = Instant::now();
+    let me = owner(&NODES);
+    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
+    let successor = others[0];
+    let mut o = SpeakerCore::new(NodeConfig::new(me.as_str(), settings()), t0);
+    o.set_view(view(&NODES));
+    let up = two_nics(true, true);
+    let mut at = t0;
+    for _ in 0..6 {
+        at += ms(100);
+        o.step(
+            at,
+            obs_links(&NODES, up.clone(), &[(successor, up.clone())]),
+        );
+    }
+    assert!(owns_ip(&o));
+    drain(&mut o);
+    let blip = settings().stall_threshold - ms(100);
+    let cut = at;
+    while at < cut + blip {
+        at += ms(100);
+        o.step(at, obs_cut(&me, up.clone(), &[(successor, up.clone())]));
+        assert!(!o.standing().may_claim() && !owns_ip(&o) && !o.withdrawn());
+    }
+    at += ms(100);
+    o.step(
+        at,
+        obs_links(&NODES, up.clone(), &[(successor, up.clone())]),
+    );
+    assert!(o.standing().may_claim() && !o.withdrawn());
+    let outs = drain(&mut o);
+    assert!(
+        !outs.iter().any(|x| matches!(x, Output::SetCarrier(_))),
+        "{outs:?}"
+    );
+    // A second minority starts its own count: the first one's steps do not add up with it.
+    let cut = at;
+    while at < cut + blip {
+        at += ms(100);
+        o.step(at, obs_cut(&me, up.clone(), &[(successor, up.clone())]));
+        assert!(!o.withdrawn());
     }
 }
 
