@@ -1339,6 +1339,45 @@ fn a_failover_never_waits_for_a_member_whose_gate_is_closed() {
     }
 }
 
+/// A stop shorter than the stall threshold moves no IP (SIGSTOP for 50–150 ms: with the
+/// 100 ms tick the gap between two ticks stays under the 300 ms of `fast`; a longer one is a
+/// stall, F4, and moves the IPs by design). The speaker resumes with its quorum lease lapsed (no majority's evidence within 150 ms)
+/// and sits one tick or two in a minority until the next probes refresh it. Its gate closes
+/// for that time (the lease), but it must not report itself withdrawn: reported at once
+/// (e017fa6), the others took its IPs for a step and gave them back — the lab's
+/// `f4_short_stall_causes_no_failover_and_a_long_one_no_double_answer` failed on it (two
+/// MACs after a 150 ms stop). A withdrawal is reported once the minority has lasted the stall
+/// threshold, the others' own time to declare the node down. Every node is stopped in turn,
+/// so each owner is; each IP's sole answerer is one node from its first answer to the end.
+#[test]
+fn a_stop_shorter_than_the_stall_threshold_moves_no_ip() {
+    for seed in 0..3 {
+        for node in 0..3 {
+            for for_ms in [50, 100, 150] {
+                let s = Scenario {
+                    end_ms: 14_000,
+                    ..Scenario::quiet(seed, 3, 4)
+                }
+                .with(6_000, Fault::Stop { node, for_ms });
+                let r = run(&s);
+                for (ip, rec) in &r.ips {
+                    let answerers: BTreeSet<usize> =
+                        rec.owners.iter().filter_map(|(_, o)| *o).collect();
+                    assert_eq!(
+                        answerers.len(),
+                        1,
+                        "{ip} moved: {:?}\n{}",
+                        rec.owners,
+                        s.literal()
+                    );
+                    assert!(rec.dual.is_empty(), "{ip}: {:?}", rec.dual);
+                }
+                assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+            }
+        }
+    }
+}
+
 /// Found by attacking a tie-break for the mutual hold above (release the IP to the smaller
 /// name): node-1's watch is cut off after an edit gives it the IPs, node-0's lags 2.91 s and
 /// sees the edit and its undo together. Both hold .2 and .4 back for each other; with the
