@@ -111,6 +111,15 @@ pub fn plan_with_carrier(
     out
 }
 
+/// For tests of views with one IP.
+#[cfg(test)]
+impl Plan {
+    /// The owner this plan names for its first IP (`None`: no IP, or nobody eligible).
+    pub(crate) fn first_owner(&self) -> Option<String> {
+        self.ips.values().next().and_then(|p| p.owner.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,15 +244,7 @@ mod tests {
         let owners = |v: &View| -> BTreeSet<Option<String>> {
             nodes
                 .iter()
-                .map(|me| {
-                    plan(v, &members, me, Some(true))
-                        .ips
-                        .values()
-                        .next()
-                        .unwrap()
-                        .owner
-                        .clone()
-                })
+                .map(|me| plan(v, &members, me, Some(true)).first_owner())
                 .collect()
         };
         let answering = |v: &View| -> Vec<&str> {
@@ -334,12 +335,7 @@ mod tests {
             withdrawn,
         };
         let first = plan(&v, &alive(&nodes), "node-1", Some(true))
-            .ips
-            .values()
-            .next()
-            .unwrap()
-            .owner
-            .clone()
+            .first_owner()
             .unwrap();
         let carriers: Carriers = nodes
             .iter()

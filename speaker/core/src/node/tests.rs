@@ -1204,6 +1204,24 @@ fn owns_ip(core: &SpeakerCore) -> bool {
     core.owned().contains_key(&IP.parse::<IpAddr>().unwrap())
 }
 
+/// The owner of [`view`]'s IP over [`NODES`] and the node that owns it without the owner,
+/// with a core for each started at `t0` on that view: `(owner, successor, owner's core,
+/// successor's core)`.
+fn owner_and_successor(t0: Instant) -> (String, String, SpeakerCore, SpeakerCore) {
+    let me = owner(&NODES);
+    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
+    let successor = crate::plan::plan(&view(&others), &names(&others), others[0], Some(true))
+        .first_owner()
+        .unwrap();
+    let start = |name: &str| {
+        let mut core = SpeakerCore::new(NodeConfig::new(name, settings()), t0);
+        core.set_view(view(&NODES));
+        core
+    };
+    let (o, s) = (start(&me), start(&successor));
+    (me, successor, o, s)
+}
+
 /// Issue #32 G5.5: the owner whose client-facing NIC loses carrier while its other NIC keeps
 /// it withdraws at once and reports it after the withdrawal; the successor, given that report
 /// by the membership, takes the IP one stall threshold later (break before make); when the
@@ -1214,22 +1232,7 @@ fn owns_ip(core: &SpeakerCore) -> bool {
 fn client_link_carrier_loss_hands_the_ip_over_and_back_with_holds() {
     let ms = Duration::from_millis;
     let t0 = Instant::now();
-    let me = owner(&NODES);
-    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
-    let successor = crate::plan::plan(&view(&others), &names(&others), others[0], Some(true))
-        .ips
-        .values()
-        .next()
-        .unwrap()
-        .owner
-        .clone()
-        .unwrap();
-    let start = |name: &str| {
-        let mut core = SpeakerCore::new(NodeConfig::new(name, settings()), t0);
-        core.set_view(view(&NODES));
-        core
-    };
-    let (mut o, mut s) = (start(&me), start(&successor));
+    let (me, successor, mut o, mut s) = owner_and_successor(t0);
     let up = two_nics(true, true);
     let down = two_nics(false, true);
     let mut at = t0;
@@ -1328,27 +1331,11 @@ fn withdrawn_report(r: &LinkReport) -> LinkReport {
 fn a_speaker_that_hears_a_minority_reports_it_and_its_ips_move_to_the_others() {
     let ms = Duration::from_millis;
     let t0 = Instant::now();
-    let me = owner(&NODES);
-    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != me).collect();
-    let successor = crate::plan::plan(&view(&others), &names(&others), others[0], Some(true))
-        .ips
-        .values()
-        .next()
-        .unwrap()
-        .owner
-        .clone()
-        .unwrap();
-    let start = |name: &str| {
-        let mut core = SpeakerCore::new(NodeConfig::new(name, settings()), t0);
-        core.set_view(view(&NODES));
-        core
-    };
-    let (mut o, mut s) = (start(&me), start(&successor));
+    let (me, successor, mut o, mut s) = owner_and_successor(t0);
     let up = two_nics(true, true);
     let gone = withdrawn_report(&up);
-    let mut at = t0;
-    for _ in 0..6 {
-        at += ms(100);
+    // Both nodes step with every carrier up and nothing withdrawn.
+    let both_up = |o: &mut SpeakerCore, s: &mut SpeakerCore, at: Instant| {
         o.step(
             at,
             obs_links(&NODES, up.clone(), &[(&successor, up.clone())]),
@@ -1357,6 +1344,11 @@ fn a_speaker_that_hears_a_minority_reports_it_and_its_ips_move_to_the_others() {
             at,
             obs_links(&NODES, up.clone(), &[(me.as_str(), up.clone())]),
         );
+    };
+    let mut at = t0;
+    for _ in 0..6 {
+        at += ms(100);
+        both_up(&mut o, &mut s, at);
     }
     assert!(owns_ip(&o) && !owns_ip(&s));
     assert!(!o.withdrawn());
@@ -1411,14 +1403,7 @@ fn a_speaker_that_hears_a_minority_reports_it_and_its_ips_move_to_the_others() {
     at = healed;
     while at < healed + ms(600) {
         at += ms(100);
-        o.step(
-            at,
-            obs_links(&NODES, up.clone(), &[(&successor, up.clone())]),
-        );
-        s.step(
-            at,
-            obs_links(&NODES, up.clone(), &[(me.as_str(), up.clone())]),
-        );
+        both_up(&mut o, &mut s, at);
         assert!(!owns_ip(&s));
         let held = at < healed + settings().stall_threshold;
         assert_eq!(owns_ip(&o), !held, "{:?} after the heal", at - healed);
