@@ -1339,6 +1339,48 @@ fn a_failover_never_waits_for_a_member_whose_gate_is_closed() {
     }
 }
 
+/// Found by an attack on the withdrawn report (session 35): the two cuts above, and node 4
+/// then restarts (or stalls and rejoins) while still cut from nodes 2 and 3. It is
+/// converging, not in a minority, and the others list it alive through node 1, so they plan
+/// its IPs on it; it converges only by `converge_timeout` (3 s) — 3.4 s silent for 4 of 8
+/// IPs (I-failover, T_fo 1.0 s). A converging speaker that hears a minority for the stall
+/// threshold reports itself withdrawn too.
+#[test]
+fn a_speaker_restarted_while_cut_from_a_majority_is_not_waited_for() {
+    let cut = Scenario {
+        end_ms: 20_000,
+        ..Scenario::quiet(1, 5, 8)
+    }
+    .with(5_000, Fault::CutPair(4, 2))
+    .with(5_000, Fault::CutPair(4, 3))
+    .with(6_000, Fault::Crash(0));
+    let restarted = cut
+        .clone()
+        .with(8_000, Fault::Crash(4))
+        .with(8_500, Fault::Restart(4))
+        .with(14_000, Fault::Heal);
+    let stalled = cut
+        .with(
+            8_000,
+            Fault::Stop {
+                node: 4,
+                for_ms: 400,
+            },
+        )
+        .with(14_000, Fault::Heal);
+    for s in [restarted, stalled] {
+        let r = run(&s);
+        let bound = ferrolb_sim::invariants::t_failover(&s);
+        for (ip, rec) in &r.ips {
+            for w in &rec.none {
+                assert!(w.len() <= bound, "{ip}: {w:?}\n{}", s.literal());
+            }
+            assert!(rec.dual.is_empty(), "{ip}: {:?}", rec.dual);
+        }
+        assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    }
+}
+
 /// A stop shorter than the stall threshold moves no IP (SIGSTOP for 50–150 ms: with the
 /// 100 ms tick the gap between two ticks stays under the 300 ms of `fast`; a longer one is a
 /// stall, F4, and moves the IPs by design). The speaker resumes with its quorum lease lapsed (no majority's evidence within 150 ms)

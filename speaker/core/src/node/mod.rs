@@ -476,8 +476,9 @@ impl SpeakerCore {
 
     /// Whether this node reports itself withdrawn ([`LinkReport::withdrawn`]; issue #32, the
     /// minority-gate row): its gate has been closed **because it hears a minority** of the
-    /// voters ([`Standing::Minority`], which only a converged speaker can be) for at least
-    /// [`ClaimSettings::stall_threshold`] (300 ms `fast`) without a break. The report goes to
+    /// voters for at least [`ClaimSettings::stall_threshold`] (300 ms `fast`) without a break —
+    /// converged ([`Standing::Minority`]) or still converging with two-way evidence from a
+    /// minority only (restarted or rejoined while cut from a majority). The report goes to
     /// every member and is relayed like a lost carrier, so the others, who may still list this
     /// node alive (indirect probes), plan its IPs on other nodes instead of leaving them to a
     /// node that answers nothing.
@@ -488,9 +489,13 @@ impl SpeakerCore {
     /// minority — one step without a majority's evidence under steady loss — closes the gate
     /// (the lease) but moves nothing: reporting it at once gave the IP to another node for one
     /// step and back (two owner changes for no fault, I-flap, 9 of 500 seeds of the
-    /// simulator's loss class at 3 nodes). It is never reported while converging: at a cold
-    /// start every gate is closed, and excluding the converging speakers would hand every IP
-    /// to whichever gate opened first (and move them again as each of the others opened). When
+    /// simulator's loss class at 3 nodes). A converging speaker that hears a majority is not
+    /// withdrawn: at a cold start every gate is closed while the speakers converge, and
+    /// excluding them would hand every IP to whichever gate opened first (and move them again
+    /// as each of the others opened). One that hears a minority is (session 35): the others,
+    /// who list it alive through a peer, planned its IPs on it until it converged by
+    /// `converge_timeout` and only then reported — 3.4 s silent in the simulator's
+    /// `a_speaker_restarted_while_cut_from_a_majority_is_not_waited_for`. When
     /// the gate reopens the report says so in the same step: a withdrawn node plans nothing, so
     /// its own report never changes its own plan, and its gains wait for the others' release
     /// (break before make).
@@ -500,9 +505,7 @@ impl SpeakerCore {
                 now.saturating_duration_since(since) >= self.config.claim.stall_threshold
             })
         };
-        self.in_membership
-            && matches!(self.standing, Standing::Minority { .. })
-            && self.minority_since.is_some_and(lasted)
+        self.in_membership && self.minority_since.is_some_and(lasted)
     }
 
     /// This node's report: its links after the hold-down, and whether it has withdrawn.
@@ -599,9 +602,16 @@ impl SpeakerCore {
         }
         self.ever_converged |= !matches!(tick.standing, Standing::Converging { .. });
         self.standing = tick.standing;
-        self.minority_since = match self.standing {
-            Standing::Minority { .. } if self.in_membership => self.minority_since.or(Some(now)),
-            _ => None,
+        // A minority for the withdrawn report: a converged speaker's, or a converging one's
+        // that hears (two-way) a minority of the voters ([`Self::withdrawn`]).
+        let minority = match &self.standing {
+            Standing::Minority { .. } => true,
+            Standing::Converging { .. } => !crate::claim::has_quorum(&evidenced, &expected),
+            Standing::Majority => false,
+        };
+        self.minority_since = match minority && self.in_membership {
+            true => self.minority_since.or(Some(now)),
+            false => None,
         };
         let w = self.config.claim.stall_threshold;
         let mine = (self.config.me.as_str(), self.view.revision);

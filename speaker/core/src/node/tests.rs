@@ -1462,26 +1462,48 @@ fn a_minority_shorter_than_the_stall_threshold_is_not_reported() {
     }
 }
 
-/// A cold start reports nothing withdrawn: every gate is closed while the speakers converge,
-/// and excluding them would give every IP to the first gate that opens.
+/// A converging speaker that hears a majority reports nothing withdrawn (a cold start: every
+/// gate is closed while the speakers converge, and excluding them would give every IP to the
+/// first gate that opens); one that hears only itself while converging — restarted while cut
+/// from a majority — reports it once that has lasted the stall threshold, still converging
+/// (it converges only by `converge_timeout`, 3 s, and the others plan its IPs on it
+/// meanwhile). Without the second half of the rule it reports nothing until it converges.
 #[test]
-fn a_converging_speaker_that_never_served_is_not_withdrawn() {
+fn a_converging_speaker_is_withdrawn_only_while_it_hears_a_minority() {
     let t0 = Instant::now();
     let me = NODES[0];
-    let mut core = SpeakerCore::new(NodeConfig::new(me, settings()), t0);
-    core.set_view(view(&NODES));
+    let start = || {
+        let mut core = SpeakerCore::new(NodeConfig::new(me, settings()), t0);
+        core.set_view(view(&NODES));
+        core
+    };
+    let mut heard = start();
     for k in 1..=20 {
-        core.step(
+        heard.step(
             t0 + Duration::from_millis(100 * k),
-            obs_cut(me, two_nics(true, true), &[]),
+            obs_links(&NODES, two_nics(true, true), &[]),
         );
-        assert!(!core.standing().may_claim());
-        assert!(!core.withdrawn());
+        assert!(!heard.withdrawn());
     }
-    let outs = drain(&mut core);
+    let outs = drain(&mut heard);
     assert!(
         outs.iter()
             .all(|x| !matches!(x, Output::SetCarrier(r) if r.withdrawn)),
+        "{outs:?}"
+    );
+    let mut alone = start();
+    for k in 1..=20 {
+        let at = Duration::from_millis(100 * k);
+        alone.step(t0 + at, obs_cut(me, two_nics(true, true), &[]));
+        assert!(matches!(alone.standing(), Standing::Converging { .. }));
+        // Minority from the first step (100 ms): reported from the stall threshold on.
+        let due = at >= Duration::from_millis(100) + settings().stall_threshold;
+        assert_eq!(alone.withdrawn(), due, "after {at:?}");
+    }
+    let outs = drain(&mut alone);
+    assert!(
+        outs.iter()
+            .any(|x| matches!(x, Output::SetCarrier(r) if r.withdrawn)),
         "{outs:?}"
     );
 }
