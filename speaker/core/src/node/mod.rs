@@ -609,9 +609,10 @@ impl SpeakerCore {
             Standing::Converging { .. } => !crate::claim::has_quorum(&evidenced, &expected),
             Standing::Majority => false,
         };
-        self.minority_since = match minority && self.in_membership {
-            true => self.minority_since.or(Some(now)),
-            false => None,
+        self.minority_since = if minority && self.in_membership {
+            self.minority_since.or(Some(now))
+        } else {
+            None
         };
         let w = self.config.claim.stall_threshold;
         let mine = (self.config.me.as_str(), self.view.revision);
