@@ -1381,6 +1381,38 @@ fn a_speaker_restarted_while_cut_from_a_majority_is_not_waited_for() {
     }
 }
 
+/// A withdrawn speaker's report lost once is sent again within the failover bound. The two
+/// cuts of `a_speaker_restarted_while_cut_from_a_majority_is_not_waited_for` (node 4 cut from
+/// 2 and 3 of five, then node 0 crashes, so node 4 hears a minority and withdraws) under 2 %
+/// loss: its report reaches 1 directly and 2 and 3 only through 1's relay, each sent once on
+/// change. Before the repeats (`CARRIER_REPEAT` in `ferrolb_l2::membership::carrier`) one
+/// lost copy waited for the 1 s refresh round: seeds 28 and 31 left an IP unanswered 1.00 s
+/// (6.10–7.10 s) and 1.10 s after the crash, past T_fo (1.0 s). Every IP's silence stays within
+/// T_fo and no IP has two answerers (on the fix, seeds 0–119 at 2 % and at 5 % loss too).
+#[test]
+fn a_withdrawn_report_lost_once_is_repeated_within_the_failover_bound() {
+    for seed in [28, 31] {
+        let s = Scenario {
+            end_ms: 16_000,
+            loss_ppm: 20_000,
+            ..Scenario::quiet(seed, 5, 8)
+        }
+        .with(5_000, Fault::CutPair(4, 2))
+        .with(5_000, Fault::CutPair(4, 3))
+        .with(6_000, Fault::Crash(0))
+        .with(12_000, Fault::Heal);
+        let r = run(&s);
+        let bound = ferrolb_sim::invariants::t_failover(&s);
+        for (ip, rec) in &r.ips {
+            for w in &rec.none {
+                assert!(w.len() <= bound, "{ip}: {w:?}\n{}", s.literal());
+            }
+            assert!(rec.dual.is_empty(), "{ip}: {:?}", rec.dual);
+        }
+        assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    }
+}
+
 /// A stop shorter than the stall threshold moves no IP (SIGSTOP for 50–150 ms: with the
 /// 100 ms tick the gap between two ticks stays under the 300 ms of `fast`; a longer one is a
 /// stall, F4, and moves the IPs by design). The speaker resumes with its quorum lease lapsed (no majority's evidence within 150 ms)

@@ -860,7 +860,10 @@ impl MembershipCore {
                 .retain(|_, (heard, _)| now.mono.saturating_duration_since(*heard) < HELLO_MEMORY);
             self.process(now);
         }
-        if !self.left && self.carrier.round_due(now.mono) {
+        if !self.left && {
+            let round = self.carrier.round_due(now.mono);
+            self.carrier.repeat_due(now.mono) || round
+        } {
             self.send_carrier(now);
         }
         if self.next_peer_announce.is_some_and(|at| at <= now.mono) {
