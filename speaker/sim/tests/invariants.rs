@@ -1297,6 +1297,17 @@ fn an_api_change_under_a_lagging_watch_answers_within_the_failover_bound() {
     }
 }
 
+/// Every IP of `r` had no two answerers and no silence longer than the failover bound.
+fn every_ip_within_the_failover_bound(s: &Scenario, r: &ferrolb_sim::Report) {
+    let bound = ferrolb_sim::invariants::t_failover(s);
+    for (ip, rec) in &r.ips {
+        for w in &rec.none {
+            assert!(w.len() <= bound, "{ip}: {w:?}\n{}", s.literal());
+        }
+        assert!(rec.dual.is_empty(), "{ip}: {:?}", rec.dual);
+    }
+}
+
 /// Found by attacking the view revisions (session 32): node 4 cut from nodes 2 and 3 hears
 /// only node 1 once node 0 crashes, so its gate closes (a minority), while the others still
 /// list it alive through indirect probes. Node 1's failover of node 0's IPs asked node 4 as
@@ -1320,7 +1331,6 @@ fn a_failover_never_waits_for_a_member_whose_gate_is_closed() {
     .with(6_000, Fault::Crash(0))
     .with(12_000, Fault::Heal);
     let r = run(&s);
-    let bound = ferrolb_sim::invariants::t_failover(&s);
     let owned_by = |n: usize| {
         r.ips
             .values()
@@ -1331,12 +1341,7 @@ fn a_failover_never_waits_for_a_member_whose_gate_is_closed() {
         owned_by(0) > 0 && owned_by(4) > 0,
         "node 0 or node 4 owned nothing: the case lost its point"
     );
-    for (ip, rec) in &r.ips {
-        for w in &rec.none {
-            assert!(w.len() <= bound, "{ip}: {w:?}\n{}", s.literal());
-        }
-        assert!(rec.dual.is_empty(), "{ip}: {:?}", rec.dual);
-    }
+    every_ip_within_the_failover_bound(&s, &r);
 }
 
 /// Found by an attack on the withdrawn report (session 35): the two cuts above, and node 4
@@ -1370,13 +1375,7 @@ fn a_speaker_restarted_while_cut_from_a_majority_is_not_waited_for() {
         .with(14_000, Fault::Heal);
     for s in [restarted, stalled] {
         let r = run(&s);
-        let bound = ferrolb_sim::invariants::t_failover(&s);
-        for (ip, rec) in &r.ips {
-            for w in &rec.none {
-                assert!(w.len() <= bound, "{ip}: {w:?}\n{}", s.literal());
-            }
-            assert!(rec.dual.is_empty(), "{ip}: {:?}", rec.dual);
-        }
+        every_ip_within_the_failover_bound(&s, &r);
         assert_eq!(check(&s, &r), vec![], "{}", s.literal());
     }
 }
@@ -1402,13 +1401,7 @@ fn a_withdrawn_report_lost_once_is_repeated_within_the_failover_bound() {
         .with(6_000, Fault::Crash(0))
         .with(12_000, Fault::Heal);
         let r = run(&s);
-        let bound = ferrolb_sim::invariants::t_failover(&s);
-        for (ip, rec) in &r.ips {
-            for w in &rec.none {
-                assert!(w.len() <= bound, "{ip}: {w:?}\n{}", s.literal());
-            }
-            assert!(rec.dual.is_empty(), "{ip}: {:?}", rec.dual);
-        }
+        every_ip_within_the_failover_bound(&s, &r);
         assert_eq!(check(&s, &r), vec![], "{}", s.literal());
     }
 }
