@@ -8,7 +8,9 @@
 //! IP; a roll-out of the controller (issue #29 O2) → no Service status written, a Service created
 //! during it served; the speakers rolled out (O1) → no probe answered twice, each IP away and
 //! back at most; the owner drained (O3) → its IPs elsewhere, no other moves, back on uncordon; the
-//! owner of another IP stopped hard (O4) → another node answers it, it comes back on power-on; the
+//! owner of another IP stopped hard (O4) → another node answers it, nothing moves or goes
+//! unanswered while it is marked not Ready, tainted out-of-service and its speaker pod deleted, it
+//! comes back on power-on; the
 //! whole cluster powered off and on (issue #29 O5) → every address kept, each
 //! claimed again by one node only; the documented uninstall (`ferrolb uninstall`) → everything gone, no Service status of
 //! ours left. Asserts on what was observed, never on timing.
@@ -104,6 +106,16 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
         assert_ne!(h.successor, h.node, "{h:?}");
         assert_eq!(h.owners_while_down.len(), 3, "{h:?}");
         assert!(!h.owners_while_down.contains(&h.node), "{h:?}");
+        // Issue #29 O4, a node that never comes back: marked not Ready, given the
+        // `node.kubernetes.io/out-of-service` taint, its speaker pod deleted. Every probe answered
+        // by exactly one node, no IP moved (the survivors held them all), no Service written.
+        assert!(h.probes_out_of_service >= 9, "{h:?}");
+        assert!(h.two_answers_out_of_service.is_empty(), "{h:?}");
+        assert!(h.unanswered_out_of_service.is_empty(), "{h:?}");
+        for (sequence, owner) in h.sequences_out_of_service.iter().zip(&h.owners_while_down) {
+            assert_eq!(sequence, &vec![owner.clone()], "{h:?}");
+        }
+        assert!(h.changed_out_of_service.is_empty(), "{h:?}");
         // Issue #29 O5: the whole cluster powered off and on. Nothing answered while off; every
         // Service kept its address with no write; every IP is answered again, and in the first
         // seconds after the power-on each IP was claimed (gratuitous ARP or reply) by one node only:

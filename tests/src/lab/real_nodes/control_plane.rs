@@ -4,15 +4,17 @@
 //! The controllers are the ones the install needs and nothing more (issue #14): Deployments,
 //! ReplicaSets, DaemonSets, EndpointSlices (from the real controller, not the lab), the garbage
 //! collector (owner references), namespace deletion (`kubectl delete -k deploy/`), ServiceAccounts
-//! and the `kube-root-ca.crt` ConfigMap every projected service-account volume mounts, and node
-//! lifecycle (it lifts the `node.kubernetes.io/not-ready` taint kubelet registers with).
+//! and the `kube-root-ca.crt` ConfigMap every projected service-account volume mounts, node
+//! lifecycle (it lifts the `node.kubernetes.io/not-ready` taint kubelet registers with), and the
+//! pod garbage collector (it deletes the pods evicted from a node given the
+//! `node.kubernetes.io/out-of-service` taint, whose kubelet cannot confirm: issue #29 O4).
 
 use std::path::Path;
 
 use crate::cluster::{Supervised, TestCluster, k8s_bin};
 
 /// The kube-controller-manager controllers the lab runs (`--controllers`).
-pub const CONTROLLERS: &str = "nodelifecycle,endpointslice,endpointslicemirroring,daemonset,deployment,replicaset,garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher";
+pub const CONTROLLERS: &str = "nodelifecycle,endpointslice,endpointslicemirroring,daemonset,deployment,replicaset,garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,podgc";
 
 /// Running kube-controller-manager and kube-scheduler.
 pub struct ControlPlane {

@@ -187,6 +187,21 @@ pub struct HardStopReport {
     pub failover_s: f64,
     /// The owner of each IP (web, web2, web3) while the node was down.
     pub owners_while_down: Vec<String>,
+    /// Seconds from the kill to the Node controller marking the Node not Ready, the
+    /// `node.kubernetes.io/out-of-service` taint added, and the node's speaker pod deleted
+    /// (the taint manager evicts it, the pod GC deletes it: its kubelet is gone).
+    pub out_of_service_s: f64,
+    /// ARP probes of every IP from one round before the wait for NotReady until 2 s after the
+    /// speaker pod was gone.
+    pub probes_out_of_service: usize,
+    /// Those answered by two nodes.
+    pub two_answers_out_of_service: Vec<String>,
+    /// Those nobody answered.
+    pub unanswered_out_of_service: Vec<String>,
+    /// Per IP, the nodes that claimed it in turn during those probes.
+    pub sequences_out_of_service: Vec<Vec<String>>,
+    /// The Services whose status changed from before the stop to after the taint.
+    pub changed_out_of_service: Vec<String>,
     /// Seconds from the power-on (containerd, kubelet, kube-proxy started) to the IP answered
     /// by the node again.
     pub back_s: f64,
@@ -196,6 +211,8 @@ pub struct HardStopReport {
 struct ProbeLog {
     probes: usize,
     two_answers: Vec<String>,
+    /// Probes no node answered (a planned hand-over leaves some: break before make).
+    unanswered: Vec<String>,
     /// Per IP, the nodes that claimed it in turn (gratuitous ARPs and probe replies, in time
     /// order, consecutive repeats merged).
     sequences: Vec<Vec<String>>,
@@ -224,6 +241,7 @@ async fn probe_throughout(
     let mut log = ProbeLog {
         probes: 0,
         two_answers: Vec::new(),
+        unanswered: Vec::new(),
         sequences: Vec::new(),
     };
     let mut task = None;
@@ -262,6 +280,10 @@ async fn probe_throughout(
                     "{ip}: {macs:?} at {:.1} s",
                     t.elapsed().as_secs_f64()
                 ));
+            }
+            if macs.is_empty() {
+                log.unanswered
+                    .push(format!("{ip} at {:.1} s", t.elapsed().as_secs_f64()));
             }
             frames.extend(seen);
         }
@@ -977,8 +999,10 @@ async fn story(
             "8. hard stop of {stopped} (the owner of {ip2}): every process of the node killed at once"
         )?;
         let stopped_mac = lab.lab.node(&stopped).mac.clone();
+        let states_before_stop = service_states(&client, &["web", "web2", "web3"]).await?;
         lab_mut.power_off_node(k);
         let t = Instant::now();
+        let killed = t;
         let lab: &RealNodes = lab_mut;
         let successor = one_answerer(
             lab,
@@ -1000,6 +1024,45 @@ async fn story(
                 .await?,
             );
         }
+        // The node does not come back: the Node controller marks it not Ready (the lab's
+        // `--node-monitor-grace-period` is 20 s), and the operator declares it out of service
+        // (`node.kubernetes.io/out-of-service`, Kubernetes' non-graceful node shutdown): its pods
+        // are evicted and, with no kubelet to confirm, deleted — our speaker pod too. No IP may
+        // be left unanswered or move while that happens (the survivors hold every IP already).
+        let speaker_pod = pods
+            .list(&ListParams::default().labels(SPEAKERS))
+            .await?
+            .items
+            .into_iter()
+            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&stopped))
+            .and_then(|p| p.metadata.name)
+            .context("the stopped node's speaker pod")?;
+        let taint = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute";
+        let node_ref = format!("node/{stopped}");
+        let pod_ref = format!("pod/{speaker_pod}");
+        let oos = probe_throughout(
+            lab,
+            &ips,
+            &[
+                &[
+                    "wait",
+                    "--for=condition=Ready=Unknown",
+                    &node_ref,
+                    "--timeout=120s",
+                ],
+                &["taint", "node", &stopped, taint],
+                &["-n", NS, "wait", "--for=delete", &pod_ref, "--timeout=120s"],
+            ],
+        )
+        .await?;
+        let out_of_service = killed.elapsed();
+        let changed_out_of_service = services_changed(&client, &states_before_stop).await?;
+        writeln!(
+            out,
+            "   not Ready, tainted out-of-service and its speaker pod {speaker_pod} deleted {:.1} s after the kill",
+            out_of_service.as_secs_f64()
+        )?;
+        lab.kubectl_ok(&["taint", "node", &stopped, &format!("{taint}-")], None)?;
         lab_mut.power_on_node(k)?;
         let t = Instant::now();
         let lab: &RealNodes = lab_mut;
@@ -1015,6 +1078,12 @@ async fn story(
             successor,
             failover_s: failover.as_secs_f64(),
             owners_while_down: while_down,
+            out_of_service_s: out_of_service.as_secs_f64(),
+            probes_out_of_service: oos.probes,
+            two_answers_out_of_service: oos.two_answers,
+            unanswered_out_of_service: oos.unanswered,
+            sequences_out_of_service: oos.sequences,
+            changed_out_of_service,
             back_s: t.elapsed().as_secs_f64(),
         };
         writeln!(out, "   {:?}", report.hard_stop)?;
