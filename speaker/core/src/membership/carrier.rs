@@ -312,10 +312,10 @@ impl CarrierBook {
 
     /// When the next refresh round or repeat of a change is due.
     pub fn next_round(&self) -> Option<Instant> {
-        match (self.next_round, self.repeats.next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.next_round, self.repeats.next]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Whether a repeat of the changes not yet sent [`CARRIER_REPEATS`] times is due at `now`;
@@ -503,7 +503,7 @@ impl CarrierBook {
                 self.repeats.origins.insert(msg.src.name.clone());
                 self.repeats.left = CARRIER_REPEATS;
                 let at = now.checked_add(CARRIER_REPEAT);
-                self.repeats.next = self.repeats.next.min(at).or(at);
+                self.repeats.next = [self.repeats.next, at].into_iter().flatten().min();
             }
         }
         let mut held = Held {
