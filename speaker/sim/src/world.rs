@@ -1172,6 +1172,7 @@ impl World {
                 handover_replies: m.handover_replies().clone(),
                 revisions: m.peer_revisions().clone(),
                 askers: m.handover_askers().clone(),
+                releases_given: m.releases_given().clone(),
                 agreeing: m.agreeing(),
             }),
             wall_secs,

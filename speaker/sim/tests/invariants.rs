@@ -1758,3 +1758,31 @@ fn the_exclusion_label_set_aside_and_back_under_auto_answers_once() {
     );
     assert_eq!(answered_by(&r, 2, Duration::from_millis(15_000)).len(), 6);
 }
+
+/// A node that could not send (every path from it cut, as in seed 1999 of the one-way class)
+/// heals: the others list it again, and its owner releases its IP to it in a grant; a moment
+/// later that owner plans the IP on itself again, because node 2's carrier report still says
+/// "withdrawn" (it was converging, listing a majority it did not hear) — a report sent before
+/// the request the grant answered. It used to claim at once, as for any withdrawn holder, while
+/// node 2, converged meanwhile, claimed on the release: two answerers for 99.6 ms, until node
+/// 2's next report arrived (W = 300 ms, so within I-bounded, but no benign fault may make two
+/// answerers). Now a requester our grant released the IP to is its holder for
+/// `RELEASE_MEMORY` (3 s) whatever its reports say, and the gain waits for its word. The heal
+/// is also swept over 40 ms around seed 1999's: no IP ever has two answerers, and every silence
+/// stays within the failover bound.
+#[test]
+fn a_stale_withdrawn_report_never_takes_back_an_ip_released_to_its_sender() {
+    let cut = |from, to| Fault::CutOneWay { from, to };
+    for heal_ms in (9_376..=9_416).step_by(4) {
+        let s = Scenario {
+            end_ms: 16_000,
+            ..Scenario::quiet(1999, 3, 4)
+        }
+        .with(6_762, cut(2, 0))
+        .with(6_762, cut(2, 1))
+        .with(heal_ms, Fault::Heal);
+        let r = run(&s);
+        every_ip_within_the_failover_bound(&s, &r);
+        assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    }
+}

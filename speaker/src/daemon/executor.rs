@@ -358,6 +358,7 @@ impl Executor {
             carriers: m.carriers().borrow().clone(),
             revisions: m.peer_revisions().borrow().clone(),
             askers: m.handover_askers().borrow().clone(),
+            releases_given: m.releases_given().borrow().clone(),
         });
         self.observed_alive = membership
             .as_ref()

@@ -164,6 +164,7 @@ pub struct Membership {
     replies: watch::Receiver<HandoverReplies>,
     revisions: watch::Receiver<BTreeMap<String, u64>>,
     askers: watch::Receiver<HandoverAskers>,
+    given: watch::Receiver<ReleasesGiven>,
     events: broadcast::Sender<MembershipEvent>,
     counters: Arc<Counters>,
     identity: SpeakerId,
@@ -240,6 +241,7 @@ impl Membership {
         let (replies_tx, replies) = watch::channel(HandoverReplies::new());
         let (revisions_tx, revisions) = watch::channel(BTreeMap::new());
         let (askers_tx, askers) = watch::channel(HandoverAskers::new());
+        let (given_tx, given) = watch::channel(ReleasesGiven::new());
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let driver = Driver {
             batch: RecvBatch::new(slot_len),
@@ -259,6 +261,7 @@ impl Membership {
             replies_tx,
             revisions_tx,
             askers_tx,
+            given_tx,
             events: events.clone(),
         };
         tracing::info!(identity = ?identity, %local_addr, "membership: started");
@@ -277,6 +280,7 @@ impl Membership {
             replies,
             revisions,
             askers,
+            given,
             events,
             counters,
             identity,
@@ -415,6 +419,12 @@ impl Membership {
     /// ([`MembershipCore::handover_askers`]).
     pub fn handover_askers(&self) -> watch::Receiver<HandoverAskers> {
         self.askers.clone()
+    }
+
+    /// Per IP of our plan, the requester our latest grant released it to and when
+    /// ([`MembershipCore::releases_given`]).
+    pub fn releases_given(&self) -> watch::Receiver<ReleasesGiven> {
+        self.given.clone()
     }
 
     /// Subscribes to transition events from now on.
@@ -603,6 +613,7 @@ struct Driver {
     replies_tx: watch::Sender<HandoverReplies>,
     revisions_tx: watch::Sender<BTreeMap<String, u64>>,
     askers_tx: watch::Sender<HandoverAskers>,
+    given_tx: watch::Sender<ReleasesGiven>,
     events: broadcast::Sender<MembershipEvent>,
 }
 
@@ -622,6 +633,10 @@ pub type HandoverReplies = BTreeMap<(String, IpAddr), ferrolb_l2::membership::le
 /// Per IP held back for a third node, the newer-view member that asked for it
 /// ([`MembershipCore::handover_askers`]).
 pub type HandoverAskers = BTreeMap<IpAddr, ferrolb_l2::membership::lease::HandoverAsker>;
+
+/// Per IP of our plan, the requester our latest grant released it to and the instant of that
+/// grant ([`MembershipCore::releases_given`]).
+pub use ferrolb_l2::membership::lease::ReleasesGiven;
 
 fn clock() -> Clock {
     Clock {
@@ -782,6 +797,7 @@ impl Driver {
         publish(&self.replies_tx, self.core.handover_replies());
         publish(&self.revisions_tx, self.core.peer_revisions());
         publish(&self.askers_tx, self.core.handover_askers());
+        publish(&self.given_tx, self.core.releases_given());
         publish(&self.members_tx, self.core.alive());
     }
 }

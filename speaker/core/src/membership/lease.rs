@@ -102,6 +102,10 @@ pub enum LeaseMsg {
     },
 }
 
+/// Per IP of the granter's plan, the requester its latest grant released the IP to and the
+/// instant of that grant ([`super::MembershipCore::releases_given`], issue #32 G5.8).
+pub type ReleasesGiven = BTreeMap<IpAddr, (String, Instant)>;
+
 /// A holder's answer to one ask ([`LeaseMsg::Request::asks`]), as the asker records it
 /// ([`super::MembershipCore::handover_replies`], issue #32 G5.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,7 +33,9 @@ use super::hello::{
 };
 use super::identity::{MAX_NODE_NAME_LEN, SpeakerId};
 use super::key::KeyRing;
-use super::lease::{Evidence, HandoverAsker, HandoverReply, KIND_LEASE, KIND_SWIM, LeaseMsg};
+use super::lease::{
+    Evidence, HandoverAsker, HandoverReply, KIND_LEASE, KIND_SWIM, LeaseMsg, ReleasesGiven,
+};
 use super::replay::{ReplayError, ReplayGuard};
 use super::timers::TimerQueue;
 
@@ -231,6 +233,9 @@ pub struct MembershipCore {
     /// Per IP we hold back for a third node, the newest-view requester that asked about it
     /// ([`Self::handover_askers`]).
     askers: BTreeMap<IpAddr, HandoverAsker>,
+    /// Per IP of our plan, the requester our latest grant released it to and when
+    /// ([`Self::releases_given`]).
+    given: ReleasesGiven,
     /// Per granter's node name, the member-list digest its latest grant carried
     /// ([`Self::agreeing`]).
     list_digests: BTreeMap<String, u64>,
@@ -345,6 +350,7 @@ impl MembershipCore {
             plan: None,
             replies: BTreeMap::new(),
             askers: BTreeMap::new(),
+            given: BTreeMap::new(),
             list_digests: BTreeMap::new(),
             config,
         })
@@ -456,6 +462,9 @@ impl MembershipCore {
     /// ([`crate::view::View::revision`]): sent with every lease request and grant, it decides a
     /// mutual hold ([`super::lease::newer_view`]).
     pub fn set_plan(&mut self, plan: Option<Arc<crate::plan::Plan>>, revision: u64) {
+        if let Some(p) = plan.as_ref() {
+            self.given.retain(|ip, _| p.ips.contains_key(ip));
+        }
         self.plan = plan;
         self.revision = revision;
     }
@@ -477,6 +486,17 @@ impl MembershipCore {
     /// held back ([`Self::set_handovers`]).
     pub fn handover_askers(&self) -> &BTreeMap<IpAddr, HandoverAsker> {
         &self.askers
+    }
+
+    /// The releases this speaker gave (issue #32 G5.8): per IP of its plan, the requester its
+    /// latest grant that released the IP was sent to, and the instant (monotonic) of that grant.
+    /// The requester may claim the IP once the grant arrives, so for a while after it the
+    /// requester is the IP's holder whatever a carrier report of its received since says: that
+    /// report may have been sent before the request (a stale "withdrawn"), and taking the IP
+    /// back at once would make two answerers ([`crate::node::SpeakerCore`] asks it first).
+    /// Bounded by the plan's IPs; forgotten when the plan no longer has the IP.
+    pub fn releases_given(&self) -> &ReleasesGiven {
+        &self.given
     }
 
     /// The revision this speaker sends: its plan's view's, or 0 (none) while its gate is closed
@@ -1438,6 +1458,11 @@ impl MembershipCore {
                 // Strictly newer: it is waited on instead of a third node (`handover_askers`).
                 if mine != 0 && rev > mine {
                     self.note_askers(&src.name, rev, (&asked, &released), now.mono);
+                }
+                if let Some(plan) = self.plan.as_ref() {
+                    for ip in released.iter().filter(|ip| plan.ips.contains_key(*ip)) {
+                        self.given.insert(*ip, (src.name.clone(), now.mono));
+                    }
                 }
                 let grant = LeaseMsg::Grant {
                     src: me,

@@ -60,6 +60,11 @@ pub struct MembershipObservation {
     /// Per member, the revision of its API view as its latest grant said
     /// ([`crate::membership::MembershipCore::peer_revisions`]).
     pub revisions: BTreeMap<String, u64>,
+    /// Per IP of our plan, the requester our latest grant released it to and when
+    /// ([`crate::membership::MembershipCore::releases_given`]): for
+    /// [`super::RELEASE_MEMORY`] after it, that requester is the IP's holder even while a
+    /// report says it has withdrawn.
+    pub releases_given: crate::membership::lease::ReleasesGiven,
     /// Members whose latest lease grant listed exactly the members in `alive`
     /// ([`crate::membership::MembershipCore::agreeing`]): when those with evidence and this
     /// node make a majority of the voters, a voter none of them lists counts as heard of for

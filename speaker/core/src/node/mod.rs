@@ -109,6 +109,17 @@ pub struct CoreCounters {
 /// watch is stuck (an API outage on its node) is not followed for long.
 pub const HANDOVER_HOLD_MAX: Duration = Duration::from_secs(3);
 
+/// How long after a grant released an IP to a requester this speaker still treats that
+/// requester as the IP's holder when it gains the IP back because a carrier report says the
+/// requester has withdrawn (issue #32 G5.8, found by the simulator: one-way class, seed 1999).
+/// The report may have been sent before the request the grant answered — the requester
+/// converged in between, asked, was released the IP and claimed it — so the gain waits for the
+/// requester's release like any handover instead of claiming at once (which made two answerers
+/// for 99.6 ms, until the requester's next report arrived). A requester that really withdrew
+/// answers nothing and says so to the next lease request. [`HANDOVER_HOLD_MAX`]: longer than a
+/// report relayed around a cut takes to arrive.
+pub const RELEASE_MEMORY: Duration = HANDOVER_HOLD_MAX;
+
 /// A gain held back until its previous holder has stopped ([`SpeakerCore::hold_handovers`]).
 #[derive(Clone, Debug)]
 struct Handover {
@@ -219,7 +230,8 @@ impl Handover {
     }
 
     /// Whether the gain still waits at `now`. Normally while `due` is ahead and the holder is
-    /// alive: a holder that has gone down hands over nothing.
+    /// alive (`holder_alive`: it serves, or it is a requester we released the IP to within
+    /// [`RELEASE_MEMORY`]): a holder that has gone down hands over nothing.
     ///
     /// But after a holder with a newer view than ours said it held the IP ([`Self::newer`]),
     /// and until our view (revision `mine.1`) has read as far, our plan may be the stale one
@@ -235,14 +247,14 @@ impl Handover {
     fn waiting(
         &mut self,
         now: Instant,
-        alive: &BTreeSet<String>,
+        (holder_alive, alive): (bool, &BTreeSet<String>),
         (me, my_rev): (&str, u64),
         revisions: &BTreeMap<String, u64>,
     ) -> bool {
         if self.newer.is_none_or(|rev| my_rev >= rev) {
-            return self.due > now && alive.contains(self.holder.as_str());
+            return self.due > now && holder_alive;
         }
-        if !alive.contains(self.holder.as_str()) {
+        if !holder_alive {
             let Some(next) = newest_view(alive, revisions, (me, my_rev)) else {
                 return false;
             };
@@ -723,10 +735,15 @@ impl SpeakerCore {
             .membership
             .as_ref()
             .map_or(&no_revisions, |m| &m.revisions);
+        let no_releases = BTreeMap::new();
+        let given = obs
+            .membership
+            .as_ref()
+            .map_or(&no_releases, |m| &m.releases_given);
         let owned = self.hold_handovers(
             now,
             &plan,
-            (&alive, &serving, revisions),
+            (&alive, &serving, revisions, given),
             &carriers,
             &previously_owned,
             &mut probe_first,
@@ -772,7 +789,8 @@ impl SpeakerCore {
     ///   answered for the whole lag (and a holder that gained within `PEER_SETTLE` did not yield).
     ///
     /// An IP whose previous holder is down (failover) or has withdrawn (`serving` leaves it
-    /// out: [`Self::withdrawn`]), and a fresh IP without a live holder
+    /// out: [`Self::withdrawn`]) — unless our grant released the IP to that holder within
+    /// [`RELEASE_MEMORY`] (`given`: the report may predate its claim) — and a fresh IP without a live holder
     /// (probed first), are claimed at once; a fresh IP with one is a handover like any other and
     /// is not probed (`probe_first` loses it). A holder the membership lists but that has not answered our lease
     /// requests (it cannot reach us directly: the gate lets us converge without it, issue #32
@@ -783,12 +801,26 @@ impl SpeakerCore {
         &mut self,
         now: Instant,
         plan: &crate::plan::Plan,
-        (alive, serving, revisions): (&BTreeSet<String>, &BTreeSet<String>, &BTreeMap<String, u64>),
+        (alive, serving, revisions, given): (
+            &BTreeSet<String>,
+            &BTreeSet<String>,
+            &BTreeMap<String, u64>,
+            &crate::membership::lease::ReleasesGiven,
+        ),
         carriers: &Carriers,
         previously_owned: &BTreeMap<IpAddr, Interfaces>,
         probe_first: &mut BTreeSet<IpAddr>,
     ) -> BTreeMap<IpAddr, Interfaces> {
         let me = self.config.me.clone();
+        // A holder that serves, or the alive requester our grant released the IP to within
+        // `RELEASE_MEMORY`, whatever its report says since (`RELEASE_MEMORY`'s docs).
+        let holds = |ip: &IpAddr, q: &str| {
+            serving.contains(q)
+                || (alive.contains(q)
+                    && given.get(ip).is_some_and(|(to, at)| {
+                        to == q && at.checked_add(RELEASE_MEMORY).is_some_and(|end| now < end)
+                    }))
+        };
         // A gain already held back keeps its holder and its start: the previous plan of a later
         // step already names this speaker, so recomputing would find no holder.
         let gains: Vec<IpAddr> = plan
@@ -823,7 +855,7 @@ impl SpeakerCore {
                 // Ours already under the previous plan: a gain held back before and let go
                 // (released, or its wait is over).
                 let ours = previous_owner.as_deref() == Some(me.as_str());
-                let holder = previous_owner.filter(|q| *q != me && serving.contains(q));
+                let holder = previous_owner.filter(|q| *q != me && holds(&ip, q));
                 match holder {
                     Some(holder) => {
                         // A handover, even of an IP still fresh: the holder's word, not a
@@ -871,8 +903,10 @@ impl SpeakerCore {
         // A holder that has gone down meanwhile hands over nothing: claim at once (unless
         // its view was the newer: `Handover::waiting`).
         let mine = (me.as_str(), self.view.revision);
-        self.handovers
-            .retain(|_, h| h.waiting(now, serving, mine, revisions));
+        self.handovers.retain(|ip, h| {
+            let holder_alive = holds(ip, &h.holder);
+            h.waiting(now, (holder_alive, serving), mine, revisions)
+        });
         plan.owned
             .iter()
             .filter(|(ip, _)| !self.handovers.contains_key(*ip))

@@ -69,6 +69,7 @@ fn obs(wake: Wake, alive: &[&str], rejoins: u64) -> Observation {
             handover_replies: BTreeMap::new(),
             revisions: BTreeMap::new(),
             askers: BTreeMap::new(),
+            releases_given: BTreeMap::new(),
             agreeing: BTreeSet::new(),
         }),
         wall_secs: 1_800_000_000,
@@ -1407,6 +1408,73 @@ fn a_speaker_that_hears_a_minority_reports_it_and_its_ips_move_to_the_others() {
         assert!(!owns_ip(&s));
         let held = at < healed + settings().stall_threshold;
         assert_eq!(owns_ip(&o), !held, "{:?} after the heal", at - healed);
+    }
+}
+
+/// Issue #32 G5.8 (simulator, one-way class, seed 1999): a successor whose grant released the
+/// IP to its owner (the owner had come back and asked for it) and which then gets the owner's
+/// "withdrawn" report does not claim at once: the report may predate the request the grant
+/// answered, and the owner may be answering on that release. It asks the owner like any holder
+/// and claims on its release, or one stall threshold later without a word; a release given
+/// longer than [`super::RELEASE_MEMORY`] ago is not waited on (a withdrawn holder answers
+/// nothing: claimed at once, as before). Without the rule the successor claims in the step of
+/// the report (two answerers for 99.6 ms in the simulator).
+#[test]
+fn a_withdrawn_report_after_our_release_to_its_sender_waits_for_the_senders_word() {
+    let ip: IpAddr = IP.parse().unwrap();
+    let up = two_nics(true, true);
+    let gone = withdrawn_report(&up);
+    // (how long ago the release was given, the owner's reply to our ask, sent in each step:
+    // released, or still answered there) → owns the IP in the step of the report, and one
+    // stall threshold later.
+    let cases = [
+        (MS(0), None, (false, true)),
+        (MS(0), Some(true), (true, true)),
+        (MS(0), Some(false), (false, false)),
+        (super::RELEASE_MEMORY, None, (true, true)),
+    ];
+    for (ago, reply, (at_once, later)) in cases {
+        let t0 = Instant::now();
+        let (me, successor, _, mut s) = owner_and_successor(t0);
+        let mut at = t0;
+        for _ in 0..6 {
+            at += MS(100);
+            s.step(
+                at,
+                obs_links(&NODES, up.clone(), &[(me.as_str(), up.clone())]),
+            );
+        }
+        assert!(!owns_ip(&s), "the owner holds it");
+        at += MS(100);
+        let report = at;
+        let with_report = |at: Instant, reply: Option<bool>| {
+            let mut o = obs_links(&NODES, up.clone(), &[(me.as_str(), gone.clone())]);
+            if let Some(m) = o.membership.as_mut() {
+                m.releases_given = [(ip, (me.clone(), report - ago))].into();
+                if let Some(released) = reply {
+                    m.handover_replies = [(
+                        (me.clone(), ip),
+                        crate::membership::lease::HandoverReply {
+                            sent: at,
+                            released,
+                            rev: 0,
+                        },
+                    )]
+                    .into();
+                }
+            }
+            o
+        };
+        s.step(at, with_report(at, None));
+        if reply.is_some() {
+            at += MS(10);
+            s.step(at, with_report(at, reply));
+        }
+        let case = format!("{successor}: released {ago:?} ago, reply {reply:?}");
+        assert_eq!(owns_ip(&s), at_once, "{case}");
+        at = report + settings().stall_threshold;
+        s.step(at, with_report(at, reply));
+        assert_eq!(owns_ip(&s), later, "{case}, one stall threshold later");
     }
 }
 
