@@ -72,16 +72,26 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
         assert!(r.rollout_changed.is_empty(), "{r:?}");
         assert!(r.ip3.is_some() && r.ip3 != r.ip && r.ip3 != r.ip2, "{r:?}");
         assert!(r.rollout_leader_is_new, "{r:?}");
-        // Issue #29 O1: the speakers' roll-out. No probe answered by two nodes; each IP moved at
-        // most away from its owner and back (its owner's restart), and the owners are as before.
+        // Issue #29 O1: the speakers' roll-outs (a restart, then an image change). No probe
+        // answered by two nodes; each IP moved at most away from its owner and back per roll-out
+        // (its owner's restart), and the owners are as before.
         assert!(r.rollout_two_answers.is_empty(), "{r:?}");
         assert!(r.rollout_probes >= 9, "{r:?}");
         for (ip, before, sequence, after) in &r.rollout_owners {
             assert_eq!(after, before, "{ip}: {r:?}");
             assert!(
-                sequence.len() <= 3 && sequence.first() == Some(before),
+                sequence.len() <= 5 && sequence.first() == Some(before),
                 "{ip} claimed by {sequence:?} in turn: {r:?}"
             );
+        }
+        // Issue #29 O1, what users count: client 0 sent a new HTTP request through every IP every
+        // few milliseconds during both roll-outs. A move can break only the connection in flight
+        // (its next packets reach the new owner, which has no conntrack entry for it and resets
+        // it), so at most one failed request per move of that IP; none where it did not move.
+        for ((ip, _, sequence, _), http) in r.rollout_owners.iter().zip(&r.rollout_http) {
+            let moves = sequence.len().saturating_sub(1);
+            assert!(http.sent >= 100, "{ip}: {http:?}");
+            assert!(http.failed <= moves, "{ip}: {moves} moves, {http:?}");
         }
         // Issue #29 O3: the first IP's owner drained. Its IPs moved once, to uncordoned nodes;
         // no other IP moved; no probe answered twice; HTTP still reached a pod; the uncordon gave
@@ -98,7 +108,42 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
             }
         }
         assert_eq!(d.owners_after, d.owners_before, "{d:?}");
+        // What users count (the backends pause 2 s before they exit, as a backend that wants no
+        // failed request does: docs/operations.md): at most one failed request per move.
+        for (http, sequences) in [
+            (&d.http_drain, &d.sequences_drain),
+            (&d.http_uncordon, &d.sequences_uncordon),
+        ] {
+            for (counts, sequence) in http.iter().zip(sequences) {
+                let moves = sequence.len().saturating_sub(1);
+                assert!(counts.failed <= moves, "{moves} moves, {counts:?}: {d:?}");
+            }
+        }
         assert!(d.http_drained.starts_with("web-"), "{d:?}");
+        // Issue #29 O4: the third IP's owner shut down gracefully (kubelet's order emulated: no
+        // new pods, ordinary pods terminated, then critical ones, then powered off). Every probe
+        // answered by exactly one node; its IP moved once, to another node, the others not at
+        // all; it came back once powered on (the story waited for that).
+        let g = &r.graceful;
+        assert!(g.probes >= 9, "{g:?}");
+        assert!(g.two_answers.is_empty(), "{g:?}");
+        assert!(g.unanswered.is_empty(), "{g:?}");
+        assert!(
+            g.ordinary.iter().any(|p| p.contains("/ferrolb-speaker-")),
+            "{g:?}"
+        );
+        for (i, sequence) in g.sequences.iter().enumerate() {
+            let moved = if i == 2 { 2 } else { 1 };
+            assert!(sequence.len() <= moved, "{g:?}");
+        }
+        assert!(!g.owners_while_off.contains(&g.node), "{g:?}");
+        // What users count: at most one failed request per move while the pods stopped, and
+        // none through the power-off (the IP had moved already).
+        for (counts, sequence) in g.http.iter().zip(&g.sequences) {
+            let moves = sequence.len().saturating_sub(1);
+            assert!(counts.failed <= moves, "{moves} moves, {counts:?}: {g:?}");
+        }
+        assert!(g.http_power_off.iter().all(|c| c.failed == 0), "{g:?}");
         // Issue #29 O4: a hard stop of the second IP's owner. Another node answered its IP alone,
         // no IP was left unanswered while it was down, and it got its IP back when powered on (the
         // story waited for each of these; here: who).

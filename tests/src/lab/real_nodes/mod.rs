@@ -26,6 +26,7 @@
 
 pub mod control_plane;
 pub mod host;
+pub mod http_load;
 pub mod kubelet;
 pub mod quickstart;
 pub mod runtime;

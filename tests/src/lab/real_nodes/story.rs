@@ -23,6 +23,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
+use super::http_load::{HttpCounts, HttpLoad};
 use super::{RealNodes, image_archives};
 use crate::cluster::{repo_root, workspace_bin};
 use crate::lab::scenario::typed_events_for;
@@ -44,6 +45,12 @@ pub const IMAGES: [&str; 4] = [
     "docker.io/library/ferrolb-test-backend:0.1.0",
     AGNHOST_IMAGE,
 ];
+/// The second tag of the ferrolb image the speaker roll-out changes to (issue #29 O1: "a second
+/// image tag built offline"): the same image, tagged on every node by `ctr images tag`, as a
+/// user's `minikube image load` of a new build would leave it.
+pub const SECOND_TAG: &str = "ferrolb:0.1.1";
+/// [`SECOND_TAG`] as containerd names it.
+const SECOND_TAG_FULL: &str = "docker.io/library/ferrolb:0.1.1";
 /// The lab's stand-in for the e2e image the README quickstart runs (`tests/image/build.sh`).
 pub const AGNHOST_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
 /// `CAP_NET_RAW` alone, as `/proc/<pid>/status` prints `CapEff`.
@@ -115,8 +122,12 @@ pub struct Report {
     /// Per IP: the owner before the roll-out, the nodes that claimed it in turn during it
     /// (gratuitous ARPs and probe replies, consecutive repeats merged), and the owner after.
     pub rollout_owners: Vec<(Ipv4Addr, String, Vec<String>, String)>,
+    /// Per IP, client 0's HTTP requests through it during the roll-out ([`HttpLoad`]).
+    pub rollout_http: Vec<HttpCounts>,
     /// The drain of the first IP's owner and its uncordon (issue #29 O3).
     pub drain: DrainReport,
+    /// The graceful shutdown of the third IP's owner (issue #29 O4).
+    pub graceful: GracefulShutdownReport,
     /// The hard stop of the second IP's owner (issue #29 O4).
     pub hard_stop: HardStopReport,
     /// ARP answers for the first IP while the whole cluster was off (issue #29 O5).
@@ -174,7 +185,48 @@ pub struct DrainReport {
     pub sequences_uncordon: Vec<Vec<String>>,
     /// The pod that answered HTTP through the first IP while its owner was drained.
     pub http_drained: String,
+    /// Per IP, client 0's HTTP requests through it during the drain ([`HttpLoad`]).
+    pub http_drain: Vec<HttpCounts>,
+    /// The same during the uncordon.
+    pub http_uncordon: Vec<HttpCounts>,
 }
+
+/// What the emulated graceful shutdown of a node showed (issue #29 O4).
+#[derive(Debug, Default)]
+pub struct GracefulShutdownReport {
+    /// The node shut down (the third IP's owner).
+    pub node: String,
+    /// `namespace/name` of its ordinary pods, terminated first.
+    pub ordinary: Vec<String>,
+    /// `namespace/name` of its critical pods (`system-node-critical`,
+    /// `system-cluster-critical`), terminated last.
+    pub critical: Vec<String>,
+    /// ARP probes of every IP from one round before the first termination until 2 s after the
+    /// last pod was gone.
+    pub probes: usize,
+    /// Those answered by two nodes.
+    pub two_answers: Vec<String>,
+    /// Those nobody answered.
+    pub unanswered: Vec<String>,
+    /// Per IP, the nodes that claimed it in turn during those probes.
+    pub sequences: Vec<Vec<String>>,
+    /// Per IP, client 0's HTTP requests through it meanwhile ([`HttpLoad`]).
+    pub http: Vec<HttpCounts>,
+    /// Per IP, client 0's HTTP requests through it from the power-off until every IP was seen
+    /// answered by one node and 2 s more.
+    pub http_power_off: Vec<HttpCounts>,
+    /// The owner of each IP once the node was powered off.
+    pub owners_while_off: Vec<String>,
+    /// Seconds from the power-on (and the taint's removal) to its IP answered by it again.
+    pub back_s: f64,
+}
+
+/// The taint the emulated graceful shutdown puts on the node first: a shutting-down kubelet
+/// reports the node not Ready, and the node lifecycle controller's `node.kubernetes.io/not-ready`
+/// taint keeps new pods (and the DaemonSet's replacement speaker) off it; the lab's kubelet is
+/// not shutting down, so a taint of the test's own stands for that one (the controller would
+/// take `not-ready` off a Ready node).
+const SHUTTING_DOWN_TAINT: &str = "ferrolb.test/shutting-down=true:NoSchedule";
 
 /// What the hard stop of a node showed (issue #29 O4).
 #[derive(Debug, Default)]
@@ -202,6 +254,9 @@ pub struct HardStopReport {
     pub sequences_out_of_service: Vec<Vec<String>>,
     /// The Services whose status changed from before the stop to after the taint.
     pub changed_out_of_service: Vec<String>,
+    /// Per IP, client 0's HTTP requests through it over those probes ([`HttpLoad`]; requests
+    /// kube-proxy sends to the stopped node's backends fail until their endpoints are removed).
+    pub http_out_of_service: Vec<HttpCounts>,
     /// Seconds from the power-on (containerd, kubelet, kube-proxy started) to the IP answered
     /// by the node again.
     pub back_s: f64,
@@ -216,11 +271,14 @@ struct ProbeLog {
     /// Per IP, the nodes that claimed it in turn (gratuitous ARPs and probe replies, in time
     /// order, consecutive repeats merged).
     sequences: Vec<Vec<String>>,
+    /// Per IP, client 0's HTTP requests over the same time ([`HttpLoad`]).
+    http: Vec<HttpCounts>,
 }
 
 /// Runs the kubectl `commands` one after the other while client 0 probes every IP of `ips` in
-/// turn (300 ms each, every frame recorded), from one round before the first command until 2 s
-/// after the last finished; fails if a command fails.
+/// turn (300 ms each, every frame recorded) and sends HTTP requests through each of them
+/// ([`HttpLoad`]: a new one every few milliseconds per IP), from one round before the first
+/// command until 2 s after the last finished; fails if a command fails.
 async fn probe_throughout(
     lab: &RealNodes,
     ips: &[Ipv4Addr],
@@ -243,7 +301,9 @@ async fn probe_throughout(
         two_answers: Vec::new(),
         unanswered: Vec::new(),
         sequences: Vec::new(),
+        http: Vec::new(),
     };
+    let load = HttpLoad::start(&lab.lab.clients[0].netns, ips);
     let mut task = None;
     let mut done: Option<Instant> = None;
     while done.is_none_or(|d| d.elapsed() < Duration::from_secs(2)) {
@@ -299,6 +359,7 @@ async fn probe_throughout(
             "{described} did not finish"
         );
     }
+    log.http = load.finish().await?;
     frames.sort_by_key(Seen::unix_us);
     for ip in ips {
         let mut sequence: Vec<String> = Vec::new();
@@ -339,6 +400,11 @@ spec:
         readinessProbe:
           httpGet: {{path: /hostname, port: 8080}}
           periodSeconds: 1
+        # The backend exits at SIGTERM: without a pause kube-proxy keeps sending it new
+        # connections until its endpoint is removed, and they are refused (~1.5 s of failed
+        # requests through every IP at a drain, docs/operations.md) — the usual fix.
+        lifecycle:
+          preStop: {{sleep: {{seconds: 2}}}}
 ---
 apiVersion: v1
 kind: Service
@@ -873,15 +939,22 @@ async fn story(
             report.rollout_changed
         )?;
 
-        // 6. Roll the speakers out (issue #29 O1): `kubectl rollout restart` of the DaemonSet
-        // (maxUnavailable 1). The client probes every IP in turn the whole time, recording every
-        // frame (its probes' replies and the speakers' gratuitous ARPs): no probe answered twice,
-        // each IP moves at most away and back (when its owner's speaker restarts), and the owners
+        // 6. Roll the speakers out twice (issue #29 O1): `kubectl rollout restart` of the
+        // DaemonSet (maxUnavailable 1), then an image change to a second tag of the image
+        // ([`SECOND_TAG`], tagged offline on every node). The client probes every IP in turn the
+        // whole time, recording every frame (its probes' replies and the speakers' gratuitous
+        // ARPs), and sends HTTP requests through every IP: no probe answered twice, each IP moves
+        // at most away and back per roll-out (when its owner's speaker restarts), and the owners
         // at the end are the owners before.
         writeln!(
             out,
-            "6. kubectl rollout restart daemonset/ferrolb-speaker, every IP probed throughout"
+            "6. kubectl rollout restart daemonset/ferrolb-speaker, then kubectl set image {SECOND_TAG}; every IP probed and requested throughout"
         )?;
+        for node in &lab.nodes {
+            node.runtime()
+                .ctr(&["images", "tag", "--force", IMAGES[0], SECOND_TAG_FULL])?;
+        }
+        let set_image = format!("speaker={SECOND_TAG}");
         let ips = [ip, ip2, ip3];
         let mut owners_before = Vec::new();
         for ip in ips {
@@ -903,12 +976,29 @@ async fn story(
                     "daemonset/ferrolb-speaker",
                     "--timeout=180s",
                 ],
+                &[
+                    "-n",
+                    NS,
+                    "set",
+                    "image",
+                    "daemonset/ferrolb-speaker",
+                    &set_image,
+                ],
+                &[
+                    "-n",
+                    NS,
+                    "rollout",
+                    "status",
+                    "daemonset/ferrolb-speaker",
+                    "--timeout=180s",
+                ],
             ],
         )
         .await?;
         let took = t.elapsed();
         report.rollout_probes = log.probes;
         report.rollout_two_answers = log.two_answers;
+        report.rollout_http = log.http;
         for ((ip, before), sequence) in ips.iter().zip(&owners_before).zip(log.sequences) {
             let after =
                 one_answerer(lab, *ip, |_| true, "one ARP answerer after the roll-out").await?;
@@ -918,11 +1008,12 @@ async fn story(
         }
         writeln!(
             out,
-            "   rolled out in {:.1} s; {} probes, two answers in {:?}; (IP, owner before, who claimed it in turn, owner after): {:?}",
+            "   rolled out twice in {:.1} s; {} probes, two answers in {:?}; (IP, owner before, who claimed it in turn, owner after): {:?}; HTTP: {:?}",
             took.as_secs_f64(),
             report.rollout_probes,
             report.rollout_two_answers,
-            report.rollout_owners
+            report.rollout_owners,
+            report.rollout_http
         )?;
 
         // 7. Drain the owner of the first IP (issue #29 O3, docs/operations.md): its IPs move to
@@ -976,6 +1067,8 @@ async fn story(
             sequences_drain: log.sequences,
             sequences_uncordon: back.sequences,
             http_drained: http,
+            http_drain: log.http,
+            http_uncordon: back.http,
         };
         writeln!(
             out,
@@ -985,7 +1078,116 @@ async fn story(
             report.drain
         )?;
 
-        // 8. A hard stop of the second IP's owner (issue #29 O4): every process of the node killed
+        // 8. A graceful shutdown of the third IP's owner (issue #29 O4), emulating kubelet's
+        // (this machine has no systemd-logind for kubelet to take the shutdown from): the node
+        // takes no new pods ([`SHUTTING_DOWN_TAINT`]), its pods are terminated the way kubelet
+        // does — ordinary pods first, critical ones last, each with its grace period — and the
+        // node is powered off. The speaker is an ordinary pod (no priority class, as MetalLB's):
+        // its SIGTERM hands its IPs over while the node still routes. Every probe answered by
+        // one node, the client's HTTP requests counted; powered on and untainted, the IP goes
+        // back.
+        let shut = owners_before[2].clone();
+        let ks = lab
+            .nodes
+            .iter()
+            .position(|n| n.name == shut)
+            .context("the node shut down")?;
+        writeln!(
+            out,
+            "8. graceful shutdown of {shut} (the owner of {ip3}): no new pods, ordinary pods terminated, then critical ones, then powered off"
+        )?;
+        let shut_mac = lab.lab.node(&shut).mac.clone();
+        lab.kubectl_ok(&["taint", "node", &shut, SHUTTING_DOWN_TAINT], None)?;
+        let all_pods: Api<Pod> = Api::all(client.clone());
+        let on_node = all_pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={shut}")))
+            .await?
+            .items;
+        let critical = |p: &Pod| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.priority_class_name.as_deref())
+                .is_some_and(|c| c == "system-node-critical" || c == "system-cluster-critical")
+        };
+        // Per group, one `kubectl delete pod --wait` per namespace: kubelet stops a group's pods
+        // together, each with its own grace period, and the next group once they are gone.
+        let mut deletions: Vec<Vec<String>> = Vec::new();
+        let mut graceful = GracefulShutdownReport {
+            node: shut.clone(),
+            ..GracefulShutdownReport::default()
+        };
+        for last in [false, true] {
+            let mut by_ns: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for p in on_node.iter().filter(|p| critical(p) == last) {
+                let ns = p.namespace().unwrap_or_default();
+                let name = p.name_any();
+                let listed = format!("{ns}/{name}");
+                if last {
+                    graceful.critical.push(listed);
+                } else {
+                    graceful.ordinary.push(listed);
+                }
+                by_ns.entry(ns).or_default().push(name);
+            }
+            for (ns, names) in by_ns {
+                let mut command = vec![
+                    "-n".to_owned(),
+                    ns,
+                    "delete".to_owned(),
+                    "pod".to_owned(),
+                    "--wait=true".to_owned(),
+                    "--timeout=120s".to_owned(),
+                ];
+                command.extend(names);
+                deletions.push(command);
+            }
+        }
+        let deletions: Vec<Vec<&str>> = deletions
+            .iter()
+            .map(|c| c.iter().map(String::as_str).collect())
+            .collect();
+        let deletions: Vec<&[&str]> = deletions.iter().map(Vec::as_slice).collect();
+        let log = probe_throughout(lab, &ips, &deletions).await?;
+        let load = HttpLoad::start(&lab.lab.clients[0].netns, &ips);
+        lab_mut.power_off_node(ks);
+        let lab: &RealNodes = lab_mut;
+        for ip in ips {
+            graceful.owners_while_off.push(
+                one_answerer(
+                    lab,
+                    ip,
+                    |m| m != shut_mac,
+                    "one answerer for every IP once the node is off",
+                )
+                .await?,
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        graceful.http_power_off = load.finish().await?;
+        graceful.probes = log.probes;
+        graceful.two_answers = log.two_answers;
+        graceful.unanswered = log.unanswered;
+        graceful.sequences = log.sequences;
+        graceful.http = log.http;
+        lab_mut.power_on_node(ks)?;
+        let lab: &RealNodes = lab_mut;
+        lab.kubectl_ok(
+            &["taint", "node", &shut, &format!("{SHUTTING_DOWN_TAINT}-")],
+            None,
+        )?;
+        let t = Instant::now();
+        one_answerer(
+            lab,
+            ip3,
+            |m| m == shut_mac,
+            "the IP back on the node powered on",
+        )
+        .await?;
+        graceful.back_s = t.elapsed().as_secs_f64();
+        writeln!(out, "   {graceful:?}")?;
+        report.graceful = graceful;
+
+        // 8 (continued). A hard stop of the second IP's owner (issue #29 O4): every process of the node killed
         // at once, no graceful hand-over. Another node answers its IP; while it is down every IP
         // has one answerer; powered on again, the IP goes back.
         let stopped = owners_before[1].clone();
@@ -996,7 +1198,7 @@ async fn story(
             .context("the stopped node")?;
         writeln!(
             out,
-            "8. hard stop of {stopped} (the owner of {ip2}): every process of the node killed at once"
+            "8 (continued). hard stop of {stopped} (the owner of {ip2}): every process of the node killed at once"
         )?;
         let stopped_mac = lab.lab.node(&stopped).mac.clone();
         let states_before_stop = service_states(&client, &["web", "web2", "web3"]).await?;
@@ -1084,6 +1286,7 @@ async fn story(
             unanswered_out_of_service: oos.unanswered,
             sequences_out_of_service: oos.sequences,
             changed_out_of_service,
+            http_out_of_service: oos.http,
             back_s: t.elapsed().as_secs_f64(),
         };
         writeln!(out, "   {:?}", report.hard_stop)?;
