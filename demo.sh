@@ -2,7 +2,7 @@
 # The one-command demo (README, docs/demo.md). Run as root on Linux:
 #
 #   ./demo.sh [--verbose] [--proxy-mode nftables|iptables] [--implementation ferrolb|metallb]
-#   ./demo.sh --real-nodes
+#   ./demo.sh --real-nodes [--upgrade]
 #
 # Installs the system tools it needs if they are missing (apt-get: iproute2, nftables, iptables,
 # conntrack),
@@ -21,7 +21,10 @@
 # --real-nodes (issue #14): the same LAN, but each node runs containerd and kubelet (plus
 # kube-controller-manager and kube-scheduler next to the API server), ferrolb is installed with
 # `kubectl apply -k deploy/` from images built offline (tests/image/build.sh), and the story is
-# told with pods: a speaker pod deleted, the controller's leader pod deleted, the uninstall. The
+# told with pods: a speaker pod deleted, the controller's leader pod deleted, the uninstall;
+# --upgrade adds the day-two work of docs/operations.md before the uninstall (roll-outs of the
+# controller and the speakers with HTTP requests counted throughout, a drain, a node's hard stop,
+# a whole-cluster power cycle). The
 # first run also builds containerd, runc and the CNI plugins (tests/nodes/build.sh, needs gcc,
 # pkg-config and libseccomp-dev) and ferrolb in release mode for the image.
 set -euo pipefail

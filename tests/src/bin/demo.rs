@@ -4,15 +4,17 @@
 //!
 //! ```text
 //! ferrolb-demo [--verbose] [--requests N] [--proxy-mode nftables|iptables] [--implementation ferrolb|metallb]
-//! ferrolb-demo --real-nodes
+//! ferrolb-demo --real-nodes [--upgrade]
 //! ```
 //! `--implementation metallb` tells the same story with MetalLB's controller and speakers (built
 //! from its Go module by `tests/metallb/build.sh`, issue #11) on the same lab, to compare.
 //! `--real-nodes` runs the real-node story instead (issue #14,
 //! `ferrolb_tests::lab::real_nodes::story`): three nodes with containerd and kubelet, ferrolb
 //! installed with `kubectl apply -k deploy/` from images built offline, a failover by deleting a
-//! speaker pod, a leader change by deleting a controller pod, the day-two work of issue #29
-//! (roll-outs, a drain, a hard stop, a whole-cluster power cycle), and the uninstall.
+//! speaker pod, a leader change by deleting a controller pod, and the uninstall; with
+//! `--upgrade`, the day-two work of issue #29 before the uninstall too (the controller's and the
+//! speakers' roll-outs — a restart and an image change — with every IP probed and requested over
+//! HTTP throughout, a drain, a node's hard stop, a whole-cluster power cycle).
 //! Exits 0 when every step reached its goal, 1 otherwise. Ctrl-C tears the lab down too.
 
 use std::process::ExitCode;
@@ -48,6 +50,12 @@ struct Cli {
     /// `--proxy-mode` do not apply; `--implementation metallb` is refused.
     #[arg(long, env = "FERROLB_DEMO_REAL_NODES")]
     real_nodes: bool,
+    /// With `--real-nodes`: also the day-two work (issue #29; docs/operations.md) — the
+    /// controller's and the speakers' roll-outs (a restart, then an image change), what a client
+    /// sending HTTP requests through every IP counted meanwhile, a drain, a node's hard stop and a
+    /// whole-cluster power cycle. About 4 more minutes.
+    #[arg(long, requires = "real_nodes")]
+    upgrade: bool,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -77,10 +85,10 @@ async fn main() -> ExitCode {
     let mut out = std::io::stdout();
     // Dropping the demo's future (Ctrl-C) drops the lab, which stops every process and deletes
     // every namespace.
-    let real_nodes = cli.real_nodes;
+    let (real_nodes, day_two) = (cli.real_nodes, cli.upgrade);
     let run = async move {
         if real_nodes {
-            story::run(3, true, &mut out).await.map(|_| ())
+            story::run(3, day_two, &mut out).await.map(|_| ())
         } else {
             demo::run(&opts, &mut out).await.map(|_| ())
         }
