@@ -1786,3 +1786,45 @@ fn a_stale_withdrawn_report_never_takes_back_an_ip_released_to_its_sender() {
         assert_eq!(check(&s, &r), vec![], "{}", s.literal());
     }
 }
+
+/// Found by attacking `RELEASE_MEMORY` (session 37): node 0's watch is frozen at an older
+/// revision than the others' (an API outage, then an edit it does not see). Node 4 heals from
+/// an isolation; node 0 releases an IP to it and node 4 claims it; then node 4 is cut from
+/// nodes 1–3, hears a minority, withdraws and reports it. Node 0 takes the IP back but — the
+/// release being recent — asks node 4 first, and node 4, with no plan and a newer view than
+/// node 0's, never says "released" (it cannot vouch for an older view): the IP stayed silent
+/// until the 3 s memory ran out (2.90 s, bound 1 s; 11 of 20 requester/granter pairs). A grant
+/// from a closed gate (revision 0) now ends the recipient's holding: it answers nothing. The
+/// cut is swept from the heal + 0.6 s to + 1.8 s.
+#[test]
+fn a_withdrawn_release_recipient_whose_gate_is_closed_is_not_waited_for() {
+    for cut_ms in [6_600, 7_000, 7_400, 7_800] {
+        let s = Scenario {
+            end_ms: 20_000,
+            ..Scenario::quiet(1, 5, 8)
+        }
+        .with(
+            1_000,
+            Fault::ApiOutage {
+                node: 0,
+                for_ms: 14_000,
+            },
+        )
+        .with(
+            1_500,
+            Fault::NodeReady {
+                node: 0,
+                ready: true,
+            },
+        )
+        .with(3_000, Fault::Isolate(4))
+        .with(6_000, Fault::Heal)
+        .with(cut_ms, Fault::CutPair(4, 1))
+        .with(cut_ms, Fault::CutPair(4, 2))
+        .with(cut_ms, Fault::CutPair(4, 3))
+        .with(12_000, Fault::Heal);
+        let r = run(&s);
+        every_ip_within_the_failover_bound(&s, &r);
+        assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    }
+}
