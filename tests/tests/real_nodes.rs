@@ -167,6 +167,20 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
         // no speaker announced before the membership had converged.
         assert_eq!(r.answers_while_off, 0, "{r:?}");
         assert!(r.restart_changed.is_empty(), "{r:?}");
+        // Issue #29 O5, the nodes back one by one, minutes apart: no probe answered by two
+        // nodes, no Service written; once a majority of the speakers is on, every IP answered
+        // within the phase; at the end each IP on the owner it had after the first power cycle.
+        let o = &r.one_by_one;
+        assert!(o.two_answers.is_empty(), "{o:?}");
+        assert!(o.changed.is_empty(), "{o:?}");
+        assert_eq!(o.phases.len(), 3, "{o:?}");
+        for phase in o.phases.iter().filter(|p| 2 * p.nodes_on > o.phases.len()) {
+            for ip in &phase.ips {
+                assert!(ip.first_answered_s.is_some(), "{phase:?}");
+            }
+        }
+        let owners: Vec<&String> = r.answered_after_power_on.iter().map(|a| &a.1).collect();
+        assert_eq!(o.owners_after.iter().collect::<Vec<_>>(), owners, "{o:?}");
         assert_eq!(r.answered_after_power_on.len(), 3, "{r:?}");
         for (ip, claimants) in &r.claimants_after_power_on {
             assert_eq!(claimants.len(), 1, "{ip} claimed by {claimants:?}: {r:?}");

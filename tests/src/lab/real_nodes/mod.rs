@@ -28,6 +28,7 @@ pub mod control_plane;
 pub mod host;
 pub mod http_load;
 pub mod kubelet;
+pub mod one_by_one;
 pub mod quickstart;
 pub mod runtime;
 pub mod story;
@@ -274,11 +275,22 @@ impl RealNodes {
     /// # Errors
     /// A process could not be started again, or the API server was not ready within 90 s.
     pub async fn power_on(&mut self) -> anyhow::Result<()> {
-        self.lab.cluster().start_again().await?;
-        self.control = ControlPlane::start(self.lab.cluster(), self.lab.dir())?;
+        self.power_on_control_plane().await?;
         for k in 0..self.nodes.len() {
             self.power_on_node(k)?;
         }
+        Ok(())
+    }
+
+    /// Starts etcd, the API server and the control plane of a cluster [`RealNodes::power_off`]
+    /// stopped, and no node: [`RealNodes::power_on_node`] starts each (issue #29 O5, the nodes
+    /// back one by one).
+    ///
+    /// # Errors
+    /// A process could not be started again, or the API server was not ready within 90 s.
+    pub async fn power_on_control_plane(&mut self) -> anyhow::Result<()> {
+        self.lab.cluster().start_again().await?;
+        self.control = ControlPlane::start(self.lab.cluster(), self.lab.dir())?;
         Ok(())
     }
 

@@ -139,6 +139,8 @@ pub struct Report {
     pub claimants_after_power_on: Vec<(Ipv4Addr, BTreeSet<String>)>,
     /// Services whose resourceVersion or address changed across the power cycle.
     pub restart_changed: Vec<String>,
+    /// The whole cluster restarted again with its nodes back one by one (issue #29 O5).
+    pub one_by_one: super::one_by_one::OneByOneReport,
     /// The Lease holder when web3's address was first seen.
     pub ip3_assigned_by: String,
     /// The Lease holder once the roll-out finished.
@@ -432,7 +434,7 @@ spec:
 }
 
 /// The resourceVersion and IPv4 ingress of each named Service in `default`.
-async fn service_states<'a>(
+pub(super) async fn service_states<'a>(
     client: &kube::Client,
     names: &[&'a str],
 ) -> anyhow::Result<BTreeMap<&'a str, (Option<String>, Option<std::net::Ipv4Addr>)>> {
@@ -452,7 +454,7 @@ async fn service_states<'a>(
 }
 
 /// The Services whose resourceVersion or ingress differ from `before`, one line each.
-async fn services_changed(
+pub(super) async fn services_changed(
     client: &kube::Client,
     before: &BTreeMap<&str, (Option<String>, Option<std::net::Ipv4Addr>)>,
 ) -> anyhow::Result<Vec<String>> {
@@ -531,7 +533,7 @@ pub(super) async fn one_answerer(
     node_of(lab, &mac)
 }
 
-fn node_of(lab: &RealNodes, mac: &str) -> anyhow::Result<String> {
+pub(super) fn node_of(lab: &RealNodes, mac: &str) -> anyhow::Result<String> {
     Ok(lab
         .lab
         .node_by_mac(mac)
@@ -1341,6 +1343,23 @@ async fn story(
             RESTART_CAPTURE.as_secs(),
             report.claimants_after_power_on,
             report.restart_changed
+        )?;
+
+        // 9 (continued). The same with the nodes coming back one by one, minutes apart (issue #29
+        // O5): every Service keeps its address, no probe is answered by two nodes, the IPs are
+        // answered once a majority of the speakers is back, and each ends on its owner.
+        writeln!(
+            out,
+            "9 (continued). powered off again, then on node by node, {} s apart, every IP probed throughout",
+            super::one_by_one::GAP.as_secs()
+        )?;
+        report.one_by_one = super::one_by_one::restart_one_by_one(lab_mut, &ips, out).await?;
+        writeln!(
+            out,
+            "   two answers: {:?}; owners at the end: {:?}; Services changed: {:?}",
+            report.one_by_one.two_answers,
+            report.one_by_one.owners_after,
+            report.one_by_one.changed
         )?;
     }
     let lab: &RealNodes = lab_mut;
