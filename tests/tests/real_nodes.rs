@@ -125,21 +125,21 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
         // answered by exactly one node; its IP moved once, to another node, the others not at
         // all; it came back once powered on (the story waited for that).
         let g = &r.graceful;
-        assert!(g.probes >= 9, "{g:?}");
-        assert!(g.two_answers.is_empty(), "{g:?}");
-        assert!(g.unanswered.is_empty(), "{g:?}");
+        assert!(g.during.probes >= 9, "{g:?}");
+        assert!(g.during.two_answers.is_empty(), "{g:?}");
+        assert!(g.during.unanswered.is_empty(), "{g:?}");
         assert!(
             g.ordinary.iter().any(|p| p.contains("/ferrolb-speaker-")),
             "{g:?}"
         );
-        for (i, sequence) in g.sequences.iter().enumerate() {
+        for (i, sequence) in g.during.sequences.iter().enumerate() {
             let moved = if i == 2 { 2 } else { 1 };
             assert!(sequence.len() <= moved, "{g:?}");
         }
         assert!(!g.owners_while_off.contains(&g.node), "{g:?}");
         // What users count: at most one failed request per move while the pods stopped, and
         // none through the power-off (the IP had moved already).
-        for (counts, sequence) in g.http.iter().zip(&g.sequences) {
+        for (counts, sequence) in g.during.http.iter().zip(&g.during.sequences) {
             let moves = sequence.len().saturating_sub(1);
             assert!(counts.failed <= moves, "{moves} moves, {counts:?}: {g:?}");
         }

@@ -203,17 +203,9 @@ pub struct GracefulShutdownReport {
     /// `namespace/name` of its critical pods (`system-node-critical`,
     /// `system-cluster-critical`), terminated last.
     pub critical: Vec<String>,
-    /// ARP probes of every IP from one round before the first termination until 2 s after the
-    /// last pod was gone.
-    pub probes: usize,
-    /// Those answered by two nodes.
-    pub two_answers: Vec<String>,
-    /// Those nobody answered.
-    pub unanswered: Vec<String>,
-    /// Per IP, the nodes that claimed it in turn during those probes.
-    pub sequences: Vec<Vec<String>>,
-    /// Per IP, client 0's HTTP requests through it meanwhile ([`HttpLoad`]).
-    pub http: Vec<HttpCounts>,
+    /// ARP probes and HTTP requests through every IP from one round before the first
+    /// termination until 2 s after the last pod was gone.
+    pub during: ProbeLog,
     /// Per IP, client 0's HTTP requests through it from the power-off until every IP was seen
     /// answered by one node and 2 s more.
     pub http_power_off: Vec<HttpCounts>,
@@ -265,16 +257,19 @@ pub struct HardStopReport {
 }
 
 /// What [`probe_throughout`] saw.
-struct ProbeLog {
-    probes: usize,
-    two_answers: Vec<String>,
+#[derive(Debug, Default)]
+pub struct ProbeLog {
+    /// ARP probes sent.
+    pub probes: usize,
+    /// Those answered by two nodes.
+    pub two_answers: Vec<String>,
     /// Probes no node answered (a planned hand-over leaves some: break before make).
-    unanswered: Vec<String>,
+    pub unanswered: Vec<String>,
     /// Per IP, the nodes that claimed it in turn (gratuitous ARPs and probe replies, in time
     /// order, consecutive repeats merged).
-    sequences: Vec<Vec<String>>,
+    pub sequences: Vec<Vec<String>>,
     /// Per IP, client 0's HTTP requests over the same time ([`HttpLoad`]).
-    http: Vec<HttpCounts>,
+    pub http: Vec<HttpCounts>,
 }
 
 /// Runs the kubectl `commands` one after the other while client 0 probes every IP of `ips` in
@@ -298,13 +293,7 @@ async fn probe_throughout(
         .join("; ");
     let t = Instant::now();
     let mut frames = Vec::new();
-    let mut log = ProbeLog {
-        probes: 0,
-        two_answers: Vec::new(),
-        unanswered: Vec::new(),
-        sequences: Vec::new(),
-        http: Vec::new(),
-    };
+    let mut log = ProbeLog::default();
     let load = HttpLoad::start(&lab.lab.clients[0].netns, ips);
     let mut task = None;
     let mut done: Option<Instant> = None;
@@ -1166,11 +1155,7 @@ async fn story(
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
         graceful.http_power_off = load.finish().await?;
-        graceful.probes = log.probes;
-        graceful.two_answers = log.two_answers;
-        graceful.unanswered = log.unanswered;
-        graceful.sequences = log.sequences;
-        graceful.http = log.http;
+        graceful.during = log;
         lab_mut.power_on_node(ks)?;
         let lab: &RealNodes = lab_mut;
         lab.kubectl_ok(
