@@ -282,6 +282,18 @@ impl RealNodes {
         Ok(())
     }
 
+    /// The index of the node named `name` (for [`RealNodes::power_off_node`] and
+    /// [`RealNodes::power_on_node`]).
+    ///
+    /// # Errors
+    /// No node has that name.
+    pub fn index_of(&self, name: &str) -> anyhow::Result<usize> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .with_context(|| format!("no node named {name}"))
+    }
+
     /// Starts etcd, the API server and the control plane of a cluster [`RealNodes::power_off`]
     /// stopped, and no node: [`RealNodes::power_on_node`] starts each (issue #29 O5, the nodes
     /// back one by one).

@@ -1078,11 +1078,7 @@ async fn story(
         // one node, the client's HTTP requests counted; powered on and untainted, the IP goes
         // back.
         let shut = owners_before[2].clone();
-        let ks = lab
-            .nodes
-            .iter()
-            .position(|n| n.name == shut)
-            .context("the node shut down")?;
+        let ks = lab.index_of(&shut)?;
         writeln!(
             out,
             "8. graceful shutdown of {shut} (the owner of {ip3}): no new pods, ordinary pods terminated, then critical ones, then powered off"
@@ -1178,11 +1174,7 @@ async fn story(
         // at once, no graceful hand-over. Another node answers its IP; while it is down every IP
         // has one answerer; powered on again, the IP goes back.
         let stopped = owners_before[1].clone();
-        let k = lab
-            .nodes
-            .iter()
-            .position(|n| n.name == stopped)
-            .context("the stopped node")?;
+        let k = lab.index_of(&stopped)?;
         writeln!(
             out,
             "8 (continued). hard stop of {stopped} (the owner of {ip2}): every process of the node killed at once"
