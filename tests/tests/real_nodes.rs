@@ -161,6 +161,15 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
             assert_eq!(sequence, &vec![owner.clone()], "{h:?}");
         }
         assert!(h.changed_out_of_service.is_empty(), "{h:?}");
+        // Issue #29 O6: the first IP's owner replaced under the same name with a new MAC. Another
+        // node answered meanwhile; the replacement took the IP back (the story waited for the
+        // new MAC alone); the old MAC never answered after that; client 0's neighbour entry
+        // moved to the new MAC by the replacement's gratuitous ARPs.
+        let x = &r.replaced;
+        assert_ne!(x.new_mac, x.old_mac, "{x:?}");
+        assert_ne!(x.successor, x.node, "{x:?}");
+        assert_eq!(x.old_mac_answers, 0, "{x:?}");
+        assert!(x.neighbour_moved_s.is_some(), "{x:?}");
         // Issue #29 O5: the whole cluster powered off and on. Nothing answered while off; every
         // Service kept its address with no write; every IP is answered again, and in the first
         // seconds after the power-on each IP was claimed (gratuitous ARP or reply) by one node only:

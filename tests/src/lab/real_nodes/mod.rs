@@ -30,6 +30,7 @@ pub mod http_load;
 pub mod kubelet;
 pub mod one_by_one;
 pub mod quickstart;
+pub mod replaced;
 pub mod runtime;
 pub mod story;
 

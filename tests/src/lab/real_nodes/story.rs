@@ -139,6 +139,8 @@ pub struct Report {
     pub claimants_after_power_on: Vec<(Ipv4Addr, BTreeSet<String>)>,
     /// Services whose resourceVersion or address changed across the power cycle.
     pub restart_changed: Vec<String>,
+    /// The first IP's owner replaced under the same name with a new MAC (issue #29 O6).
+    pub replaced: super::replaced::ReplacedReport,
     /// The whole cluster restarted again with its nodes back one by one (issue #29 O5).
     pub one_by_one: super::one_by_one::OneByOneReport,
     /// The Lease holder when web3's address was first seen.
@@ -1269,6 +1271,16 @@ async fn story(
             back_s: t.elapsed().as_secs_f64(),
         };
         writeln!(out, "   {:?}", report.hard_stop)?;
+
+        // 8 (continued). The first IP's owner replaced under the same name (issue #29 O6): the
+        // machine dies, its Node is deleted, a new machine with a new MAC boots as that node.
+        writeln!(
+            out,
+            "8 (continued). {} replaced under the same name: killed, Node deleted, back with a new MAC",
+            owners_before[0]
+        )?;
+        report.replaced =
+            super::replaced::replace_node(lab_mut, &owners_before[0], ip, &ips, out).await?;
 
         // 9. Power the whole cluster off and on (issue #29 O5): every Service keeps its address
         // with no write, and each address is claimed again by one node only — none announced
