@@ -1828,3 +1828,32 @@ fn a_withdrawn_release_recipient_whose_gate_is_closed_is_not_waited_for() {
         assert_eq!(check(&s, &r), vec![], "{}", s.literal());
     }
 }
+
+/// Found by the second attack on `RELEASE_MEMORY` (session 37, seed 71 of a generator of
+/// rejoin-then-minority shapes, shrunk): node 1 rejoins after an isolation and node 0 releases
+/// an IP to it, but the grant is lost on the one-way cut 0 → 1 that starts a moment later (node
+/// 1 is also cut from sending to node 2, so it hears a minority and withdraws). Node 0 takes
+/// the IP back and, the release being recent, asks node 1 first — and its asks are lost too,
+/// so it waited a whole stall threshold: the IP silent 900 ms – 1 s (bound 800 ms; 10 of 56 cut
+/// times). Node 1's own lease requests still reach node 0 and carry no revision once its gate
+/// has closed: a request like that, later than the one the release answered, now voids the
+/// release. The cut is swept from the heal + 50 ms to + 600 ms.
+#[test]
+fn a_release_recipient_whose_requests_say_its_gate_closed_is_not_waited_for() {
+    let cut = |from, to| Fault::CutOneWay { from, to };
+    for after_heal_ms in (50..=600).step_by(50) {
+        let at = 7_678 + after_heal_ms;
+        let s = Scenario {
+            end_ms: 16_000,
+            ..Scenario::quiet(71, 3, 8)
+        }
+        .with(6_690, Fault::Isolate(1))
+        .with(7_678, Fault::Heal)
+        .with(at, cut(0, 1))
+        .with(at, cut(1, 2))
+        .with(12_000, Fault::Heal);
+        let r = run(&s);
+        every_ip_within_the_failover_bound(&s, &r);
+        assert_eq!(check(&s, &r), vec![], "{}", s.literal());
+    }
+}

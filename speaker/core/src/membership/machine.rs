@@ -236,6 +236,8 @@ pub struct MembershipCore {
     /// Per IP of our plan, the requester our latest grant released it to and when
     /// ([`Self::releases_given`]).
     given: ReleasesGiven,
+    /// Per IP in `given`, the sequence number of the request the release answered.
+    given_seq: BTreeMap<IpAddr, u64>,
     /// Per granter's node name, the member-list digest its latest grant carried
     /// ([`Self::agreeing`]).
     list_digests: BTreeMap<String, u64>,
@@ -351,6 +353,7 @@ impl MembershipCore {
             replies: BTreeMap::new(),
             askers: BTreeMap::new(),
             given: BTreeMap::new(),
+            given_seq: BTreeMap::new(),
             list_digests: BTreeMap::new(),
             config,
         })
@@ -464,6 +467,7 @@ impl MembershipCore {
     pub fn set_plan(&mut self, plan: Option<Arc<crate::plan::Plan>>, revision: u64) {
         if let Some(p) = plan.as_ref() {
             self.given.retain(|ip, _| p.ips.contains_key(ip));
+            self.given_seq.retain(|ip, _| p.ips.contains_key(ip));
         }
         self.plan = plan;
         self.revision = revision;
@@ -494,7 +498,9 @@ impl MembershipCore {
     /// requester is the IP's holder whatever a carrier report of its received since says: that
     /// report may have been sent before the request (a stale "withdrawn"), and taking the IP
     /// back at once would make two answerers ([`crate::node::SpeakerCore`] asks it first).
-    /// Bounded by the plan's IPs; forgotten when the plan no longer has the IP.
+    /// Bounded by the plan's IPs; forgotten when the plan no longer has the IP, and when a later
+    /// request from the requester carries no revision (its gate closed since: it dropped what it
+    /// was given and answers nothing).
     pub fn releases_given(&self) -> &ReleasesGiven {
         &self.given
     }
@@ -1459,9 +1465,21 @@ impl MembershipCore {
                 if mine != 0 && rev > mine {
                     self.note_askers(&src.name, rev, (&asked, &released), now.mono);
                 }
+                // A later request from a release's recipient sent with no revision: its gate has
+                // closed since the release, and a closed gate drops every hand-over and answers
+                // nothing, so the release is void (it asks anew when its gate reopens). Found by
+                // an attack: the grant was lost on a one-way cut, the recipient withdrew, and
+                // the granter waited a stall threshold on it (900 ms–1 s silent, bound 800 ms).
+                if rev == 0 {
+                    let seqs = &self.given_seq;
+                    self.given.retain(|ip, (to, _)| {
+                        *to != src.name || seqs.get(ip).is_none_or(|s| *s >= seq)
+                    });
+                }
                 if let Some(plan) = self.plan.as_ref() {
                     for ip in released.iter().filter(|ip| plan.ips.contains_key(*ip)) {
                         self.given.insert(*ip, (src.name.clone(), now.mono));
+                        self.given_seq.insert(*ip, seq);
                     }
                 }
                 let grant = LeaseMsg::Grant {
