@@ -76,6 +76,8 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
         // answered by two nodes; each IP moved at most away from its owner and back per roll-out
         // (its owner's restart), and the owners are as before.
         assert!(r.rollout_two_answers.is_empty(), "{r:?}");
+        // … and each move of an IP came while its owner's speaker was restarting.
+        assert!(r.rollout_moves_outside.is_empty(), "{r:?}");
         assert!(r.rollout_probes >= 9, "{r:?}");
         for (ip, before, sequence, after) in &r.rollout_owners {
             assert_eq!(after, before, "{ip}: {r:?}");
@@ -149,6 +151,13 @@ async fn install_failover_leader_change_and_uninstall_on_real_nodes() {
         // story waited for each of these; here: who).
         let h = &r.hard_stop;
         assert_ne!(h.successor, h.node, "{h:?}");
+        // … its first claim on the wire within the crash-failover bound.
+        let bound = ferrolb_tests::lab::real_nodes::story::CRASH_BOUND_3_NODES;
+        assert!(
+            h.claimed_after_ms
+                .is_some_and(|ms| ms <= bound.as_secs_f64() * 1000.0),
+            "{h:?}"
+        );
         assert_eq!(h.owners_while_down.len(), 3, "{h:?}");
         assert!(!h.owners_while_down.contains(&h.node), "{h:?}");
         // Issue #29 O4, a node that never comes back: marked not Ready, given the

@@ -32,6 +32,7 @@ pub mod one_by_one;
 pub mod quickstart;
 pub mod replaced;
 pub mod runtime;
+pub mod speaker_restarts;
 pub mod story;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -56,6 +56,16 @@ pub const AGNHOST_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
 /// `CAP_NET_RAW` alone, as `/proc/<pid>/status` prints `CapEff`.
 pub const NET_RAW_ONLY: &str = "0000000000002000";
 
+/// The crash-failover bound at 3 nodes with the `fast` profile: the simulator's `t_failover`
+/// (`probe_period × (N + 1) + suspect_timeout + 2 ticks`, docs/speaker.md "The cluster
+/// simulator"), 800 ms — what a hard stop of an owner may leave its IP unanswered for.
+pub const CRASH_BOUND_3_NODES: Duration = Duration::from_millis(800);
+
+/// How much a speaker's restart spell is widened on each side when the roll-out's moves are
+/// matched to it: the pod list is polled every 200 ms (the hand-over at SIGTERM can come before
+/// the list shows the deletion) and the pod is reported Ready at its next readiness probe.
+pub const RESTART_SLACK: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(1));
+
 /// How long the client records every frame after the whole cluster's power-on (step 6).
 pub const RESTART_CAPTURE: Duration = Duration::from_secs(10);
 
@@ -124,6 +134,10 @@ pub struct Report {
     pub rollout_owners: Vec<(Ipv4Addr, String, Vec<String>, String)>,
     /// Per IP, client 0's HTTP requests through it during the roll-out ([`HttpLoad`]).
     pub rollout_http: Vec<HttpCounts>,
+    /// Moves of an IP during the roll-outs (`ip: Unix µs`) that fell outside every spell in
+    /// which its owner's speaker was restarting ([`super::speaker_restarts`]), widened by
+    /// [`RESTART_SLACK`].
+    pub rollout_moves_outside: Vec<String>,
     /// The drain of the first IP's owner and its uncordon (issue #29 O3).
     pub drain: DrainReport,
     /// The graceful shutdown of the third IP's owner (issue #29 O4).
@@ -233,6 +247,9 @@ pub struct HardStopReport {
     pub successor: String,
     /// Seconds from the kill to that node answering alone (ARP probes of 300 ms included).
     pub failover_s: f64,
+    /// Milliseconds from the kill to another node's first claim of the IP (gratuitous ARP or
+    /// probe reply) on the wire, if one came within 3 s.
+    pub claimed_after_ms: Option<f64>,
     /// The owner of each IP (web, web2, web3) while the node was down.
     pub owners_while_down: Vec<String>,
     /// Seconds from the kill to the Node controller marking the Node not Ready, the
@@ -270,6 +287,8 @@ pub struct ProbeLog {
     /// Per IP, the nodes that claimed it in turn (gratuitous ARPs and probe replies, in time
     /// order, consecutive repeats merged).
     pub sequences: Vec<Vec<String>>,
+    /// Per IP, when (Unix µs) each change in `sequences` was first seen.
+    pub moves: Vec<Vec<u64>>,
     /// Per IP, client 0's HTTP requests over the same time ([`HttpLoad`]).
     pub http: Vec<HttpCounts>,
 }
@@ -356,17 +375,22 @@ async fn probe_throughout(
     frames.sort_by_key(Seen::unix_us);
     for ip in ips {
         let mut sequence: Vec<String> = Vec::new();
+        let mut moves = Vec::new();
         for f in &frames {
             if let Seen::GratuitousArp { ip: i, mac, .. } | Seen::ArpReply { ip: i, mac, .. } = f
                 && i == ip
             {
                 let node = node_of(lab, mac).unwrap_or_else(|_| mac.clone());
                 if sequence.last() != Some(&node) {
+                    if !sequence.is_empty() {
+                        moves.push(f.unix_us());
+                    }
                     sequence.push(node);
                 }
             }
         }
         log.sequences.push(sequence);
+        log.moves.push(moves);
     }
     Ok(log)
 }
@@ -956,6 +980,13 @@ async fn story(
             );
         }
         let t = Instant::now();
+        let node_names: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
+        let restarts = super::speaker_restarts::SpeakerRestarts::start(
+            client.clone(),
+            NS,
+            SPEAKERS,
+            &node_names,
+        );
         let log = probe_throughout(
             lab,
             &ips,
@@ -989,6 +1020,19 @@ async fn story(
         )
         .await?;
         let took = t.elapsed();
+        let windows = restarts.finish();
+        for ((ip, owner), moves) in ips.iter().zip(&owners_before).zip(&log.moves) {
+            for at in super::speaker_restarts::outside(moves, &windows, owner, RESTART_SLACK) {
+                report
+                    .rollout_moves_outside
+                    .push(format!("{ip} (owner {owner}): {at}"));
+            }
+        }
+        writeln!(
+            out,
+            "   speaker restart spells (Unix µs): {windows:?}; moves (Unix µs): {:?}",
+            log.moves
+        )?;
         report.rollout_probes = log.probes;
         report.rollout_two_answers = log.two_answers;
         report.rollout_http = log.http;
@@ -1183,6 +1227,10 @@ async fn story(
         )?;
         let stopped_mac = lab.lab.node(&stopped).mac.clone();
         let states_before_stop = service_states(&client, &["web", "web2", "web3"]).await?;
+        // Every frame for 3 s from the kill: the successor's first claim, to the microsecond.
+        let capture = lab_mut.lab.start_capture(0, Duration::from_secs(3));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let killed_us = http_client::unix_us();
         lab_mut.power_off_node(k);
         let t = Instant::now();
         let killed = t;
@@ -1195,6 +1243,17 @@ async fn story(
         )
         .await?;
         let failover = t.elapsed();
+        let first_claim_us = capture
+            .await??
+            .iter()
+            .filter(|f| {
+                matches!(f, Seen::GratuitousArp { .. } | Seen::ArpReply { .. })
+                    && f.ip() == std::net::IpAddr::V4(ip2)
+                    && f.mac() != stopped_mac
+                    && f.unix_us() >= killed_us
+            })
+            .map(Seen::unix_us)
+            .min();
         let mut while_down = Vec::new();
         for ip in ips {
             while_down.push(
@@ -1260,6 +1319,7 @@ async fn story(
             node: stopped,
             successor,
             failover_s: failover.as_secs_f64(),
+            claimed_after_ms: first_claim_us.map(|us| us.saturating_sub(killed_us) as f64 / 1000.0),
             owners_while_down: while_down,
             out_of_service_s: out_of_service.as_secs_f64(),
             probes_out_of_service: oos.probes,
