@@ -9,6 +9,7 @@
 //! - [`namespace`]: a fresh namespace per test.
 //! - [`objects`]: builders for pools, advertisements, Services, status and EndpointSlices.
 //! - [`poll`]: the one polling helper.
+//! - [`vm`]: the VM lab, a qemu guest on Debian's kernel for VLANs, bonds and IPVS (issue #30).
 
 pub mod chart;
 pub mod cluster;
@@ -20,3 +21,4 @@ pub mod objects;
 pub mod poll;
 pub mod readme;
 pub mod verdicts;
+pub mod vm;
