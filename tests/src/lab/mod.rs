@@ -42,6 +42,8 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use crate::cluster::{Supervised, TestCluster, workspace_bin};
 
 pub mod bench;
+/// Bonded nodes (VM lab): `bond0` over two slaves, the switch side as ports or a bond.
+pub mod bonds;
 pub mod case_c03;
 pub mod compare;
 pub mod compare_controller;
@@ -53,6 +55,8 @@ pub mod cpu_quota;
 pub mod datapath;
 pub mod demo;
 pub mod failover;
+/// Raw ARP frames on one interface with their 802.1Q tags (VM lab).
+pub mod frames;
 pub mod http_client;
 pub mod kube_proxy;
 pub mod metallb;
@@ -67,6 +71,8 @@ pub mod starvation;
 pub mod takeover;
 pub mod takeover_http;
 pub mod topology;
+/// 802.1Q VLAN sub-interfaces on nodes and clients (VM lab).
+pub mod vlans;
 
 /// Where node processes reach the API server, inside their own namespace (see the module docs).
 pub const NODE_API_PORT: u16 = 6443;
