@@ -8,7 +8,9 @@
 //!   (MAC, index, addresses) get their task started, stopped or restarted — a recreated interface
 //!   is served within milliseconds, and an IPv6 link-local address leaving DAD starts NDP at once
 //!   (issue #10 item 3). An interface whose carrier comes back has every owned IP re-announced, as
-//!   on a gain: the switch may have forgotten the MAC while the link was down.
+//!   on a gain: the switch may have forgotten the MAC while the link was down. So has one the
+//!   kernel asks to notify its peers ([`peers_to_notify`]: a bond that failed over, a VLAN on it,
+//!   a migrated virtual NIC), as the kernel does for the interface's own addresses (issue #30).
 //! - [`Responder::set_owned`] replaces the whole owned set. It updates every interface task's view
 //!   synchronously, before returning, so a withdrawn IP is never answered again (S5); a newly owned
 //!   IP is announced at once and then on the [`AnnounceSchedule`].
@@ -286,17 +288,19 @@ impl Responder {
         };
         let rescanner = tokio::spawn(async move {
             loop {
+                let mut notify = BTreeSet::new();
                 tokio::select! {
                     () = tokio::time::sleep(interval) => {}
-                    () = next_change(changes.as_ref()) => {
+                    first = next_change(changes.as_ref()) => {
                         // One change usually comes with several messages (link, addresses,
                         // routes): let them arrive, then scan once.
                         tokio::time::sleep(CHANGE_SETTLE).await;
-                        drain(changes.as_ref());
+                        notify = first;
+                        notify.extend(drain(changes.as_ref()));
                     }
                 }
                 let Some(inner) = weak.upgrade() else { return };
-                rescan(&inner);
+                rescan(&inner, &notify);
             }
         });
         Ok(Responder { inner, rescanner })
@@ -431,7 +435,7 @@ impl Responder {
 
     /// Re-scan interfaces now (also done every `rescan_interval`).
     pub fn rescan(&self) {
-        rescan(&self.inner);
+        rescan(&self.inner, &BTreeSet::new());
     }
 
     /// The shared counters.
@@ -526,10 +530,21 @@ impl Drop for Responder {
     }
 }
 
-fn rescan(inner: &Arc<Inner>) {
+/// Re-scans the interfaces and converges the tasks. `notify`: the indexes of the interfaces whose
+/// peers the kernel was asked to notify since the last scan ([`peers_to_notify`]).
+fn rescan(inner: &Arc<Inner>, notify: &BTreeSet<u32>) {
     match scan() {
         Ok(scanned) => {
             let mut state = lock(&inner.state);
+            // The kernel re-announces its own addresses on such an interface (a bond that failed
+            // over to another slave, a VLAN on it, a migrated virtual NIC): the switch must learn
+            // the new path of the IPs this node answers for too.
+            let notified: Vec<String> = scanned
+                .iter()
+                .filter(|now| notify.contains(&now.index) && now.up && now.carrier)
+                .filter(|now| state.tasks.contains_key(&now.name))
+                .map(|i| i.name.clone())
+                .collect();
             let regained: Vec<String> = scanned
                 .iter()
                 .filter(|now| now.up && now.carrier)
@@ -543,9 +558,14 @@ fn rescan(inner: &Arc<Inner>) {
                 .map(|i| i.name.clone())
                 .collect();
             state.scanned = scanned;
+            if !notified.is_empty() {
+                tracing::info!(interfaces = ?notified, "the kernel notifies this link's peers (bond failover, migration); re-announcing");
+            }
             if !regained.is_empty() {
-                // As on a gain: new epochs restart the announcement schedule of every owned IP.
                 tracing::info!(interfaces = ?regained, "carrier back; re-announcing");
+            }
+            if !regained.is_empty() || !notified.is_empty() {
+                // As on a gain: new epochs restart the announcement schedule of every owned IP.
                 let mut epoch = state.next_epoch;
                 for d in state.desired.values_mut() {
                     epoch += 1;
@@ -584,30 +604,91 @@ fn link_changes() -> io::Result<netlink_sys::TokioSocket> {
     Ok(socket)
 }
 
-/// Resolves when a message arrives (never without a socket). A receive error — e.g. `ENOBUFS`
-/// after a burst the socket buffer could not hold — counts as a change too: something happened.
-async fn next_change(socket: Option<&netlink_sys::TokioSocket>) {
+/// Resolves when a message arrives (never without a socket), with the interfaces whose peers it
+/// asks to notify ([`peers_to_notify`]). A receive error — e.g. `ENOBUFS` after a burst the socket
+/// buffer could not hold — counts as a change too: something happened.
+async fn next_change(socket: Option<&netlink_sys::TokioSocket>) -> BTreeSet<u32> {
     use netlink_sys::AsyncSocketExt;
     match socket {
         Some(socket) => {
             let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
             let _ = socket.recv(&mut buf).await;
+            peers_to_notify(&buf)
         }
         None => std::future::pending().await,
     }
 }
 
-/// Reads and discards the messages already queued (their content is not needed: the scan that
-/// follows reads the new state).
-fn drain(socket: Option<&netlink_sys::TokioSocket>) {
+/// Reads the messages already queued; returns the interfaces whose peers they ask to notify
+/// (nothing else in them is needed: the scan that follows reads the new state).
+fn drain(socket: Option<&netlink_sys::TokioSocket>) -> BTreeSet<u32> {
     use netlink_sys::AsyncSocket;
+    let mut notify = BTreeSet::new();
     if let Some(socket) = socket {
         // The socket is non-blocking (Tokio's): `recv` fails with `WouldBlock` once it is empty.
         let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
         while socket.socket_ref().recv(&mut buf, 0).is_ok_and(|n| n > 0) {
+            notify.extend(peers_to_notify(&buf));
             buf.clear();
         }
     }
+    notify
+}
+
+// rtnetlink (Linux `include/uapi/linux/rtnetlink.h`, `if_link.h`).
+const RTM_NEWLINK: u16 = 16;
+const IFLA_EVENT: u16 = 44;
+const IFLA_EVENT_NOTIFY_PEERS: u32 = 4;
+/// `struct nlmsghdr` and `struct ifinfomsg`.
+const NLMSG_HDRLEN: usize = 16;
+const IFINFOMSG_LEN: usize = 16;
+
+/// The interface indexes of the `RTM_NEWLINK` messages in `buf` (one datagram of the rtnetlink
+/// socket) that carry `IFLA_EVENT = IFLA_EVENT_NOTIFY_PEERS`: the kernel's `NETDEV_NOTIFY_PEERS`,
+/// after which it sends a gratuitous ARP / unsolicited NA for each of the interface's own
+/// addresses — a bond that failed over to another slave (and every VLAN on it), a virtual NIC
+/// after a live migration, a team port change. Pure; anything malformed ends the parse.
+pub fn peers_to_notify(buf: &[u8]) -> BTreeSet<u32> {
+    let u16_at = |b: &[u8], at: usize| {
+        b.get(at..at + 2)
+            .and_then(|x| <[u8; 2]>::try_from(x).ok())
+            .map(u16::from_ne_bytes)
+    };
+    let u32_at = |b: &[u8], at: usize| {
+        b.get(at..at + 4)
+            .and_then(|x| <[u8; 4]>::try_from(x).ok())
+            .map(u32::from_ne_bytes)
+    };
+    let align = |n: usize| (n + 3) & !3;
+    let mut out = BTreeSet::new();
+    let mut offset = 0;
+    while let Some(len) = u32_at(buf, offset).and_then(|l| usize::try_from(l).ok()) {
+        let Some(msg) = buf
+            .get(offset..offset + len)
+            .filter(|_| len >= NLMSG_HDRLEN)
+        else {
+            break;
+        };
+        if u16_at(msg, 4) == Some(RTM_NEWLINK)
+            && let Some(index) = u32_at(msg, NLMSG_HDRLEN + 4)
+        {
+            let mut at = NLMSG_HDRLEN + IFINFOMSG_LEN;
+            while let Some(rta_len) = u16_at(msg, at).map(usize::from) {
+                if rta_len < 4 || at + rta_len > msg.len() {
+                    break;
+                }
+                // The top two bits of the type are flags (nested, byte order).
+                if u16_at(msg, at + 2).map(|t| t & 0x3fff) == Some(IFLA_EVENT)
+                    && u32_at(msg, at + 4) == Some(IFLA_EVENT_NOTIFY_PEERS)
+                {
+                    out.insert(index);
+                }
+                at += align(rta_len);
+            }
+        }
+        offset += align(len);
+    }
+    out
 }
 
 /// Whether two selections need the same sockets (carrier changes do not restart a task).
@@ -1275,6 +1356,52 @@ fn note_probes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn link_message(new: bool, index: u32, event: Option<u32>) -> Vec<u8> {
+        use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
+        use netlink_packet_route::RouteNetlinkMessage;
+        use netlink_packet_route::link::{LinkAttribute, LinkEvent, LinkMessage};
+        let mut link = LinkMessage::default();
+        link.header.index = index;
+        link.attributes
+            .push(LinkAttribute::IfName(format!("if{index}")));
+        link.attributes.push(LinkAttribute::Mtu(1500));
+        if let Some(event) = event {
+            link.attributes
+                .push(LinkAttribute::Event(LinkEvent::from(event)));
+        }
+        link.attributes.push(LinkAttribute::Carrier(1));
+        let payload = if new {
+            RouteNetlinkMessage::NewLink(link)
+        } else {
+            RouteNetlinkMessage::DelLink(link)
+        };
+        let mut message =
+            NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::from(payload));
+        message.finalize();
+        let mut buf = vec![0; message.buffer_len()];
+        message.serialize(&mut buf);
+        buf
+    }
+
+    /// Issue #30 (the VM lab's bond test): a link message carrying `IFLA_EVENT_NOTIFY_PEERS` — a
+    /// bond failing over, a VLAN on it, a migrated virtual NIC — names its interface; other
+    /// events (`BONDING_FAILOVER` alone: the bond was told not to notify peers), other messages
+    /// and junk name none, and a truncated datagram ends the parse without a panic.
+    #[test]
+    fn peer_notifications_are_read_from_link_messages() {
+        let mut datagram = link_message(true, 3, None);
+        datagram.extend(link_message(true, 7, Some(IFLA_EVENT_NOTIFY_PEERS)));
+        datagram.extend(link_message(true, 8, Some(3))); // IFLA_EVENT_BONDING_FAILOVER
+        datagram.extend(link_message(false, 9, Some(IFLA_EVENT_NOTIFY_PEERS)));
+        datagram.extend(link_message(true, 12, Some(IFLA_EVENT_NOTIFY_PEERS)));
+        assert_eq!(peers_to_notify(&datagram), BTreeSet::from([7, 12]));
+        for cut in 0..datagram.len() {
+            let _ = peers_to_notify(&datagram[..cut]);
+        }
+        assert!(peers_to_notify(&[0xff; 64]).is_empty());
+        assert!(peers_to_notify(&[]).is_empty());
+    }
 
     /// Issue #27 item 11: a panic inside an interface task's attempt is caught (the task lives
     /// on to retry), counted and reported; an error is counted as a socket error; a clean end
