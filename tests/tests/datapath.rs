@@ -176,6 +176,7 @@ fn check(report: &ModeReport) {
     let dnat = match mode {
         ProxyMode::Iptables => "-j DNAT --to-destination",
         ProxyMode::Nftables => "dnat ",
+        ProxyMode::Ipvs { .. } => " Masq ",
     };
     assert!(
         report

@@ -121,6 +121,15 @@ async fn demo_in(proxy_mode: ProxyMode, implementation: Implementation) {
                 "{printed}"
             );
         }
+        // Not run by these tests (IPVS needs the VM lab's kernel): a virtual server for the IP
+        // with the three pods as real servers.
+        ProxyMode::Ipvs { .. } => {
+            assert!(
+                printed.contains(&format!("TCP  {}:80 rr", report.external_ip)),
+                "{printed}"
+            );
+            assert_eq!(printed.matches("-> 198.51.100.2").count(), 3, "{printed}");
+        }
     }
 
     // Step 5: every request answered, every backend answered (kube-proxy's random DNAT), and the

@@ -416,6 +416,7 @@ async fn steps(
         let source = match opts.proxy_mode {
             ProxyMode::Nftables => "nft list table ip kube-proxy",
             ProxyMode::Iptables => "iptables-save -t nat",
+            ProxyMode::Ipvs { .. } => "ip addr show dev kube-ipvs0, ipvsadm -Ln, ipset list",
         };
         writeln!(
             out,

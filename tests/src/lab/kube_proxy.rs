@@ -1,8 +1,9 @@
 //! A real kube-proxy inside a lab node namespace (DESIGN §6), built from
-//! `k8s.io/kubernetes/cmd/kube-proxy` by `tests/cluster/build.sh`, in **nftables** or
-//! **iptables** mode ([`ProxyMode`], issue #13). IPVS mode needs the kernel's `ip_vs` modules,
-//! which these machines do not have: [`ipvs_unavailable`] says why, and the datapath tests say they
-//! skip it.
+//! `k8s.io/kubernetes/cmd/kube-proxy` by `tests/cluster/build.sh`, in **nftables**, **iptables**
+//! or **IPVS** mode ([`ProxyMode`], issues #13 and #30). IPVS mode needs the kernel's `ip_vs`
+//! modules, which this machine's kernel does not have: there [`ipvs_unavailable`] says why, the
+//! lab refuses the mode with that reason and the datapath tests say they skip it; the VM lab's
+//! guest kernel has them (`ferrolb_tests::vm`, `tests/tests/vm_ipvs.rs`).
 //!
 //! It reaches the API server through the node's relay ([`Lab::node_kubeconfig`]), names itself
 //! after the Node object (`--hostname-override`), treats the node's LAN address as its primary IP
@@ -15,7 +16,11 @@
 //! the namespace.
 //!
 //! nftables mode drives the `nft` command (Debian package `nftables`); iptables mode drives
-//! `iptables-restore`/`ip6tables-restore` (Debian package `iptables`, either backend).
+//! `iptables-restore`/`ip6tables-restore` (Debian package `iptables`, either backend); IPVS mode
+//! programs IPVS over netlink and drives `ipset` (Debian package `ipset`) and `iptables-restore`
+//! for its masquerade and filter rules. The lab reads IPVS state with `ipvsadm` (package
+//! `ipvsadm`). In IPVS mode kube-proxy puts every Service IP, LoadBalancer IPs included, on the
+//! `kube-ipvs0` dummy interface of the node ([`IPVS_DEVICE`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -37,7 +42,10 @@ pub const HEALTHZ_ADDRESS: &str = "127.0.0.1:10256";
 /// The nftables table kube-proxy owns (in family `ip` for IPv4, `ip6` for IPv6).
 pub const TABLE: &str = "kube-proxy";
 
-/// kube-proxy's `--proxy-mode`. IPVS is not offered: see [`ipvs_unavailable`].
+/// The dummy interface kube-proxy's IPVS mode puts every Service IP on.
+pub const IPVS_DEVICE: &str = "kube-ipvs0";
+
+/// kube-proxy's `--proxy-mode`. IPVS only where the kernel has it: see [`ipvs_unavailable`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProxyMode {
     /// `iptables`: the default of kubeadm, minikube and kind (KUBE-SERVICES → KUBE-EXT/KUBE-FW →
@@ -45,10 +53,20 @@ pub enum ProxyMode {
     Iptables,
     /// `nftables`: one `kube-proxy` table per family with Service-IP verdict maps.
     Nftables,
+    /// `ipvs`: one IPVS virtual server per Service IP and port, its endpoints as real servers
+    /// (NAT forwarding), every Service IP on [`IPVS_DEVICE`]; `strict_arp` is
+    /// `--ipvs-strict-arp` (`KubeProxyConfiguration.ipvs.strictARP`): kube-proxy then sets
+    /// `net.ipv4.conf.all.arp_ignore=1` and `arp_announce=2`, so the node's kernel no longer
+    /// answers ARP on `eth0` for the addresses of `kube-ipvs0`.
+    Ipvs {
+        /// `--ipvs-strict-arp`.
+        strict_arp: bool,
+    },
 }
 
 impl ProxyMode {
-    /// Both modes, in the order the tests run them.
+    /// The modes every kernel of these machines runs, in the order the tests run them (IPVS
+    /// needs the VM lab's kernel: [`ipvs_unavailable`]).
     pub const ALL: [ProxyMode; 2] = [ProxyMode::Iptables, ProxyMode::Nftables];
 
     /// The `--proxy-mode` value.
@@ -56,13 +74,18 @@ impl ProxyMode {
         match self {
             ProxyMode::Iptables => "iptables",
             ProxyMode::Nftables => "nftables",
+            ProxyMode::Ipvs { .. } => "ipvs",
         }
     }
 }
 
 impl fmt::Display for ProxyMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        match self {
+            ProxyMode::Ipvs { strict_arp: true } => f.write_str("ipvs, strictARP"),
+            ProxyMode::Ipvs { strict_arp: false } => f.write_str("ipvs, no strictARP"),
+            _ => f.write_str(self.as_str()),
+        }
     }
 }
 
@@ -73,23 +96,36 @@ impl FromStr for ProxyMode {
         match s {
             "iptables" => Ok(ProxyMode::Iptables),
             "nftables" => Ok(ProxyMode::Nftables),
-            "ipvs" => Err(format!(
-                "ipvs mode cannot run here: {}",
-                ipvs_unavailable().unwrap_or_else(|| "not supported by the lab".into())
-            )),
+            // With strictARP, as docs/install.md requires of IPVS users.
+            "ipvs" => match ipvs_unavailable() {
+                None => Ok(ProxyMode::Ipvs { strict_arp: true }),
+                Some(why) => Err(format!(
+                    "ipvs mode cannot run here: {why} (it runs in the VM lab: tests/tests/vm_ipvs.rs)"
+                )),
+            },
             other => Err(format!(
-                "unknown proxy mode {other:?} (iptables or nftables)"
+                "unknown proxy mode {other:?} (iptables, nftables or ipvs)"
             )),
         }
     }
 }
 
-/// Why kube-proxy's IPVS mode cannot run on this machine (`None` if the kernel has IPVS, which
-/// the lab still does not run: see `docs/datapath.md`). IPVS needs the `ip_vs` kernel modules
-/// (`CONFIG_IP_VS`), visible as `/proc/net/ip_vs`.
+/// Why kube-proxy's IPVS mode cannot run on this machine, `None` when it can. IPVS needs the
+/// `ip_vs` kernel modules (`CONFIG_IP_VS`), visible as `/proc/net/ip_vs` once loaded; when it is
+/// missing, `modprobe ip_vs` is tried first (the VM lab's kernel loads it on demand; on this
+/// machine's kernel the module does not exist and the reason is returned).
 pub fn ipvs_unavailable() -> Option<String> {
-    (!std::path::Path::new("/proc/net/ip_vs").exists()).then(|| {
-        "the kernel has no IPVS (/proc/net/ip_vs is missing: CONFIG_IP_VS off or ip_vs not loaded)"
+    let present = || std::path::Path::new("/proc/net/ip_vs").exists();
+    if !present() {
+        let _ = Command::new("modprobe")
+            .arg("ip_vs")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+    (!present()).then(|| {
+        "the kernel has no IPVS (/proc/net/ip_vs is missing and `modprobe ip_vs` did not load \
+         it: CONFIG_IP_VS off)"
             .to_owned()
     })
 }
@@ -133,14 +169,26 @@ impl Lab {
             .iter()
             .find(|n| n.name == name)
             .with_context(|| format!("no lab node {name}"))?;
-        let (tool, package) = match mode {
-            ProxyMode::Nftables => ("nft", "nftables"),
-            ProxyMode::Iptables => ("iptables-restore", "iptables"),
+        let tools: &[(&str, &str)] = match mode {
+            ProxyMode::Nftables => &[("nft", "nftables")],
+            ProxyMode::Iptables => &[("iptables-restore", "iptables")],
+            ProxyMode::Ipvs { .. } => {
+                if let Some(why) = ipvs_unavailable() {
+                    bail!("kube-proxy in ipvs mode cannot run here: {why}");
+                }
+                &[
+                    ("iptables-restore", "iptables"),
+                    ("ipset", "ipset"),
+                    ("ipvsadm", "ipvsadm"),
+                ]
+            }
         };
-        if Command::new(tool).arg("--version").output().is_err() {
-            bail!(
-                "kube-proxy in {mode} mode needs the `{tool}` command: apt-get install {package}"
-            );
+        for (tool, package) in tools {
+            if Command::new(tool).arg("--version").output().is_err() {
+                bail!(
+                    "kube-proxy in {mode} mode needs the `{tool}` command: apt-get install {package}"
+                );
+            }
         }
         let bin = k8s_bin("kube-proxy")?;
         let log = self.dir().join(format!("kube-proxy-{name}.log"));
@@ -166,6 +214,9 @@ impl Lab {
             .args(["--conntrack-max-per-core", "0"])
             .args(["--oom-score-adj", "0"])
             .args(["--v", "2"]);
+        if let ProxyMode::Ipvs { strict_arp } = mode {
+            cmd.arg(format!("--ipvs-strict-arp={strict_arp}"));
+        }
         let process = Supervised::spawn_command(
             &format!("kube-proxy ({mode}) {name}"),
             &mut cmd,
@@ -192,8 +243,8 @@ impl KubeProxy {
         self.process.stop(std::time::Duration::from_secs(2));
     }
 
-    /// Its rules as text: `nft list ruleset`, or `iptables-save -t nat` followed by
-    /// `ip6tables-save -t nat`, in the node's namespace.
+    /// Its rules as text: `nft list ruleset`, `iptables-save -t nat` followed by
+    /// `ip6tables-save -t nat`, or the IPVS table (`ipvsadm -Ln`), in the node's namespace.
     ///
     /// # Errors
     /// The command failed.
@@ -205,11 +256,31 @@ impl KubeProxy {
                 in_netns(&self.netns, "iptables-save", &["-t", "nat"])?,
                 in_netns(&self.netns, "ip6tables-save", &["-t", "nat"])?
             )),
+            ProxyMode::Ipvs { .. } => in_netns(&self.netns, "ipvsadm", &["-Ln"]),
         }
     }
 
-    /// Whether kube-proxy's rules already mention `ip` (an nftables Service-IP map entry, or an
-    /// iptables rule matching `-d <ip>/32` or `/128`).
+    /// The addresses on [`IPVS_DEVICE`] in the node's namespace (empty when there is no such
+    /// interface: another mode, or kube-proxy has not created it yet).
+    ///
+    /// # Errors
+    /// `ip` failed for another reason than a missing device.
+    pub fn ipvs_device_addresses(&self) -> anyhow::Result<BTreeSet<IpAddr>> {
+        let dev = format!("/sys/class/net/{IPVS_DEVICE}");
+        let exists = in_netns(&self.netns, "test", &["-e", &dev]).is_ok();
+        if !exists {
+            return Ok(BTreeSet::new());
+        }
+        let out = in_netns(
+            &self.netns,
+            "ip",
+            &["-o", "addr", "show", "dev", IPVS_DEVICE],
+        )?;
+        Ok(device_addresses(&out))
+    }
+
+    /// Whether kube-proxy's rules already mention `ip` (an nftables Service-IP map entry, an
+    /// iptables rule matching `-d <ip>/32` or `/128`, or an IPVS virtual server `<ip>:<port>`).
     ///
     /// # Errors
     /// kube-proxy exited (its log is in the error) or the rule listing failed.
@@ -222,14 +293,21 @@ impl KubeProxy {
             );
         }
         let ruleset = self.ruleset()?;
-        Ok(ruleset.contains(&needle(self.mode, ip)))
+        Ok(match self.mode {
+            ProxyMode::Ipvs { .. } => ipvs_services(&ruleset)
+                .iter()
+                .any(|(service, _)| service.contains(&needle(self.mode, ip))),
+            _ => ruleset.contains(&needle(self.mode, ip)),
+        })
     }
 
     /// Polls until kube-proxy's rules for `ip` lead to at least one endpoint: the IP is in its
     /// rules ([`KubeProxy::has_rules_for`]) *and* the chains reached from it end in a DNAT
-    /// ([`KubeProxy::evidence_for`]). The IP alone is not enough: kube-proxy lists a Service
-    /// without endpoints too (to reject its traffic), and syncs the endpoints a moment later.
-    /// For at most `timeout`.
+    /// ([`KubeProxy::evidence_for`]; in IPVS mode: the virtual server has a real server). The IP
+    /// alone is not enough: kube-proxy lists a Service without endpoints too (to reject its
+    /// traffic), and syncs the endpoints a moment later. For at most `timeout`. In IPVS mode the
+    /// virtual server of an `externalTrafficPolicy: Local` IP stays empty on a node without a
+    /// local endpoint: wait for [`KubeProxy::has_rules_for`] there.
     ///
     /// # Errors
     /// Timed out (with the log tail), kube-proxy exited, or the rule listing failed.
@@ -256,9 +334,15 @@ impl KubeProxy {
     ///
     /// # Errors
     /// The rule listing failed.
+    ///
+    /// IPVS: the line of [`IPVS_DEVICE`] holding `ip`, the virtual servers of `ip` with their
+    /// real servers (`ipvsadm -Ln`), and the `ipset` members naming `ip` (the sets kube-proxy's
+    /// iptables rules match: `KUBE-LOAD-BALANCER` is masqueraded, `KUBE-LOAD-BALANCER-LOCAL`
+    /// is not).
     pub fn evidence_for(&self, ip: IpAddr) -> anyhow::Result<String> {
         match self.mode {
             ProxyMode::Nftables => self.nft_evidence_for(ip),
+            ProxyMode::Ipvs { .. } => self.ipvs_evidence_for(ip),
             ProxyMode::Iptables => {
                 let save = if ip.is_ipv4() {
                     "iptables-save"
@@ -269,6 +353,27 @@ impl KubeProxy {
                 Ok(iptables_evidence(&nat, &needle(self.mode, ip)))
             }
         }
+    }
+
+    fn ipvs_evidence_for(&self, ip: IpAddr) -> anyhow::Result<String> {
+        let mut out = Vec::new();
+        if self.ipvs_device_addresses()?.contains(&ip) {
+            out.push(format!("  {IPVS_DEVICE} holds {ip}"));
+        }
+        let table = in_netns(&self.netns, "ipvsadm", &["-Ln"])?;
+        for (service, reals) in ipvs_services(&table) {
+            if service.contains(&needle(self.mode, ip)) {
+                out.push(format!("  {service}"));
+                out.extend(reals.iter().map(|r| format!("    {r}")));
+            }
+        }
+        let sets = in_netns(&self.netns, "ipset", &["list"])?;
+        out.extend(
+            ipset_members_naming(&sets, ip)
+                .into_iter()
+                .map(|(set, member)| format!("  ipset {set}: {member}")),
+        );
+        Ok(out.join("\n"))
     }
 
     fn nft_evidence_for(&self, ip: IpAddr) -> anyhow::Result<String> {
@@ -298,22 +403,81 @@ impl KubeProxy {
     }
 }
 
-/// Whether rule evidence ([`KubeProxy::evidence_for`]) contains a DNAT to an endpoint, in either
-/// mode (`dnat … to …` in nftables, `-j DNAT --to-destination` in iptables).
+/// Whether rule evidence ([`KubeProxy::evidence_for`]) contains a DNAT to an endpoint, in any
+/// mode (`dnat … to …` in nftables, `-j DNAT --to-destination` in iptables, a real server
+/// `-> <pod>:<port>` with `Masq` forwarding in IPVS).
 fn has_dnat(evidence: &str) -> bool {
     evidence.lines().any(|l| {
-        l.contains("-j DNAT --to-destination") || (l.contains("dnat ") && l.contains(" to "))
+        l.contains("-j DNAT --to-destination")
+            || (l.contains("dnat ") && l.contains(" to "))
+            || (l.trim_start().starts_with("-> ") && l.contains(" Masq "))
     })
 }
 
 /// How `ip` appears in a mode's listing: `"<ip> "` in an nftables map element
-/// (`198.51.100.200 . tcp . 80 : goto …`), `"-d <ip>/32 "` (or `/128`) in an `iptables-save` rule.
+/// (`198.51.100.200 . tcp . 80 : goto …`), `"-d <ip>/32 "` (or `/128`) in an `iptables-save` rule,
+/// `" <ip>:"` (or `" [<ip>]:"`) in an IPVS virtual server line (`TCP  198.51.100.200:80 rr`).
 fn needle(mode: ProxyMode, ip: IpAddr) -> String {
     match (mode, ip) {
         (ProxyMode::Nftables, _) => format!("{ip} "),
         (ProxyMode::Iptables, IpAddr::V4(_)) => format!("-d {ip}/32 "),
         (ProxyMode::Iptables, IpAddr::V6(_)) => format!("-d {ip}/128 "),
+        (ProxyMode::Ipvs { .. }, IpAddr::V4(_)) => format!(" {ip}:"),
+        (ProxyMode::Ipvs { .. }, IpAddr::V6(_)) => format!(" [{ip}]:"),
     }
+}
+
+/// The virtual servers of an `ipvsadm -Ln` listing, each with its real-server lines (trimmed):
+/// `("TCP  198.51.100.200:80 rr", ["-> 198.51.100.226:8080 Masq 1 0 0", …])`.
+fn ipvs_services(listing: &str) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for line in listing.lines() {
+        let trimmed = line.trim();
+        if ["TCP ", "UDP ", "SCTP ", "FWM "]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
+            out.push((trimmed.to_owned(), Vec::new()));
+        } else if trimmed.starts_with("-> ")
+            && !trimmed.contains("RemoteAddress")
+            && let Some((_, reals)) = out.last_mut()
+        {
+            reals.push(trimmed.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    out
+}
+
+/// The members of an `ipset list` listing that name `ip` (`198.51.100.200,tcp:80`), each with
+/// its set.
+fn ipset_members_naming(listing: &str, ip: IpAddr) -> Vec<(String, String)> {
+    let prefix = format!("{ip},");
+    let mut set = String::new();
+    let mut members = false;
+    let mut out = Vec::new();
+    for line in listing.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("Name: ") {
+            set = name.to_owned();
+            members = false;
+        } else if line == "Members:" {
+            members = true;
+        } else if members && line.starts_with(&prefix) {
+            out.push((set.clone(), line.to_owned()));
+        }
+    }
+    out
+}
+
+/// The addresses of an `ip -o addr show dev …` listing.
+fn device_addresses(listing: &str) -> BTreeSet<IpAddr> {
+    listing
+        .lines()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == "inet" || *w == "inet6")?;
+            words.get(at + 1)?.split('/').next()?.parse().ok()
+        })
+        .collect()
 }
 
 /// From an `iptables-save -t nat` listing: the rules containing `needle`, then (transitively)
@@ -520,11 +684,83 @@ mod tests {
     }
 
     #[test]
-    fn proxy_modes_parse_and_ipvs_is_refused_with_a_reason() {
+    fn ipvs_listings_are_read() {
+        let table = "IP Virtual Server version 1.2.1 (size=4096)\n\
+            Prot LocalAddress:Port Scheduler Flags\n\
+            \x20 -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n\
+            TCP  192.0.2.150:80 rr\n\
+            \x20 -> 198.51.100.226:8080          Masq    1      0          0\n\
+            TCP  198.51.100.200:80 rr\n\
+            \x20 -> 198.51.100.226:8080          Masq    1      0          0\n\
+            \x20 -> 198.51.100.230:8080          Masq    1      0          0\n\
+            TCP  198.51.100.201:80 rr\n\
+            TCP  [2001:db8:1a::200]:80 rr\n";
+        let services = ipvs_services(table);
+        assert_eq!(services.len(), 4);
+        assert_eq!(services[1].0, "TCP  198.51.100.200:80 rr");
+        assert_eq!(
+            services[1].1,
+            vec![
+                "-> 198.51.100.226:8080 Masq 1 0 0".to_owned(),
+                "-> 198.51.100.230:8080 Masq 1 0 0".to_owned()
+            ]
+        );
+        assert!(services[2].1.is_empty());
+        let mode = ProxyMode::Ipvs { strict_arp: true };
+        let v4: IpAddr = "198.51.100.20".parse().unwrap();
+        assert!(!services.iter().any(|(s, _)| s.contains(&needle(mode, v4))));
+        let v6: IpAddr = "2001:db8:1a::200".parse().unwrap();
+        assert!(services[3].0.contains(&needle(mode, v6)));
+        assert!(has_dnat("    -> 198.51.100.226:8080 Masq 1 0 0"));
+        assert!(!has_dnat("  TCP  198.51.100.200:80 rr"));
+
+        let sets = "Name: KUBE-LOAD-BALANCER\nType: hash:ip,port\nMembers:\n\
+            198.51.100.200,tcp:80\n198.51.100.201,tcp:80\n\n\
+            Name: KUBE-LOAD-BALANCER-LOCAL\nType: hash:ip,port\nMembers:\n198.51.100.201,tcp:80\n";
+        assert_eq!(
+            ipset_members_naming(sets, "198.51.100.201".parse().unwrap()),
+            vec![
+                (
+                    "KUBE-LOAD-BALANCER".to_owned(),
+                    "198.51.100.201,tcp:80".to_owned()
+                ),
+                (
+                    "KUBE-LOAD-BALANCER-LOCAL".to_owned(),
+                    "198.51.100.201,tcp:80".to_owned()
+                ),
+            ]
+        );
+        let dev = "5: kube-ipvs0    inet 192.0.2.150/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n\
+            5: kube-ipvs0    inet 198.51.100.200/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n";
+        assert_eq!(
+            device_addresses(dev),
+            BTreeSet::from([
+                "192.0.2.150".parse::<IpAddr>().unwrap(),
+                "198.51.100.200".parse().unwrap()
+            ])
+        );
+    }
+
+    #[test]
+    fn proxy_modes_parse_and_ipvs_only_where_the_kernel_has_it() {
         for mode in ProxyMode::ALL {
             assert_eq!(mode.as_str().parse::<ProxyMode>(), Ok(mode));
         }
-        assert!("ipvs".parse::<ProxyMode>().unwrap_err().contains("ipvs"));
+        match ipvs_unavailable() {
+            Some(_) => {
+                let refused = "ipvs".parse::<ProxyMode>().unwrap_err();
+                assert!(refused.contains("ipvs mode cannot run here"), "{refused}");
+                assert!(refused.contains("vm_ipvs"), "{refused}");
+            }
+            None => assert_eq!(
+                "ipvs".parse::<ProxyMode>(),
+                Ok(ProxyMode::Ipvs { strict_arp: true })
+            ),
+        }
+        assert_eq!(
+            ProxyMode::Ipvs { strict_arp: false }.to_string(),
+            "ipvs, no strictARP"
+        );
         assert!("userspace".parse::<ProxyMode>().is_err());
         assert_eq!(
             needle(ProxyMode::Iptables, "2001:db8::1".parse().unwrap()),
