@@ -1,5 +1,6 @@
-//! The one polling helper of the tests, benches and the demo: check a condition every 100 ms until
-//! it holds or a timeout passes. Tests never sleep a fixed time to "let things settle".
+//! The one polling helper of the tests, benches and the demo: check a condition every 100 ms (or a
+//! given interval) until it holds or a timeout passes. Tests never sleep a fixed time to "let
+//! things settle".
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -11,7 +12,26 @@ pub const INTERVAL: Duration = Duration::from_millis(100);
 ///
 /// # Errors
 /// `timeout` passed first; the message names `what`.
-pub async fn until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
+pub async fn until<F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    until_every(what, timeout, INTERVAL, check).await
+}
+
+/// Like [`until`], checking every `every` instead of [`INTERVAL`]: for checks that cost the
+/// system under test something (a process started per check, an API list) on a slow machine
+/// such as the VM lab's emulated guest.
+///
+/// # Errors
+/// `timeout` passed first; the message names `what`.
+pub async fn until_every<F, Fut>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut check: F,
+) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -24,7 +44,7 @@ where
         if start.elapsed() >= timeout {
             anyhow::bail!("timed out after {timeout:?} waiting for {what}");
         }
-        tokio::time::sleep(INTERVAL).await;
+        tokio::time::sleep(every).await;
     }
 }
 

@@ -532,7 +532,10 @@ async fn wait_for_one_responder(lab: &Lab, ip: IpAddr) -> anyhow::Result<BTreeSe
 }
 
 /// `n` `GET /source` requests to `addr` from inside `netns`, each on a new connection.
-async fn requests(netns: &str, addr: SocketAddr, n: usize) -> anyhow::Result<Answers> {
+///
+/// # Errors
+/// The namespace could not be entered (a failed request is counted in [`Answers::errors`]).
+pub async fn requests(netns: &str, addr: SocketAddr, n: usize) -> anyhow::Result<Answers> {
     let netns = netns.to_owned();
     tokio::task::spawn_blocking(move || {
         within_netns(&netns, move || {
