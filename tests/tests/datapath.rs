@@ -1,7 +1,8 @@
 //! The traffic-path matrix of issue #13 ({iptables, nftables} × {Cluster, Local} × {IPv4, IPv6}):
 //! real kube-proxy in each mode, real speakers, a LAN client. One dual-stack lab per mode (see
-//! `ferrolb_tests::lab::datapath`). IPVS mode cannot run on these kernels: the skip is printed,
-//! never silent. Asserts on what was observed, never on timing (the failover times are printed).
+//! `ferrolb_tests::lab::datapath`). IPVS mode cannot run on this machine's kernel: the skip is
+//! printed with where it runs instead (the VM lab, `tests/tests/vm_ipvs.rs`), never silent.
+//! Asserts on what was observed, never on timing (the failover times are printed).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeSet;
@@ -198,14 +199,46 @@ async fn nftables_mode_cluster_and_local_ipv4_and_ipv6() {
     check(&run(ProxyMode::Nftables).await);
 }
 
-/// IPVS mode is part of the matrix users run, but needs kernel modules these machines lack (and
-/// `strictARP`, docs/datapath.md); the skip is printed with its reason, and asking the lab for
-/// it is refused with that reason rather than silently running another mode.
+/// IPVS mode is part of the matrix users run, but needs the `ip_vs` kernel modules this
+/// machine's kernel lacks: it runs in the VM lab instead, on the guest's Debian kernel
+/// (`tests/tests/vm_ipvs.rs`: every node answering ARP without `strictARP` and the speakers'
+/// report of it; one answerer, HTTP with `Cluster` and `Local` and a crash failover with
+/// `strictARP`). Here the skip is printed with its reason and where IPVS is tested, and asking
+/// the lab for the mode is refused with that reason rather than silently running another mode.
 #[test]
 fn ipvs_mode_is_skipped_with_the_reason() {
-    let why = ipvs_unavailable()
-        .unwrap_or_else(|| "the lab does not run ipvs mode yet (docs/datapath.md)".into());
-    eprintln!("SKIPPED kube-proxy ipvs mode: {why}");
-    let refused = "ipvs".parse::<ProxyMode>().unwrap_err();
-    assert!(refused.contains("ipvs mode cannot run here"), "{refused}");
+    const VM_TESTS: [&str; 2] = [
+        "without_strict_arp_every_node_answers_arp_for_the_ip_and_each_speaker_reports_its_node",
+        "with_strict_arp_only_the_owner_answers_and_http_goes_through_ipvs_before_and_after_a_crash",
+    ];
+    // Where IPVS is tested must exist, under these names.
+    let vm = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm_ipvs.rs"),
+    )
+    .unwrap();
+    for name in VM_TESTS {
+        assert!(vm.contains(&format!("fn {name}()")), "{name}");
+    }
+    match ipvs_unavailable() {
+        Some(why) => {
+            eprintln!(
+                "SKIPPED kube-proxy ipvs mode in this matrix: {why}; IPVS runs in the VM lab: \
+                 tests/tests/vm_ipvs.rs ({})",
+                VM_TESTS.join(", ")
+            );
+            let refused = "ipvs".parse::<ProxyMode>().unwrap_err();
+            assert!(refused.contains("ipvs mode cannot run here"), "{refused}");
+            assert!(refused.contains("tests/tests/vm_ipvs.rs"), "{refused}");
+        }
+        None => {
+            eprintln!(
+                "this kernel has IPVS; the IPVS tests are tests/tests/vm_ipvs.rs ({})",
+                VM_TESTS.join(", ")
+            );
+            assert_eq!(
+                "ipvs".parse::<ProxyMode>(),
+                Ok(ProxyMode::Ipvs { strict_arp: true })
+            );
+        }
+    }
 }
