@@ -4,8 +4,11 @@
 //! a bounded queue and one task writes them with a per-write timeout. While the API server is
 //! slow, hung or unreachable, taking over and withdrawing IPs goes on at full speed; Events
 //! queue up to [`EventSinkConfig::capacity`] and are then dropped oldest first, and a newer
-//! statement about the same Service and reason replaces a queued one (coalescing). Every
-//! outcome is counted ([`EventCounters`], exported on `/metrics`).
+//! statement about the same Service and reason replaces a queued one (coalescing). A write that
+//! fails or times out is tried again, up to [`WRITE_ATTEMPTS`] times in all, after the Events
+//! queued behind it and a [`RETRY_PAUSE`] (a statement made once — e.g. `KernelAnswersARP`, sent
+//! when the condition is first found — is not lost to one slow write while the API server is
+//! busy). Every outcome is counted ([`EventCounters`], exported on `/metrics`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,12 +25,19 @@ use tokio::task::JoinHandle;
 use crate::events::{EventIntent, Severity};
 use crate::watch::Stores;
 
+/// Writes of one Event, the first included, before it is given up (counted `failed` each time).
+pub const WRITE_ATTEMPTS: u32 = 3;
+
+/// The writer's pause after a failed write, before the next one.
+pub const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
 /// Queue and timeout settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventSinkConfig {
     /// Most Events waiting to be written (one per Service and statement). Default 1024.
     pub capacity: usize,
-    /// Longest wait for one Event write before it is abandoned and counted as failed.
+    /// Longest wait for one Event write before it is counted as failed (and tried again, up to
+    /// [`WRITE_ATTEMPTS`] writes in all).
     /// Default 5 s.
     pub write_timeout: Duration,
 }
@@ -69,6 +79,8 @@ struct Pending {
     severity: Severity,
     reason: &'static str,
     note: String,
+    /// Writes tried so far.
+    attempts: u32,
 }
 
 struct Shared {
@@ -111,7 +123,15 @@ impl EventSink {
                     worker.wake.notified().await;
                     continue;
                 };
-                write(&recorder, &stores, &config, &worker.counters, p).await;
+                let retry = write(&recorder, &stores, &config, &worker.counters, p).await;
+                if let Some(mut p) = retry {
+                    p.attempts += 1;
+                    if p.attempts < WRITE_ATTEMPTS {
+                        let mut queue = worker.queue.lock().unwrap_or_else(|e| e.into_inner());
+                        requeue(&mut queue, p, worker.capacity);
+                    }
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
             }
         });
         (EventSink { shared }, handle)
@@ -126,6 +146,7 @@ impl EventSink {
                 severity: intent.severity,
                 reason: intent.reason,
                 note: intent.note.clone(),
+                attempts: 0,
             });
         }
         self.shared.wake.notify_one();
@@ -146,6 +167,7 @@ impl EventSink {
             severity,
             reason,
             note,
+            attempts: 0,
         });
         self.shared.wake.notify_one();
     }
@@ -179,17 +201,29 @@ impl EventSink {
     }
 }
 
+/// Puts a failed write back at the end of `queue`, unless a newer statement about the same
+/// target and reason is already queued (it says more) or the queue is full (the new Events win).
+fn requeue(queue: &mut VecDeque<Pending>, p: Pending, capacity: usize) {
+    let newer = queue
+        .iter()
+        .any(|q| q.target == p.target && q.reason == p.reason);
+    if !newer && queue.len() < capacity {
+        queue.push_back(p);
+    }
+}
+
+/// Writes one Event; returns it when the write failed or timed out (to be tried again).
 async fn write(
     recorder: &Publisher,
     stores: &Stores,
     config: &EventSinkConfig,
     counters: &EventCounters,
     p: Pending,
-) {
+) -> Option<Pending> {
     let reference = match &p.target {
         Target::Service(key) => {
             let Some(svc) = stores.service(key) else {
-                return;
+                return None;
             };
             Service::object_ref(&svc, &())
         }
@@ -212,21 +246,66 @@ async fn write(
             Severity::Warning => EventType::Warning,
         },
         reason: p.reason.into(),
-        note: Some(p.note),
+        note: Some(p.note.clone()),
         action: "Announce".into(),
         secondary: None,
     };
     match tokio::time::timeout(config.write_timeout, recorder.publish(&event, &reference)).await {
         Ok(Ok(())) => {
             counters.published.fetch_add(1, Ordering::Relaxed);
+            None
         }
         Ok(Err(e)) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%about, error = %e, "could not publish Event");
+            tracing::warn!(%about, error = %e, attempt = p.attempts + 1, "could not publish Event");
+            Some(p)
         }
         Err(_) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%about, timeout = ?config.write_timeout, "Event write timed out");
+            tracing::warn!(%about, timeout = ?config.write_timeout, attempt = p.attempts + 1, "Event write timed out");
+            Some(p)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(target: &str, reason: &'static str, note: &str) -> Pending {
+        Pending {
+            target: Target::Service(target.into()),
+            severity: Severity::Warning,
+            reason,
+            note: note.into(),
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn a_failed_write_goes_back_behind_the_queued_events() {
+        let mut queue = VecDeque::from([pending("ns/b", "KernelAnswersARP", "b")]);
+        requeue(&mut queue, pending("ns/a", "KernelAnswersARP", "a"), 8);
+        let order: Vec<&str> = queue.iter().map(|p| p.note.as_str()).collect();
+        assert_eq!(order, ["b", "a"]);
+    }
+
+    #[test]
+    fn a_newer_statement_about_the_same_service_and_reason_replaces_the_retry() {
+        let mut queue = VecDeque::from([pending("ns/a", "KernelAnswersARP", "newer")]);
+        requeue(&mut queue, pending("ns/a", "KernelAnswersARP", "older"), 8);
+        assert_eq!(queue.len(), 1);
+        assert_eq!(queue[0].note, "newer");
+        // Another reason about the same Service is its own statement.
+        requeue(&mut queue, pending("ns/a", "IPConflict", "other"), 8);
+        assert_eq!(queue.len(), 2);
+    }
+
+    #[test]
+    fn a_full_queue_keeps_its_events_and_drops_the_retry() {
+        let mut queue = VecDeque::from([pending("ns/b", "AnnouncingIP", "b")]);
+        requeue(&mut queue, pending("ns/a", "KernelAnswersARP", "a"), 1);
+        assert_eq!(queue.len(), 1);
+        assert_eq!(queue[0].note, "b");
     }
 }
