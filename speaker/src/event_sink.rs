@@ -222,9 +222,8 @@ async fn write(
 ) -> Option<Pending> {
     let reference = match &p.target {
         Target::Service(key) => {
-            let Some(svc) = stores.service(key) else {
-                return None;
-            };
+            // A Service deleted meanwhile: nothing to say, nothing to retry.
+            let svc = stores.service(key)?;
             Service::object_ref(&svc, &())
         }
         // As the kubelet does for its Node's Events: the uid is the Node's name.
