@@ -16,10 +16,10 @@
 //!
 //! The order of the first test is deliberate: the speakers start (and their `AnnouncingIP` Event
 //! is seen) before kube-proxy. Under emulation the API server is slowest while processes start,
-//! and a speaker gives an Event write 5 s; the one `KernelAnswersARP` Warning per IP whose write
-//! times out is counted (`events_total{outcome="failed"}`) and not sent again, while the gauge and
-//! the log line stay. Started after the speakers, as on a cluster switched to IPVS mode, the
-//! fault is found when the API server is quiet. Guest times: docs/testing.md, "The VM lab".
+//! and a speaker gives an Event write 5 s; a `KernelAnswersARP` Warning (one per IP) whose write
+//! times out is counted (`events_total{outcome="failed"}`) and tried again, up to 3 writes
+//! (`event_sink::WRITE_ATTEMPTS`). Started after the speakers, as on a cluster switched to IPVS
+//! mode, the fault is found when the API server is quiet. Guest times: docs/testing.md, "The VM lab".
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeSet;
