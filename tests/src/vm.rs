@@ -79,6 +79,12 @@ pub fn run_in_guest(test: &str, timeout: Duration) -> bool {
         run.elapsed.as_secs_f64(),
         run.log
     );
+    // A misspelt name selects nothing, and an empty run exits 0.
+    if run.status == Some(0) && !run.log.contains("test result: ok. 1 passed") {
+        panic!(
+            "{test}: the guest ran no test of that name (the name given to run_in_guest must be the test's full name)"
+        );
+    }
     if run.status != Some(0) {
         let console: Vec<&str> = run.console.lines().collect();
         let tail = console[console.len().saturating_sub(40)..].join("\n");
@@ -139,7 +145,9 @@ pub fn boot(test: &str, timeout: Duration) -> anyhow::Result<GuestRun> {
     std::fs::write(
         out.path().join("cmd"),
         format!(
-            "cd {}\nexec {} --exact {} --nocapture --test-threads 1\n",
+            // --include-ignored: a test the host runs runs in the guest too, even an ignored one
+            // the host was asked to run (`-- --ignored`).
+            "cd {}\nexec {} --exact {} --include-ignored --nocapture --test-threads 1\n",
             shell_word(&repo_root().join("tests")),
             shell_word(&exe),
             shell_quote(test),
