@@ -359,6 +359,10 @@ impl IpvsLab {
 /// node's speaker reports its own node — a `KernelAnswersARP` Warning Event on the Service naming
 /// the node, `kube-ipvs0` and the fix, and its gauge `kernel_arp_conflicts` above 0 (2: both
 /// Services' IPs are on `kube-ipvs0`).
+#[cfg_attr(
+    not(feature = "extended"),
+    ignore = "extended tier (tests/run.sh --extended): 2-4 minutes in the VM lab each, docs/testing.md"
+)]
 #[test]
 fn without_strict_arp_every_node_answers_arp_for_the_ip_and_each_speaker_reports_its_node() {
     if !run_in_guest(
@@ -475,6 +479,10 @@ fn without_strict_arp_every_node_answers_arp_for_the_ip_and_each_speaker_reports
 /// `web-local` crashes (its speaker SIGKILLed under client load): the other eligible node answers
 /// alone, within the safe profile's crash bound, and HTTP through the IP works again, from its
 /// pods. No speaker reports a kernel answering ARP.
+#[cfg_attr(
+    not(feature = "extended"),
+    ignore = "extended tier (tests/run.sh --extended): 2-4 minutes in the VM lab each, docs/testing.md"
+)]
 #[test]
 fn with_strict_arp_only_the_owner_answers_and_http_goes_through_ipvs_before_and_after_a_crash() {
     if !run_in_guest(
