@@ -635,58 +635,45 @@ fn drain(socket: Option<&netlink_sys::TokioSocket>) -> BTreeSet<u32> {
     notify
 }
 
-// rtnetlink (Linux `include/uapi/linux/rtnetlink.h`, `if_link.h`).
-const RTM_NEWLINK: u16 = 16;
-const IFLA_EVENT: u16 = 44;
+/// `IFLA_EVENT_NOTIFY_PEERS` (Linux `include/uapi/linux/if_link.h`), as `IFLA_EVENT`'s value.
+#[cfg(test)]
 const IFLA_EVENT_NOTIFY_PEERS: u32 = 4;
-/// `struct nlmsghdr` and `struct ifinfomsg`.
-const NLMSG_HDRLEN: usize = 16;
-const IFINFOMSG_LEN: usize = 16;
 
 /// The interface indexes of the `RTM_NEWLINK` messages in `buf` (one datagram of the rtnetlink
 /// socket) that carry `IFLA_EVENT = IFLA_EVENT_NOTIFY_PEERS`: the kernel's `NETDEV_NOTIFY_PEERS`,
 /// after which it sends a gratuitous ARP / unsolicited NA for each of the interface's own
 /// addresses — a bond that failed over to another slave (and every VLAN on it), a virtual NIC
-/// after a live migration, a team port change. Pure; anything malformed ends the parse.
+/// after a live migration, a team port change. Pure; a message that does not
+/// parse (`netlink-packet-route`) is skipped, a malformed length ends the datagram.
 pub fn peers_to_notify(buf: &[u8]) -> BTreeSet<u32> {
-    let u16_at = |b: &[u8], at: usize| {
-        b.get(at..at + 2)
-            .and_then(|x| <[u8; 2]>::try_from(x).ok())
-            .map(u16::from_ne_bytes)
-    };
-    let u32_at = |b: &[u8], at: usize| {
-        b.get(at..at + 4)
-            .and_then(|x| <[u8; 4]>::try_from(x).ok())
-            .map(u32::from_ne_bytes)
-    };
-    let align = |n: usize| (n + 3) & !3;
+    use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+    use netlink_packet_route::RouteNetlinkMessage;
+    use netlink_packet_route::link::{LinkAttribute, LinkEvent};
     let mut out = BTreeSet::new();
     let mut offset = 0;
-    while let Some(len) = u32_at(buf, offset).and_then(|l| usize::try_from(l).ok()) {
-        let Some(msg) = buf
-            .get(offset..offset + len)
-            .filter(|_| len >= NLMSG_HDRLEN)
-        else {
+    while let Some(bytes) = buf.get(offset..).filter(|b| !b.is_empty()) {
+        // The header's length field (first 4 bytes, host order) says where the next message
+        // starts, parsed or not; messages are 4-byte aligned (NLMSG_ALIGN).
+        let length = bytes
+            .get(..4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, |b| usize::try_from(u32::from_ne_bytes(b)).unwrap_or(0));
+        if length < 16 || length > bytes.len() {
             break;
-        };
-        if u16_at(msg, 4) == Some(RTM_NEWLINK)
-            && let Some(index) = u32_at(msg, NLMSG_HDRLEN + 4)
-        {
-            let mut at = NLMSG_HDRLEN + IFINFOMSG_LEN;
-            while let Some(rta_len) = u16_at(msg, at).map(usize::from) {
-                if rta_len < 4 || at + rta_len > msg.len() {
-                    break;
-                }
-                // The top two bits of the type are flags (nested, byte order).
-                if u16_at(msg, at + 2).map(|t| t & 0x3fff) == Some(IFLA_EVENT)
-                    && u32_at(msg, at + 4) == Some(IFLA_EVENT_NOTIFY_PEERS)
-                {
-                    out.insert(index);
-                }
-                at += align(rta_len);
-            }
         }
-        offset += align(len);
+        offset += length.next_multiple_of(4);
+        let Ok(message) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&bytes[..length])
+        else {
+            continue;
+        };
+        if let NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(link)) = message.payload
+            && link
+                .attributes
+                .iter()
+                .any(|a| matches!(a, LinkAttribute::Event(LinkEvent::NotifyPeers)))
+        {
+            out.insert(link.header.index);
+        }
     }
     out
 }
