@@ -278,13 +278,22 @@ impl WireCaptures {
     ///
     /// # Errors
     /// A capture failed.
-    pub async fn finish(self) -> anyhow::Result<Vec<(String, Vec<WireArp>)>> {
+    pub async fn finish(mut self) -> anyhow::Result<Vec<(String, Vec<WireArp>)>> {
         self.stop.store(true, Ordering::Relaxed);
         let mut out = Vec::new();
-        for c in self.captures {
+        for c in std::mem::take(&mut self.captures) {
             out.push((c.name, c.handle.await??));
         }
         Ok(out)
+    }
+}
+
+impl Drop for WireCaptures {
+    /// Stops the captures that were not finished (a test that failed before it read them): their
+    /// threads end within one poll instead of holding the runtime's shutdown for their whole
+    /// duration.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
