@@ -1,9 +1,9 @@
 //! Node network topologies beyond one plain `eth0` (issue #10): the node's address on a Linux
 //! bridge with the NIC enslaved, or a second NIC on the same segment. Built inside the node's
 //! namespace only. This machine's kernel has no 802.1Q VLAN, bonding or dummy drivers
-//! (`CONFIG_VLAN_8021Q`, `CONFIG_BONDING`, `CONFIG_DUMMY` off), so those topologies are not built
-//! here; `docs/speaker.md` says how the speaker treats them and the unit tests of
-//! `ferrolb_speaker::l2::interfaces` and `l2::socket::Received` cover their rules.
+//! (`CONFIG_VLAN_8021Q`, `CONFIG_BONDING`, `CONFIG_DUMMY` off), so VLANs and bonds are built in the
+//! VM lab only ([`super::vlans`], [`super::bonds`], issue #30); `docs/speaker.md` says how the
+//! speaker treats them.
 
 use super::{Lab, in_netns};
 
