@@ -119,6 +119,23 @@ pub fn boot(test: &str, timeout: Duration) -> anyhow::Result<GuestRun> {
         .parent()
         .map(Path::to_path_buf)
         .context("k8s bin dir")?;
+    // `cargo build` (quick when they are up to date): a guest must never run a stale speaker
+    // (`workspace_bin` builds a binary only when it is missing).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .args([
+            "build",
+            "--bin",
+            "ferrolb-speaker",
+            "--bin",
+            "ferrolb-controller",
+        ])
+        .current_dir(repo_root())
+        .status()
+        .context("running cargo build")?;
+    if !built.success() {
+        bail!("cargo build of the speaker and controller failed");
+    }
     workspace_bin("ferrolb-speaker")?;
     workspace_bin("ferrolb-controller")?;
 
