@@ -122,7 +122,29 @@ pub fn boot(test: &str, timeout: Duration) -> anyhow::Result<GuestRun> {
     // `cargo build` (quick when they are up to date): a guest must never run a stale speaker
     // (`workspace_bin` builds a binary only when it is missing).
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = Command::new(cargo)
+    let mut build = Command::new(cargo);
+    // Without the variables cargo sets for this test binary (`CARGO_MANIFEST_DIR`,
+    // `CARGO_PKG_NAME`, ...): build scripts that watch them (ring's) would rerun and relink the
+    // binaries on every switch between this build and tests/run.sh's.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let set_by_cargo_test = key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_BIN_EXE_")
+            || matches!(
+                key.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+                    | "OUT_DIR"
+            );
+        if set_by_cargo_test {
+            build.env_remove(key.as_ref());
+        }
+    }
+    let built = build
         .args([
             "build",
             "--bin",
