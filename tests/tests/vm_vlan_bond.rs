@@ -288,6 +288,32 @@ fn bond_every_node(lab: &mut Lab, mode: BondMode, switch: SwitchSide) -> Vec<Bon
         .collect()
 }
 
+/// Creates the Service of [`VIP`], starts capturing on the switch end of every node's cable (for
+/// `vlans`), then starts the speakers: returns the capture and the owner's node name.
+async fn serve_on_bonds(
+    lab: &mut Lab,
+    bonds: &[BondedNode],
+    vlans: &[Option<u16>],
+) -> (WireCaptures, String) {
+    let client = lab.client().await.unwrap();
+    announced_service(
+        &client,
+        &["198.51.100.64/27"],
+        "svc",
+        "Cluster",
+        &["198.51.100.70"],
+    )
+    .await
+    .unwrap();
+    let watch = WireCaptures::start(&switch_ends(lab, bonds), vlans, Duration::from_secs(600))
+        .await
+        .unwrap();
+    for node in NODES {
+        lab.start_speaker(node, &SPEAKER_ARGS).unwrap();
+    }
+    (watch, expected_owner(VIP, &NODES))
+}
+
 /// Every switch end of every bond's cables, as `(LAN namespace, port)`.
 fn switch_ends<'a>(lab: &'a Lab, bonds: &'a [BondedNode]) -> Vec<(&'a str, &'a str)> {
     bonds
@@ -487,27 +513,7 @@ async fn an_active_backup_bond_claims_with_its_own_mac_and_reannounces_after_fai
     let started = Instant::now();
     let mut lab = Lab::start(NODES.len(), 1).await.expect("lab");
     let bonds = bond_every_node(&mut lab, BondMode::ActiveBackup, SwitchSide::Ports);
-    let client = lab.client().await.unwrap();
-    announced_service(
-        &client,
-        &["198.51.100.64/27"],
-        "svc",
-        "Cluster",
-        &["198.51.100.70"],
-    )
-    .await
-    .unwrap();
-    let watch = WireCaptures::start(
-        &switch_ends(&lab, &bonds),
-        &[None],
-        Duration::from_secs(600),
-    )
-    .await
-    .unwrap();
-    for node in NODES {
-        lab.start_speaker(node, &SPEAKER_ARGS).unwrap();
-    }
-    let owner_name = expected_owner(VIP, &NODES);
+    let (watch, owner_name) = serve_on_bonds(&mut lab, &bonds, &[None]).await;
     let owner = bonds.iter().find(|b| b.node == owner_name).unwrap();
     println!("lab ready, speakers started: {:?}", started.elapsed());
     wait_for_answer(&lab, 0, VIP, &owner.mac, &owner.node).await;
@@ -586,27 +592,7 @@ async fn aggregated_bond(mode: BondMode) {
         }
         println!("LACP up on every node: {:?}", started.elapsed());
     }
-    let client = lab.client().await.unwrap();
-    announced_service(
-        &client,
-        &["198.51.100.64/27"],
-        "svc",
-        "Cluster",
-        &["198.51.100.70"],
-    )
-    .await
-    .unwrap();
-    let watch = WireCaptures::start(
-        &switch_ends(&lab, &bonds),
-        &[None],
-        Duration::from_secs(600),
-    )
-    .await
-    .unwrap();
-    for node in NODES {
-        lab.start_speaker(node, &SPEAKER_ARGS).unwrap();
-    }
-    let owner_name = expected_owner(VIP, &NODES);
+    let (watch, owner_name) = serve_on_bonds(&mut lab, &bonds, &[None]).await;
     let owner = bonds.iter().find(|b| b.node == owner_name).unwrap();
     println!("lab ready, speakers started: {:?}", started.elapsed());
     wait_for_answer(&lab, 0, VIP, &owner.mac, &owner.node).await;
@@ -712,23 +698,7 @@ async fn a_vlan_on_a_bond_answers_tagged_with_the_bond_mac() {
     }
     let on_vlan = lab.move_client_to_vlan(0, VID).unwrap();
     let c_untagged = lab.client_netns(1).unwrap();
-    let client = lab.client().await.unwrap();
-    announced_service(
-        &client,
-        &["198.51.100.64/27"],
-        "svc",
-        "Cluster",
-        &["198.51.100.70"],
-    )
-    .await
-    .unwrap();
-    let watch = WireCaptures::start(&switch_ends(&lab, &bonds), &VLANS, Duration::from_secs(600))
-        .await
-        .unwrap();
-    for node in NODES {
-        lab.start_speaker(node, &SPEAKER_ARGS).unwrap();
-    }
-    let owner_name = expected_owner(VIP, &NODES);
+    let (watch, owner_name) = serve_on_bonds(&mut lab, &bonds, &VLANS).await;
     let owner = bonds.iter().find(|b| b.node == owner_name).unwrap();
     println!("lab ready, speakers started: {:?}", started.elapsed());
     let c_vlan = lab.client_netns(0).unwrap();
