@@ -550,6 +550,9 @@ fn release_workflow_passes_actionlint() {
                 "release/build.sh",
                 "tests/cluster/build-actionlint.sh",
                 "tests/cluster/build.sh",
+                "tests/vm/build.sh",
+                "tests/vm/guest-init.sh",
+                ".ci/run",
             ])
             .current_dir(&root)
             .output()
