@@ -36,9 +36,6 @@ use ferrolb_tests::lab::{Lab, Seen, in_netns};
 use ferrolb_tests::objects::{EndpointSpec, apply_endpoints, apply_l2, create_pool, set_ingress};
 use ferrolb_tests::poll::until_every;
 use ferrolb_tests::vm::{GUEST_TIMING, run_in_guest};
-use k8s_openapi::api::core::v1::Service;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
 
 const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 /// The pool (off the node subnet and the pod range; clients route it on-link).
@@ -92,26 +89,6 @@ struct IpvsLab {
     _pods: Option<Pods>,
 }
 
-async fn apply_service(client: &kube::Client, policy: Policy) {
-    let svc = serde_json::json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": { "name": policy.service(), "namespace": "default" },
-        "spec": {
-            "type": "LoadBalancer",
-            "externalTrafficPolicy": policy.as_str(),
-            "ports": [{ "protocol": "TCP", "port": SERVICE_PORT, "targetPort": POD_PORT }],
-        },
-    });
-    Api::<Service>::namespaced(client.clone(), "default")
-        .patch(
-            policy.service(),
-            &PatchParams::apply("ferrolb-vm-ipvs").force(),
-            &Patch::Apply(&svc),
-        )
-        .await
-        .unwrap();
-}
-
 fn vip(policy: Policy) -> Ipv4Addr {
     match policy {
         Policy::Cluster => VIP_CLUSTER,
@@ -159,7 +136,9 @@ impl IpvsLab {
             .await
             .unwrap();
         for policy in [Policy::Cluster, Policy::Local] {
-            apply_service(&client, policy).await;
+            datapath::apply_service(&client, policy, false)
+                .await
+                .unwrap();
             set_ingress(
                 &client,
                 "default",

@@ -232,7 +232,7 @@ async fn cases(
     let client = r.lab.client().await?;
     apply_pool(&client).await?;
     for policy in [Policy::Cluster, Policy::Local] {
-        apply_service(&client, policy).await?;
+        apply_service(&client, policy, true).await?;
     }
     let pod_addr = |name: &str, v6: bool| -> anyhow::Result<String> {
         let pod = r
@@ -414,18 +414,29 @@ async fn apply_pool(client: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn apply_service(client: &kube::Client, policy: Policy) -> anyhow::Result<()> {
-    let svc = serde_json::json!({
+/// Applies the Service of `policy` (server-side apply, field manager `ferrolb-datapath`):
+/// dual-stack when `dual_stack`, else the cluster's default family (IPv4).
+///
+/// # Errors
+/// The API server refused it.
+pub async fn apply_service(
+    client: &kube::Client,
+    policy: Policy,
+    dual_stack: bool,
+) -> anyhow::Result<()> {
+    let mut svc = serde_json::json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": { "name": policy.service(), "namespace": "default" },
         "spec": {
             "type": "LoadBalancer",
             "externalTrafficPolicy": policy.as_str(),
-            "ipFamilyPolicy": "RequireDualStack",
-            "ipFamilies": ["IPv4", "IPv6"],
             "ports": [{ "protocol": "TCP", "port": SERVICE_PORT, "targetPort": POD_PORT }],
         },
     });
+    if dual_stack {
+        svc["spec"]["ipFamilyPolicy"] = "RequireDualStack".into();
+        svc["spec"]["ipFamilies"] = serde_json::json!(["IPv4", "IPv6"]);
+    }
     Api::<Service>::namespaced(client.clone(), "default")
         .patch(
             policy.service(),
